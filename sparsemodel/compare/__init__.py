@@ -1,0 +1,1 @@
+"""Reports: run several solvers on one problem; tables, plots, files."""

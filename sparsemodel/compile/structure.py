@@ -1,0 +1,391 @@
+"""Recognize objectives that are sums of elementwise losses of affine maps.
+
+Many objectives in this field have the *composite* form
+
+    f(x) = sum_t c_t * sum_i w_ti * phi_t((A_t x + b_t)_i)  +  sum_q c_q * (A_q x + b_q)' P_q (A_q x + b_q)  +  const
+
+(least squares, logistic and Huber regression, ridge terms, quad_form). For these the lowering
+can build the restricted problem on a support S from the columns ``A_t[:, S]`` alone: a direct
+QR/Cholesky solve when every phi is quadratic, Newton with the exact Hessian otherwise.
+:func:`decompose` finds that form (or returns None, and the general L-BFGS path is used);
+:func:`jacobian_columns` extracts the columns ``A[:, S]`` by batched forward mode over the affine
+subtree, keeping selections of variable coordinates sparse so that ``X @ w`` costs a column gather.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..model import atoms as A
+from ..model.expr import (
+    AFFINE,
+    Add,
+    Constant,
+    Data,
+    Div,
+    Expr,
+    Index,
+    MatMul,
+    Mul,
+    Neg,
+    Parameter,
+    Sub,
+    Transpose,
+    Variable,
+    dense,
+)
+from .evaluator import Evaluator, Layout
+
+
+@dataclass
+class Term:
+    """c * sum(w * phi(A x + b)); phi None means the identity (a linear term)."""
+
+    coef: float
+    phi: A.Elementwise | None
+    affine: Expr
+    weights: np.ndarray | None = None  # flattened, same size as the affine expression
+    b: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ev: Evaluator | None = None
+
+    @property
+    def quadratic(self) -> bool:
+        return isinstance(self.phi, A.square) or self.phi is None
+
+    def phi_d(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """phi(z), phi'(z), phi''(z) with the weights applied."""
+        if self.phi is None:
+            v, d1, d2 = z, np.ones_like(z), np.zeros_like(z)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                v, d1, d2 = self.phi.fn(z), self.phi.d1(z), self.phi.d2(z)
+        if self.weights is not None:
+            v, d1, d2 = v * self.weights, d1 * self.weights, d2 * self.weights
+        return v, d1, d2
+
+
+@dataclass
+class QuadTerm:
+    """c * (A x + b)' P (A x + b) from quad_form."""
+
+    coef: float
+    P: np.ndarray
+    affine: Expr
+    b: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ev: Evaluator | None = None
+
+
+@dataclass
+class Composite:
+    terms: list[Term]
+    quads: list[QuadTerm]
+    const: float
+
+    @property
+    def quadratic(self) -> bool:
+        return all(t.quadratic for t in self.terms)
+
+    @property
+    def least_squares(self) -> bool:
+        """Only c * sum_squares(affine) terms with c > 0 (plus constants): QR applies."""
+        return not self.quads and all(isinstance(t.phi, A.square) and t.coef > 0 for t in self.terms)
+
+    def describe(self) -> str:
+        if self.least_squares:
+            return "least squares (direct QR/Cholesky restricted solves)"
+        if self.quadratic:
+            return "quadratic (direct Cholesky restricted solves)"
+        names = sorted({t.phi.name for t in self.terms if t.phi is not None})
+        return f"sum of elementwise losses ({', '.join(names)}) of affine maps (Newton restricted solves)"
+
+    def n_samples(self) -> int:
+        """The number of summands of the largest term (for IFO counts)."""
+        return max([t.affine.size for t in self.terms] + [1])
+
+    def phi_curvature_bound(self) -> float | None:
+        """max over terms of sup phi'' (None if some phi'' is unbounded, e.g. exp or log)."""
+        bounds = []
+        for t in self.terms:
+            if t.phi is None:
+                continue
+            if isinstance(t.phi, (A.square, A.huber)):
+                bounds.append(2.0)
+            elif isinstance(t.phi, A.logistic):
+                bounds.append(0.25)
+            else:
+                return None
+        return max(bounds, default=0.0)
+
+
+class _NotComposite(Exception):
+    pass
+
+
+def decompose(objective: Expr, layout: Layout) -> Composite | None:
+    """The composite form of a scalar objective, or None when it has none."""
+    terms: list[Term] = []
+    quads: list[QuadTerm] = []
+    const = [0.0]
+
+    def scalar_const(e: Expr) -> float | None:
+        if e.is_constant() and e.shape == ():
+            return float(e.constant_value())
+        return None
+
+    def visit(e: Expr, c: float) -> None:
+        if e.is_constant():
+            const[0] += c * float(np.sum(dense(e.constant_value())))
+            return
+        if isinstance(e, Sub):
+            visit(e.args[0], c)
+            visit(e.args[1], -c)
+            return
+        if isinstance(e, Add):
+            if e.args[0].shape != e.shape or e.args[1].shape != e.shape:
+                raise _NotComposite
+            visit(e.args[0], c)
+            visit(e.args[1], c)
+            return
+        if isinstance(e, Neg):
+            visit(e.args[0], -c)
+            return
+        if isinstance(e, Div):
+            s = scalar_const(e.args[1])
+            if s is None:
+                raise _NotComposite
+            visit(e.args[0], c / s)
+            return
+        if isinstance(e, Mul):
+            for i in (0, 1):
+                s = scalar_const(e.args[i])
+                if s is not None:
+                    visit(e.args[1 - i], c * s)
+                    return
+            raise _NotComposite
+        if e.shape != ():
+            raise _NotComposite
+        if e.curvature == AFFINE:
+            terms.append(Term(c, None, e))
+            return
+        if isinstance(e, (A.sum, A.mean)) and e.axis is None:
+            scale = c / (e.args[0].size if isinstance(e, A.mean) else 1)
+            summand(e.args[0], scale, None)
+            return
+        if isinstance(e, A.sum_squares) and e.args[0].curvature == AFFINE:
+            terms.append(Term(c, A.square(e.args[0]), e.args[0]))
+            return
+        if isinstance(e, A.quad_form) and e.args[0].curvature == AFFINE:
+            P = dense(e.args[1].constant_value())
+            quads.append(QuadTerm(c, P, e.args[0]))
+            return
+        if isinstance(e, A.Elementwise) and e.args[0].curvature == AFFINE:
+            terms.append(Term(c, e, e.args[0]))
+            return
+        raise _NotComposite
+
+    def summand(e: Expr, c: float, w: np.ndarray | None) -> None:
+        """e is the argument of sum(); collect c * sum(w * e)."""
+        if e.curvature == AFFINE:
+            terms.append(Term(c, None, e, weights=w))
+            return
+        if isinstance(e, A.Elementwise) and e.args[0].curvature == AFFINE and e.args[0].shape == e.shape:
+            terms.append(Term(c, e, e.args[0], weights=w))
+            return
+        if isinstance(e, (Add, Sub)) and e.args[0].shape == e.shape and e.args[1].shape == e.shape:
+            summand(e.args[0], c, w)
+            summand(e.args[1], -c if isinstance(e, Sub) else c, w)
+            return
+        if isinstance(e, Neg):
+            summand(e.args[0], -c, w)
+            return
+        if isinstance(e, (Mul, Div)):
+            a, b = e.args
+            if isinstance(e, Div):
+                if not b.is_constant():
+                    raise _NotComposite
+                k = 1.0 / dense(b.constant_value())
+                other = a
+            elif a.is_constant():
+                k, other = dense(a.constant_value()), b
+            elif b.is_constant():
+                k, other = dense(b.constant_value()), a
+            else:
+                raise _NotComposite
+            if np.ndim(k) == 0:
+                summand(other, c * float(k), w)
+                return
+            if other.shape != e.shape:
+                raise _NotComposite
+            kk = np.broadcast_to(k, e.shape).ravel()
+            summand(other, c, kk if w is None else w * kk)
+            return
+        raise _NotComposite
+
+    try:
+        visit(objective, 1.0)
+    except _NotComposite:
+        return None
+    x0 = np.zeros(layout.n)
+    for t in terms:
+        t.ev = Evaluator(t.affine, layout)
+        t.b = np.atleast_1d(dense(t.ev.value(x0))).ravel().astype(float)
+    for q in quads:
+        q.ev = Evaluator(q.affine, layout)
+        q.b = dense(q.ev.value(x0)).ravel()
+    return Composite(terms, quads, const[0])
+
+
+# ----------------------------------------------------------------- Jacobian columns
+
+
+class _Sel:
+    """Sparse tangent: direction rows[j] is vals[j] * e_{pos[j]} in the node's flattened shape."""
+
+    def __init__(self, pos: np.ndarray, rows: np.ndarray, vals: np.ndarray, shape: tuple[int, ...], m: int):
+        self.pos, self.rows, self.vals, self.shape, self.m = pos, rows, vals, shape, m
+
+    def dense(self) -> np.ndarray:
+        T = np.zeros((self.m, int(np.prod(self.shape, dtype=np.int64))))
+        np.add.at(T, (self.rows, self.pos), self.vals)
+        return T.reshape((self.m,) + self.shape)
+
+    def matrix(self) -> sp.csc_matrix:
+        size = int(np.prod(self.shape, dtype=np.int64))
+        return sp.csc_matrix((self.vals, (self.pos, self.rows)), shape=(size, self.m))
+
+
+def _bcast(T: np.ndarray, shape: tuple[int, ...], out: tuple[int, ...]) -> np.ndarray:
+    m = T.shape[0]
+    T = T.reshape((m,) + (1,) * (len(out) - len(shape)) + shape)
+    return np.broadcast_to(T, (m,) + out)
+
+
+def _as_dense(T: Any) -> np.ndarray:
+    return T.dense() if isinstance(T, _Sel) else T
+
+
+def jacobian_columns(expr: Expr, layout: Layout, cols: np.ndarray) -> np.ndarray | sp.csc_matrix:
+    """The columns ``cols`` (flat coordinates of x) of the Jacobian of the affine ``expr``:
+    an (expr.size, len(cols)) matrix, dense or sparse."""
+    cols = np.asarray(cols, dtype=np.int64)
+    m = len(cols)
+    tang: dict[int, Any] = {}
+    for node in expr.walk():
+        tang[node.uid] = _jvp(node, [tang[a.uid] for a in node.args], layout, cols, m)
+    T = tang[expr.uid]
+    size = expr.size
+    if T is None:
+        return sp.csc_matrix((size, m))
+    if isinstance(T, _Sel):
+        return T.matrix()
+    return np.ascontiguousarray(T.reshape(m, size).T)
+
+
+def _jvp(node: Expr, ts: list[Any], layout: Layout, cols: np.ndarray, m: int) -> Any:
+    if node.is_constant():
+        return None
+    if isinstance(node, Variable):
+        sl = layout.slice(node)
+        rows = np.flatnonzero((cols >= sl.start) & (cols < sl.stop))
+        return _Sel(cols[rows] - sl.start, rows, np.ones(len(rows)), node.shape, m)
+    shape = node.shape
+    if isinstance(node, Index):
+        (T,) = ts
+        if isinstance(T, _Sel):
+            inv = np.full(node.args[0].size, -1, dtype=np.int64)
+            inv[node.flat_indices()] = np.arange(node.size)
+            newpos = inv[T.pos]
+            keep = newpos >= 0
+            return _Sel(newpos[keep], T.rows[keep], T.vals[keep], shape, m)
+        return T[(slice(None),) + node.key]
+    if isinstance(node, Transpose):
+        (T,) = ts
+        if isinstance(T, _Sel):
+            src = node.args[0].shape
+            perm = np.arange(int(np.prod(src))).reshape(src).T.ravel()  # out position -> in position
+            inv = np.empty_like(perm)
+            inv[perm] = np.arange(len(perm))
+            return _Sel(inv[T.pos], T.rows, T.vals, shape, m)
+        return np.moveaxis(T, list(range(1, T.ndim)), list(range(T.ndim - 1, 0, -1)))
+    if isinstance(node, Neg):
+        (T,) = ts
+        if isinstance(T, _Sel):
+            return _Sel(T.pos, T.rows, -T.vals, shape, m)
+        return -T
+    if isinstance(node, (Add, Sub)):
+        a, b = node.args
+        Ta, Tb = ts
+        if isinstance(node, Sub) and Tb is not None:
+            Tb = _jvp_neg(Tb)
+        if Ta is None or Tb is None:
+            T = Ta if Tb is None else Tb
+            src = a.shape if Tb is None else b.shape
+            if isinstance(T, _Sel) and src == shape:
+                return T
+            return _bcast(_as_dense(T), src, shape)
+        return _bcast(_as_dense(Ta), a.shape, shape) + _bcast(_as_dense(Tb), b.shape, shape)
+    if isinstance(node, (Mul, Div)):
+        a, b = node.args
+        if isinstance(node, Div):
+            k, T, src = 1.0 / dense(b.constant_value()), ts[0], a.shape
+        elif a.is_constant():
+            k, T, src = dense(a.constant_value()), ts[1], b.shape
+        else:
+            k, T, src = dense(b.constant_value()), ts[0], a.shape
+        if isinstance(T, _Sel) and src == shape:
+            kk = np.broadcast_to(k, shape).ravel() if np.ndim(k) else np.full(1, float(k))
+            return _Sel(T.pos, T.rows, T.vals * (kk[T.pos] if np.ndim(k) else kk[0]), shape, m)
+        return _bcast(_as_dense(T), src, shape) * np.asarray(k)
+    if isinstance(node, MatMul):
+        a, b = node.args
+        if a.is_constant():
+            D = a.constant_value()
+            T = ts[1]
+            if b.ndim == 1 and isinstance(T, _Sel):
+                out = np.zeros((m,) + shape)
+                if len(T.rows):
+                    cols_ = D[:, T.pos]
+                    cols_ = cols_.toarray() if sp.issparse(cols_) else cols_
+                    if D.ndim == 2:
+                        np.add.at(out, T.rows, (cols_ * T.vals).T)
+                    else:
+                        np.add.at(out, T.rows, cols_ * T.vals)
+                return out
+            T = _as_dense(T)
+            if sp.issparse(D):
+                Tm = T.reshape(m, b.shape[0], -1)
+                res = np.stack([np.asarray(D @ Tm[i]) for i in range(m)])
+                return res.reshape((m,) + shape)
+            return np.matmul(D, T) if b.ndim == 2 else np.einsum("ij,mj->mi", D, T) if D.ndim == 2 else T @ D
+        D = b.constant_value()
+        T = _as_dense(ts[0])
+        D = dense(D)
+        if a.ndim == 1:
+            return T @ D
+        return np.matmul(T, D)
+    if isinstance(node, (A.sum, A.mean)):
+        (T,) = ts
+        T = _as_dense(T)
+        if node.axis is None:
+            r = T.reshape(m, -1).sum(axis=1)
+        else:
+            r = T.sum(axis=(node.axis % node.args[0].ndim) + 1)
+        if isinstance(node, A.mean):
+            r = r / node._count()
+        return r
+    if isinstance(node, A.trace):
+        return np.trace(_as_dense(ts[0]), axis1=1, axis2=2)
+    raise TypeError(f"jacobian_columns: {type(node).__name__} is not affine")
+
+
+def _jvp_neg(T: Any) -> Any:
+    if isinstance(T, _Sel):
+        return _Sel(T.pos, T.rows, -T.vals, T.shape, T.m)
+    return -T
+
+
+__all__ = ["Composite", "Term", "QuadTerm", "decompose", "jacobian_columns", "Constant", "Data", "Parameter"]

@@ -1,0 +1,23 @@
+"""The model: expression tree, atoms, constraints, problems (the Python builder)."""
+
+from .atoms import ATOMS, DATA_FUNCTIONS
+from .constraints import eig, nnz, offdiag, rank
+from .expr import Constant, Data, Expr, Parameter, Variable
+from .problem import Objective, Problem, minimize
+
+__all__ = [
+    "ATOMS",
+    "DATA_FUNCTIONS",
+    "Constant",
+    "Data",
+    "Expr",
+    "Parameter",
+    "Variable",
+    "Objective",
+    "Problem",
+    "minimize",
+    "nnz",
+    "rank",
+    "eig",
+    "offdiag",
+]

@@ -1,0 +1,586 @@
+"""Atoms: the functions a model may use, each with value, gradient and DCP properties.
+
+An atom is one class: ``forward`` computes its value, ``vjp`` its gradient (reverse mode),
+``curvature_kind`` / ``monotonicity`` / ``_sign_of`` its DCP properties, and ``to_cvxpy`` its
+cvxpy counterpart (used by the reference restricted solve and the convex baselines).
+Elementwise atoms additionally give their first and second derivatives ``d1``/``d2``, which the
+lowering uses for Newton steps on generalized-linear objectives.
+
+Data functions (``cov``, ``rows``, ``cols``, ``standardize`` ...) are not atoms: they run once on
+data when the model is built and return data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+from scipy.special import logsumexp as _lse
+
+from ..errors import DataError, ModelError, ShapeError, Span
+from .expr import (
+    AFFINE,
+    ANYSIGN,
+    CONCAVE,
+    CONSTANT,
+    CONVEX,
+    DECREASING,
+    INCREASING,
+    NONMONOTONE,
+    NONNEG,
+    NONPOS,
+    UNKNOWN,
+    Constant,
+    Data,
+    Expr,
+    as_expr,
+    dense,
+    fmt_shape,
+)
+
+
+class Atom(Expr):
+    """A function application ``name(args...)``; subclasses define the numerics and DCP facts."""
+
+    name = "atom"
+    curvature_kind = AFFINE
+    precedence = 100
+
+    def __init__(self, *args: Any, span: Span | None = None):
+        exprs = [as_expr(a) for a in args]
+        super().__init__(exprs, self._shape([a.shape for a in exprs], exprs, span), span)
+
+    # --- to define in subclasses
+    def _shape(self, shapes: list[tuple[int, ...]], args: list[Expr], span: Span | None) -> tuple[int, ...]:
+        return ()
+
+    def monotonicity(self, i: int) -> str:
+        return INCREASING
+
+    def extra_repr(self) -> str:
+        return ""
+
+    # --- DCP composition rule
+    def _curvature(self) -> str:
+        if all(a.is_constant() for a in self.args):
+            return CONSTANT
+        conv = self.curvature_kind in (CONVEX, AFFINE)
+        conc = self.curvature_kind in (CONCAVE, AFFINE)
+        for i, a in enumerate(self.args):
+            c = a.curvature
+            if c in (CONSTANT, AFFINE):
+                continue
+            m = self.monotonicity(i)
+            conv = conv and ((m == INCREASING and c == CONVEX) or (m == DECREASING and c == CONCAVE))
+            conc = conc and ((m == INCREASING and c == CONCAVE) or (m == DECREASING and c == CONVEX))
+        if conv and conc:
+            return AFFINE
+        if conv:
+            return CONVEX
+        if conc:
+            return CONCAVE
+        return UNKNOWN
+
+    def curvature_reason(self) -> str:
+        for i, a in enumerate(self.args):
+            if a.curvature in (CONSTANT, AFFINE):
+                continue
+            m = self.monotonicity(i)
+            return (
+                f"{self.name} is {self.curvature_kind} and {m} in its argument, but its argument {a} is {a.curvature}"
+            )
+        return f"{self} is {self.curvature}"
+
+    def __str__(self) -> str:
+        inner = ", ".join(str(a) for a in self.args)
+        extra = self.extra_repr()
+        return f"{self.name}({inner}{', ' + extra if extra else ''})"
+
+    def to_cvxpy(self, args: list[Any]) -> Any:  # pragma: no cover - every atom defines it
+        raise ModelError(f"{self.name} has no cvxpy counterpart", self.span)
+
+
+# ----------------------------------------------------------------- elementwise atoms
+
+
+class Elementwise(Atom):
+    """f applied to each entry; ``d1`` and ``d2`` are f' and f''."""
+
+    def _shape(self, shapes, args, span):
+        return shapes[0]
+
+    def fn(self, z: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def d1(self, z: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def d2(self, z: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def forward(self, vals):
+        z = dense(vals[0])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self.fn(z)
+
+    def vjp(self, g, vals, out, needs):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return [g * self.d1(dense(vals[0]))]
+
+
+class square(Elementwise):
+    name = "square"
+    curvature_kind = CONVEX
+
+    def monotonicity(self, i):
+        s = self.args[0].sign
+        return INCREASING if s == NONNEG else DECREASING if s == NONPOS else NONMONOTONE
+
+    def _sign_of(self):
+        return NONNEG
+
+    def fn(self, z):
+        return z * z
+
+    def d1(self, z):
+        return 2.0 * z
+
+    def d2(self, z):
+        return np.full_like(z, 2.0, dtype=float)
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.square(args[0])
+
+
+class exp(Elementwise):
+    name = "exp"
+    curvature_kind = CONVEX
+
+    def _sign_of(self):
+        return NONNEG
+
+    def fn(self, z):
+        return np.exp(z)
+
+    d1 = fn
+    d2 = fn
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.exp(args[0])
+
+
+class log(Elementwise):
+    name = "log"
+    curvature_kind = CONCAVE
+
+    def fn(self, z):
+        # -inf outside the domain so that minimizing -log(.) sees +inf and line searches back off
+        return np.where(z > 0, np.log(np.where(z > 0, z, 1.0)), -np.inf)
+
+    def d1(self, z):
+        return 1.0 / z
+
+    def d2(self, z):
+        return -1.0 / (z * z)
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.log(args[0])
+
+
+class logistic(Elementwise):
+    """log(1 + exp(z)), computed without overflow."""
+
+    name = "logistic"
+    curvature_kind = CONVEX
+
+    def _sign_of(self):
+        return NONNEG
+
+    def fn(self, z):
+        return np.logaddexp(0.0, z)
+
+    def d1(self, z):
+        return expit(z)
+
+    def d2(self, z):
+        s = expit(z)
+        return s * (1.0 - s)
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.logistic(args[0])
+
+
+class huber(Elementwise):
+    """x^2 for |x| <= M, 2M|x| - M^2 otherwise (cvxpy's convention)."""
+
+    name = "huber"
+    curvature_kind = CONVEX
+
+    def __init__(self, x: Any, M: Any = 1.0, span: Span | None = None):
+        m = as_expr(M)
+        if not m.is_constant() or m.shape != ():
+            raise ModelError(f"huber's threshold M must be a positive scalar constant; got {m}", span)
+        self.M = float(m.constant_value())
+        if self.M <= 0:
+            raise ModelError(f"huber's threshold M must be positive; got {self.M}", span)
+        super().__init__(x, span=span)
+
+    def extra_repr(self):
+        return f"M={self.M:g}"
+
+    def monotonicity(self, i):
+        s = self.args[0].sign
+        return INCREASING if s == NONNEG else DECREASING if s == NONPOS else NONMONOTONE
+
+    def _sign_of(self):
+        return NONNEG
+
+    def fn(self, z):
+        a = np.abs(z)
+        return np.where(a <= self.M, z * z, 2 * self.M * a - self.M**2)
+
+    def d1(self, z):
+        return np.where(np.abs(z) <= self.M, 2 * z, 2 * self.M * np.sign(z))
+
+    def d2(self, z):
+        return np.where(np.abs(z) <= self.M, 2.0, 0.0)
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.huber(args[0], self.M)
+
+
+# ----------------------------------------------------------------- reductions
+
+
+def _axis_shape(shape: tuple[int, ...], axis: int | None, name: str, arg: Expr, span: Span | None) -> tuple[int, ...]:
+    if axis is None:
+        return ()
+    if not -len(shape) <= axis < len(shape):
+        raise ShapeError(f"{name}(..., axis={axis}) on {arg} of shape {fmt_shape(shape)}", span, "axis out of range")
+    ax = axis % len(shape)
+    return shape[:ax] + shape[ax + 1 :]
+
+
+def _expand(g: np.ndarray, shape: tuple[int, ...], axis: int | None) -> np.ndarray:
+    if axis is None:
+        return np.broadcast_to(g, shape)
+    return np.broadcast_to(np.expand_dims(g, axis % len(shape)), shape)
+
+
+class _Reduction(Atom):
+    def __init__(self, x: Any, axis: int | None = None, span: Span | None = None):
+        self.axis = None if axis is None else int(axis)
+        super().__init__(x, span=span)
+
+    def _shape(self, shapes, args, span):
+        return _axis_shape(shapes[0], self.axis, self.name, args[0], span)
+
+    def extra_repr(self):
+        return "" if self.axis is None else f"axis={self.axis}"
+
+
+class sum(_Reduction):  # noqa: A001 - the model language's name
+    name = "sum"
+    curvature_kind = AFFINE
+
+    def _sign_of(self):
+        return self.args[0].sign
+
+    def forward(self, vals):
+        v = vals[0]
+        if sp.issparse(v):
+            v = v.toarray()
+        r = np.sum(v, axis=self.axis)
+        return float(r) if np.ndim(r) == 0 else r
+
+    def vjp(self, g, vals, out, needs):
+        return [np.array(_expand(np.asarray(g, dtype=float), self.args[0].shape, self.axis))]
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.sum(args[0], axis=self.axis)
+
+
+class mean(sum):
+    name = "mean"
+
+    def _count(self) -> int:
+        shape = self.args[0].shape
+        return int(np.prod(shape)) if self.axis is None else shape[self.axis]
+
+    def forward(self, vals):
+        return super().forward(vals) / self._count()
+
+    def vjp(self, g, vals, out, needs):
+        return [np.array(_expand(np.asarray(g, dtype=float) / self._count(), self.args[0].shape, self.axis))]
+
+    def to_cvxpy(self, args):
+        return super().to_cvxpy(args) / self._count()
+
+
+class sum_squares(Atom):
+    name = "sum_squares"
+    curvature_kind = CONVEX
+
+    def monotonicity(self, i):
+        s = self.args[0].sign
+        return INCREASING if s == NONNEG else DECREASING if s == NONPOS else NONMONOTONE
+
+    def _sign_of(self):
+        return NONNEG
+
+    def forward(self, vals):
+        z = dense(vals[0])
+        return float(np.dot(z.ravel(), z.ravel()))
+
+    def vjp(self, g, vals, out, needs):
+        return [2.0 * g * dense(vals[0])]
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.sum_squares(args[0])
+
+
+class logsumexp(_Reduction):
+    name = "logsumexp"
+    curvature_kind = CONVEX
+
+    def forward(self, vals):
+        r = _lse(dense(vals[0]), axis=self.axis)
+        return float(r) if np.ndim(r) == 0 else r
+
+    def vjp(self, g, vals, out, needs):
+        z = dense(vals[0])
+        lse = _expand(np.asarray(out, dtype=float), z.shape, self.axis)
+        return [np.exp(z - lse) * _expand(np.asarray(g, dtype=float), z.shape, self.axis)]
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.log_sum_exp(args[0], axis=self.axis)
+
+
+def _square_matrix(shapes, args, span, name):
+    s = shapes[0]
+    if len(s) != 2 or s[0] != s[1]:
+        raise ShapeError(f"{name} needs a square matrix; {args[0]} has shape {fmt_shape(s)}", span)
+    return ()
+
+
+class trace(Atom):
+    name = "trace"
+    curvature_kind = AFFINE
+
+    def _shape(self, shapes, args, span):
+        return _square_matrix(shapes, args, span, self.name)
+
+    def forward(self, vals):
+        return float(dense(vals[0]).trace())
+
+    def vjp(self, g, vals, out, needs):
+        return [g * np.eye(self.args[0].shape[0])]
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.trace(args[0])
+
+
+class logdet(Atom):
+    """log det X for X positive definite; -inf outside the domain."""
+
+    name = "logdet"
+    curvature_kind = CONCAVE
+
+    def _shape(self, shapes, args, span):
+        return _square_matrix(shapes, args, span, self.name)
+
+    def forward(self, vals):
+        X = dense(vals[0])
+        try:
+            L = np.linalg.cholesky((X + X.T) / 2)
+        except np.linalg.LinAlgError:
+            return -np.inf
+        return float(2.0 * np.log(np.diag(L)).sum())
+
+    def vjp(self, g, vals, out, needs):
+        X = dense(vals[0])
+        try:
+            inv = np.linalg.inv(X)
+        except np.linalg.LinAlgError:
+            inv = np.full_like(X, np.nan)
+        return [g * inv.T]
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        return cp.log_det(args[0])
+
+
+class quad_form(Atom):
+    """x' P x with P a constant matrix; convex when P is positive semidefinite."""
+
+    name = "quad_form"
+
+    def __init__(self, x: Any, P: Any, span: Span | None = None):
+        super().__init__(x, P, span=span)
+        Pe = self.args[1]
+        if not Pe.is_constant():
+            raise ModelError(f"quad_form's matrix must be constant; {Pe} depends on a variable", span)
+        Pv = dense(Pe.constant_value())
+        w = np.linalg.eigvalsh((Pv + Pv.T) / 2)
+        tol = 1e-10 * max(1.0, float(np.abs(w).max()))
+        self.curvature_kind = CONVEX if w.min() >= -tol else CONCAVE if w.max() <= tol else UNKNOWN
+
+    def _shape(self, shapes, args, span):
+        x, P = shapes
+        if len(x) != 1 or P != (x[0], x[0]):
+            raise ShapeError(
+                f"quad_form(x, P) needs a vector x of length n and an (n,n) matrix P; got {fmt_shape(x)} and {fmt_shape(P)}",
+                span,
+            )
+        return ()
+
+    def monotonicity(self, i):
+        return NONMONOTONE
+
+    def _curvature(self):
+        if self.curvature_kind == UNKNOWN and not self.args[0].is_constant():
+            return UNKNOWN
+        return super()._curvature()
+
+    def curvature_reason(self):
+        if self.curvature_kind == UNKNOWN:
+            return f"{self}: the matrix {self.args[1]} is indefinite"
+        return super().curvature_reason()
+
+    def forward(self, vals):
+        x, P = dense(vals[0]), vals[1]
+        return float(x @ (P @ x))
+
+    def vjp(self, g, vals, out, needs):
+        x, P = dense(vals[0]), vals[1]
+        gx = g * (np.asarray(P @ x).ravel() + np.asarray(P.T @ x).ravel())
+        return [gx, np.outer(x, x) * g if needs[1] else None]
+
+    def to_cvxpy(self, args):
+        import cvxpy as cp
+
+        P = self.args[1].constant_value()
+        P = (dense(P) + dense(P).T) / 2
+        return cp.quad_form(args[0], cp.psd_wrap(P) if self.curvature_kind == CONVEX else P)
+
+
+# ----------------------------------------------------------------- data functions
+
+
+def _data_arg(x: Any, fname: str, span: Span | None) -> tuple[Any, str | None]:
+    e = as_expr(x)
+    if not e.is_constant():
+        raise ModelError(f"{fname}() takes data, but {e} depends on a variable", span)
+    return e.constant_value(), str(e)
+
+
+def cov(Z: Any, span: Span | None = None) -> Data:
+    """Sample covariance (1/n) sum (z_i - mean)(z_i - mean)' of the rows of Z (the MLE)."""
+    v, s = _data_arg(Z, "cov", span)
+    v = dense(v)
+    if v.ndim != 2:
+        raise ShapeError(f"cov() needs a matrix with samples in rows; {s} has shape {fmt_shape(v.shape)}", span)
+    c = v - v.mean(axis=0)
+    return Data(c.T @ c / v.shape[0], name=f"cov({s})", span=span)
+
+
+def rows(X: Any, span: Span | None = None) -> Constant:
+    v, s = _data_arg(X, "rows", span)
+    if np.ndim(v) < 1:
+        raise ShapeError(f"rows() needs a vector or matrix; {s} is a scalar", span)
+    return Constant(v.shape[0], span=span, text=f"rows({s})")
+
+
+def cols(X: Any, span: Span | None = None) -> Constant:
+    v, s = _data_arg(X, "cols", span)
+    if np.ndim(v) != 2:
+        raise ShapeError(f"cols() needs a matrix; {s} has shape {fmt_shape(np.shape(v))}", span)
+    return Constant(v.shape[1], span=span, text=f"cols({s})")
+
+
+def standardize(X: Any, span: Span | None = None) -> Data:
+    """Columns centred and scaled to unit standard deviation (constant columns left at zero)."""
+    v, s = _data_arg(X, "standardize", span)
+    v = dense(v)
+    sd = v.std(axis=0)
+    return Data((v - v.mean(axis=0)) / np.where(sd > 0, sd, 1.0), name=f"standardize({s})", span=span)
+
+
+def normalize_columns(X: Any, span: Span | None = None) -> Data:
+    """Columns scaled to unit Euclidean norm (paper 003, Section 6.2.2); zero columns left as is."""
+    v, s = _data_arg(X, "normalize_columns", span)
+    if sp.issparse(v):
+        nrm = np.sqrt(np.asarray(v.multiply(v).sum(axis=0)).ravel())
+        out = v @ sp.diags(1.0 / np.where(nrm > 0, nrm, 1.0))
+        return Data(out, name=f"normalize_columns({s})", span=span)
+    v = dense(v)
+    nrm = np.linalg.norm(v, axis=0)
+    return Data(v / np.where(nrm > 0, nrm, 1.0), name=f"normalize_columns({s})", span=span)
+
+
+def onehot(y: Any, span: Span | None = None) -> Data:
+    """Indicator matrix with one column per distinct label of y, in sorted label order."""
+    v, s = _data_arg(y, "onehot", span)
+    v = dense(v)
+    if v.ndim != 1:
+        raise ShapeError(f"onehot() needs a vector of labels; {s} has shape {fmt_shape(v.shape)}", span)
+    labels, idx = np.unique(v, return_inverse=True)
+    if len(labels) > 1000:
+        raise DataError(f"onehot({s}): {len(labels)} distinct labels; is this really a label vector?", span)
+    return Data(np.eye(len(labels))[idx], name=f"onehot({s})", span=span)
+
+
+def ones(n: Any, span: Span | None = None) -> Data:
+    k = _positive_int(n, "ones", span)
+    return Data(np.ones(k), name=f"ones({k})", span=span)
+
+
+def eye(n: Any, span: Span | None = None) -> Data:
+    k = _positive_int(n, "eye", span)
+    return Data(np.eye(k), name=f"eye({k})", span=span)
+
+
+def _positive_int(n: Any, fname: str, span: Span | None) -> int:
+    v, s = _data_arg(n, fname, span)
+    if np.ndim(v) != 0 or float(v) != int(v) or int(v) <= 0:
+        raise ModelError(f"{fname}() needs a positive integer; got {s}", span)
+    return int(v)
+
+
+ATOMS: dict[str, type[Atom]] = {
+    cls.name: cls
+    for cls in (square, exp, log, logistic, huber, sum, mean, sum_squares, logsumexp, trace, logdet, quad_form)
+}
+DATA_FUNCTIONS = {
+    "cov": cov,
+    "rows": rows,
+    "cols": cols,
+    "standardize": standardize,
+    "normalize_columns": normalize_columns,
+    "onehot": onehot,
+    "ones": ones,
+    "eye": eye,
+}
+
+__all__ = list(ATOMS) + list(DATA_FUNCTIONS) + ["Atom", "Elementwise", "ATOMS", "DATA_FUNCTIONS", "ANYSIGN"]

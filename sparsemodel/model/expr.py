@@ -1,0 +1,772 @@
+"""The expression tree: the one model representation every front end produces.
+
+Nodes know their shape (NumPy broadcasting rules), their source span (when they came from a
+model file), their DCP curvature and sign, how to print themselves, and their numeric
+semantics: ``forward`` (value from the children's values) and ``vjp`` (vector-Jacobian product,
+for reverse-mode gradients). The evaluator in :mod:`sparsemodel.compile.evaluator` orchestrates
+these over the tree; solvers never see nodes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ModelError, ShapeError, Span
+
+# curvature
+CONSTANT = "constant"
+AFFINE = "affine"
+CONVEX = "convex"
+CONCAVE = "concave"
+UNKNOWN = "unknown"
+# sign
+NONNEG = "nonnegative"
+NONPOS = "nonpositive"
+ANYSIGN = "unknown sign"
+# monotonicity
+INCREASING = "increasing"
+DECREASING = "decreasing"
+NONMONOTONE = "nonmonotone"
+
+_ids = itertools.count()
+
+Shape = tuple[int, ...]
+
+
+def add_curvature(a: str, b: str) -> str:
+    if a == CONSTANT:
+        return b
+    if b == CONSTANT:
+        return a
+    if a == AFFINE:
+        return b
+    if b == AFFINE:
+        return a
+    return a if a == b else UNKNOWN
+
+
+def negate_curvature(c: str) -> str:
+    return {CONVEX: CONCAVE, CONCAVE: CONVEX}.get(c, c)
+
+
+def scale_curvature(c: str, sign: str) -> str:
+    """Curvature of (constant with the given sign) * (expression of curvature c)."""
+    if c in (CONSTANT, AFFINE):
+        return c
+    if sign == NONNEG:
+        return c
+    if sign == NONPOS:
+        return negate_curvature(c)
+    return UNKNOWN
+
+
+def mul_sign(a: str, b: str) -> str:
+    if ANYSIGN in (a, b):
+        return ANYSIGN
+    return NONNEG if a == b else NONPOS
+
+
+def add_sign(a: str, b: str) -> str:
+    return a if a == b else ANYSIGN
+
+
+def negate_sign(s: str) -> str:
+    return {NONNEG: NONPOS, NONPOS: NONNEG}.get(s, s)
+
+
+def value_sign(v: Any) -> str:
+    """Sign of a numeric value (dense or sparse)."""
+    if sp.issparse(v):
+        data = v.data
+        if data.size == 0:
+            return NONNEG
+        lo, hi = float(data.min()), float(data.max())
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    else:
+        a = np.asarray(v, dtype=float)
+        if a.size == 0:
+            return NONNEG
+        lo, hi = float(np.min(a)), float(np.max(a))
+    if lo >= 0:
+        return NONNEG
+    if hi <= 0:
+        return NONPOS
+    return ANYSIGN
+
+
+def broadcast_shapes(a: Shape, b: Shape, op: str, left: Expr, right: Expr, span: Span | None) -> Shape:
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise ShapeError(
+            f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast in {left} {op} {right}",
+            span,
+            "elementwise operators follow NumPy broadcasting: trailing dimensions must match or be 1",
+        ) from None
+
+
+def fmt_shape(s: Shape) -> str:
+    return "(" + ",".join(str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
+
+
+def unbroadcast(g: np.ndarray, shape: Shape) -> np.ndarray:
+    """Sum a gradient of a broadcast result back to the operand's shape."""
+    g = np.asarray(g)
+    if g.shape == shape:
+        return g
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for i, d in enumerate(shape):
+        if d == 1 and g.shape[i] != 1:
+            g = g.sum(axis=i, keepdims=True)
+    return g.reshape(shape)
+
+
+def as_expr(v: Any, span: Span | None = None) -> Expr:
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        raise ModelError(f"a boolean ({v}) cannot be used in an expression", span)
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return Constant(float(v), span=span)
+    if sp.issparse(v) or isinstance(v, np.ndarray) or isinstance(v, (list, tuple)):
+        return Data(v, span=span)
+    raise ModelError(f"cannot use a value of type {type(v).__name__} in a model expression", span)
+
+
+def dense(v: Any) -> np.ndarray:
+    return v.toarray() if sp.issparse(v) else np.asarray(v, dtype=float)
+
+
+class Expr:
+    """Base class of every expression node."""
+
+    # make numpy defer to our reflected operators (ndarray @ Expr -> Expr.__rmatmul__)
+    __array_ufunc__ = None
+    __array_priority__ = 1000
+    precedence = 100  # binding strength for printing; leaves and calls bind tightest
+
+    def __init__(self, args: Iterable[Expr], shape: Shape, span: Span | None = None):
+        self.args: tuple[Expr, ...] = tuple(args)
+        self.shape: Shape = tuple(int(d) for d in shape)
+        self.span = span
+        self.uid = next(_ids)
+        self._curv: str | None = None
+        self._sign: str | None = None
+
+    # ---------- structure ----------
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def walk(self) -> Iterable[Expr]:
+        """All nodes of the subtree, each once, children before parents."""
+        seen: set[int] = set()
+        order: list[Expr] = []
+        stack: list[tuple[Expr, bool]] = [(self, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if node.uid in seen:
+                continue
+            seen.add(node.uid)
+            stack.append((node, True))
+            for a in reversed(node.args):
+                if a.uid not in seen:
+                    stack.append((a, False))
+        return order
+
+    def variables(self) -> list[Variable]:
+        return [n for n in self.walk() if isinstance(n, Variable)]
+
+    def is_constant(self) -> bool:
+        return self.curvature == CONSTANT
+
+    # ---------- DCP ----------
+    @property
+    def curvature(self) -> str:
+        if self._curv is None:
+            self._curv = self._curvature()
+        return self._curv
+
+    @property
+    def sign(self) -> str:
+        if self._sign is None:
+            self._sign = self._sign_of()
+        return self._sign
+
+    def _curvature(self) -> str:  # pragma: no cover - every subclass defines it
+        raise TypeError(type(self).__name__)
+
+    def _sign_of(self) -> str:
+        return ANYSIGN
+
+    def is_convex(self) -> bool:
+        return self.curvature in (CONSTANT, AFFINE, CONVEX)
+
+    def is_concave(self) -> bool:
+        return self.curvature in (CONSTANT, AFFINE, CONCAVE)
+
+    def curvature_reason(self) -> str:
+        """Why this node has the curvature it has (used to explain a refused objective)."""
+        return f"{self} is {self.curvature}"
+
+    # ---------- numerics ----------
+    def forward(self, vals: list[Any]) -> Any:  # pragma: no cover
+        raise TypeError(type(self).__name__)
+
+    def vjp(self, g: np.ndarray, vals: list[Any], out: Any, needs: list[bool]) -> list[np.ndarray | None]:
+        """Gradients w.r.t. each argument given the output cotangent ``g`` (None where not needed)."""
+        raise TypeError(type(self).__name__)  # pragma: no cover
+
+    def constant_value(self) -> Any:
+        """Numeric value of a constant subtree (parameters at their current values)."""
+        if not self.is_constant():
+            raise ModelError(f"{self} depends on a variable; a constant was expected here", self.span)
+        vals: dict[int, Any] = {}
+        for n in self.walk():
+            vals[n.uid] = n.forward([vals[a.uid] for a in n.args])
+        return vals[self.uid]
+
+    # ---------- printing ----------
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self} shape={fmt_shape(self.shape)}>"
+
+    def wrap(self, child: Expr, prec: int | None = None) -> str:
+        p = self.precedence if prec is None else prec
+        s = str(child)
+        return f"({s})" if child.precedence < p else s
+
+    # ---------- operators ----------
+    def __add__(self, other: Any) -> Expr:
+        return Add(self, as_expr(other))
+
+    def __radd__(self, other: Any) -> Expr:
+        return Add(as_expr(other), self)
+
+    def __sub__(self, other: Any) -> Expr:
+        return Sub(self, as_expr(other))
+
+    def __rsub__(self, other: Any) -> Expr:
+        return Sub(as_expr(other), self)
+
+    def __mul__(self, other: Any) -> Expr:
+        return Mul(self, as_expr(other))
+
+    def __rmul__(self, other: Any) -> Expr:
+        return Mul(as_expr(other), self)
+
+    def __truediv__(self, other: Any) -> Expr:
+        return Div(self, as_expr(other))
+
+    def __rtruediv__(self, other: Any) -> Expr:
+        return Div(as_expr(other), self)
+
+    def __matmul__(self, other: Any) -> Expr:
+        return MatMul(self, as_expr(other))
+
+    def __rmatmul__(self, other: Any) -> Expr:
+        return MatMul(as_expr(other), self)
+
+    def __neg__(self) -> Expr:
+        return Neg(self)
+
+    def __pos__(self) -> Expr:
+        return self
+
+    def __pow__(self, p: Any) -> Expr:
+        if p == 2:
+            from .atoms import square
+
+            return square(self)
+        if p == 1:
+            return self
+        raise ModelError(f"only the power 2 is supported ({self} ** {p}); use exp/log or a func for others")
+
+    def __getitem__(self, key: Any) -> Expr:
+        return Index(self, key)
+
+    @property
+    def T(self) -> Expr:
+        return Transpose(self)
+
+    def __hash__(self) -> int:
+        return self.uid
+
+    # comparison operators are reserved for constraints (see constraints.py)
+    def __eq__(self, other: object) -> bool:  # identity semantics; == is not a constraint here
+        return self is other
+
+    def __bool__(self) -> bool:
+        return True
+
+
+# ---------------------------------------------------------------- leaves
+
+
+class Leaf(Expr):
+    precedence = 100
+
+    def __init__(self, shape: Shape, name: str | None, span: Span | None):
+        super().__init__((), shape, span)
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name or f"<{type(self).__name__.lower()} {fmt_shape(self.shape)}>"
+
+
+class Variable(Leaf):
+    """An optimization variable: a vector, a matrix, or a symmetric matrix."""
+
+    def __init__(
+        self,
+        shape: int | Iterable[int] = (),
+        name: str | None = None,
+        symmetric: bool = False,
+        span: Span | None = None,
+    ):
+        shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+        if any(d <= 0 for d in shp):
+            raise ShapeError(f"variable {name or ''} has dimensions {fmt_shape(shp)}; each must be positive", span)
+        if symmetric and (len(shp) != 2 or shp[0] != shp[1]):
+            raise ShapeError(f"a symmetric variable must be square; {name} has shape {fmt_shape(shp)}", span)
+        super().__init__(shp, name or f"x{next(_ids)}", span)
+        self.symmetric = symmetric
+        self.value: np.ndarray | None = None
+
+    def _curvature(self) -> str:
+        return AFFINE
+
+    def forward(self, vals: list[Any]) -> Any:  # values are injected by the evaluator
+        raise TypeError("variables are evaluated by the evaluator")
+
+
+class Data(Leaf):
+    """Data bound to a name (a matrix, vector or scalar; dense or scipy.sparse)."""
+
+    def __init__(self, value: Any, name: str | None = None, span: Span | None = None, kind: str | None = None):
+        if sp.issparse(value):
+            v = value.tocsr().astype(float)
+        else:
+            v = np.asarray(value, dtype=float)
+        super().__init__(v.shape, name, span)
+        self.value = v
+        self.kind = kind
+
+    def _curvature(self) -> str:
+        return CONSTANT
+
+    def _sign_of(self) -> str:
+        return value_sign(self.value)
+
+    def forward(self, vals: list[Any]) -> Any:
+        return self.value
+
+
+class Parameter(Leaf):
+    """A named constant whose value may change between solves (``param lam = 1e-5``)."""
+
+    def __init__(self, value: Any, name: str | None = None, span: Span | None = None):
+        v = np.asarray(value, dtype=float)
+        super().__init__(v.shape, name, span)
+        self._value = v
+
+    @property
+    def value(self) -> np.ndarray:
+        return self._value
+
+    @value.setter
+    def value(self, v: Any) -> None:
+        a = np.asarray(v, dtype=float)
+        if a.shape != self.shape:
+            raise ShapeError(f"parameter {self.name} has shape {fmt_shape(self.shape)}; got {fmt_shape(a.shape)}")
+        self._value = a
+        self._sign = None
+
+    def _curvature(self) -> str:
+        return CONSTANT
+
+    def _sign_of(self) -> str:
+        return value_sign(self._value)
+
+    def forward(self, vals: list[Any]) -> Any:
+        return self._value if self.shape else float(self._value)
+
+
+class Constant(Leaf):
+    def __init__(self, value: Any, span: Span | None = None, text: str | None = None):
+        v = np.asarray(value, dtype=float)
+        super().__init__(v.shape, None, span)
+        self.value = v if v.shape else float(v)
+        self.text = text
+
+    def __str__(self) -> str:
+        if self.text is not None:
+            return self.text
+        if not self.shape:
+            v = self.value
+            return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(v)
+        return f"<constant {fmt_shape(self.shape)}>"
+
+    def _curvature(self) -> str:
+        return CONSTANT
+
+    def _sign_of(self) -> str:
+        return value_sign(self.value)
+
+    def forward(self, vals: list[Any]) -> Any:
+        return self.value
+
+
+# ---------------------------------------------------------------- elementwise arithmetic
+
+
+class Add(Expr):
+    precedence = 10
+    op = "+"
+
+    def __init__(self, a: Expr, b: Expr, span: Span | None = None):
+        super().__init__((a, b), broadcast_shapes(a.shape, b.shape, self.op, a, b, span), span or _join(a, b))
+
+    def __str__(self) -> str:
+        a, b = self.args
+        return f"{self.wrap(a)} {self.op} {self.wrap(b, self.precedence + 1)}"
+
+    def _curvature(self) -> str:
+        a, b = self.args
+        return add_curvature(a.curvature, b.curvature)
+
+    def _sign_of(self) -> str:
+        return add_sign(self.args[0].sign, self.args[1].sign)
+
+    def forward(self, vals: list[Any]) -> Any:
+        return dense(vals[0]) + dense(vals[1])
+
+    def vjp(self, g, vals, out, needs):
+        return [unbroadcast(g, a.shape) if n else None for a, n in zip(self.args, needs)]
+
+
+class Sub(Add):
+    op = "-"
+
+    def _curvature(self) -> str:
+        a, b = self.args
+        return add_curvature(a.curvature, negate_curvature(b.curvature))
+
+    def _sign_of(self) -> str:
+        return add_sign(self.args[0].sign, negate_sign(self.args[1].sign))
+
+    def forward(self, vals: list[Any]) -> Any:
+        return dense(vals[0]) - dense(vals[1])
+
+    def vjp(self, g, vals, out, needs):
+        a, b = self.args
+        return [unbroadcast(g, a.shape) if needs[0] else None, -unbroadcast(g, b.shape) if needs[1] else None]
+
+
+class Neg(Expr):
+    precedence = 30
+
+    def __init__(self, a: Expr, span: Span | None = None):
+        super().__init__((a,), a.shape, span or a.span)
+
+    def __str__(self) -> str:
+        return f"-{self.wrap(self.args[0])}"
+
+    def _curvature(self) -> str:
+        return negate_curvature(self.args[0].curvature)
+
+    def _sign_of(self) -> str:
+        return negate_sign(self.args[0].sign)
+
+    def forward(self, vals):
+        return -dense(vals[0])
+
+    def vjp(self, g, vals, out, needs):
+        return [-g]
+
+
+class Mul(Expr):
+    """Elementwise product (``*``) with broadcasting; one factor must be constant."""
+
+    precedence = 20
+    op = "*"
+
+    def __init__(self, a: Expr, b: Expr, span: Span | None = None):
+        super().__init__((a, b), broadcast_shapes(a.shape, b.shape, self.op, a, b, span), span or _join(a, b))
+
+    def __str__(self) -> str:
+        a, b = self.args
+        return f"{self.wrap(a)} {self.op} {self.wrap(b, self.precedence + 1)}"
+
+    def _curvature(self) -> str:
+        a, b = self.args
+        if a.is_constant() and b.is_constant():
+            return CONSTANT
+        if a.is_constant():
+            return scale_curvature(b.curvature, a.sign)
+        if b.is_constant():
+            return scale_curvature(a.curvature, b.sign)
+        return UNKNOWN
+
+    def curvature_reason(self) -> str:
+        a, b = self.args
+        if not a.is_constant() and not b.is_constant():
+            return f"{self} multiplies two expressions that both depend on variables"
+        c, e = (a, b) if a.is_constant() else (b, a)
+        return f"{self} scales {e.curvature} {e} by {c}, whose sign is {c.sign}"
+
+    def _sign_of(self) -> str:
+        return mul_sign(self.args[0].sign, self.args[1].sign)
+
+    def forward(self, vals):
+        a, b = vals
+        if sp.issparse(a) or sp.issparse(b):
+            a, b = dense(a), dense(b)
+        return a * b
+
+    def vjp(self, g, vals, out, needs):
+        a, b = (dense(v) for v in vals)
+        return [
+            unbroadcast(g * b, self.args[0].shape) if needs[0] else None,
+            unbroadcast(g * a, self.args[1].shape) if needs[1] else None,
+        ]
+
+
+class Div(Mul):
+    op = "/"
+
+    def _curvature(self) -> str:
+        a, b = self.args
+        if not b.is_constant():
+            return CONSTANT if a.is_constant() and b.is_constant() else UNKNOWN
+        return CONSTANT if a.is_constant() else scale_curvature(a.curvature, b.sign)
+
+    def curvature_reason(self) -> str:
+        a, b = self.args
+        if not b.is_constant():
+            return f"{self} divides by {b}, which depends on a variable"
+        return f"{self} divides {a.curvature} {a} by {b}, whose sign is {b.sign}"
+
+    def forward(self, vals):
+        return dense(vals[0]) / dense(vals[1])
+
+    def vjp(self, g, vals, out, needs):
+        a, b = (dense(v) for v in vals)
+        return [
+            unbroadcast(g / b, self.args[0].shape) if needs[0] else None,
+            unbroadcast(-g * a / (b * b), self.args[1].shape) if needs[1] else None,
+        ]
+
+
+# ---------------------------------------------------------------- linear algebra
+
+
+def matmul_shape(a: Shape, b: Shape, left: Expr, right: Expr, span: Span | None) -> Shape:
+    bad = ShapeError(
+        f"matrix product {left} @ {right} of shapes {fmt_shape(a)} @ {fmt_shape(b)}",
+        span,
+        "the last dimension of the left operand must equal the first (for vectors: only) dimension of the right",
+    )
+    if not a or not b or len(a) > 2 or len(b) > 2:
+        raise ShapeError(
+            f"@ needs vector or matrix operands; got {fmt_shape(a)} @ {fmt_shape(b)} in {left} @ {right}",
+            span,
+            "use * for products with scalars",
+        )
+    if a[-1] != b[0]:
+        raise bad
+    return a[:-1] + b[1:]
+
+
+class MatMul(Expr):
+    precedence = 20
+
+    def __init__(self, a: Expr, b: Expr, span: Span | None = None):
+        span = span or _join(a, b)
+        super().__init__((a, b), matmul_shape(a.shape, b.shape, a, b, span), span)
+
+    def __str__(self) -> str:
+        a, b = self.args
+        return f"{self.wrap(a)} @ {self.wrap(b, self.precedence + 1)}"
+
+    def _curvature(self) -> str:
+        a, b = self.args
+        if a.is_constant() and b.is_constant():
+            return CONSTANT
+        if a.is_constant():
+            return AFFINE if b.curvature == AFFINE else scale_curvature(b.curvature, a.sign)
+        if b.is_constant():
+            return AFFINE if a.curvature == AFFINE else scale_curvature(a.curvature, b.sign)
+        return UNKNOWN
+
+    def curvature_reason(self) -> str:
+        a, b = self.args
+        if not a.is_constant() and not b.is_constant():
+            return f"{self} multiplies two expressions that both depend on variables"
+        return (
+            f"{self} applies a matrix of unknown sign to a {b.curvature if a.is_constant() else a.curvature} expression"
+        )
+
+    def forward(self, vals):
+        a, b = vals
+        if sp.issparse(b) and not sp.issparse(a):
+            return np.asarray((b.T @ np.asarray(a).T).T)
+        r = a @ b
+        return dense(r) if sp.issparse(r) else np.asarray(r)
+
+    def vjp(self, g, vals, out, needs):
+        a, b = vals
+        sa, sb = self.args[0].shape, self.args[1].shape
+        ga = gb = None
+        if needs[0]:
+            if len(sa) == 1 and len(sb) == 1:
+                ga = g * dense(b)
+            elif len(sa) == 1:  # (n,) @ (n,q) -> (q,)
+                ga = dense(b @ g)
+            elif len(sb) == 1:  # (m,n) @ (n,) -> (m,)
+                ga = np.outer(g, dense(b))
+            else:
+                ga = dense(g @ b.T) if not sp.issparse(b) else np.asarray((b @ g.T).T)
+        if needs[1]:
+            if len(sa) == 1 and len(sb) == 1:
+                gb = g * dense(a)
+            elif len(sb) == 1:  # (m,n) @ (n,)
+                gb = np.asarray(a.T @ g).ravel() if sp.issparse(a) else a.T @ g
+            elif len(sa) == 1:  # (n,) @ (n,q)
+                gb = np.outer(dense(a), g)
+            else:
+                gb = dense(a.T @ g)
+        return [ga, gb]
+
+
+class Transpose(Expr):
+    precedence = 90
+
+    def __init__(self, a: Expr, span: Span | None = None):
+        super().__init__((a,), a.shape[::-1], span or a.span)
+
+    def __str__(self) -> str:
+        return f"{self.wrap(self.args[0])}'"
+
+    def _curvature(self) -> str:
+        return self.args[0].curvature
+
+    def _sign_of(self) -> str:
+        return self.args[0].sign
+
+    def forward(self, vals):
+        v = vals[0]
+        return v.T if sp.issparse(v) else np.transpose(v)
+
+    def vjp(self, g, vals, out, needs):
+        return [np.transpose(g)]
+
+
+def _normalize_key(key: Any, shape: Shape, base: Expr, span: Span | None) -> tuple:
+    if not isinstance(key, tuple):
+        key = (key,)
+    if len(key) > len(shape):
+        raise ShapeError(f"too many indices for {base} of shape {fmt_shape(shape)}", span)
+    out = []
+    for k, d in zip(key, shape):
+        if isinstance(k, slice):
+            out.append(k)
+        elif isinstance(k, (int, np.integer)):
+            if not -d <= int(k) < d:
+                raise ShapeError(f"index {int(k)} is out of range for {base} of shape {fmt_shape(shape)}", span)
+            out.append(int(k))
+        else:
+            raise ShapeError(f"unsupported index {k!r} for {base}; use integers and slices like w[1:]", span)
+    return tuple(out)
+
+
+def _fmt_key(key: tuple) -> str:
+    def one(k: Any) -> str:
+        if isinstance(k, slice):
+            s = "" if k.start is None else str(k.start)
+            s += ":" + ("" if k.stop is None else str(k.stop))
+            if k.step is not None:
+                s += ":" + str(k.step)
+            return s
+        return str(k)
+
+    return ", ".join(one(k) for k in key)
+
+
+class Index(Expr):
+    """Basic indexing with integers and slices (``w[1:]``, ``W[0, :]``)."""
+
+    precedence = 90
+
+    def __init__(self, a: Expr, key: Any, span: Span | None = None):
+        span = span or a.span
+        k = _normalize_key(key, a.shape, a, span)
+        shape = np.broadcast_to(np.empty(()), a.shape)[k].shape
+        if 0 in shape:
+            raise ShapeError(f"{a}[{_fmt_key(k)}] selects nothing from shape {fmt_shape(a.shape)}", span)
+        super().__init__((a,), shape, span)
+        self.key = k
+
+    def __str__(self) -> str:
+        return f"{self.wrap(self.args[0])}[{_fmt_key(self.key)}]"
+
+    def flat_indices(self) -> np.ndarray:
+        """Positions in the flattened argument selected by this index, in output (C) order."""
+        return np.arange(self.args[0].size).reshape(self.args[0].shape)[self.key].ravel()
+
+    def _curvature(self) -> str:
+        return self.args[0].curvature
+
+    def _sign_of(self) -> str:
+        return self.args[0].sign
+
+    def forward(self, vals):
+        v = vals[0]
+        r = v[self.key]
+        return dense(r) if sp.issparse(r) else (np.asarray(r) if np.ndim(r) else float(r))
+
+    def vjp(self, g, vals, out, needs):
+        z = np.zeros(self.args[0].shape)
+        z[self.key] = g
+        return [z]
+
+
+def _join(a: Expr, b: Expr) -> Span | None:
+    """The span covering two operands (when both come from the same line of the same source)."""
+    sa, sb = a.span, b.span
+    if sa is None or sb is None or sa.source is not sb.source:
+        return sa or sb
+    return Span(sa.source, sa.line, sa.column, sb.end_line, sb.end_column)
+
+
+__all__ = [
+    "Expr",
+    "Variable",
+    "Data",
+    "Parameter",
+    "Constant",
+    "Add",
+    "Sub",
+    "Neg",
+    "Mul",
+    "Div",
+    "MatMul",
+    "Transpose",
+    "Index",
+    "as_expr",
+    "dense",
+    "fmt_shape",
+    "unbroadcast",
+]

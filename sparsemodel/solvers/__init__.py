@@ -1,0 +1,16 @@
+"""Solvers: one module per family, one registry, one Result type."""
+
+from . import grahtp  # noqa: F401  (registers grahtp, fgrahtp)
+from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for
+
+__all__ = [
+    "REGISTRY",
+    "AUTO_ORDER",
+    "Option",
+    "Result",
+    "Solver",
+    "auto_solver",
+    "get_solver",
+    "register",
+    "solvers_for",
+]

@@ -1,0 +1,435 @@
+"""What every solver shares: options, the registry, the run history and the common ``Result``.
+
+A solver is a subclass of :class:`Solver` registered with :func:`register`. It declares the
+constraint kinds it handles (``nnz``, ``nnz_groups``, ``rank``, ``eig_box``), its options with
+defaults and help, and implements ``run(lp) -> Result`` on a
+:class:`~sparsemodel.compile.lowered.LoweredProblem`. ``sparsemodel solvers``, ``solver="auto"``
+and the error messages all read the same registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import SolverError
+
+if TYPE_CHECKING:
+    from ..compile.lowered import LoweredProblem
+
+CONVERGED = "converged"
+MAX_ITER = "max_iter"
+DIVERGED = "diverged"
+INFEASIBLE = "infeasible"
+
+# which family of paper handles constraint kinds not served by any registered solver yet
+PLANNED = {
+    "rank": "the rank-constrained hard-thresholding solvers of paper 002 (HSG-HT, AHSG-HT, FG-HT)",
+    "eig_box": "the modified GraHTP of paper 000, Algorithm 2 (eigenvalue-box precision matrices)",
+}
+
+
+@dataclass
+class Option:
+    default: Any
+    help: str
+    type: Callable[[Any], Any] | str = float
+    choices: tuple[Any, ...] | None = None
+
+    def convert(self, name: str, solver: str, value: Any) -> Any:
+        t = self.type
+        try:
+            if value is None:
+                v = None
+            elif t == "float_or_auto":
+                v = value if isinstance(value, str) and value in ("auto", "rss") else float(value)
+            elif t == "int_or_none":
+                v = None if isinstance(value, str) and value.lower() == "none" else _int(value)
+            elif t is bool:
+                v = _bool(value)
+            elif t is int:
+                v = _int(value)
+            elif t == "any":
+                v = value
+            else:
+                v = t(value)  # type: ignore[operator]
+        except (TypeError, ValueError):
+            raise SolverError(
+                f"option {name}={value!r} of {solver} is not a valid {_type_name(t)}",
+                hint=f"{name}: {self.help}",
+            ) from None
+        if self.choices is not None and v not in self.choices:
+            raise SolverError(
+                f"option {name}={value!r} of {solver} is not one of {', '.join(map(str, self.choices))}",
+                hint=f"{name}: {self.help}",
+            )
+        if isinstance(v, float) and not math.isfinite(v):
+            raise SolverError(f"option {name}={value!r} of {solver} must be finite")
+        return v
+
+
+def _type_name(t: Any) -> str:
+    return {float: "number", int: "integer", bool: "boolean (true/false)", str: "string"}.get(t, str(t))
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool):
+        raise ValueError
+    f = float(v)
+    if f != int(f):
+        raise ValueError
+    return int(f)
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in ("true", "yes", "1", "on"):
+        return True
+    if isinstance(v, str) and v.lower() in ("false", "no", "0", "off"):
+        return False
+    if isinstance(v, (int, float)) and v in (0, 1):
+        return bool(v)
+    raise ValueError
+
+
+@dataclass
+class Result:
+    """The outcome of one solve, the same for every solver.
+
+    ``x`` is the constrained (primary) variable in its own shape, ``support`` the 0-based indices
+    into its flattening of the selected coordinates, ``values`` every variable by name.
+    ``history`` has one entry per iteration: objective, elapsed seconds, IFO count (gradient
+    evaluations counted per sample), hard-thresholding count.
+    """
+
+    x: np.ndarray
+    support: np.ndarray
+    objective: float
+    status: str
+    iterations: int
+    time_s: float
+    solver: str
+    variable: str
+    shape: tuple[int, ...]
+    k: int | None
+    values: dict[str, np.ndarray]
+    options: dict[str, Any]
+    history: dict[str, list[float]] = field(default_factory=dict)
+    certificate: dict[str, Any] | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "solver": self.solver,
+            "status": self.status,
+            "objective": _num(self.objective),
+            "variable": self.variable,
+            "shape": list(self.shape),
+            "k": self.k,
+            "support": [int(i) for i in self.support],
+            "x": _num(np.asarray(self.x).tolist()),
+            "values": {k: _num(np.asarray(v).tolist()) for k, v in self.values.items()},
+            "iterations": int(self.iterations),
+            "time_s": float(self.time_s),
+            "certificate": _num(self.certificate),
+            "options": _num(self.options),
+            "history": _num(self.history),
+            "message": self.message,
+            "extra": _num(self.extra),
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def summary(self, max_support: int = 30) -> str:
+        from .report import format_result
+
+        return format_result(self, max_support=max_support)
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(solver={self.solver!r}, status={self.status!r}, objective={self.objective:.6g}, "
+            f"nnz={len(self.support)}, iterations={self.iterations}, time_s={self.time_s:.3g})"
+        )
+
+
+def _num(v: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, non-finite floats to strings."""
+    if isinstance(v, dict):
+        return {str(k): _num(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_num(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _num(v.tolist())
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return f if math.isfinite(f) else str(f)
+    return v
+
+
+class History:
+    """Per-iteration log: objective, time, IFO, hard-thresholding count (paper 002, Definition 1)."""
+
+    def __init__(self, lp: LoweredProblem, clock: Callable[[], float]):
+        self.lp = lp
+        self.clock = clock
+        self.ht = 0
+        self.rows: dict[str, list[float]] = {"objective": [], "time_s": [], "ifo": [], "ht": []}
+
+    def log(self, f: float, **extra: float) -> None:
+        self.rows["objective"].append(float(f))
+        self.rows["time_s"].append(self.clock())
+        self.rows["ifo"].append(float(self.lp.ifo()))
+        self.rows["ht"].append(float(self.ht))
+        for k, v in extra.items():
+            self.rows.setdefault(k, []).append(float(v))
+
+
+def ht_certificate(
+    lp: LoweredProblem, x: np.ndarray, gamma: float, g: np.ndarray | None = None, rtol: float = 1e-6
+) -> dict[str, Any]:
+    """Classify x by paper 001, Definition 4 for step gamma.
+
+    x is a (basic) stationary point when the gradient vanishes on its support and on the free
+    coordinates; it is HT-stable when moreover min_{i in I_s} |x_i| >= gamma * max_{j not in supp} |grad_j f(x)|
+    (I_s: the s largest entries, so a point with fewer than s nonzeros needs a zero gradient off
+    its support). With groups, magnitudes are group Euclidean norms.
+    """
+    sps = lp.sparsity
+    if g is None:
+        _, g = lp.value_and_grad(x)
+    s = sps.k
+    xc, gc = x[sps.coords], g[sps.coords]
+    if sps.unit_of is not None:
+        nu = sps.n_units
+        xu = np.sqrt(np.bincount(sps.unit_of, weights=xc * xc, minlength=nu))
+        gu = np.sqrt(np.bincount(sps.unit_of, weights=gc * gc, minlength=nu))
+    else:
+        xu, gu = np.abs(xc), np.abs(gc)
+    on = xu != 0
+    grad_on = max(float(np.max(gu[on], initial=0.0)), float(np.max(np.abs(g[sps.free]), initial=0.0)))
+    grad_off = float(np.max(gu[~on], initial=0.0))
+    top = np.sort(xu)[::-1][:s]
+    xmin = float(top[-1]) if len(top) else 0.0
+    scale = max(float(np.max(np.abs(g), initial=0.0)), float(np.max(xu, initial=0.0)) / max(gamma, 1e-300), 1e-300)
+    stationary = grad_on <= rtol * scale
+    stable = stationary and xmin >= gamma * grad_off * (1 - 1e-12)
+    strict = stationary and xmin > gamma * grad_off
+    verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+    return {
+        "definition": "paper 001, Definition 4",
+        "gamma": float(gamma),
+        "grad_on_support_inf": grad_on,
+        "min_abs_top_s": xmin,
+        "max_abs_grad_off_support": grad_off,
+        "stationary": bool(stationary),
+        "ht_stable": bool(stable),
+        "strictly_ht_stable": bool(strict),
+        "verdict": verdict,
+    }
+
+
+class Solver:
+    """Base class. Subclasses set name, handles, summary, reference, options and implement run()."""
+
+    name = "solver"
+    handles: frozenset[str] = frozenset()
+    summary = ""
+    reference = ""
+    convex_relaxation = False
+    options: dict[str, Option] = {}
+
+    def __init__(self, **opts: Any):
+        self.opts = self.validate(opts)
+
+    @classmethod
+    def validate(cls, opts: dict[str, Any]) -> dict[str, Any]:
+        out = {k: o.default for k, o in cls.options.items()}
+        for k, v in opts.items():
+            if k not in cls.options:
+                close = difflib.get_close_matches(k, list(cls.options), n=1)
+                raise SolverError(
+                    f"{cls.name} has no option {k!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                    hint=f"options of {cls.name}: {', '.join(cls.options) or '(none)'}",
+                )
+            out[k] = cls.options[k].convert(k, cls.name, v)
+        return out
+
+    def check(self, lp: LoweredProblem) -> None:
+        """Refuse constraint kinds this solver cannot handle, naming the solvers that can."""
+        for kind in sorted(lp.kinds):
+            if kind not in self.handles:
+                raise SolverError(
+                    f"{self.name} does not handle {describe_kind(kind)} constraints",
+                    hint=suggest_for(kind),
+                )
+
+    def solve(self, lp: LoweredProblem) -> Result:
+        self.check(lp)
+        return self.run(lp)
+
+    def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+REGISTRY: dict[str, type[Solver]] = {}
+
+
+def register(cls: type[Solver]) -> type[Solver]:
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def describe_kind(kind: str) -> str:
+    return {
+        "nnz": "sparsity (nnz(x) <= k)",
+        "nnz_groups": "group-sparsity (nnz(x, groups=g) <= k)",
+        "rank": "rank (rank(W) <= r)",
+        "eig_box": "eigenvalue-box (alpha <= eig(O) <= beta)",
+    }.get(kind, kind)
+
+
+def solvers_for(kind: str) -> list[str]:
+    return [n for n, c in REGISTRY.items() if kind in c.handles]
+
+
+def suggest_for(kind: str) -> str:
+    names = solvers_for(kind)
+    if names:
+        return f"solvers that handle {describe_kind(kind)}: {', '.join(names)}"
+    planned = PLANNED.get(kind)
+    if planned:
+        return f"no solver in this version handles {describe_kind(kind)}; they will be handled by {planned}"
+    return f"no solver handles {describe_kind(kind)}"
+
+
+def get_solver(name: str) -> type[Solver]:
+    if name not in REGISTRY:
+        close = difflib.get_close_matches(name, list(REGISTRY), n=1)
+        raise SolverError(
+            f"unknown solver {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+            hint=f"available solvers: {', '.join(sorted(REGISTRY))} (see `sparsemodel solvers`)",
+        )
+    return REGISTRY[name]
+
+
+AUTO_ORDER = ("grahtp",)
+
+
+def auto_solver(lp: LoweredProblem) -> str:
+    """The default for a problem: the first solver in AUTO_ORDER that handles all its constraint kinds."""
+    for name in AUTO_ORDER + tuple(REGISTRY):
+        cls = REGISTRY.get(name)
+        if cls is not None and not cls.convex_relaxation and lp.kinds <= cls.handles:
+            return name
+    unhandled = sorted(k for k in lp.kinds if not solvers_for(k))
+    kind = unhandled[0] if unhandled else sorted(lp.kinds)[0]
+    raise SolverError(
+        f"no available solver handles all constraints of this problem ({', '.join(describe_kind(k) for k in sorted(lp.kinds))})",
+        hint=suggest_for(kind),
+    )
+
+
+def finish(
+    lp: LoweredProblem,
+    solver: Solver,
+    x: np.ndarray,
+    status: str,
+    iterations: int,
+    clock: Callable[[], float],
+    history: History | None = None,
+    f: float | None = None,
+    certificate: dict[str, Any] | None = None,
+    gamma: float | None = None,
+    message: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Result:
+    """Build the common Result (and the HT-stability certificate when a step gamma applies)."""
+    if f is None:
+        f = lp.f(x)
+    if certificate is None and gamma is not None and lp.sparsity is not None and status != DIVERGED:
+        certificate = ht_certificate(lp, x, gamma)
+    var = lp.primary
+    values = lp.unpack(x)
+    if lp.sparsity is not None:
+        sps = lp.sparsity
+        local = sps.constraint.coords  # positions of C inside the variable
+        support = np.sort(local[np.flatnonzero(x[sps.coords] != 0)])
+        k = sps.k
+    else:
+        support = np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
+        k = None
+    return Result(
+        x=np.asarray(values[var.name]),
+        support=support,
+        objective=float(f),
+        status=status,
+        iterations=int(iterations),
+        time_s=clock(),
+        solver=solver.name,
+        variable=var.name,
+        shape=var.shape,
+        k=k,
+        values=values,
+        options={k_: (v if not isinstance(v, np.ndarray) else "<array>") for k_, v in solver.opts.items()},
+        history=history.rows if history is not None else {},
+        certificate=certificate,
+        message=message,
+        extra=extra or {},
+    )
+
+
+def divergence_message(solver: str, f_start: float, f_now: float, step: float | None, step_name: str = "eta") -> str:
+    s = f" with {step_name}={step:.3g}" if step is not None else ""
+    return (
+        f"{solver} diverged: the objective went from {f_start:.6g} to {f_now:.6g}{s}. "
+        f"Try a smaller {step_name} (for example {step_name}={(step or 1.0) / 10:.3g}), "
+        f"or leave {step_name}='auto' with backtracking=true, or rescale the data (standardize(X))."
+    )
+
+
+def check_k(lp: LoweredProblem, solver: str) -> None:
+    """The common k checks of the sparsity solvers (1 <= k < number of selectable units)."""
+    sps = lp.sparsity
+    unit = "groups" if sps.groups is not None else "coordinates"
+    if sps.k == 0:
+        raise SolverError(
+            f"{sps.constraint.nnz} <= 0 forces every constrained coordinate to zero; there is nothing for {solver} to select",
+            sps.constraint.span,
+            "use k >= 1",
+        )
+    if sps.k >= sps.n_units:
+        raise SolverError(
+            f"{sps.constraint.nnz} <= {sps.k} allows all {sps.n_units} {unit} to be nonzero, so the constraint does nothing",
+            sps.constraint.span,
+            f"use k < {sps.n_units}, or drop the constraint",
+        )
+
+
+def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
+    if init is None or (isinstance(init, str) and init == "zeros"):
+        return lp.zeros()
+    x = np.asarray(init, dtype=float).ravel()
+    if x.shape == (lp.primary.size,) and lp.n != lp.primary.size:
+        full = lp.zeros()
+        full[lp.layout.slice(lp.primary)] = x
+        x = full
+    if x.shape != (lp.n,):
+        raise SolverError(
+            f"init has {x.size} entries; expected {lp.primary.size} (the variable {lp.primary.name}) or {lp.n}"
+        )
+    if lp.sparsity is not None:
+        x, _ = lp.sparsity.project(x)
+    return x
