@@ -401,7 +401,8 @@ class trace(Atom):
 
 
 class logdet(Atom):
-    """log det X for X positive definite; -inf outside the domain."""
+    """log det X for X symmetric positive definite (of the symmetric part (X + X')/2 in general);
+    -inf outside the domain."""
 
     name = "logdet"
     curvature_kind = CONCAVE
@@ -418,12 +419,14 @@ class logdet(Atom):
         return float(2.0 * np.log(np.diag(L)).sum())
 
     def vjp(self, g, vals, out, needs):
+        # value and gradient are those of log det(sym(X)), sym(X) = (X + X')/2: identical for the
+        # symmetric matrices this atom is meant for, and consistent for any other input
         X = dense(vals[0])
         try:
-            inv = np.linalg.inv(X)
+            inv = np.linalg.inv((X + X.T) / 2)
         except np.linalg.LinAlgError:
             inv = np.full_like(X, np.nan)
-        return [g * inv.T]
+        return [g * (inv + inv.T) / 2]
 
     def to_cvxpy(self, args):
         import cvxpy as cp

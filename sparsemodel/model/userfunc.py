@@ -14,10 +14,52 @@ from typing import Any
 
 import numpy as np
 import sympy
+from scipy.special import expit
 
 from ..errors import ModelError, Span
 from .atoms import Elementwise
 from .expr import AFFINE, ANYSIGN, CONCAVE, CONVEX, DECREASING, INCREASING, NONMONOTONE, NONNEG, NONPOS, UNKNOWN
+
+
+class Softplus(sympy.Function):
+    """log(1 + exp(u)), evaluated as logaddexp(0, u) so it neither overflows nor cancels."""
+
+    is_real = True
+    is_positive = True
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        return Sigmoid(self.args[0])
+
+
+class Sigmoid(sympy.Function):
+    """1 / (1 + exp(-u)), evaluated as scipy.special.expit."""
+
+    is_real = True
+    is_positive = True
+
+    def fdiff(self, argindex: int = 1) -> sympy.Expr:
+        s = Sigmoid(self.args[0])
+        return s * (1 - s)
+
+
+_NUMERIC = [{"Softplus": lambda u: np.logaddexp(0.0, u), "Sigmoid": expit}, "numpy"]
+
+
+def stable_form(e: sympy.Expr) -> sympy.Expr:
+    """Rewrite log(1 + exp(u)) as Softplus(u) for accurate numerics (also for large |u|)."""
+
+    def is_softplus(t: sympy.Expr) -> bool:
+        if not isinstance(t, sympy.log) or not isinstance(t.args[0], sympy.Add) or len(t.args[0].args) != 2:
+            return False
+        a, b = t.args[0].args
+        return (a == 1 and isinstance(b, sympy.exp)) or (b == 1 and isinstance(a, sympy.exp))
+
+    def to_softplus(t: sympy.Expr) -> sympy.Expr:
+        a, b = t.args[0].args
+        return Softplus((b if a == 1 else a).args[0])
+
+    return e.replace(is_softplus, to_softplus)
+
 
 GRID = np.concatenate([-np.logspace(3, -3, 400), [0.0], np.logspace(-3, 3, 400), np.linspace(-40, 40, 4001)])
 
@@ -27,6 +69,7 @@ _SYMPY_FUNCS: dict[str, Any] = {
     "sqrt": sympy.sqrt,
     "abs": sympy.Abs,
     "logistic": lambda u: sympy.log(1 + sympy.exp(u)),
+    "sigmoid": lambda u: 1 / (1 + sympy.exp(-u)),
     "square": lambda u: u**2,
     "tanh": sympy.tanh,
     "sin": sympy.sin,
@@ -75,8 +118,13 @@ class FuncDef:
         self.text = text or str(body)
         d1 = sympy.diff(body, self.z)
         d2 = sympy.diff(d1, self.z)
+        # the analysis (signs of phi, phi', phi'') uses the plain body, which sympy reasons about
+        # best; the numerics use a stable rewrite of the same function and its derivatives
         self.exprs = (body, sympy.simplify(d1), sympy.simplify(d2))
-        self.fn, self.d1, self.d2 = (sympy.lambdify(self.z, e, modules="numpy") for e in self.exprs)
+        num = stable_form(body)
+        n1 = sympy.diff(num, self.z)
+        n2 = sympy.diff(n1, self.z)
+        self.fn, self.d1, self.d2 = (sympy.lambdify(self.z, e, modules=_NUMERIC) for e in (num, n1, n2))
         s2, how2 = _sign_class(self.exprs[2], self.d2)
         s1, _ = _sign_class(self.exprs[1], self.d1)
         s0, _ = _sign_class(body, self.fn)
@@ -138,16 +186,21 @@ class UserFunc(Elementwise):
         return super().curvature_reason()
 
     def fn(self, z):
-        return np.asarray(self.fdef.fn(z), dtype=float) * np.ones_like(z)
+        return _call(self.fdef.fn, z)
 
     def d1(self, z):
-        return np.asarray(self.fdef.d1(z), dtype=float) * np.ones_like(z)
+        return _call(self.fdef.d1, z)
 
     def d2(self, z):
-        return np.asarray(self.fdef.d2(z), dtype=float) * np.ones_like(z)
+        return _call(self.fdef.d2, z)
 
     def to_cvxpy(self, args):
         return sympy_to_cvxpy(self.fdef.body, self.fdef.z, args[0], self.fdef.name, self.span)
+
+
+def _call(f: Callable[[np.ndarray], Any], z: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(f(z), dtype=float) * np.ones_like(z, dtype=float)
 
 
 def sympy_to_cvxpy(e: sympy.Expr, z: sympy.Symbol, arg: Any, name: str, span: Span | None) -> Any:

@@ -1,0 +1,125 @@
+"""The fast restricted (debiasing) solves agree with the cvxpy lowering of the same subproblem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+from sparsemodel.errors import SolverError
+from sparsemodel.model.userfunc import func
+
+REL = 1e-6
+
+
+def rel_gap(a: float, b: float) -> float:
+    return abs(a - b) / max(1.0, abs(b))
+
+
+def support(rng: np.random.Generator, size: int, s: int) -> np.ndarray:
+    return np.sort(rng.choice(size, s, replace=False))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_least_squares_with_intercept_and_ridge(seed):
+    rng = np.random.default_rng(seed)
+    n, p = 40, 25
+    X, y = rng.standard_normal((n, p)), rng.standard_normal(n) + 2.0
+    w = sm.Variable(p + 1, name="w")
+    prob = sm.Problem(sm.minimize(sm.sum_squares(X @ w[1:] + w[0] - y) / (2 * n)), [sm.nnz(w[1:]) <= 5])
+    lp = prob.lower()
+    assert lp.restricted_method() == "lstsq"
+    sel = support(rng, p, 7)
+    ref = lp.restricted_minimize(sel, method="cvxpy")
+    for m in ("lstsq", "newton", "lbfgs"):
+        r = lp.restricted_minimize(sel, method=m)
+        assert rel_gap(r.f, ref.f) < REL, m
+        assert np.all(r.x[lp.sparsity.coords[np.setdiff1d(np.arange(p), sel)]] == 0)
+    assert ref.x[0] != 0  # the intercept is free
+    ridge = (0.7, sel[:4])
+    ref = lp.restricted_minimize(sel, ridge=ridge, method="cvxpy")
+    for m in ("lstsq", "newton", "lbfgs"):
+        assert rel_gap(lp.restricted_minimize(sel, ridge=ridge, method=m).f, ref.f) < REL, m
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_logistic_with_intercept_and_l2(seed):
+    rng = np.random.default_rng(10 + seed)
+    n, p = 80, 30
+    X = rng.standard_normal((n, p))
+    v = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    w = sm.Variable(p + 1, name="w")
+    obj = sm.mean(sm.logistic(-2 * v * (X @ w[1:] + w[0]))) + 1e-3 / 2 * sm.sum_squares(w)
+    lp = sm.Problem(sm.minimize(obj), [sm.nnz(w[1:]) <= 5]).lower()
+    assert lp.restricted_method() == "newton"
+    sel = support(rng, p, 6)
+    ref = lp.restricted_minimize(sel, method="cvxpy")
+    for m in ("newton", "lbfgs"):
+        assert rel_gap(lp.restricted_minimize(sel, method=m).f, ref.f) < REL, m
+
+
+def test_huber_weights_quad_form_and_user_function():
+    rng = np.random.default_rng(7)
+    n, p = 50, 12
+    X, y = rng.standard_normal((n, p)), rng.standard_normal(n)
+    wts = rng.random(n) + 0.5
+    P = np.cov(rng.standard_normal((30, p)), rowvar=False)
+    phi = func("phi", "log(1 + exp(-z))")
+    v = np.sign(rng.standard_normal(n))
+    w = sm.Variable(p, name="w")
+    objs = [
+        sm.sum(sm.huber(X @ w - y, M=0.5)) / n,
+        sm.sum(wts * sm.logistic(X @ w - y)) + sm.quad_form(w, P),
+        sm.mean(phi(v * (X @ w))) + 0.01 * sm.sum_squares(w),
+    ]
+    for obj in objs:
+        lp = sm.Problem(sm.minimize(obj), [sm.nnz(w) <= 4]).lower()
+        assert lp.restricted_method() == "newton"
+        sel = support(rng, p, 5)
+        ref = lp.restricted_minimize(sel, method="cvxpy")
+        assert rel_gap(lp.restricted_minimize(sel).f, ref.f) < REL, str(obj)
+        assert rel_gap(lp.restricted_minimize(sel, method="lbfgs").f, ref.f) < REL, str(obj)
+
+
+def test_general_smooth_objective_uses_lbfgs():
+    rng = np.random.default_rng(3)
+    n, p, c = 60, 15, 3
+    X = rng.standard_normal((n, p))
+    Y = np.eye(c)[rng.integers(0, c, n)]
+    W = sm.Variable((p, c), name="W")
+    Z = X @ W
+    obj = sm.mean(sm.logsumexp(Z, axis=1) - sm.sum(Y * Z, axis=1)) + 0.05 * sm.sum_squares(W)
+    lp = sm.Problem(sm.minimize(obj), [sm.nnz(W) <= 10]).lower()
+    assert lp.restricted_method() == "lbfgs"
+    sel = support(rng, p * c, 12)
+    ref = lp.restricted_minimize(sel, method="cvxpy")
+    assert rel_gap(lp.restricted_minimize(sel).f, ref.f) < REL
+
+
+def test_method_errors():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((10, 4))
+    w = sm.Variable(4, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum(sm.logistic(X @ w))), [sm.nnz(w) <= 2]).lower()
+    with pytest.raises(SolverError, match="least-squares"):
+        lp.restricted_minimize(np.array([0]), method="lstsq")
+    with pytest.raises(SolverError, match="unknown restricted-solve method"):
+        lp.restricted_minimize(np.array([0]), method="qr")
+
+
+def test_smoothness_estimate_bounds():
+    """M_s from the truncated power method: between the largest diagonal entry and lambda_max,
+    and equal to the exact sparse eigenvalue on a small brute-forceable problem."""
+    from itertools import combinations
+
+    rng = np.random.default_rng(1)
+    n, p = 30, 8
+    X = rng.standard_normal((n, p))
+    w = sm.Variable(p, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w) / (2 * n)), [sm.nnz(w) <= 2]).lower()
+    H = X.T @ X / n
+    exact = max(np.linalg.eigvalsh(H[np.ix_(S, S)])[-1] for S in map(list, combinations(range(p), 3)))
+    est = lp.smoothness(3)
+    assert np.max(np.diag(H)) - 1e-9 <= est <= exact + 1e-9
+    assert est >= 0.95 * exact
+    assert lp.mean_curvature(probes=200) == pytest.approx(np.mean(np.diag(H)), rel=0.1)
