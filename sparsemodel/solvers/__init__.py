@@ -1,6 +1,10 @@
 """Solvers: one module per family, one registry, one Result type."""
 
-from . import grahtp  # noqa: F401  (registers grahtp, fgrahtp)
+from . import (
+    grahtp,  # noqa: F401  (registers grahtp, fgrahtp)
+    grasp,  # noqa: F401  (registers grasp)
+    lasso,  # noqa: F401  (registers lasso)
+)
 from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for
 
 __all__ = [
