@@ -75,7 +75,14 @@ class Option:
 
 
 def _type_name(t: Any) -> str:
-    return {float: "number", int: "integer", bool: "boolean (true/false)", str: "string"}.get(t, str(t))
+    return {
+        float: "number",
+        int: "integer",
+        bool: "boolean (true/false)",
+        str: "string",
+        "float_or_auto": "number (or 'auto'/'rss')",
+        "int_or_none": "integer (or none)",
+    }.get(t, str(t))
 
 
 def _int(v: Any) -> int:

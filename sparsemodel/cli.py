@@ -1,0 +1,310 @@
+"""Command line: ``sparsemodel demo | check | solve | compare | solvers``.
+
+Every error a user can cause is printed as one paragraph (what, where, what was expected) on
+stderr with exit status 2; no traceback reaches the terminal (set SPARSEMODEL_DEBUG=1 to see one
+for an internal error). Output files are never written over the model, its data, or any existing
+file unless --force is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelError
+
+EXIT_USER = 2
+
+
+class CLIError(ModelError):
+    kind = "error"
+
+
+def parse_value(text: str) -> Any:
+    """Command-line option values: integers, floats, true/false, none, else the string."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in pairs or []:
+        if "=" not in item:
+            raise CLIError(f"{what} {item!r} is not of the form NAME=VALUE", hint=f"for example --{what} name=value")
+        name, value = item.split("=", 1)
+        if not name.strip():
+            raise CLIError(f"{what} {item!r} has an empty name")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def parse_k_range(text: str) -> list[int]:
+    """``20`` or ``5:50:5`` (stop inclusive) or ``1,2,5``."""
+    try:
+        if ":" in text:
+            parts = [int(p) for p in text.split(":")]
+            if len(parts) == 2:
+                parts.append(1)
+            a, b, c = parts
+            if c <= 0 or b < a:
+                raise ValueError
+            return list(range(a, b + 1, c))
+        return [int(p) for p in text.split(",")]
+    except ValueError:
+        raise CLIError(
+            f"--k {text!r} is not a sparsity level or range", hint="use --k 20, --k 5:50:5 or --k 1,2,5"
+        ) from None
+
+
+def load_problem(args: argparse.Namespace):
+    from .grammar import load
+
+    path = Path(args.model)
+    data = parse_pairs(args.data, "data")
+    params = {k: parse_value(v) for k, v in parse_pairs(args.param, "param").items()}
+    for k, v in params.items():
+        if not isinstance(v, (int, float)):
+            raise CLIError(f"--param {k}={v!r}: a param value must be a number")
+    return load(str(path), data=data or None, params=params or None)
+
+
+def protected_paths(problem: Any) -> set[Path]:
+    """The model file and every data file it read (never to be overwritten)."""
+    out = set()
+    src = getattr(problem, "source", None)
+    if src and Path(src).exists():
+        out.add(Path(src).resolve())
+    for d in getattr(problem, "data", {}).values():
+        p = getattr(d, "path", None)
+        if p:
+            out.add(Path(str(p).split(":")[0]).resolve())
+    return out
+
+
+def check_output_path(path: str, protected: set[Path], force: bool) -> Path:
+    out = Path(path)
+    resolved = out.resolve()
+    if resolved in protected:
+        raise CLIError(f"refusing to write to {path}: it is an input of this model", hint="choose another output file")
+    if out.exists() and not force:
+        raise CLIError(f"refusing to overwrite the existing file {path}", hint="choose a new name, or pass --force")
+    if not out.parent.exists():
+        raise CLIError(f"cannot write {path}: the directory {out.parent} does not exist")
+    return out
+
+
+def write_text(out: Path, text: str) -> None:
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        raise CLIError(f"cannot write {out}: {exc.strerror}") from None
+
+
+# ------------------------------------------------------------------ commands
+
+
+def cmd_solvers(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from .solvers import REGISTRY
+
+    if args.json:
+        out = {
+            name: {
+                "handles": sorted(cls.handles),
+                "summary": cls.summary,
+                "reference": cls.reference,
+                "convex_relaxation": cls.convex_relaxation,
+                "options": {k: {"default": _jsonable(o.default), "help": o.help} for k, o in cls.options.items()},
+            }
+            for name, cls in REGISTRY.items()
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    rows = [(n, ", ".join(sorted(c.handles)), c.summary, c.reference) for n, c in REGISTRY.items()]
+    print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"]))
+    if args.verbose:
+        for n, c in REGISTRY.items():
+            print(f"\n{n} options:")
+            for k, o in c.options.items():
+                print(f"  {k:<14} default {_jsonable(o.default)!s:<10} {o.help}")
+    else:
+        print("\n(sparsemodel solvers -v lists every option with its default)")
+    return 0
+
+
+def _jsonable(v: Any) -> Any:
+    return v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    report = problem.check()
+    print(report.render())
+    return 0 if report.ok else EXIT_USER
+
+
+def solver_and_options(args: argparse.Namespace, problem: Any) -> tuple[str | None, dict[str, Any]]:
+    opts = {k: parse_value(v) for k, v in parse_pairs(args.option, "option").items()}
+    name = args.solver
+    if problem.solve_with is not None:
+        sw_name, sw_opts, _ = problem.solve_with
+        if name is None or name == sw_name:
+            return sw_name, {**sw_opts, **opts}
+    return name, opts
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    protected = protected_paths(problem)
+    out = check_output_path(args.out, protected, args.force) if args.out else None
+    name, opts = solver_and_options(args, problem)
+    result = problem.solve(name or "auto", k=args.k, **opts)
+    payload = result.to_dict()
+    payload["model"] = str(args.model)
+    text = json.dumps(payload, indent=None if args.json else 2, allow_nan=False)
+    if out is not None:
+        write_text(out, text + "\n")
+    if args.json:
+        print(text)
+    else:
+        print(result.summary())
+        if out is not None:
+            print(f"wrote       {out}")
+    return 0 if result.status != "diverged" else 1
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    protected = protected_paths(problem)
+    outs = {
+        kind: check_output_path(p, protected, args.force)
+        for kind, p in (("csv", args.csv), ("json", args.json_out), ("plot", args.plot))
+        if p
+    }
+    cw = problem.compare_with or {}
+    solvers = [s.strip() for s in args.solvers.split(",")] if args.solvers else cw.get("solvers")
+    if not solvers:
+        raise CLIError(
+            "no solvers to compare", hint="give --solvers grahtp,omp,... or add `compare with ...` to the model"
+        )
+    ks = parse_k_range(args.k) if args.k else cw.get("k")
+    options = {}
+    for item in args.option or []:
+        if ":" not in item.split("=", 1)[0]:
+            raise CLIError(
+                f"--option {item!r} needs a solver prefix in compare", hint="for example --option grahtp:eta=0.5"
+            )
+        solver, rest = item.split(":", 1)
+        options.setdefault(solver, {}).update({k: parse_value(v) for k, v in parse_pairs([rest], "option").items()})
+    comp = problem.compare(solvers, k=ks, options=options, progress=not args.quiet)
+    print(comp.table())
+    if "csv" in outs:
+        comp.to_csv(outs["csv"], overwrite=True)
+    if "json" in outs:
+        comp.to_json(outs["json"], overwrite=True)
+    if "plot" in outs:
+        comp.plot(outs["plot"], overwrite=True)
+    for kind, p in outs.items():
+        print(f"wrote {kind}: {p}")
+    failed = [r for r in comp.rows if r["status"] == "error"]
+    return 0 if not failed else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(n=args.n, seed=args.seed, as_json=args.json)
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sparsemodel",
+        description="Sparsity-, rank- and spectrum-constrained learning: model files, l0 solvers, convex baselines.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="solve the paper-000 Section 6.1 problem with GraHTP and FGraHTP")
+    d.add_argument("--n", type=int, default=250, help="number of samples (default 250)")
+    d.add_argument("--seed", type=int, default=0, help="random seed of the simulated data")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.set_defaults(func=cmd_demo)
+
+    def model_args(q: argparse.ArgumentParser) -> None:
+        q.add_argument("model", help="model file (.sm)")
+        q.add_argument("--data", action="append", metavar="NAME=PATH", help="rebind a data name to another file")
+        q.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a param")
+
+    c = sub.add_parser("check", help="parse, shapes, convexity, and which solvers apply")
+    model_args(c)
+    c.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("solve", help="solve a model file")
+    model_args(s)
+    s.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
+    s.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
+    s.add_argument("--k", type=int, help="override the sparsity bound k")
+    s.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
+    s.add_argument("--out", help="also write the JSON result to this file")
+    s.add_argument("--force", action="store_true", help="allow --out to replace an existing file")
+    s.set_defaults(func=cmd_solve)
+
+    m = sub.add_parser("compare", help="run several solvers on one model, optionally over a range of k")
+    model_args(m)
+    m.add_argument("--solvers", help="comma-separated solver names (default: the model's `compare with`)")
+    m.add_argument("--k", help="sparsity levels: 20, 5:50:5 (inclusive) or 1,2,5")
+    m.add_argument("--option", "-o", action="append", metavar="SOLVER:KEY=VALUE", help="solver option, repeatable")
+    m.add_argument("--csv", help="write the table as CSV")
+    m.add_argument("--json", dest="json_out", help="write the results as JSON")
+    m.add_argument("--plot", help="write objective/time versus k as PNG")
+    m.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
+    m.set_defaults(func=cmd_compare)
+
+    v = sub.add_parser("solvers", help="the solver registry: names, constraint kinds, options")
+    v.add_argument("--json", action="store_true", help="print the registry as JSON")
+    v.add_argument("-v", "--verbose", action="store_true", help="list every option")
+    v.set_defaults(func=cmd_solvers)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ModelError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_USER
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in sparsemodel: one line, the traceback only on request
+        if os.environ.get("SPARSEMODEL_DEBUG"):
+            raise
+        print(
+            f"internal error (a bug in sparsemodel, not in your model): {type(exc).__name__}: {exc}\n"
+            "rerun with SPARSEMODEL_DEBUG=1 to see the traceback, and please report it",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
