@@ -27,15 +27,16 @@ class Layout:
     def __init__(self, variables: list[Variable]):
         self.variables = list(variables)
         self.offsets: dict[int, int] = {}
+        self.slices: dict[int, slice] = {}
         off = 0
         for v in self.variables:
             self.offsets[v.uid] = off
+            self.slices[v.uid] = slice(off, off + v.size)
             off += v.size
         self.n = off
 
     def slice(self, v: Variable) -> slice:
-        o = self.offsets[v.uid]
-        return slice(o, o + v.size)
+        return self.slices[v.uid]
 
     def coords(self, v: Variable, local: np.ndarray | None = None) -> np.ndarray:
         """Flat positions in x of (some coordinates of) variable v."""

@@ -173,11 +173,14 @@ class LoweredProblem:
         method: str = "auto",
         tol: float = 1e-12,
         cols: np.ndarray | None = None,
+        grad: bool = False,
     ) -> RestrictedResult:
         """min f(x) s.t. x is zero on C outside ``sel`` (positions into C); free coordinates optimized.
 
         ``ridge=(rho, R)`` adds rho/2 * ||x_{C[R]}||^2 (R positions into C). ``cols`` overrides the
         set of flat coordinates directly (for problems without a sparsity constraint).
+        ``grad=True`` also returns the full gradient of f at the solution (``result.g``), at no
+        extra cost over the final evaluation.
         """
         method = self.restricted_method(method)
         self.stats["restricted_solves"] += 1
@@ -211,10 +214,14 @@ class LoweredProblem:
             self.stats["grad_evals"] += its
         x = np.zeros(self.n)
         x[cols] = u
-        f = self.f(x)
+        g = None
+        if grad:
+            f, g = self.value_and_grad(x)
+        else:
+            f = self.f(x)
         if r is not None:
             f += 0.5 * float(np.sum(r * u * u))
-        return RestrictedResult(x, f, its, method, converged)
+        return RestrictedResult(x, f, its, method, converged, g)
 
     def _restricted_cvxpy(self, cols: np.ndarray, r: np.ndarray | None) -> tuple[np.ndarray, int]:
         import cvxpy as cp
@@ -315,8 +322,11 @@ class LoweredProblem:
         """Average diagonal of the Hessian (bound) over the constrained coordinates, by Hutchinson's
         trace estimator with Rademacher probes: 1 / this is the unit step of HTP for normalized
         columns (Foucart 2011)."""
-        hv = self.hessian_operator(x)
         C = self.sparsity.coords if self.sparsity is not None else np.arange(self.n)
+        exact = self._mean_curvature_exact(C) if x is None else None
+        if exact is not None:
+            return exact
+        hv = self.hessian_operator(x)
         rng = np.random.default_rng(seed)
         acc = 0.0
         for _ in range(probes):
@@ -324,6 +334,29 @@ class LoweredProblem:
             z[C] = rng.choice((-1.0, 1.0), size=len(C))
             acc += float(z @ hv(z))
         return acc / (probes * len(C))
+
+    def _mean_curvature_exact(self, C: np.ndarray) -> float | None:
+        """The same average computed from cached Jacobian columns (small composite problems whose
+        phi'' has a global bound): diag(H)_j = sum_t c_t sum_i bound_ti J_t[i, j]^2."""
+        comp = self.composite
+        if comp is None or comp.quads or comp.phi_curvature_bound() is None:
+            return None
+        total = np.zeros(len(C))
+        for i, t in enumerate(comp.terms):
+            if t.phi is None:
+                continue
+            if t.coef <= 0:
+                return None
+            J = self._cols._full(i, t.affine)
+            if J is None:
+                return None
+            JC = J[:, C]
+            d2 = np.full(t.affine.size, 2.0 if t.quadratic else comp.phi_curvature_bound())
+            if t.weights is not None:
+                d2 = d2 * np.abs(t.weights)
+            sq = JC.multiply(JC) if hasattr(JC, "multiply") else JC * JC
+            total += t.coef * np.asarray(sq.T @ d2).ravel()
+        return float(total.mean())
 
     @staticmethod
     def _truncate(w: np.ndarray, C: np.ndarray, F: np.ndarray, s: int | None) -> np.ndarray:

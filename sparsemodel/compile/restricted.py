@@ -36,6 +36,7 @@ class RestrictedResult:
     iterations: int
     method: str
     converged: bool = True
+    g: np.ndarray | None = None  # gradient of f at x (without the ridge), when asked for
 
 
 class ColumnCache:
@@ -123,14 +124,31 @@ def solve_lstsq(comp: Composite, Js: list[Any], u0: np.ndarray, ridge: np.ndarra
         rhs.append(np.zeros(len(ridge)))
     M = np.vstack(blocks) if len(blocks) > 1 else blocks[0]
     r = np.concatenate(rhs) if len(rhs) > 1 else rhs[0]
+    return lstsq_dense(M, r), 1
+
+
+def lstsq_dense(M: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """argmin ||M u - r||: Cholesky of M'M when well conditioned (cond(M) < ~1e5, so the normal
+    equations lose no accuracy that matters at 1e-10), else QR without forming Q, else the
+    minimum-norm SVD solution (rank-deficient M, e.g. more columns than rows)."""
     m = M.shape[1]
-    if M.shape[0] >= m and m > 0:
-        Q, R = np.linalg.qr(M)
+    if m == 0:
+        return np.zeros(0)
+    if M.shape[0] >= m:
+        G = M.T @ M
+        try:
+            L = np.linalg.cholesky(G)
+            d = np.diag(L)
+            if d.min() > 1e-5 * d.max():
+                return sla.cho_solve((L, True), M.T @ r, check_finite=False)
+        except np.linalg.LinAlgError:
+            pass
+        qtr, R = sla.qr_multiply(M, r, mode="right")
         d = np.abs(np.diag(R))
         if d.min() > 1e-10 * max(d.max(), 1e-300):
-            return sla.solve_triangular(R, Q.T @ r), 1
+            return sla.solve_triangular(R, qtr, check_finite=False)
     u, *_ = np.linalg.lstsq(M, r, rcond=None)
-    return u, 1
+    return u
 
 
 def solve_newton(
@@ -208,4 +226,12 @@ def solve_lbfgs(
     return res.x, int(res.nit), bool(res.success)
 
 
-__all__ = ["RestrictedResult", "ColumnCache", "composite_eval", "solve_lstsq", "solve_newton", "solve_lbfgs"]
+__all__ = [
+    "RestrictedResult",
+    "ColumnCache",
+    "composite_eval",
+    "lstsq_dense",
+    "solve_lstsq",
+    "solve_newton",
+    "solve_lbfgs",
+]

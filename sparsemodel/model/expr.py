@@ -154,16 +154,13 @@ class Expr:
     def __init__(self, args: Iterable[Expr], shape: Shape, span: Span | None = None):
         self.args: tuple[Expr, ...] = tuple(args)
         self.shape: Shape = tuple(int(d) for d in shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
         self.span = span
         self.uid = next(_ids)
         self._curv: str | None = None
         self._sign: str | None = None
 
     # ---------- structure ----------
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
     @property
     def ndim(self) -> int:
         return len(self.shape)

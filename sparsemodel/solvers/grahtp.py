@@ -135,11 +135,11 @@ class GraHTP(Solver):
             hist.ht += 1
             if debias:  # S3: debias on F(t), warm-started at the gradient step restricted to F(t)
                 warm, _ = sps.project(xt)
-                r = lp.restricted_minimize(sel, x0=warm, method=o["restricted"])
-                xn = r.x
+                r = lp.restricted_minimize(sel, x0=warm, method=o["restricted"], grad=True)
+                xn, fn, gn = r.x, r.f, r.g
             else:  # S3': truncate
                 xn, _ = sps.project(xt)
-            fn, gn = lp.value_and_grad(xn)
+                fn, gn = lp.value_and_grad(xn)
             increased = not np.isfinite(fn) or fn > f + 1e-12 * max(1.0, abs(f))
             if increased and o["backtracking"]:
                 eta /= 2.0
