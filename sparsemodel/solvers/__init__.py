@@ -1,6 +1,7 @@
 """Solvers: one module per family, one registry, one Result type."""
 
 from . import (
+    foba,  # noqa: F401  (registers foba)
     grahtp,  # noqa: F401  (registers grahtp, fgrahtp)
     grasp,  # noqa: F401  (registers grasp)
     lasso,  # noqa: F401  (registers lasso)
