@@ -1,0 +1,5 @@
+"""The text front end: ``load(path)`` and ``parse(text)`` build a Problem from the model language."""
+
+from .parser import load, parse, parse_tree
+
+__all__ = ["load", "parse", "parse_tree"]

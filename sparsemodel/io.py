@@ -1,0 +1,610 @@
+"""Reading the data a model binds: ``.npy``, ``.npz``, ``.csv``/``.tsv``/``.txt``, ``.mtx`` and libsvm.
+
+A *data spec* is the string after ``from`` in ``data NAME : KIND from "SPEC"`` (or a path given
+from Python or the CLI):
+
+========================  ==============================================================
+``X.npy``                 a NumPy array
+``D.npz:key``             one array of an ``.npz`` archive (the key may be left out when the
+                          archive holds a single array; ``scipy.sparse.save_npz`` files load
+                          as sparse matrices)
+``X.csv``                 a delimited table (``,`` ``;`` or tab, detected from the first line;
+                          ``.tsv`` is tab-separated, ``.txt`` whitespace-separated unless it
+                          has commas/semicolons/tabs).  A header line is detected: the first
+                          line is a header when some column is text on it and numeric below
+                          it, or when all of its cells are text that does not recur in its
+                          column.
+``X.csv:Purchase``        one column, by header name or by 0-based index
+``A.mtx``                 Matrix Market; coordinate files load as ``scipy.sparse`` CSR
+``a9a.svm``               libsvm / svmlight text (``label idx:val ...``, 1-based indices);
+``libsvm:a9a.txt``        the extensions ``.svm``, ``.libsvm``, ``.svmlight`` or the explicit
+                          ``libsvm:`` prefix select it.  Kind ``matrix`` gives the features as
+                          a sparse CSR matrix, ``vector``/``labels`` the labels.
+========================  ==============================================================
+
+Recoding: ``exclude`` (the model's ``except "col", ...``) drops CSV columns; ``mapping`` (the
+model's ``map {"Yes": 1, "No": -1}``) replaces text cells by numbers and numbers by numbers.
+Empty cells and ``NA``/``NaN`` count as missing (NaN) and are refused by the validation.
+
+Validation (:func:`validate`): the kind must fit (``matrix`` 2-D, ``vector`` 1-D or a single
+row/column, ``scalar`` one value, ``labels`` a vector of -1/+1), and no value may be NaN or
+infinite.  Every failure is a :class:`~sparsemodel.errors.DataError` naming the data, the file
+and, when known, the place in the model file.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from .errors import DataError, Span
+
+KINDS = ("matrix", "vector", "scalar", "labels")
+LIBSVM_EXTENSIONS = (".svm", ".libsvm", ".svmlight")
+FORMATS = {
+    ".npy": "npy",
+    ".npz": "npz",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".txt": "csv",
+    ".mtx": "mtx",
+    **{ext: "libsvm" for ext in LIBSVM_EXTENSIONS},
+}
+MISSING = ("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "?")
+
+Value = np.ndarray | sp.csr_matrix
+MapKey = str | float
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """A parsed data spec: format, resolved file path, optional key/column, and the text as given."""
+
+    fmt: str
+    path: Path
+    key: str | None
+    text: str
+
+    def describe(self) -> str:
+        return f'"{self.text}"'
+
+
+def parse_spec(
+    spec: str | Path, base_dir: str | Path = ".", name: str | None = None, span: Span | None = None
+) -> DataSpec:
+    """Split ``"file.ext[:key]"`` / ``"libsvm:file"`` into format, path (relative to ``base_dir``) and key."""
+    text = str(spec)
+    body = text
+    fmt: str | None = None
+    key: str | None = None
+    if body.lower().startswith("libsvm:"):
+        fmt, body = "libsvm", body[len("libsvm:") :]
+    m = re.match(r"^(.*?\.(?:csv|tsv|txt|npz))(?::([^:/\\]+))$", body, flags=re.IGNORECASE)
+    if m and fmt is None:
+        body, key = m.group(1), m.group(2)
+    path = Path(body).expanduser()
+    if not path.is_absolute():
+        path = Path(base_dir) / path
+    if fmt is None:
+        ext = path.suffix.lower()
+        fmt = FORMATS.get(ext)
+        if fmt is None:
+            known = ", ".join(sorted(FORMATS))
+            raise DataError(
+                f"{_who(name)}cannot tell the format of {text!r} from its extension {ext or '(none)'}",
+                span,
+                f'supported: {known}; write "libsvm:{text}" for a libsvm file with another extension',
+            )
+    if key is not None and fmt not in ("csv", "npz"):
+        raise DataError(
+            f"{_who(name)}{text!r}: ':{key}' picks a column or key, which only .csv and .npz files have", span
+        )
+    return DataSpec(fmt, path, key, text)
+
+
+def read_data(
+    spec: str | Path,
+    kind: str = "matrix",
+    *,
+    base_dir: str | Path = ".",
+    exclude: Sequence[str] = (),
+    mapping: Mapping[MapKey, float] | None = None,
+    name: str | None = None,
+    span: Span | None = None,
+) -> Value:
+    """Read a data file, apply ``except``/``map``, and validate it as ``kind``.
+
+    Returns a dense float ``ndarray`` or a ``scipy.sparse`` CSR matrix (``.mtx`` coordinate files,
+    libsvm features, sparse ``.npz``). Raises :class:`DataError` for anything wrong with the file.
+    """
+    if kind not in KINDS:
+        raise DataError(f"{_who(name)}unknown kind {kind!r}", span, f"the kinds are {', '.join(KINDS)}")
+    ds = parse_spec(spec, base_dir, name, span)
+    value, lines = load_spec(ds, kind, exclude=exclude, mapping=mapping, name=name, span=span)
+    return validate(value, kind, name=name, origin=f"file {ds.describe()}", span=span, lines=lines)
+
+
+def load_spec(
+    ds: DataSpec,
+    kind: str,
+    *,
+    exclude: Sequence[str] = (),
+    mapping: Mapping[MapKey, float] | None = None,
+    name: str | None = None,
+    span: Span | None = None,
+) -> tuple[Value, np.ndarray | None]:
+    """Read the file of a parsed spec; returns the raw value and (for CSV) each row's line number."""
+    who = _who(name)
+    if not ds.path.exists():
+        raise DataError(
+            f"{who}the data file {ds.describe()} does not exist (looked for {ds.path.absolute()})",
+            span,
+            "paths in a model file are relative to the model file's folder; paths given from Python or "
+            "the command line are relative to the current directory",
+        )
+    if not ds.path.is_file():
+        raise DataError(f"{who}{ds.describe()} is not a file ({ds.path})", span)
+    if exclude and ds.fmt != "csv":
+        raise DataError(f"{who}'except' drops columns of a CSV table; {ds.describe()} is not one", span)
+    mapping = dict(mapping or {})
+    try:
+        if ds.fmt == "csv":
+            return read_csv(ds, exclude=exclude, mapping=mapping, name=name, span=span)
+        if ds.fmt == "npy":
+            value: Value = np.load(ds.path, allow_pickle=False)
+        elif ds.fmt == "npz":
+            value = _read_npz(ds, name, span)
+        elif ds.fmt == "mtx":
+            m = scipy.io.mmread(str(ds.path))
+            value = sp.csr_matrix(m) if sp.issparse(m) else np.asarray(m)
+        else:
+            labels, feats = read_libsvm(ds.path, name=name, span=span, text=ds.describe())
+            if kind == "scalar":
+                raise DataError(f"{who}a libsvm file holds labels and features, not a scalar", span)
+            value = feats if kind == "matrix" else labels
+    except DataError:
+        raise
+    except (OSError, ValueError, TypeError, EOFError, UnicodeDecodeError) as exc:
+        raise DataError(f"{who}cannot read {ds.describe()} as {ds.fmt}: {exc}", span) from None
+    return _numeric(_map_numbers(value, mapping, who, ds, span), who, ds, span), None
+
+
+def _who(name: str | None) -> str:
+    return f"data {name}: " if name else ""
+
+
+def _numeric(value: Any, who: str, ds: DataSpec, span: Span | None) -> Value:
+    if sp.issparse(value):
+        return sp.csr_matrix(value, dtype=float)
+    a = np.asarray(value)
+    if a.dtype.kind not in "biuf":
+        raise DataError(f"{who}{ds.describe()} holds {a.dtype} values, not numbers", span)
+    return a.astype(float)
+
+
+def _map_numbers(value: Any, mapping: dict[MapKey, float], who: str, ds: DataSpec, span: Span | None) -> Any:
+    num = {float(k): float(v) for k, v in mapping.items() if not isinstance(k, str)}
+    text_keys = [k for k in mapping if isinstance(k, str)]
+    if text_keys:
+        raise DataError(
+            f"{who}map has text keys ({', '.join(repr(k) for k in text_keys)}) but {ds.describe()} holds numbers",
+            span,
+            "text keys recode CSV cells; for numeric files map numbers, e.g. map {0: -1, 1: 1}",
+        )
+    if not num:
+        return value
+    if sp.issparse(value):
+        if 0.0 in num and num[0.0] != 0.0:
+            raise DataError(f"{who}map would change the zeros of the sparse matrix {ds.describe()}", span)
+        out = sp.csr_matrix(value, dtype=float, copy=True)
+        out.data = _apply_number_map(out.data, num)
+        return out
+    return _apply_number_map(np.asarray(value, dtype=float), num)
+
+
+def _apply_number_map(a: np.ndarray, num: dict[float, float]) -> np.ndarray:
+    out = a.astype(float, copy=True)
+    for k, v in num.items():
+        out[a == k] = v
+    return out
+
+
+def _read_npz(ds: DataSpec, name: str | None, span: Span | None) -> Value:
+    with np.load(ds.path, allow_pickle=False) as z:
+        keys = list(z.files)
+        if {"format", "shape", "data"} <= set(keys) and ds.key is None:
+            return sp.load_npz(ds.path).tocsr()
+        if ds.key is None:
+            if len(keys) == 1:
+                return np.asarray(z[keys[0]])
+            raise DataError(
+                f"{_who(name)}{ds.describe()} holds several arrays ({', '.join(keys)})",
+                span,
+                f'pick one with "{ds.text}:{keys[0]}"',
+            )
+        if ds.key not in keys:
+            raise DataError(
+                f"{_who(name)}{ds.path.name} has no array named {ds.key!r}",
+                span,
+                _did_you_mean(ds.key, keys, "arrays"),
+            )
+        return np.asarray(z[ds.key])
+
+
+def _did_you_mean(word: str, options: Iterable[str], what: str) -> str:
+    opts = list(options)
+    close = difflib.get_close_matches(word, opts, n=1)
+    listing = ", ".join(opts[:30]) + (", ..." if len(opts) > 30 else "")
+    return (f"did you mean {close[0]!r}? " if close else "") + f"the {what} are: {listing}"
+
+
+# ---------------------------------------------------------------------------- CSV
+
+
+def _is_number(s: str) -> bool:
+    t = s.strip()
+    if t in MISSING:
+        return True
+    try:
+        float(t)
+    except ValueError:
+        return False
+    return True
+
+
+def _sniff_delimiter(first: str, ext: str) -> str | None:
+    if ext == ".tsv":
+        return "\t"
+    counts = {d: first.count(d) for d in (",", ";", "\t")}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] > 0 else None
+
+
+def _rows(path: Path) -> tuple[list[list[str]], list[int]]:
+    """The non-empty rows of a delimited text file and their 1-based line numbers."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        text = f.read()
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    delim = _sniff_delimiter(first, path.suffix.lower())
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    if delim is None:
+        for i, ln in enumerate(text.splitlines(), 1):
+            parts = ln.split()
+            if parts:
+                rows.append(parts)
+                lines.append(i)
+        return rows, lines
+    reader = csv.reader(text.splitlines(), delimiter=delim)
+    for r in reader:
+        if r and any(c.strip() for c in r):
+            rows.append(r)
+            lines.append(reader.line_num)
+    return rows, lines
+
+
+def _has_header(rows: list[list[str]]) -> bool:
+    first = rows[0]
+    sample = rows[1:51]
+    text_cols = [j for j, c in enumerate(first) if not _is_number(c)]
+    if not text_cols:
+        return False
+    for j in text_cols:
+        if sample and all(j < len(r) and _is_number(r[j]) for r in sample):
+            return True
+    if len(text_cols) == len(first):
+        return all(all(j >= len(r) or r[j].strip() != first[j].strip() for r in sample) for j in text_cols)
+    return False
+
+
+def read_csv(
+    ds: DataSpec,
+    *,
+    exclude: Sequence[str] = (),
+    mapping: Mapping[MapKey, float] | None = None,
+    name: str | None = None,
+    span: Span | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A delimited table as a float matrix (or one column of it) and each row's line number."""
+    who = _who(name)
+    rows, lines = _rows(ds.path)
+    if not rows:
+        raise DataError(f"{who}{ds.describe()} is empty", span)
+    header: list[str] | None = None
+    if _has_header(rows):
+        header = [c.strip() for c in rows[0]]
+        rows, lines = rows[1:], lines[1:]
+        if not rows:
+            raise DataError(f"{who}{ds.describe()} has a header line but no data rows", span)
+    width = len(header) if header is not None else len(rows[0])
+    for r, ln in zip(rows, lines):
+        if len(r) != width:
+            raise DataError(
+                f"{who}line {ln} of {ds.describe()} has {len(r)} fields, but the {'header' if header else 'first line'} has {width}",
+                span,
+                "every row of a CSV table needs the same number of fields",
+            )
+    names = header if header is not None else [str(j) for j in range(width)]
+    keep = list(range(width))
+    for col in exclude:
+        j = _column_index(col, header, width, who, ds, span, "except")
+        if j in keep:
+            keep.remove(j)
+    if ds.key is not None:
+        j = _column_index(ds.key, header, width, who, ds, span, "pick")
+        if j not in keep:
+            raise DataError(f"{who}column {ds.key!r} of {ds.describe()} is both picked and excluded", span)
+        keep = [j]
+    if not keep:
+        raise DataError(f"{who}'except' drops every column of {ds.describe()}", span)
+    mapping = dict(mapping or {})
+    text_map = {k: float(v) for k, v in mapping.items() if isinstance(k, str)}
+    num_map = {float(k): float(v) for k, v in mapping.items() if not isinstance(k, str)}
+    line_no = np.asarray(lines)
+    cols = [_convert_column([r[j] for r in rows], names[j], text_map, num_map, line_no, who, ds, span) for j in keep]
+    out = np.column_stack(cols) if cols else np.empty((len(rows), 0))
+    if ds.key is not None:
+        out = out[:, 0]
+    return out, line_no
+
+
+def _column_index(
+    col: str, header: list[str] | None, width: int, who: str, ds: DataSpec, span: Span | None, what: str
+) -> int:
+    if header is not None and col in header:
+        return header.index(col)
+    if re.fullmatch(r"\d+", col) and int(col) < width:
+        return int(col)
+    if header is not None:
+        hint = _did_you_mean(col, header, "columns")
+    else:
+        hint = f"{ds.describe()} has no header line; refer to its columns by 0-based index 0..{width - 1}"
+    verb = "pick" if what == "pick" else "drop (except)"
+    raise DataError(f"{who}cannot {verb} column {col!r}: {ds.describe()} has no such column", span, hint)
+
+
+def _convert_column(
+    cells: list[str],
+    col: str,
+    text_map: dict[str, float],
+    num_map: dict[float, float],
+    lines: np.ndarray,
+    who: str,
+    ds: DataSpec,
+    span: Span | None,
+) -> np.ndarray:
+    s = np.char.strip(np.asarray(cells, dtype=str))
+    out = np.full(len(s), np.nan)
+    done = np.zeros(len(s), dtype=bool)
+    for key, val in text_map.items():
+        m = s == key
+        out[m] = val
+        done |= m
+    done |= np.isin(s, MISSING)
+    rest = np.flatnonzero(~done)
+    try:
+        nums = s[rest].astype(float)
+    except ValueError:
+        bad = [i for i in rest if not _is_number(s[i])]
+        values = sorted({str(s[i]) for i in bad})
+        shown = ", ".join(repr(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
+        i0 = bad[0]
+        if len(values) <= 10:
+            suggestion = "map {" + ", ".join(f'"{v}": {j}' for j, v in enumerate(values)) + "}"
+            hint = (
+                f'recode it with a clause such as {suggestion} (for labels: map {{"{values[0]}": -1, ...: 1}}), '
+                f'or drop it with except "{col}"'
+            )
+        else:
+            hint = f'drop it with except "{col}", or recode its values with map {{"text": number, ...}}'
+        raise DataError(
+            f"{who}column {col!r} of {ds.describe()} is not numeric: {len(bad)} cell(s) hold text ({shown}), "
+            f"first on line {lines[i0]}",
+            span,
+            hint,
+        ) from None
+    orig = nums.copy()
+    for k, v in num_map.items():
+        nums[orig == k] = v
+    out[rest] = nums
+    return out
+
+
+# ---------------------------------------------------------------------------- libsvm
+
+
+def read_libsvm(
+    path: str | Path, *, name: str | None = None, span: Span | None = None, text: str | None = None
+) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Read a libsvm/svmlight file: (labels, features as CSR with 1-based indices shifted to 0-based).
+
+    Lines are ``label idx:val idx:val ...``; ``#`` starts a comment; ``qid:`` tokens are ignored.
+    The number of columns is the largest index that occurs.
+    """
+    who = _who(name)
+    where = text or str(path)
+    labels: list[float] = []
+    indptr = [0]
+    indices: list[int] = []
+    values: list[float] = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            try:
+                labels.append(float(parts[0]))
+            except ValueError:
+                raise DataError(
+                    f"{who}line {lineno} of {where}: the label {parts[0]!r} is not a number",
+                    span,
+                    "libsvm lines read: label index:value index:value ... (one label per line)",
+                ) from None
+            for tok in parts[1:]:
+                if tok.startswith("qid:"):
+                    continue
+                idx, sep, val = tok.partition(":")
+                try:
+                    i = int(idx)
+                    v = float(val)
+                except ValueError:
+                    i, v = -1, 0.0
+                if not sep or i < 1:
+                    raise DataError(
+                        f"{who}line {lineno} of {where}: {tok!r} is not an index:value pair with a 1-based index",
+                        span,
+                        "libsvm lines read: label index:value index:value ... with indices starting at 1",
+                    )
+                indices.append(i - 1)
+                values.append(v)
+            indptr.append(len(indices))
+    if not labels:
+        raise DataError(f"{who}{where} holds no samples", span)
+    ncols = max(indices) + 1 if indices else 0
+    X = sp.csr_matrix(
+        (np.asarray(values, dtype=float), np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
+        shape=(len(labels), ncols),
+    )
+    X.sum_duplicates()
+    return np.asarray(labels, dtype=float), X
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def _fmt_shape(shape: tuple[int, ...]) -> str:
+    return "(" + ",".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _fmt_num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{float(v):g}"
+
+
+def validate(
+    value: Any,
+    kind: str,
+    *,
+    name: str | None = None,
+    origin: str = "the value",
+    span: Span | None = None,
+    lines: np.ndarray | None = None,
+) -> Value:
+    """Check ``value`` against ``kind`` and for NaN/Inf; returns it as float (vectors raveled).
+
+    ``origin`` says where the value came from (``file "X.csv"``, ``data={'X': ...}``) for messages;
+    ``lines`` (CSV) maps rows to line numbers of the file.
+    """
+    who = _who(name)
+    if kind not in KINDS:
+        raise DataError(f"{who}unknown kind {kind!r}", span, f"the kinds are {', '.join(KINDS)}")
+    if sp.issparse(value):
+        v: Value = sp.csr_matrix(value, dtype=float)
+    else:
+        try:
+            v = np.asarray(value, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{who}{origin} is not numeric: {exc}", span) from None
+    shape = tuple(v.shape)
+    if kind == "matrix":
+        if len(shape) != 2:
+            what = "a scalar" if not shape else f"an array of shape {_fmt_shape(shape)}"
+            raise DataError(
+                f"{who}declared as a matrix, but {origin} holds {what}",
+                span,
+                "declare it with the kind that fits (vector, scalar), or give a 2-D table",
+            )
+    elif kind in ("vector", "labels"):
+        if len(shape) == 2 and 1 in shape:
+            v = (v.toarray() if sp.issparse(v) else v).ravel()
+        elif len(shape) != 1:
+            what = "a scalar" if not shape else f"an array of shape {_fmt_shape(shape)}"
+            raise DataError(
+                f"{who}declared as {'a vector' if kind == 'vector' else 'labels (a vector)'}, but {origin} holds {what}",
+                span,
+                'pick one column with "file.csv:COLUMN" (or "file.npz:KEY"), or declare it as a matrix',
+            )
+    elif kind == "scalar":
+        size = int(np.prod(shape)) if shape else 1
+        if size != 1:
+            raise DataError(
+                f"{who}declared as a scalar, but {origin} holds an array of shape {_fmt_shape(shape)}", span
+            )
+        v = np.asarray(v.toarray() if sp.issparse(v) else v, dtype=float).reshape(())
+    _check_finite(v, who, origin, span, lines)
+    if kind == "labels":
+        check_labels(np.asarray(v), name, origin, span)
+    return v
+
+
+def _check_finite(v: Value, who: str, origin: str, span: Span | None, lines: np.ndarray | None) -> None:
+    data = v.data if sp.issparse(v) else np.asarray(v)
+    bad = ~np.isfinite(data)
+    if not bad.any():
+        return
+    n_nan = int(np.isnan(data).sum())
+    n_inf = int(bad.sum()) - n_nan
+    parts = []
+    if n_nan:
+        parts.append(f"{n_nan} NaN/missing value{'s' if n_nan != 1 else ''}")
+    if n_inf:
+        parts.append(f"{n_inf} infinite value{'s' if n_inf != 1 else ''}")
+    if sp.issparse(v):
+        coo = v.tocoo()
+        k = int(np.flatnonzero(~np.isfinite(coo.data))[0])
+        pos: tuple[int, ...] = (int(coo.row[k]), int(coo.col[k]))
+    else:
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+    where = f"first at index [{', '.join(str(i) for i in pos)}]" if pos else "the value itself"
+    if lines is not None and pos:
+        where += f" (line {int(lines[pos[0]])} of the file)"
+    raise DataError(
+        f"{who}{origin} contains {' and '.join(parts)}; {where}",
+        span,
+        "sparsemodel needs finite numbers: remove or impute the missing entries before solving",
+    )
+
+
+def check_labels(y: np.ndarray, name: str | None, origin: str, span: Span | None) -> None:
+    """Refuse a label vector whose values are not all -1 or +1 (with a ``map`` suggestion)."""
+    vals = np.unique(y)
+    if np.all(np.isin(vals, (-1.0, 1.0))):
+        return
+    shown = ", ".join(_fmt_num(x) for x in vals[:8]) + (", ..." if len(vals) > 8 else "")
+    if len(vals) == 2:
+        hint = f"recode them in the data line: map {{{_fmt_num(vals[0])}: -1, {_fmt_num(vals[1])}: 1}}"
+    elif len(vals) == 1:
+        hint = "a label vector needs the values -1 and +1; check that the right file or column is used"
+    else:
+        hint = (
+            f"labels are binary (-1/+1) but there are {len(vals)} distinct values; for several classes "
+            "declare it as a vector and use onehot(...)"
+        )
+    raise DataError(
+        f"{_who(name)}labels must be -1 or +1, but {origin} holds the values {{{shown}}}",
+        span,
+        hint,
+    )
+
+
+__all__ = [
+    "KINDS",
+    "FORMATS",
+    "DataSpec",
+    "parse_spec",
+    "read_data",
+    "load_spec",
+    "read_csv",
+    "read_libsvm",
+    "validate",
+    "check_labels",
+]
