@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConstraintError, ConvexityError, ModelError, ShapeError, SolverError, Span
+from .checks import label_errors
 from .constraints import Constraint, EigBoxConstraint, NnzConstraint
 from .expr import AFFINE, CONSTANT, CONVEX, UNKNOWN, Data, Expr, Parameter, Variable, as_expr, fmt_shape
 
@@ -187,6 +188,7 @@ class Problem:
         ce = self.convexity_error()
         if ce is not None:
             errors.append(ce)
+        errors.extend(label_errors(e))
         structure = "(not lowered)"
         default = None
         try:
@@ -277,6 +279,9 @@ class Problem:
         ce = self.convexity_error()
         if ce is not None:
             raise ce
+        bad_labels = label_errors(self.objective.expr)
+        if bad_labels:
+            raise bad_labels[0]
         if solver is None and self.solve_with is not None:
             name, opts, _ = self.solve_with
             solver = name
