@@ -7,6 +7,7 @@ res = prob.solve(solver="grahtp")
 """
 
 from .errors import ModelError
+from .grammar import load, parse
 from .model.atoms import (
     cols,
     cov,
@@ -39,6 +40,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ModelError",
+    "load",
+    "parse",
     "Variable",
     "Data",
     "Parameter",
