@@ -14,12 +14,12 @@ With F(0) = {} and x(0) = argmin { f(x) : x_C = 0 } (free coordinates optimized)
 Zhang's paper runs until the forward gain falls below eps. Here the sparsity bound decides: the
 algorithm stops as soon as a backward phase ends with |F| = k (it may also stop earlier when no
 coordinate decreases f by more than eps; the result then has fewer than k nonzeros and says so).
-Every forward step decreases f (by delta > eps). With exact scoring the objective at a level never
-increases when the level is revisited (a backward step costs at most nu * delta(s), and re-adding
-the removed coordinate would recover it), so FoBa cannot cycle. With ``scoring=paper`` the forward
-choice is made by a single-coordinate line search, which need not pick the best refit, so a
-revisited level can end slightly worse than before (seen on strongly correlated designs); the
-result is still the last level-k iterate, as in the paper.
+Every forward step decreases f (by delta > eps), and a backward step right after it gives back at
+most nu * delta, so a forward step followed by one backward step still lowers f by at least
+(1 - nu) * delta. (Later backward steps of the same phase are bounded by the gains recorded at their
+own levels, so a level revisited after several removals can end higher than before: measured with
+nu = 0.9 on a correlated design, level 4 went from 5.13 to 7.33.) ``max_iter`` bounds the number
+of forward steps.
 
 Scoring (option ``scoring``):
 
