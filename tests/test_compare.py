@@ -177,3 +177,29 @@ def test_options_reach_their_solver():
     comp = compare(prob, ["grasp", "foba"], k=3, options={"grasp": {"prune": "final"}}, progress=False)
     assert comp.results[("grasp", 3)].options["prune"] == "final"
     assert comp.results[("foba", 3)].options["nu"] == 0.5
+
+
+def test_model_file_and_its_data_are_protected(tmp_path):
+    """Through the text front end: the .sm file and every data file it read are never written."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 10))
+    np.savetxt(tmp_path / "X.csv", X, delimiter=",")
+    np.savetxt(tmp_path / "y.csv", X[:, :2] @ [1.0, 2.0] + 0.1 * rng.standard_normal(40), delimiter=",")
+    model = tmp_path / "m.sm"
+    model.write_text(
+        'data X : matrix from "X.csv"\n'
+        'data y : vector from "y.csv"\n'
+        "var w[cols(X)]\n"
+        "minimize sum_squares(X @ w - y) / (2 * rows(X))\n"
+        "subject to\n"
+        "    nnz(w) <= 2\n"
+    )
+    prob = sm.load(str(model))
+    comp = prob.compare(["grahtp", "lasso"], k=[1, 2], progress=False)
+    assert not comp.failed()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for name in ("m.sm", "X.csv", "y.csv"):
+        with pytest.raises(OutputError, match="input of this problem"):
+            comp.to_csv(tmp_path / name, overwrite=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert comp.to_json(tmp_path / "out.json").exists()
