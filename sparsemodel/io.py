@@ -242,7 +242,7 @@ def _read_npz(ds: DataSpec, name: str | None, span: Span | None) -> Value:
 
 def _did_you_mean(word: str, options: Iterable[str], what: str) -> str:
     opts = list(options)
-    close = difflib.get_close_matches(word, opts, n=1)
+    close = [o for o in opts if o.lower() == word.lower()] or difflib.get_close_matches(word, opts, n=1)
     listing = ", ".join(opts[:30]) + (", ..." if len(opts) > 30 else "")
     return (f"did you mean {close[0]!r}? " if close else "") + f"the {what} are: {listing}"
 
@@ -399,11 +399,9 @@ def _convert_column(
         shown = ", ".join(repr(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
         i0 = bad[0]
         if len(values) <= 10:
-            suggestion = "map {" + ", ".join(f'"{v}": {j}' for j, v in enumerate(values)) + "}"
-            hint = (
-                f'recode it with a clause such as {suggestion} (for labels: map {{"{values[0]}": -1, ...: 1}}), '
-                f'or drop it with except "{col}"'
-            )
+            codes = ["-1", "1"] if len(values) == 2 else [str(j) for j in range(len(values))]
+            suggestion = "map {" + ", ".join(f'"{v}": {c}' for v, c in zip(values, codes)) + "}"
+            hint = f'recode it with a clause such as {suggestion}, or drop it with except "{col}"'
         else:
             hint = f'drop it with except "{col}", or recode its values with map {{"text": number, ...}}'
         raise DataError(

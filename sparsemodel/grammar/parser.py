@@ -163,7 +163,7 @@ def _terminal_display() -> dict[str, str]:
 
 
 _EXPRESSION_START = {"NAME", "NUMBER", "LPAR", "MINUS", "PLUS"}
-_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "__ANON_0", "POW", "QUOTE", "DOT_T", "LSQB"}
+_OPERATOR_TEXT = {"'+'", "'-'", "'*'", "'/'", "'@'", "** or ^", "'''", ".T", "'['"}
 _STATEMENTS = {k.upper() for k in STATEMENT_KEYWORDS}
 
 
@@ -181,10 +181,10 @@ def describe_expected(expected: set[str]) -> str:
     if {"NAME", "NUMBER", "LPAR"} <= names:
         parts.append("an expression")
         names -= _EXPRESSION_START
-    ops = _OPERATORS & names
+    ops = {n for n in names if display.get(n) in _OPERATOR_TEXT}
     if len(ops) >= 4:
         parts.append("an operator (+ - * / @ ** ' .T [ ])")
-        names -= _OPERATORS
+        names -= ops
     order = ["COMMA", "RPAR", "RSQB", "RBRACE", "COLON", "EQUAL", "CMP", "NAME", "NUMBER", "STRING"]
     rest = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
     ends = [n for n in rest if n in ("_NL", "$END")]
@@ -324,7 +324,7 @@ def _number(tok: Token, negative: bool = False) -> int | float:
 
 
 def _did_you_mean(word: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    close = [o for o in options if o.lower() == word.lower()] or difflib.get_close_matches(word, options, n=1)
     return f"did you mean '{close[0]}'? " if close else ""
 
 
@@ -843,7 +843,7 @@ class ModelBuilder:
             value = smio.validate(value, kind, name=name, origin=f"file {ds.describe()}", span=pspan, lines=lines)
             path = ds.path
         d = Data(value, name=name, span=span, kind=kind)
-        d.path = str(path) if path is not None else None
+        d.path = str(path.resolve()) if path is not None else None
         self.declare(name_tok, d)
 
     def _signed(self, node: Tree) -> int | float:
