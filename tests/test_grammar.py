@@ -446,3 +446,35 @@ def test_errors_render_as_one_paragraph_without_traceback():
     text = e.render()
     assert "Traceback" not in text and text.count("\n") <= 3
     assert text.splitlines()[0].startswith("m.sm:2:27: unknown name:")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "var w[3]\nminimize sum(w[::0])\n",
+        "var w[3]\nminimize sum(w)\nsubject to nnz(w) <= 1/0\n",
+        "func f(z) = 1/0\n",
+        "var w[3]\nminimize sum(w[w])\n",
+        "var w[3]\nminimize sum(w, axis = 1.5)\n",
+        "var w[3]\nminimize sum(w)\nsubject to 1 <= nnz(w) <= 2\n",
+        "var W[3, 3]\nminimize sum(W)\nsubject to 3 <= eig(W) <= 2\n",
+        "var w[3]\nminimize sum(w)\nsubject to rank(w) <= 1\n",
+        "var w[3]\nminimize w ** 0.5\n",
+        "var w[3] symmetric\n",
+        "func f(z) = z @ z\n",
+        "var z[2]\nfunc f(z) = z\n",
+        "var w[3]\nminimize sum(w)\ncompare with a at k in 5:1\n",
+        "var w[3]\nminimize sum(w)\nsolve with a(x = 1, x = 2)\n",
+    ],
+)
+def test_odd_input_gives_a_model_error_with_a_place(text):
+    e = err(text)
+    assert e.span is not None and e.span.source.name == "m.sm"
+    assert "Traceback" not in e.render()
+
+
+def test_compare_range_beyond_the_variable_is_refused():
+    e = err(
+        "var w[30]\nminimize sum_squares(w)\nsubject to nnz(w) <= 3\ncompare with a at k in 5:50:5\n", ConstraintError
+    )
+    assert at(e) == (4, 16) and "k = 50" in e.message and "only 30 coordinates" in e.message

@@ -463,20 +463,23 @@ class ExprBuilder(Transformer):
         key = []
         for c in children[1:]:
             if isinstance(c, _Slice):
-                key.append(slice(*(self._int_value(x, "slice bound") for x in (c.start, c.stop, c.step))))
+                bounds = [self._int_value(x, "slice bound", c.span) for x in (c.start, c.stop, c.step)]
+                if bounds[2] == 0:
+                    raise ShapeError("a slice step cannot be zero", c.span)
+                key.append(slice(*bounds))
             else:
-                key.append(self._int_value(c, "index"))
+                key.append(self._int_value(c, "index", span))
         return Index(base, tuple(key), span=span)
 
-    def _int_value(self, x: Any, what: str) -> int | None:
+    def _int_value(self, x: Any, what: str, span: Span | None) -> int | None:
         if x is None:
             return None
-        e = self._operand(x, what, None)
+        e = self._operand(x, what, span)
         if not e.is_constant() or e.shape != ():
-            raise ShapeError(f"an {what} must be an integer constant; got {e}", e.span)
+            raise ShapeError(f"an {what} must be an integer constant; got {e}", span)
         v = float(e.constant_value())
-        if v != int(v):
-            raise ShapeError(f"an {what} must be an integer; {e} is {v:g}", e.span)
+        if not np.isfinite(v) or v != int(v):
+            raise ShapeError(f"an {what} must be an integer; {e} is {v:g}", span)
         return int(v)
 
     # ---- calls
@@ -648,6 +651,7 @@ class ModelBuilder:
         self.solve_with: tuple[str, dict[str, Any], Span | None] | None = None
         self.compare_with: dict[str, Any] | None = None
         self.exprs = ExprBuilder(self)
+        self.k_range: tuple[str, Span | None] | None = None
 
     # ------------------------------------------------------------------ entry
     def build(self, tree: Tree) -> Problem:
@@ -661,6 +665,7 @@ class ModelBuilder:
                 None,
                 "a model needs an objective: minimize EXPR",
             )
+        self._check_k_range()
         symbols = dict(self.env)
         return Problem(
             self.objective,
@@ -670,6 +675,21 @@ class ModelBuilder:
             symbols=symbols,
             source=self.source.name,
         )
+
+    def _check_k_range(self) -> None:
+        """``compare ... at k in A:B:C`` must not ask for more nonzeros than the nnz constraint allows."""
+        if self.k_range is None or self.compare_with is None or self.k_range[0] != "k" or "k" in self.env:
+            return
+        c = next((c for c in self.constraints if isinstance(c, NnzConstraint)), None)
+        ks = self.compare_with["k"]
+        if c is not None and ks and max(ks) > c.n_units:
+            unit = "groups" if c.groups is not None else "coordinates"
+            raise ConstraintError(
+                f"compare ... at k in {self.compare_with['k_text']} goes up to k = {max(ks)}, "
+                f"but {c.nnz.target_text} has only {c.n_units} {unit}",
+                self.k_range[1],
+                f"choose k between 0 and {c.n_units}",
+            )
 
     def _prepass(self, tree: Tree) -> None:
         data_names: list[str] = []
@@ -746,9 +766,16 @@ class ModelBuilder:
         try:
             return self.exprs.transform(tree)
         except VisitError as exc:
-            if isinstance(exc.orig_exc, ModelError):
-                raise exc.orig_exc from None
-            raise
+            raise self._visit_error(exc) from None
+
+    def _visit_error(self, exc: VisitError) -> ModelError:
+        """The ModelError inside a Lark VisitError; NumPy/sympy failures on odd input become one too."""
+        orig = exc.orig_exc
+        if isinstance(orig, ModelError):
+            return orig
+        span = self.span(exc.obj) if isinstance(exc.obj, Tree) else None
+        what = f"'{span.text}'" if span is not None else "this expression"
+        return ModelError(f"cannot build {what}: {orig}", span)
 
     def value_expr(self, tree: Any, what: str) -> Expr:
         v = self.expr(tree)
@@ -789,7 +816,7 @@ class ModelBuilder:
             raise ModelError(f"{fname}(): {exc}", span, f"usage: {fname}{sig}") from None
         for pname, value in list(bound.arguments.items()):
             if pname == "axis":
-                bound.arguments[pname] = self.exprs._int_value(value, "axis")
+                bound.arguments[pname] = self.exprs._int_value(value, "axis", span)
             elif fname not in CONSTRAINT_FUNCTIONS or pname != "target":
                 bound.arguments[pname] = self.exprs._operand(value, fname, span)
         return fn(*bound.args, span=span, **bound.kwargs)
@@ -925,12 +952,19 @@ class ModelBuilder:
         try:
             sym_body = SympyBuilder(self, name, arg).transform(body)
         except VisitError as exc:
-            if isinstance(exc.orig_exc, ModelError):
-                raise exc.orig_exc from None
-            raise
+            raise self._visit_error(exc) from None
         bspan = self.span(body)
         text = bspan.text if bspan is not None else str(sym_body)
-        fdef = FuncDef(name, arg, sympy.sympify(sym_body), span=span, text=text)
+        try:
+            fdef = FuncDef(name, arg, sympy.sympify(sym_body), span=span, text=text)
+        except ModelError:
+            raise
+        except (ArithmeticError, KeyError, TypeError, ValueError, sympy.SympifyError) as exc:
+            raise ModelError(
+                f"func {name}({arg}) = {text} cannot be used: sympy could not differentiate or compile it ({exc!r})",
+                bspan or span,
+                "a func must be a smooth real function of its argument, finite where it is used",
+            ) from None
         self.declare(name_tok, fdef)
         self.funcs[name] = fdef
 
@@ -1004,6 +1038,10 @@ class ModelBuilder:
 
     def _bound(self, x: Any, text: str, span: Span | None) -> Expr:
         if isinstance(x, Expr):
+            with np.errstate(all="ignore"):
+                finite = not (x.is_constant() and x.shape == ()) or np.isfinite(float(x.constant_value()))
+            if not finite:
+                raise ConstraintError(f"'{text}': the bound {x} is not a finite number", span)
             return x
         raise ConstraintError(f"'{text}': the bound must be a number or a param, not {x}", span)
 
@@ -1069,6 +1107,7 @@ class ModelBuilder:
                     "write START:STOP:STEP with 0 <= START <= STOP and STEP > 0 (STOP is included)",
                 )
             ks = list(range(start, stop + 1, step))
+            self.k_range = (var, rspan)
         self.compare_with = {"solvers": names, "k": ks, "k_text": k_text, "span": span}
 
 
