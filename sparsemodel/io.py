@@ -37,6 +37,7 @@ from __future__ import annotations
 import csv
 import difflib
 import re
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +174,7 @@ def load_spec(
             value = feats if kind == "matrix" else labels
     except DataError:
         raise
-    except (OSError, ValueError, TypeError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, TypeError, EOFError, csv.Error, zipfile.BadZipFile) as exc:
         raise DataError(f"{who}cannot read {ds.describe()} as {ds.fmt}: {exc}", span) from None
     return _numeric(_map_numbers(value, mapping, who, ds, span), who, ds, span), None
 

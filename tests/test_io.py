@@ -183,6 +183,12 @@ def test_unreadable_npy_is_a_data_error(tmp_path):
     write(tmp_path / "junk.npy", "this is not a numpy file")
     with pytest.raises(DataError, match="cannot read"):
         read_data("junk.npy", base_dir=tmp_path)
+    (tmp_path / "junk.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(DataError, match='cannot read "junk.npz" as npz'):
+        read_data("junk.npz", base_dir=tmp_path)
+    (tmp_path / "bin.csv").write_bytes(b"\x00\xff\xfe,1\n")
+    with pytest.raises(DataError, match='cannot read "bin.csv"'):
+        read_data("bin.csv", base_dir=tmp_path)
 
 
 def test_nan_and_inf_are_counted_with_the_first_position(tmp_path):
