@@ -428,6 +428,8 @@ def test_plus_minus_one_labels_and_sample_weights_pass():
     assert sm.parse(LOGREG, data={"X": X, "v": v}).check().ok
     weights = np.random.default_rng(0).uniform(0.5, 2.0, size=len(v))
     assert sm.parse(LOGREG, data={"X": X, "v": weights}).check().ok
+    assert sm.parse(LOGREG, data={"X": X, "v": 2 * v}).check().ok  # labels already scaled: {-2, 2}
+    assert not sm.parse(LOGREG, data={"X": X, "v": v + 2}).check().ok  # {1, 3}
 
 
 def test_label_check_applies_to_the_python_builder():
@@ -437,7 +439,7 @@ def test_label_check_applies_to_the_python_builder():
     prob = sm.Problem(sm.minimize(sm.mean(sm.logistic(-y01 * (X @ w)))), [sm.nnz(w) <= 3])
     with pytest.raises(DataError, match=r"data y has the values \{0, 1\}"):
         prob.solve("grahtp")
-    ok = sm.Problem(sm.minimize(sm.mean(sm.logistic(-v * (X @ w)))), [sm.nnz(w) <= 3])
+    ok = sm.Problem(sm.minimize(sm.mean(sm.logistic(-2 * v * (X @ w)))), [sm.nnz(w) <= 3])
     assert ok.solve("grahtp").status in ("converged", "max_iter")
 
 

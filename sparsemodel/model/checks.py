@@ -1,12 +1,13 @@
 """Model-level checks on data that the type system cannot see.
 
 :func:`label_errors` catches labels that do not fit the loss: ``logistic(-y * (X @ w))`` is the
-logistic loss only for labels y in {-1, +1}. A data vector with at most two distinct values
-that appears as an elementwise factor inside the argument of ``logistic(...)`` is taken to be a
-label vector; when its values are not -1/+1 (typically 0/1 or 1/2) the model is refused with a
-:class:`~sparsemodel.errors.DataError` that suggests the recoding. Vectors with more distinct
-values (sample weights, offsets) are left alone. It runs in ``Problem.check()`` and
-``Problem.solve()``, so it covers model files and the Python builder alike.
+logistic loss only for labels y in {-1, +1}. A data vector with exactly two distinct values that
+appears as an elementwise factor inside the argument of ``logistic(...)`` is taken to be a label
+vector. When its values are not a symmetric pair {-c, +c} (±1 labels, possibly already scaled,
+as ``-2 * y`` becomes in the Python builder) but, typically, 0/1 or 1/2, the model is refused
+with a :class:`~sparsemodel.errors.DataError` that suggests the recoding. Vectors with a single
+value or with more distinct values (sample weights, offsets) are left alone. It runs in
+``Problem.check()`` and ``Problem.solve()``, so it covers model files and the Python builder.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ def _factors(e: Expr) -> Iterator[Data]:
 
 
 def _label_values(d: Data) -> np.ndarray | None:
-    """The distinct values of a vector-shaped data leaf with at most two of them (else None)."""
+    """The two distinct values of a vector-shaped data leaf that has exactly two (else None)."""
     shape = d.shape
     if not (len(shape) == 1 or (len(shape) == 2 and 1 in shape)) or d.size < 2:
         return None
     v = d.value.toarray() if sp.issparse(d.value) else np.asarray(d.value)
     vals = np.unique(v)
-    return vals if len(vals) <= 2 else None
+    return vals if len(vals) == 2 else None
 
 
 def _fmt(x: float) -> str:
@@ -49,7 +50,7 @@ def _fmt(x: float) -> str:
 
 
 def label_errors(expr: Expr) -> list[DataError]:
-    """One :class:`DataError` per label vector inside ``logistic(...)`` whose values are not -1/+1."""
+    """One :class:`DataError` per two-valued vector inside ``logistic(...)`` whose values are not {-c, +c}."""
     errors: list[DataError] = []
     seen: set[int] = set()
     for node in expr.walk():
@@ -60,20 +61,17 @@ def label_errors(expr: Expr) -> list[DataError]:
                 continue
             seen.add(d.uid)
             vals = _label_values(d)
-            if vals is None or np.all(np.isin(vals, (-1.0, 1.0))):
+            if vals is None or vals[0] == -vals[1]:
                 continue
             shown = "{" + ", ".join(_fmt(x) for x in vals) + "}"
             name = d.name or "a data vector"
             what = f"data {d.name}" if d.name else name
             declared = f" (declared at {d.span.location()})" if d.span is not None else ""
-            if len(vals) == 2:
-                a, b = _fmt(vals[0]), _fmt(vals[1])
-                hint = (
-                    f"logistic(-y * (X @ w)) is the logistic loss for labels y in {{-1, +1}}: recode {name} with "
-                    f"map {{{a}: -1, {b}: 1}} on its data line (in Python: 2 * (y == {b}) - 1)"
-                )
-            else:
-                hint = f"{name} holds one value only; logistic(-y * (X @ w)) expects labels in {{-1, +1}}"
+            a, b = _fmt(vals[0]), _fmt(vals[1])
+            hint = (
+                f"logistic(-y * (X @ w)) is the logistic loss for labels y in {{-1, +1}}: recode {name} with "
+                f"map {{{a}: -1, {b}: 1}} on its data line (in Python: 2 * (y == {b}) - 1)"
+            )
             errors.append(
                 DataError(
                     f"{what}{declared} has the values {shown} but multiplies the argument of {node}, "
