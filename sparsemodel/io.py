@@ -351,8 +351,20 @@ def read_csv(
     text_map = {k: float(v) for k, v in mapping.items() if isinstance(k, str)}
     num_map = {float(k): float(v) for k, v in mapping.items() if not isinstance(k, str)}
     line_no = np.asarray(lines)
-    cols = [_convert_column([r[j] for r in rows], names[j], text_map, num_map, line_no, who, ds, span) for j in keep]
-    out = np.column_stack(cols) if cols else np.empty((len(rows), 0))
+    out: np.ndarray | None = None
+    if not text_map:  # fast path: every kept cell is a number
+        sub = rows if keep == list(range(width)) else [[r[j] for j in keep] for r in rows]
+        try:
+            out = np.array(sub, dtype=float)
+        except ValueError:
+            out = None
+        if out is not None and num_map:
+            out = _apply_number_map(out, num_map)
+    if out is None:
+        cols = [
+            _convert_column([r[j] for r in rows], names[j], text_map, num_map, line_no, who, ds, span) for j in keep
+        ]
+        out = np.column_stack(cols)
     if ds.key is not None:
         out = out[:, 0]
     return out, line_no

@@ -850,12 +850,17 @@ class ModelBuilder:
                 ds = smio.parse_spec(given, Path.cwd(), name, span)
                 value, lines = smio.load_spec(ds, kind, exclude=exclude, mapping=mapping, name=name, span=span)
                 value = smio.validate(
-                    value, kind, name=name, origin=f"file {ds.describe()} (given in data=)", span=span, lines=lines
+                    value,
+                    kind,
+                    name=name,
+                    origin=f"file {ds.describe()} (rebound with data= or --data)",
+                    span=span,
+                    lines=lines,
                 )
                 path = ds.path
             else:
                 value = smio.validate(
-                    given, kind, name=name, origin=f"the value given in data={{'{name}': ...}}", span=span
+                    given, kind, name=name, origin=f"the value rebound with data={{'{name}': ...}}", span=span
                 )
         elif path_tok is None:
             raise DataError(
