@@ -387,8 +387,6 @@ class ExprBuilder(Transformer):
                 "nnz, rank, eig and offdiag only appear in constraints: nnz(w) <= k, rank(W) <= r, "
                 "alpha <= eig(O) <= beta, nnz(offdiag(O)) <= 2 * k",
             )
-        if isinstance(x, _Slice):
-            raise ParseError("a slice (start:stop) is only allowed inside [ ]", x.span)
         raise ModelError(f"cannot use {x!r} in an expression", span)
 
     # ---- leaves
