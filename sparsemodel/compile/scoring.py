@@ -1,0 +1,640 @@
+"""Exact candidate scoring and supports that change one coordinate at a time.
+
+Greedy sparsity solvers (OMP, OMPR, Exhaustive Local Search, forward selection, FoBa, ARHT) move
+from a support to a neighbouring one: one coordinate enters, one leaves. This module gives them
+two lowering-level primitives that never touch cvxpy or the expression tree:
+
+* :func:`insertion_values` ``(lp, sel, x, candidates)`` -- for each candidate position i (into C)
+  the exact value ``min { f(z) : supp_C(z) within sel ∪ {i} }``;
+* :func:`removal_values` ``(lp, sel, x)`` -- for each j in ``sel`` the exact value
+  ``min { f(z) : supp_C(z) within sel \\ {j} }``.
+
+Free coordinates F (intercepts, other variables) are optimized in every one of these minimizations
+and are never candidates. ``sel`` holds sorted positions into C; ``x`` (a full flat vector, or None)
+is only a warm start. Both functions are stable API (used by ELS, forward selection and FoBa).
+
+How the values are computed:
+
+* **least squares** (every term ``c * sum(w * square(J x + b))``): closed form on the stacked,
+  weighted design M (``f = const + ||M x - r||^2``). With A the selected columns, G = A'A (Cholesky
+  factor R) and e the residual at the restricted minimizer, inserting column a lowers f by
+  ``(a'e)^2 / (||a||^2 - ||R^-T A'a||^2)`` (the squared correlation with the residual over the
+  squared norm of the part of a orthogonal to the current columns); removing column q raises it by
+  ``u_q^2 / (G^-1)_qq``. All candidates at once: one product M'e, and the projections
+  ``W = R^-T A' M_C`` which :class:`ActiveSet` keeps up to date by rank-one row updates when a
+  column enters and Givens rotations when one leaves;
+* **other composite losses** (logistic, Huber, ...): Newton's method with the exact Hessian, warm
+  started from the current solution (the candidate's coordinate at 0), run for all candidates at
+  once (batched gradients, Hessians from one matrix product, batched solves), to the same tolerance
+  as the restricted solves;
+* **general smooth objectives**: one warm-started restricted solve (L-BFGS) per candidate.
+
+:class:`ActiveSet` is the stateful form the solvers use: ``solve(sel, x0, ridge)`` moves to a new
+support; on least squares it updates a Cholesky factorization of the selected columns instead of
+refactorizing (a column entering costs O(n s), one leaving O(s^2) plus O(n s) to shift the stored
+columns), on other objectives it warm-starts the lowered problem's restricted solve.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from ..model import atoms as A
+from .structure import jacobian_columns
+
+if TYPE_CHECKING:
+    from .lowered import LoweredProblem
+
+_DEPENDENT = 1e-10  # a column whose part orthogonal to the others has relative squared norm below this is dependent
+_CHUNK = 4_000_000  # entries per block when streaming design columns
+
+
+def insertion_values(
+    lp: LoweredProblem,
+    sel: np.ndarray,
+    x: np.ndarray | None = None,
+    candidates: np.ndarray | None = None,
+    tol: float = 1e-12,
+) -> np.ndarray:
+    """``v[c] = min { f(z) : supp_C(z) within sel ∪ {candidates[c]} }`` for each candidate.
+
+    ``sel``: sorted positions into C (the current support); ``x``: a warm start (full flat vector),
+    ideally the minimizer over ``sel``; ``candidates``: positions into C (default: all positions
+    not in ``sel``; a candidate already in ``sel`` gets the value of ``sel`` itself). Free
+    coordinates are optimized in every minimization. Exact in closed form for least squares, to
+    the Newton tolerance ``tol`` for composite losses, to L-BFGS tolerance otherwise.
+    """
+    act = ActiveSet(lp, tol=tol)
+    act.solve(_positions(sel), x0=x)
+    return act.insertion_values(candidates)
+
+
+def removal_values(lp: LoweredProblem, sel: np.ndarray, x: np.ndarray | None = None, tol: float = 1e-12) -> np.ndarray:
+    """``v[j] = min { f(z) : supp_C(z) within sel \\ {sel[j]} }`` for j = 0 .. len(sel) - 1.
+
+    Same conventions as :func:`insertion_values` (free coordinates always optimized, ``x`` a warm
+    start, exact in closed form for least squares, Newton for composite losses).
+    """
+    act = ActiveSet(lp, tol=tol)
+    act.solve(_positions(sel), x0=x)
+    return act.removal_values()
+
+
+def _positions(sel: Any) -> np.ndarray:
+    return np.unique(np.asarray(sel if sel is not None else [], dtype=np.int64))
+
+
+class ActiveSet:
+    """The restricted minimizer over C[sel] ∪ F, following a support that changes a little at a time.
+
+    ``solve(sel, x0=None, ridge=None)`` moves to the support ``sel`` (sorted positions into C) and
+    returns ``(x, value)``, the minimizer of f (plus ``rho/2 ||x_{C[R]}||^2`` when
+    ``ridge=(rho, R)``, ARHT's g_R) and its value. ``insertion_values(candidates)`` and
+    ``removal_values()`` score one-coordinate changes of the current support exactly (see the module
+    docstring); they need ``ridge=None`` except on least squares.
+
+    ``method``: the restricted-solve method of :meth:`LoweredProblem.restricted_minimize`; with
+    ``auto`` or ``lstsq`` on a least-squares objective the incremental factorization is used.
+    """
+
+    def __init__(self, lp: LoweredProblem, method: str = "auto", tol: float = 1e-12):
+        self.lp = lp
+        self.method = lp.restricted_method(method)
+        self.tol = tol
+        sps = lp.sparsity
+        self.C = sps.coords if sps is not None else np.arange(lp.n)
+        self.F = sps.free if sps is not None else np.empty(0, dtype=np.int64)
+        self.ls = _LeastSquares(lp) if self.method == "lstsq" and lp.composite is not None else None
+        self.sel = np.empty(0, dtype=np.int64)
+        self.ridge: tuple[float, np.ndarray] | None = None
+        self.x = lp.zeros()
+        self.f = float("nan")
+        self.solves = 0
+
+    # ------------------------------------------------------------------ moving
+    def solve(
+        self, sel: np.ndarray, x0: np.ndarray | None = None, ridge: tuple[float, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, float]:
+        sel = _positions(sel)
+        if ridge is not None and (ridge[0] <= 0 or len(ridge[1]) == 0):
+            ridge = None
+        self.solves += 1
+        if self.ls is not None:
+            self.lp.stats["restricted_solves"] += 1
+            rid = np.zeros(len(self.C))
+            if ridge is not None:
+                rid[np.asarray(ridge[1], dtype=np.int64)] = 0.5 * ridge[0]
+            self.x, self.f = self.ls.move(self.F, self.C, sel, rid)
+        else:
+            warm = self.x if x0 is None else x0
+            r = self.lp.restricted_minimize(sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol)
+            self.x, self.f = r.x, float(r.f)
+        self.sel, self.ridge = sel, ridge
+        return self.x, self.f
+
+    # ------------------------------------------------------------------ scoring
+    def insertion_values(self, candidates: np.ndarray | None = None) -> np.ndarray:
+        """Exact value of the best point on sel ∪ {i} for each candidate i (positions into C)."""
+        if candidates is None:
+            mask = np.ones(len(self.C), dtype=bool)
+            mask[self.sel] = False
+            candidates = np.flatnonzero(mask)
+        cand = np.asarray(candidates, dtype=np.int64)
+        out = np.full(len(cand), self.f)
+        fresh = ~np.isin(cand, self.sel)
+        cand_new = cand[fresh]
+        if len(cand_new) == 0:
+            return out
+        if self.ls is not None:
+            out[fresh] = self.ls.insertion_values(self.C, cand_new, self.f)
+            return out
+        self._require_no_ridge("insertion_values")
+        comp = self.lp.composite
+        if comp is not None and not comp.quads and self.method == "newton":
+            base = self._base_cols()
+            U0 = np.zeros((len(cand_new), len(base) + 1))
+            U0[:, : len(base)] = self.x[base]
+            extra = self._term_columns(self.C[cand_new])
+            out[fresh] = _batched_newton(self.lp, base, U0, extra, None, self.tol)
+            return out
+        vals = []
+        for i in cand_new:
+            r = self.lp.restricted_minimize(np.union1d(self.sel, [i]), x0=self.x, method=self.method, tol=self.tol)
+            vals.append(r.f)
+        out[fresh] = vals
+        return out
+
+    def removal_values(self) -> np.ndarray:
+        """Exact value of the best point on sel \\ {j} for each j in sel (in the order of sel)."""
+        if len(self.sel) == 0:
+            return np.empty(0)
+        if self.ls is not None:
+            return self.ls.removal_values(self.C[self.sel], self.f)
+        self._require_no_ridge("removal_values")
+        comp = self.lp.composite
+        if comp is not None and not comp.quads and self.method == "newton":
+            base = self._base_cols()
+            m = len(self.sel)
+            U0 = np.tile(self.x[base], (m, 1))
+            fixed = np.zeros((m, len(base)), dtype=bool)
+            pos = np.searchsorted(base, self.C[self.sel])
+            fixed[np.arange(m), pos] = True
+            U0[fixed] = 0.0
+            return _batched_newton(self.lp, base, U0, None, fixed, self.tol)
+        vals = []
+        for j in range(len(self.sel)):
+            r = self.lp.restricted_minimize(np.delete(self.sel, j), x0=self.x, method=self.method, tol=self.tol)
+            vals.append(r.f)
+        return np.asarray(vals)
+
+    # ------------------------------------------------------------------ helpers
+    def _base_cols(self) -> np.ndarray:
+        return np.union1d(self.C[self.sel], self.F)
+
+    def _term_columns(self, cols: np.ndarray) -> list[np.ndarray]:
+        out = []
+        for i, t in enumerate(self.lp.composite.terms):
+            F = self.lp._cols._full(i, t.affine)
+            J = F[:, cols] if F is not None else jacobian_columns(t.affine, self.lp.layout, cols)
+            out.append(J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float))
+        return out
+
+    def _require_no_ridge(self, what: str) -> None:
+        if self.ridge is not None:
+            raise ValueError(f"ActiveSet.{what} scores f itself; call solve(sel) without ridge first")
+
+
+# ====================================================================== least squares
+
+
+class _LeastSquares:
+    """f(x) = const + ||M x - r||^2 on the stacked weighted design M = [sqrt(c_t w_t) J_t]_t,
+    r = -[sqrt(c_t w_t) b_t]_t, with a Cholesky factor of the selected columns kept up to date.
+
+    Factor order: the selected flat columns ``cols[:s]`` (free ones first, then constrained ones in
+    the order they entered). ``A[:, :s]`` holds the columns, ``R[:s, :s]`` the upper Cholesky
+    factor of ``A'A + diag(rid)``, ``Atr`` the vector A'r. Columns numerically in the span of the
+    others are kept aside in ``parked`` (their coefficient is 0; the minimum is the same) and
+    re-tried whenever a column leaves. ``W`` (rows :s) = R^-T A' M_C, kept only once scoring is
+    asked for.
+    """
+
+    def __init__(self, lp: LoweredProblem):
+        comp = lp.composite
+        self.lp = lp
+        self.terms = comp.terms
+        self.scale = [np.sqrt(t.coef) * (np.sqrt(t.weights) if t.weights is not None else 1.0) for t in comp.terms]
+        self.sizes = [int(t.affine.size) for t in comp.terms]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self.r = np.concatenate([-(s * t.b) for s, t in zip(self.scale, comp.terms)])
+        self.const = comp.const
+        self.nrows = int(self.offsets[-1])
+        cap = 8
+        self.A = np.zeros((self.nrows, cap), order="F")
+        self.R = np.zeros((cap, cap))
+        self.rid = np.zeros(cap)
+        self.Atr = np.zeros(cap)
+        self.cols = np.zeros(cap, dtype=np.int64)
+        self.s = 0
+        self.parked: dict[int, float] = {}  # flat column -> its ridge
+        self.W: np.ndarray | None = None
+        self.normsq: np.ndarray | None = None
+        self.Cidx: np.ndarray | None = None  # flat column -> position into C (or -1)
+        self.C = lp.sparsity.coords if lp.sparsity is not None else np.arange(lp.n)
+        self.rid_C = np.zeros(len(self.C))
+        self.e = self.r.copy()
+        self.u = np.zeros(0)
+        self._zero_vals: list[Any] | None = None
+
+    # ---- design access
+    def stacked(self, cols: np.ndarray) -> np.ndarray:
+        """Columns ``cols`` (flat coordinates) of M as a new dense (nrows, len(cols)) array."""
+        blocks = []
+        for i, (t, s) in enumerate(zip(self.terms, self.scale)):
+            F = self.lp._cols._full(i, t.affine)
+            J = F[:, cols] if F is not None else jacobian_columns(t.affine, self.lp.layout, cols)
+            J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
+            blocks.append(J * (s[:, None] if np.ndim(s) else s))
+        return np.vstack(blocks) if len(blocks) > 1 else blocks[0]
+
+    def rmatvec(self, v: np.ndarray) -> np.ndarray:
+        """M' v as a flat vector of length lp.n (one pass over the data, like a gradient)."""
+        lp = self.lp
+        lp.stats["grad_evals"] += 1
+        zero = lp.zeros()
+        if self._zero_vals is None:
+            self._zero_vals = [t.ev._forward(zero) for t in self.terms]
+        out = np.zeros(lp.n)
+        for t, s, o, sz, vals in zip(self.terms, self.scale, self.offsets[:-1], self.sizes, self._zero_vals):
+            cot = s * v[o : o + sz]
+            cot = cot.reshape(t.affine.shape) if t.affine.shape else float(cot[0])
+            out += t.ev.vjp(zero, cot, vals=vals)
+        return out
+
+    # ---- factor updates
+    def _grow(self) -> None:
+        cap = self.A.shape[1] * 2
+        A = np.zeros((self.nrows, cap), order="F")
+        A[:, : self.s] = self.A[:, : self.s]
+        R = np.zeros((cap, cap))
+        R[: self.s, : self.s] = self.R[: self.s, : self.s]
+        self.A, self.R = A, R
+        self.rid = np.resize(self.rid, cap)
+        self.Atr = np.resize(self.Atr, cap)
+        self.cols = np.resize(self.cols, cap)
+        if self.W is not None:
+            W = np.zeros((cap, self.W.shape[1]))
+            W[: self.s] = self.W[: self.s]
+            self.W = W
+
+    def _add(self, c: int, a: np.ndarray, rho: float) -> bool:
+        s = self.s
+        aa = float(a @ a) + rho
+        if s:
+            w = sla.solve_triangular(self.R[:s, :s], self.A[:, :s].T @ a, trans="T", check_finite=False)
+            d2 = aa - float(w @ w)
+        else:
+            w, d2 = np.zeros(0), aa
+        if not aa > 0 or d2 <= _DEPENDENT * aa:
+            return False
+        if s == self.A.shape[1]:
+            self._grow()
+        self.A[:, s] = a
+        self.R[:s, s] = w
+        self.R[s, :s] = 0.0
+        self.R[s, s] = np.sqrt(d2)
+        self.rid[s] = rho
+        self.Atr[s] = float(a @ self.r)
+        self.cols[s] = c
+        if self.W is not None:
+            ma = self.rmatvec(a)[self.C]
+            if rho and self.Cidx[c] >= 0:
+                ma[self.Cidx[c]] += rho
+            self.W[s] = (ma - w @ self.W[:s]) / self.R[s, s]
+        self.s = s + 1
+        return True
+
+    def _remove(self, q: int) -> None:
+        s = self.s
+        R = self.R
+        R[:s, q : s - 1] = R[:s, q + 1 : s]
+        W = self.W
+        for l in range(q, s - 1):  # Givens rotations: R[:, :s-1] is upper Hessenberg from column q
+            a, b = R[l, l], R[l + 1, l]
+            h = np.hypot(a, b)
+            if h == 0:
+                continue
+            c, sn = a / h, b / h
+            rl, rl1 = R[l, l : s - 1].copy(), R[l + 1, l : s - 1]
+            R[l, l : s - 1] = c * rl + sn * rl1
+            R[l + 1, l : s - 1] = -sn * rl + c * rl1
+            R[l + 1, l] = 0.0
+            if W is not None:
+                wl, wl1 = W[l].copy(), W[l + 1]
+                W[l] = c * wl + sn * wl1
+                W[l + 1] = -sn * wl + c * wl1
+        R[s - 1, : s - 1] = 0.0
+        R[:s, s - 1] = 0.0
+        self.A[:, q : s - 1] = self.A[:, q + 1 : s]
+        for v in (self.rid, self.Atr, self.cols):
+            v[q : s - 1] = v[q + 1 : s]
+        self.s = s - 1
+
+    def move(self, F: np.ndarray, C: np.ndarray, sel: np.ndarray, rid_C: np.ndarray) -> tuple[np.ndarray, float]:
+        """Go to the support F ∪ C[sel] with ridge ``rid_C`` (per position into C) and solve."""
+        self.C = C
+        self.rid_C = rid_C
+        if self.Cidx is None:
+            self.Cidx = np.full(self.lp.n, -1, dtype=np.int64)
+            self.Cidx[C] = np.arange(len(C))
+        want = np.concatenate([F, C[sel]]).astype(np.int64)
+        want_rid = np.concatenate([np.zeros(len(F)), rid_C[sel]])
+        target = dict(zip(want.tolist(), want_rid.tolist()))
+        # leave: columns not wanted any more, or whose ridge changed
+        removed = False
+        for q in range(self.s - 1, -1, -1):
+            c = int(self.cols[q])
+            if c not in target or target[c] != self.rid[q]:
+                self._remove(q)
+                removed = True
+        for c in list(self.parked):
+            if c not in target:
+                del self.parked[c]
+        have = set(self.cols[: self.s].tolist())
+        new = [c for c in want.tolist() if c not in have and (removed or c not in self.parked)]
+        if new:
+            M = self.stacked(np.asarray(new, dtype=np.int64))
+            for c, a in zip(new, M.T):
+                if self._add(c, np.ascontiguousarray(a), target[c]):
+                    self.parked.pop(c, None)
+                else:
+                    self.parked[c] = target[c]
+        return self._solve()
+
+    def _solve(self) -> tuple[np.ndarray, float]:
+        s = self.s
+        x = self.lp.zeros()
+        if s == 0:
+            self.u = np.zeros(0)
+            self.e = self.r.copy()
+            return x, self.const + float(self.e @ self.e)
+        R = self.R[:s, :s]
+        A = self.A[:, :s]
+        u = sla.cho_solve((R, False), self.Atr[:s], check_finite=False)
+        e = self.r - A @ u
+        d = np.abs(np.diag(R))
+        if (
+            d.min() < 1e-3 * d.max()
+        ):  # ill conditioned: one step of iterative refinement (corrected semi-normal equations)
+            u = u + sla.cho_solve((R, False), A.T @ e - self.rid[:s] * u, check_finite=False)
+            e = self.r - A @ u
+        self.u, self.e = u, e
+        x[self.cols[:s]] = u
+        return x, self.const + float(e @ e) + float(self.rid[:s] @ (u * u))
+
+    # ---- scoring
+    def _ensure_W(self) -> None:
+        if self.W is not None:
+            return
+        nC = len(self.C)
+        s = self.s
+        self.W = np.zeros((self.A.shape[1], nC))
+        self.normsq = np.zeros(nC)
+        step = max(1, _CHUNK // max(self.nrows, 1))
+        for lo in range(0, nC, step):
+            blk = self.C[lo : lo + step]
+            Mb = self.stacked(blk)
+            self.normsq[lo : lo + step] = np.einsum("ij,ij->j", Mb, Mb)
+            if s:
+                AtM = self.A[:, :s].T @ Mb
+                # ridge: the Gram of the selected columns carries rid on its diagonal, A'M_C must too
+                pos = self.Cidx[self.cols[:s]]
+                for q in np.flatnonzero(self.rid[:s] > 0):
+                    j = pos[q] - lo
+                    if 0 <= j < len(blk):
+                        AtM[q, j] += self.rid[q]
+                self.W[:s, lo : lo + step] = sla.solve_triangular(self.R[:s, :s], AtM, trans="T", check_finite=False)
+
+    def insertion_values(self, C: np.ndarray, cand: np.ndarray, f: float) -> np.ndarray:
+        self.C = C
+        self._ensure_W()
+        s = self.s
+        if len(cand) * 20 < len(C):
+            ae = self.stacked(C[cand]).T @ self.e
+        else:
+            ae = self.rmatvec(self.e)[C[cand]]
+        proj = np.einsum("ij,ij->j", self.W[:s, cand], self.W[:s, cand]) if s else np.zeros(len(cand))
+        nrm = self.normsq[cand] + self.rid_C[cand]
+        denom = nrm - proj
+        ok = denom > _DEPENDENT * np.maximum(nrm, 1e-300)
+        out = np.full(len(cand), f)
+        out[ok] = f - ae[ok] ** 2 / denom[ok]
+        return out
+
+    def removal_values(self, flat_sel: np.ndarray, f: float) -> np.ndarray:
+        s = self.s
+        out = np.full(len(flat_sel), f)
+        if s == 0:
+            return out
+        Rinv = sla.solve_triangular(self.R[:s, :s], np.eye(s), check_finite=False)
+        ginv = np.einsum("ij,ij->i", Rinv, Rinv)
+        where = {int(c): q for q, c in enumerate(self.cols[:s])}
+        for k, c in enumerate(flat_sel.tolist()):
+            q = where.get(c)
+            if q is not None:
+                out[k] = f + self.u[q] ** 2 / ginv[q]
+        return out
+
+
+# ====================================================================== composite losses
+
+
+def _phi(t: Any, Z: np.ndarray, order: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """phi(Z), phi'(Z), phi''(Z) of a composite term, weights applied; Z is (problems, samples).
+    The logistic loss shares one exp and one log1p among the three (it dominates composite scoring)."""
+    d1 = d2 = None
+    if t.phi is None:
+        v = Z
+        if order:
+            d1, d2 = np.ones_like(Z), np.zeros_like(Z)
+    elif isinstance(t.phi, A.logistic):
+        e = np.exp(-np.abs(Z))
+        v = np.maximum(Z, 0.0) + np.log1p(e)
+        if order:
+            inv = 1.0 / (1.0 + e)
+            d1 = np.where(Z >= 0, inv, e * inv)
+            d2 = e * inv * inv
+    else:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            v = t.phi.fn(Z)
+            if order:
+                d1, d2 = t.phi.d1(Z), t.phi.d2(Z)
+    if t.weights is not None:
+        v = v * t.weights
+        if order:
+            d1, d2 = d1 * t.weights, d2 * t.weights
+    return v, d1, d2
+
+
+def _batched_newton(
+    lp: LoweredProblem,
+    base: np.ndarray,
+    U0: np.ndarray,
+    extra: list[np.ndarray] | None,
+    fixed: np.ndarray | None,
+    tol: float,
+    max_iter: int = 60,
+) -> np.ndarray:
+    """min over u of f on the flat columns ``base`` (+ one extra column per problem), for m problems
+    at once; returns the m optimal values.
+
+    ``U0`` (m, d[+1]) are the warm starts; ``extra[t]`` (n_t, m) the extra column of each problem in
+    term t (insertion), or None; ``fixed`` (m, d) marks base coordinates held at 0 (removal). Newton
+    with the exact Hessian and per-problem Armijo backtracking; a problem stops when its Newton
+    decrement is below ``2 tol (1 + |f|)``, as in the restricted solves. Arrays over samples are
+    kept as (problems, samples) so that every problem's data is one contiguous row; the affine
+    values Z and phi's derivatives at the accepted point of a line search are reused by the next
+    iteration.
+    """
+    comp = lp.composite
+    terms = comp.terms
+    m, D = U0.shape
+    d = len(base)
+    Js, _ = lp._cols.columns(np.asarray(base, dtype=np.int64))
+    Js = [J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float) for J in Js]
+    Ex = [np.ascontiguousarray(E.T) for E in extra] if extra is not None else None  # (m, n_t)
+    iu = np.triu_indices(d)
+    P = len(iu[0])
+    lp.stats["restricted_solves"] += m
+    # products J_a * J_b of every pair of base columns (upper triangle): the base block of all the
+    # Hessians is then one matrix product d2 @ pairs
+    pairs = []
+    for t, J in zip(terms, Js):
+        if t.phi is not None and J.shape[0] * P <= 2 * _CHUNK:
+            Jt = np.ascontiguousarray(J.T)
+            pt = np.empty((P, J.shape[0]))
+            lo = 0
+            for a in range(d):  # rows in np.triu_indices order
+                np.multiply(Jt[a], Jt[a:], out=pt[lo : lo + d - a])
+                lo += d - a
+            pairs.append(pt.T)  # (n_t, P)
+        else:
+            pairs.append(None)
+    U = U0.copy()
+    Z, V, D1, D2 = [], [], [], []
+    for t_i, t in enumerate(terms):
+        z = U[:, :d] @ Js[t_i].T + t.b
+        if Ex is not None:
+            z += Ex[t_i] * U[:, d : d + 1]
+        v, d1, d2 = _phi(t, z, 2)
+        Z.append(z)
+        V.append(v)
+        D1.append(d1)
+        D2.append(d2)
+    vals = np.full(m, np.inf)
+    done = np.zeros(m, dtype=bool)
+    for it in range(max_iter):
+        idx = np.flatnonzero(~done)
+        if len(idx) == 0:
+            break
+        ma = len(idx)
+        # insertion, first iteration: every problem sits at the same base point, one shared base block
+        shared = it == 0 and Ex is not None and fixed is None and not U[idx, d].any()
+        shared = shared and bool((U[idx, :d] == U[idx[0], :d]).all())
+        f = np.full(ma, comp.const)
+        g = np.zeros((ma, D))
+        H = np.zeros((ma, D, D))
+        Hup = np.zeros((1 if shared else ma, P))
+        for t_i, t in enumerate(terms):
+            J = Js[t_i]
+            f += t.coef * V[t_i][idx].sum(axis=1)
+            d1 = D1[t_i][idx]
+            g[:, :d] += t.coef * (d1 @ J)
+            if Ex is not None:
+                Ac = Ex[t_i][idx]
+                g[:, d] += t.coef * np.einsum("ij,ij->i", Ac, d1)
+            if t.phi is None:
+                continue
+            d2 = D2[t_i][idx]
+            d2h = d2[:1] if shared else d2
+            if pairs[t_i] is not None:
+                Hup += t.coef * (d2h @ pairs[t_i])
+            else:  # too large to keep: stream the pair products by blocks of samples
+                step = max(1, _CHUNK // max(P, 1))
+                for lo in range(0, J.shape[0], step):
+                    Jb = J[lo : lo + step]
+                    Hup += t.coef * (d2h[:, lo : lo + step] @ (Jb[:, iu[0]] * Jb[:, iu[1]]))
+            if Ex is not None:
+                DA = d2 * Ac
+                H[:, :d, d] += t.coef * (DA @ J)
+                H[:, d, d] += t.coef * np.einsum("ij,ij->i", DA, Ac)
+        H[:, iu[0], iu[1]] = Hup
+        H[:, iu[1], iu[0]] = Hup
+        if Ex is not None:
+            H[:, d, :d] = H[:, :d, d]
+        if fixed is not None:
+            ii, qq = np.nonzero(fixed[idx])
+            g[ii, qq] = 0.0
+            H[ii, qq, :] = 0.0
+            H[ii, :, qq] = 0.0
+            H[ii, qq, qq] = 1.0
+        bad = ~np.isfinite(f)
+        trace = np.einsum("mii->m", H)
+        Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
+        try:
+            step_dir = -np.linalg.solve(Hj, g[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:
+            step_dir = np.empty_like(g)
+            for a in range(ma):
+                step_dir[a] = -np.linalg.lstsq(Hj[a], g[a], rcond=None)[0]
+        dec = -np.einsum("ij,ij->i", g, step_dir)
+        neg = dec < 0
+        if neg.any():  # numerically singular Hessian: fall back to the gradient
+            step_dir[neg] = -g[neg]
+            dec[neg] = np.einsum("ij,ij->i", g[neg], g[neg])
+        conv = (dec <= 2 * tol * (1.0 + np.abs(f))) | bad
+        vals[idx] = f
+        done[idx[conv]] = True
+        go = np.flatnonzero(~conv)
+        if len(go) == 0:
+            break
+        # per-problem Armijo backtracking along the Newton direction
+        rows = idx[go]
+        dZ = []
+        for t_i in range(len(terms)):
+            dz = step_dir[go, :d] @ Js[t_i].T
+            if Ex is not None:
+                dz += Ex[t_i][rows] * step_dir[go, d : d + 1]
+            dZ.append(dz)
+        steps = np.ones(len(go))
+        pending = np.arange(len(go))
+        for _ls in range(50):
+            r = rows[pending]
+            trial_f = np.full(len(pending), comp.const)
+            trial = []
+            for t_i, t in enumerate(terms):
+                z = Z[t_i][r] + steps[pending, None] * dZ[t_i][pending]
+                v, d1, d2 = _phi(t, z, 2)
+                trial_f += t.coef * v.sum(axis=1)
+                trial.append((z, v, d1, d2))
+            ok = trial_f <= f[go[pending]] - 0.25 * steps[pending] * dec[go[pending]]
+            acc = r[ok]
+            for t_i, (z, v, d1, d2) in enumerate(trial):
+                Z[t_i][acc], V[t_i][acc], D1[t_i][acc], D2[t_i][acc] = z[ok], v[ok], d1[ok], d2[ok]
+            U[acc] += steps[pending[ok], None] * step_dir[go[pending[ok]]]
+            pending = pending[~ok]
+            if len(pending) == 0:
+                break
+            steps[pending] *= 0.5
+        done[rows[pending]] = True  # no decrease along the direction: at the optimum numerically
+    else:
+        idx = np.flatnonzero(~done)
+        vals[idx] = comp.const + sum(t.coef * V[t_i][idx].sum(axis=1) for t_i, t in enumerate(terms))
+    return vals
+
+
+__all__ = ["ActiveSet", "insertion_values", "removal_values"]
