@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
 
 from .errors import DataError, Span
@@ -165,6 +164,8 @@ def load_spec(
         elif ds.fmt == "npz":
             value = _read_npz(ds, name, span)
         elif ds.fmt == "mtx":
+            import scipy.io  # only for Matrix Market files
+
             m = scipy.io.mmread(str(ds.path))
             value = sp.csr_matrix(m) if sp.issparse(m) else np.asarray(m)
         else:

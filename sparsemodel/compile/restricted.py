@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.optimize import minimize as sp_minimize
 
 from .structure import Composite, jacobian_columns
 
@@ -202,6 +201,8 @@ def solve_lbfgs(
     max_iter: int = 2000,
 ) -> tuple[np.ndarray, int, bool]:
     """L-BFGS-B over the coordinates ``cols`` with the evaluator's restricted gradient."""
+    from scipy.optimize import minimize as sp_minimize
+
     x = np.zeros(lp.n)
 
     def fun(u: np.ndarray) -> tuple[float, np.ndarray]:

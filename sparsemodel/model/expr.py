@@ -99,12 +99,18 @@ def value_sign(v: Any) -> str:
     return ANYSIGN
 
 
+def _operand(e: Expr, prec: int) -> str:
+    return f"({e})" if e.precedence < prec else str(e)
+
+
 def broadcast_shapes(a: Shape, b: Shape, op: str, left: Expr, right: Expr, span: Span | None) -> Shape:
     try:
         return tuple(np.broadcast_shapes(a, b))
     except ValueError:
+        prec = 10 if op in "+-" else 20
         raise ShapeError(
-            f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast in {left} {op} {right}",
+            f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast in "
+            f"{_operand(left, prec)} {op} {_operand(right, prec + 1)}",
             span,
             "elementwise operators follow NumPy broadcasting: trailing dimensions must match or be 1",
         ) from None
@@ -443,6 +449,17 @@ class Add(Expr):
     def _curvature(self) -> str:
         a, b = self.args
         return add_curvature(a.curvature, b.curvature)
+
+    def curvature_reason(self) -> str:
+        a, b = self.args
+        if self.op == "-" and b.curvature == CONVEX:
+            return f"{self} subtracts the convex {b} (minus a convex term is concave) from the {a.curvature} {a}"
+        if {a.curvature, b.curvature} == {CONVEX, CONCAVE}:
+            cave, vex = (a, b) if a.curvature == CONCAVE else (b, a)
+            return f"{self} adds the concave {cave} to the convex {vex}"
+        if self.op == "-" and a.curvature == CONCAVE:
+            return f"{self} subtracts from the concave {a}"
+        return f"{self} is {self.curvature}"
 
     def _sign_of(self) -> str:
         return add_sign(self.args[0].sign, self.args[1].sign)

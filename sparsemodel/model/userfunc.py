@@ -10,98 +10,27 @@ decided symbolically by sympy when it can, otherwise checked numerically on a wi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy
-from scipy.special import expit
 
 from ..errors import ModelError, Span
 from .atoms import Elementwise
+
+if TYPE_CHECKING:
+    import sympy
+
 from .expr import AFFINE, ANYSIGN, CONCAVE, CONVEX, DECREASING, INCREASING, NONMONOTONE, NONNEG, NONPOS, UNKNOWN
-
-
-class Softplus(sympy.Function):
-    """log(1 + exp(u)), evaluated as logaddexp(0, u) so it neither overflows nor cancels."""
-
-    is_real = True
-    is_positive = True
-
-    def fdiff(self, argindex: int = 1) -> sympy.Expr:
-        return Sigmoid(self.args[0])
-
-
-class Sigmoid(sympy.Function):
-    """1 / (1 + exp(-u)), evaluated as scipy.special.expit."""
-
-    is_real = True
-    is_positive = True
-
-    def fdiff(self, argindex: int = 1) -> sympy.Expr:
-        s = Sigmoid(self.args[0])
-        return s * (1 - s)
-
-
-_NUMERIC = [{"Softplus": lambda u: np.logaddexp(0.0, u), "Sigmoid": expit}, "numpy"]
-
-
-def stable_form(e: sympy.Expr) -> sympy.Expr:
-    """Rewrite log(1 + exp(u)) as Softplus(u) for accurate numerics (also for large |u|)."""
-
-    def is_softplus(t: sympy.Expr) -> bool:
-        if not isinstance(t, sympy.log) or not isinstance(t.args[0], sympy.Add) or len(t.args[0].args) != 2:
-            return False
-        a, b = t.args[0].args
-        return (a == 1 and isinstance(b, sympy.exp)) or (b == 1 and isinstance(a, sympy.exp))
-
-    def to_softplus(t: sympy.Expr) -> sympy.Expr:
-        a, b = t.args[0].args
-        return Softplus((b if a == 1 else a).args[0])
-
-    return e.replace(is_softplus, to_softplus)
-
-
-GRID = np.concatenate([-np.logspace(3, -3, 400), [0.0], np.logspace(-3, 3, 400), np.linspace(-40, 40, 4001)])
-
-_SYMPY_FUNCS: dict[str, Any] = {
-    "exp": sympy.exp,
-    "log": sympy.log,
-    "sqrt": sympy.sqrt,
-    "abs": sympy.Abs,
-    "logistic": lambda u: sympy.log(1 + sympy.exp(u)),
-    "sigmoid": lambda u: 1 / (1 + sympy.exp(-u)),
-    "square": lambda u: u**2,
-    "tanh": sympy.tanh,
-    "sin": sympy.sin,
-    "cos": sympy.cos,
-}
-
-
-def _sign_class(e: sympy.Expr, f: Callable[[np.ndarray], np.ndarray]) -> tuple[str, str]:
-    """('nonneg'|'nonpos'|'zero'|'unknown', how) for an expression in the real symbol z."""
-    if e == 0:
-        return "zero", "symbolic"
-    if e.is_nonnegative:
-        return "nonneg", "symbolic"
-    if e.is_nonpositive:
-        return "nonpos", "symbolic"
-    with np.errstate(all="ignore"):
-        v = np.asarray(f(GRID), dtype=float) * np.ones_like(GRID)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "unknown", "numeric"
-    tol = 1e-10 * max(1.0, float(np.abs(v).max()))
-    if np.all(v >= -tol):
-        return "nonneg", "numeric"
-    if np.all(v <= tol):
-        return "nonpos", "numeric"
-    return "unknown", "numeric"
 
 
 class FuncDef:
     """A user function of one argument; call it on an expression to get an elementwise atom."""
 
     def __init__(self, name: str, param: str, body: sympy.Expr, span: Span | None = None, text: str | None = None):
+        import sympy
+
+        from .symbolic import NUMERIC_MODULES, sign_class, stable_form
+
         self.name = name
         self.span = span
         self.z = sympy.Symbol(param, real=True)
@@ -124,10 +53,10 @@ class FuncDef:
         num = stable_form(body)
         n1 = sympy.diff(num, self.z)
         n2 = sympy.diff(n1, self.z)
-        self.fn, self.d1, self.d2 = (sympy.lambdify(self.z, e, modules=_NUMERIC) for e in (num, n1, n2))
-        s2, how2 = _sign_class(self.exprs[2], self.d2)
-        s1, _ = _sign_class(self.exprs[1], self.d1)
-        s0, _ = _sign_class(body, self.fn)
+        self.fn, self.d1, self.d2 = (sympy.lambdify(self.z, e, modules=NUMERIC_MODULES) for e in (num, n1, n2))
+        s2, how2 = sign_class(self.exprs[2], self.d2)
+        s1, _ = sign_class(self.exprs[1], self.d1)
+        s0, _ = sign_class(body, self.fn)
         self.curvature = {"zero": AFFINE, "nonneg": CONVEX, "nonpos": CONCAVE}.get(s2, UNKNOWN)
         self.curvature_how = how2
         self.monotone = {"nonneg": INCREASING, "nonpos": DECREASING, "zero": INCREASING}.get(s1, NONMONOTONE)
@@ -143,7 +72,11 @@ class FuncDef:
         cls, name: str, param: str, text: str, consts: dict[str, float] | None = None, span: Span | None = None
     ) -> FuncDef:
         """Build from text such as ``log(1 + exp(-z))`` (constants substituted by name)."""
-        ns = dict(_SYMPY_FUNCS)
+        import sympy
+
+        from .symbolic import SYMPY_FUNCTIONS
+
+        ns = dict(SYMPY_FUNCTIONS)
         ns[param] = sympy.Symbol(param)
         for k, v in (consts or {}).items():
             ns[k] = sympy.Float(v) if not float(v).is_integer() else sympy.Integer(int(v))
@@ -195,6 +128,8 @@ class UserFunc(Elementwise):
         return _call(self.fdef.d2, z)
 
     def to_cvxpy(self, args):
+        from .symbolic import sympy_to_cvxpy
+
         return sympy_to_cvxpy(self.fdef.body, self.fdef.z, args[0], self.fdef.name, self.span)
 
 
@@ -203,68 +138,9 @@ def _call(f: Callable[[np.ndarray], Any], z: np.ndarray) -> np.ndarray:
         return np.asarray(f(z), dtype=float) * np.ones_like(z, dtype=float)
 
 
-def sympy_to_cvxpy(e: sympy.Expr, z: sympy.Symbol, arg: Any, name: str, span: Span | None) -> Any:
-    """Translate a sympy body to cvxpy atoms (recognizing log(1 + exp(u)) as logistic(u))."""
-    import cvxpy as cp
-
-    def fail() -> ModelError:
-        return ModelError(
-            f"func {name} has no cvxpy form that cvxpy accepts as convex, so the cvxpy reference path is unavailable for it",
-            span,
-            "use the NumPy restricted solves (restricted='auto')",
-        )
-
-    def go(t: sympy.Expr) -> Any:
-        if t == z:
-            return arg
-        if t.is_number:
-            return float(t)
-        if isinstance(t, sympy.Add):
-            out = 0
-            for a in t.args:
-                out = out + go(a)
-            return out
-        if isinstance(t, sympy.Mul):
-            out = 1
-            for a in t.args:
-                v = go(a)
-                out = (
-                    v * out
-                    if isinstance(v, float) or isinstance(out, float) or isinstance(out, int)
-                    else cp.multiply(out, v)
-                )
-            return out
-        if isinstance(t, sympy.Pow):
-            b, p = t.args
-            if p == 2:
-                return cp.square(go(b))
-            if p.is_number:
-                return cp.power(go(b), float(p))
-            raise fail()
-        if isinstance(t, sympy.exp):
-            return cp.exp(go(t.args[0]))
-        if isinstance(t, sympy.log):
-            inner = t.args[0]
-            if isinstance(inner, sympy.Add) and len(inner.args) == 2:
-                a, b = inner.args
-                if a == 1 and isinstance(b, sympy.exp):
-                    return cp.logistic(go(b.args[0]))
-                if b == 1 and isinstance(a, sympy.exp):
-                    return cp.logistic(go(a.args[0]))
-            return cp.log(go(inner))
-        if isinstance(t, sympy.Abs):
-            return cp.abs(go(t.args[0]))
-        raise fail()
-
-    out = go(e)
-    if not hasattr(out, "is_dcp") or not (out.is_convex() or out.is_concave()):
-        raise fail()
-    return out
-
-
 def func(name: str, body: str, param: str = "z", **consts: float) -> FuncDef:
     """Python counterpart of ``func phi(z) = body``: ``phi = sm.func("phi", "log(1 + exp(-z))")``."""
     return FuncDef.parse(name, param, body, consts)
 
 
-__all__ = ["FuncDef", "UserFunc", "func", "sympy_to_cvxpy"]
+__all__ = ["FuncDef", "UserFunc", "func"]
