@@ -55,7 +55,7 @@ def run_demo(n: int = 250, seed: int = 0, as_json: bool = False, p: int = 500, k
         return 0
     print("sparsemodel demo: paper 000, Section 6.1 (sparse linear regression)")
     print(f"  p = {p}, {k} nonzeros drawn from N(5, 1), n = {n} Gaussian samples, N(0, 1) noise, seed {seed}\n")
-    print("  " + MODEL.replace("\n", "\n  ").replace("<= 50", f"<= {k}"))
+    print("  " + MODEL.rstrip("\n").replace("\n", "\n  ").replace("<= 50", f"<= {k}") + "\n")
     rows = []
     for name, r in results.items():
         found = len(truth & set(r.support.tolist()))

@@ -30,6 +30,15 @@ class Objective:
         return f"minimize {self.expr}"
 
 
+def _fmt_opt(v: Any) -> str:
+    """An option value as the model language writes it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    return str(v)
+
+
 def minimize(expr: Any) -> Objective:
     return Objective(expr)
 
@@ -224,7 +233,7 @@ class Problem:
         sw = None
         if self.solve_with:
             name, opts, _ = self.solve_with
-            sw = name + ("(" + ", ".join(f"{k} = {v}" for k, v in opts.items()) + ")" if opts else "")
+            sw = name + ("(" + ", ".join(f"{k} = {_fmt_opt(v)}" for k, v in opts.items()) + ")" if opts else "")
         cw = None
         if self.compare_with:
             cw = ", ".join(self.compare_with["solvers"])
