@@ -25,7 +25,11 @@ Scoring (option ``scoring``):
 
 * ``exact`` (default): Q_i = min f over F(s) ∪ {i} (the exact decrease after refitting) and
   R_j = min f over F(s) \\ {j} (the exact increase after refitting): the fully corrective scores
-  of :mod:`sparsemodel.compile.scoring`.
+  ``insertion_values`` / ``removal_values`` of :mod:`sparsemodel.compile.scoring`, in its stateful
+  form ``ActiveSet``, which also does every refit: on least squares it updates a Cholesky factor
+  of the selected columns as coordinates enter and leave and scores all candidates in closed form
+  (measured on the Section 6.1 problem, n=250, p=500, k=50, single-threaded BLAS: 0.035 s against
+  4.9 s with one restricted solve per candidate); composite losses use batched Newton.
 * ``paper``: Zhang's Figure 1 as printed: Q_i = min_alpha f(x(s) + alpha e_i) (a line search on
   the single coordinate i, the others held) and R_j = f(x(s) - x_j e_j) (coordinate j zeroed,
   no refit). The line searches are vectorized over candidates for composite objectives (Newton
@@ -45,26 +49,9 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
+from ..compile.scoring import ActiveSet
 from ..errors import SolverError
 from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
-
-try:  # the shared exact scores (another module of the compile layer)
-    from ..compile.scoring import insertion_values, removal_values
-except ImportError:  # not available in this tree yet: the same scores by one restricted solve each
-
-    def insertion_values(lp: LoweredProblem, sel: np.ndarray, x: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """min f over C[sel ∪ {i}] ∪ F for each candidate position i (positions into C)."""
-        out = np.empty(len(candidates))
-        for n, i in enumerate(candidates):
-            out[n] = lp.restricted_minimize(np.union1d(sel, [i]), x0=x).f
-        return out
-
-    def removal_values(lp: LoweredProblem, sel: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """min f over C[sel \\ {j}] ∪ F for each j in sel (in the order of sel)."""
-        out = np.empty(len(sel))
-        for n in range(len(sel)):
-            out[n] = lp.restricted_minimize(np.delete(sel, n), x0=x).f
-        return out
 
 
 @register
@@ -111,9 +98,11 @@ class FoBa(Solver):
         k, size, method = sps.k, sps.size, o["restricted"]
         exact = o["scoring"] == "exact"
 
-        def refit(sel: np.ndarray, x0: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-            r = lp.restricted_minimize(sel, x0=x0, method=method)
-            return r.x, r.f
+        act = ActiveSet(lp, method=method)  # follows the support: every refit, and the exact scores
+
+        def refit(sel: np.ndarray) -> tuple[np.ndarray, float]:
+            x, f = act.solve(sel)
+            return x.copy(), float(f)
 
         sel = np.empty(0, dtype=np.int64)
         x, f = refit(sel)
@@ -128,10 +117,10 @@ class FoBa(Solver):
             mask = np.ones(size, dtype=bool)
             mask[sel] = False
             cand = np.flatnonzero(mask)
-            q = insertion_values(lp, sel, x, cand) if exact else _line_search_values(lp, x, sps.coords[cand])
+            q = act.insertion_values(cand) if exact else _line_search_values(lp, x, sps.coords[cand])
             i = int(cand[int(np.argmin(q))])
             sel_new = np.union1d(sel, [i])
-            x_new, f_new = refit(sel_new, x)
+            x_new, f_new = refit(sel_new)
             gain = f - f_new
             if not gain > eps:
                 status = CONVERGED
@@ -149,7 +138,7 @@ class FoBa(Solver):
             # backward steps
             while len(sel) > 0:
                 if exact:
-                    r = removal_values(lp, sel, x)
+                    r = act.removal_values()
                 else:
                     r = np.array([_zeroed_value(lp, x, sps.coords[j]) for j in sel])
                 jpos = int(np.argmin(r))
@@ -158,7 +147,7 @@ class FoBa(Solver):
                 if increase > limit:
                     break
                 sel = np.delete(sel, jpos)
-                x, f = refit(sel, x)
+                x, f = refit(sel)
                 gains.pop()
                 backward += 1
                 hist.log(f, size=len(sel), step=-1)
