@@ -51,7 +51,20 @@ from scipy.optimize import minimize_scalar
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
 from ..compile.scoring import ActiveSet
 from ..errors import SolverError
-from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
+from .base import (
+    CONVERGED,
+    DIVERGED,
+    MAX_ITER,
+    History,
+    Option,
+    Result,
+    Solver,
+    check_k,
+    finish,
+    initial_point,
+    register,
+)
+from .grasp import outside_domain
 
 
 @register
@@ -77,6 +90,12 @@ class FoBa(Solver):
             ("level", "last"),
         ),
         "max_iter": Option(1000, "maximum number of forward steps", int),
+        "init": Option(
+            "zeros",
+            "warm start of the first restricted solve (free coordinates only; the support starts empty): "
+            "'zeros' or an array (Python API)",
+            "any",
+        ),
         "restricted": Option(
             "auto",
             "restricted-solve method for the refits: auto, lstsq, newton, lbfgs, cvxpy",
@@ -105,9 +124,12 @@ class FoBa(Solver):
             return x.copy(), float(f)
 
         sel = np.empty(0, dtype=np.int64)
-        x, f = refit(sel)
+        x, f = act.solve(sel, x0=initial_point(lp, o["init"]))  # min over the free coordinates only
+        x = x.copy()
         hist = History(lp, clock)
         hist.log(f, size=0, step=0)
+        if not np.isfinite(f):
+            return finish(lp, self, x, DIVERGED, 0, clock, hist, f=f, message=outside_domain(f))
         gains: list[float] = []  # gains[s-1]: forward gain recorded when level s was reached
         last_gain = np.inf
         forward = backward = 0

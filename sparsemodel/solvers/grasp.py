@@ -47,9 +47,28 @@ from typing import Any
 import numpy as np
 
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
-from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, initial_point, register
+from .base import (
+    CONVERGED,
+    DIVERGED,
+    MAX_ITER,
+    History,
+    Option,
+    Result,
+    Solver,
+    check_k,
+    finish,
+    initial_point,
+    register,
+)
 
 CYCLE_MEMORY = 8
+
+
+def outside_domain(f: float) -> str:
+    return (
+        f"the objective is not finite at the starting point ({f}); start inside its domain with init=... "
+        "(for example the identity for a precision matrix under -logdet)"
+    )
 
 
 @register
@@ -95,6 +114,8 @@ class GraSP(Solver):
         hist = History(lp, clock)
         f, g = lp.value_and_grad(x)
         hist.log(f, support_size=sps.units(sps.support(x)))
+        if not np.isfinite(f):
+            return finish(lp, self, x, DIVERGED, 0, clock, hist, f=f, message=outside_domain(f))
         status, it, message = MAX_ITER, 0, ""
         sel_prev = sps.support(x)
         recent: list[tuple[np.ndarray, float]] = [(x, f)]  # the last iterates, for cycle detection

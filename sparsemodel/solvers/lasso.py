@@ -100,6 +100,8 @@ class Lasso(Solver):
 
         # lambda_max from the minimizer over the free coordinates only
         r0 = lp.restricted_minimize(np.empty(0, dtype=np.int64), method=o["restricted"])
+        if not np.isfinite(r0.f):  # x = 0 outside the domain (e.g. logdet): cvxpy needs no start
+            r0 = lp.restricted_minimize(np.empty(0, dtype=np.int64), method="cvxpy")
         _, g0 = lp.value_and_grad(r0.x)
         lam_max = float(np.max(np.abs(g0[C])))
         if not np.isfinite(lam_max):
