@@ -136,6 +136,13 @@ class ActiveSet:
         self.sel, self.ridge = sel, ridge
         return self.x, self.f
 
+    def grad(self) -> np.ndarray:
+        """The gradient of f (without the ridge) at the current point. On least squares it comes
+        from the stored residual, -2 M'e (one pass over the data, no forward evaluation)."""
+        if self.ls is not None:
+            return -2.0 * self.ls.rmatvec(self.ls.e)
+        return self.lp.value_and_grad(self.x)[1]
+
     # ------------------------------------------------------------------ scoring
     def insertion_values(self, candidates: np.ndarray | None = None) -> np.ndarray:
         """Exact value of the best point on sel ∪ {i} for each candidate i (positions into C)."""
