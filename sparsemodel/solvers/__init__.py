@@ -1,9 +1,12 @@
 """Solvers: one module per family, one registry, one Result type."""
 
 from . import (
+    arht,  # noqa: F401  (registers arht)
     foba,  # noqa: F401  (registers foba)
     grahtp,  # noqa: F401  (registers grahtp, fgrahtp)
     grasp,  # noqa: F401  (registers grasp)
+    greedy,  # noqa: F401  (registers omp, ompr, els, forward)
+    iht,  # noqa: F401  (registers iht)
     lasso,  # noqa: F401  (registers lasso)
 )
 from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for

@@ -1,0 +1,305 @@
+"""Adaptively Regularized Hard Thresholding: paper 003, Algorithms 5 and 6 (Axiotis & Sviridenko).
+
+ARHT_core(s, opt, eps) (Algorithm 5) runs OMPR on the adaptively regularized objective
+
+    g_R(x) = f(x) + rho/2 * ||x_R||^2,      rho = rho_2^+ (restricted smoothness over 2 coordinates),
+
+starting from R0 = all constrained coordinates and the g_{R0}-minimizer on S0. Each iteration t:
+
+* line 12: if min { f(x) : supp(x) within S(t) } <= opt, return that minimizer;
+* lines 15-18: i = argmax |grad_i g_R(x(t))|, j = argmin_{j in S(t)} |x_j|, S(t+1) = S(t) ∪ {i} \\ {j},
+  x(t+1) = argmin { g_R(x) : supp(x) within S(t+1) };
+* lines 19-23: if g_R(x(t)) - g_R(x(t+1)) < c/s * (g_R(x(t)) - opt) (too little progress, "Type 2"),
+  keep S(t), sample i in R with probability proportional to x_i(t)^2, drop it from R (stop
+  regularizing it) and re-solve on S(t).
+
+ARHT_robust (Algorithm 6) repeats the core and keeps the best f; ARHT binary-searches the target
+value opt between l = B = min_x f(x) and r (Algorithm 6, lines 17-31): a round at m = (l + r)/2
+that reaches f(x) <= m + eps/3 lowers r to f(x) and keeps x, otherwise l = m; it stops when
+r - l <= eps.
+
+Only constrained coordinates are ever regularized: the free coordinates F (intercepts, other
+variables) are never in R, never selected or swapped out, and optimized in every restricted solve.
+The gradient argmax of line 15 runs over the constrained coordinates outside S(t) (on S(t) and on F
+the gradient of g_R vanishes at the restricted minimizer x(t), so this is the paper's argmax over
+[n]). The restricted solves use the incremental Cholesky factorization of
+:class:`~sparsemodel.compile.scoring.ActiveSet` on least squares (the regularizer is a diagonal on
+the Gram matrix: paper 003, Section 6.2.2 encodes it the same way, as identity rows appended to A),
+warm-started Newton otherwise.
+
+Settings (option ``settings``):
+
+* ``practical`` (default) -- Section 6.3.2: progress condition (17) with c = 1e-3; a core run stops
+  early when (17) fails and at least half of the support is unregularized, |S(t) \\ R(t)| >= |S(t)|/2;
+  20 runs of the core per ARHT_robust call. The theoretical T still caps each core run.
+* ``theory`` -- Algorithms 5 and 6 as stated: c = 1 (progress 1/s), T = 2 s log((f(0) - B)/eps')
+  iterations, 5 log(6 n log((f(0) - B)/eps')) runs per ARHT_robust call (eps' = eps/3, the error
+  ARHT passes to ARHT_robust; n = number of coordinates).
+
+``progress``, ``max_iter`` and ``restarts`` override the single constants of either setting.
+
+Deviations, each with the paper's version reachable:
+
+* Initialization (Section 6.1): S0 is the OMP support of the same sparsity (``init='omp'``);
+  ``init='first'`` is Algorithm 5's S0 = [s]. The bracket starts at b = argmin_{S0} f, r = f(b)
+  instead of b = 0, r = f(0): b is s-sparse and f(b) <= f(0), so the bracket is never wider, and the
+  answer is never worse than the start.
+* A core run returns the f-minimizer on its final support (``polish=true``), whose f is never above
+  that of Algorithm 5's x(T) (a g_R-minimizer on the same support); ``polish=false`` returns x(T).
+* ARHT_robust stops repeating the core as soon as one run reaches f <= opt, and when a run made no
+  random choice (every further run would repeat it); ``all_restarts=true`` runs all of them as
+  Algorithm 6 does.
+* When R(t) ∩ S(t) holds no nonzero coordinate the sampling of line 21 is impossible; the run stops.
+* ``eps='auto'`` is 1e-3 * (f(b) - B) (a number gives the paper's absolute eps).
+
+``rho='auto'`` estimates rho_2^+ by the truncated power method, ``lp.smoothness(2)``; ``seed`` fixes
+the sampling (the default 0 makes runs reproducible). A binary search whose bracket is empty or
+unbounded (B not finite, B above f(b), or min f not found because f is unbounded below) raises a
+:class:`~sparsemodel.errors.SolverError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..compile.lowered import Clock, LoweredProblem
+from ..compile.scoring import ActiveSet
+from ..errors import SolverError
+from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
+from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
+
+PRACTICAL_PROGRESS = 1e-3
+PRACTICAL_RESTARTS = 20
+
+
+@dataclass
+class _Core:
+    x: np.ndarray
+    f: float
+    reached: bool
+    iterations: int
+    type2: int
+    sampled: bool
+    stop: str
+
+
+@register
+class ARHT(Solver):
+    name = "arht"
+    handles = frozenset({"nnz"})
+    summary = "Adaptively Regularized Hard Thresholding: OMPR on f + rho/2||x_R||^2, restarts, binary search on opt"
+    reference = "paper 003, Algorithms 5 (ARHT_core) and 6 (ARHT_robust, ARHT); settings: Section 6.3.2"
+    options = {
+        "settings": Option(
+            "practical",
+            "'practical' (Section 6.3.2: progress 1e-3/s, early stop, 20 restarts) or 'theory' "
+            "(Algorithms 5-6: progress 1/s, T iterations, 5 log(6 n log(...)) restarts)",
+            str,
+            ("practical", "theory"),
+        ),
+        "rho": Option(
+            "auto",
+            "regularization weight: a number, or 'auto' = rho_2^+ estimated by lp.smoothness(2)",
+            "float_or_auto",
+        ),
+        "progress": Option(
+            "auto", "c in the progress test g(x_t)-g(x_t+1) >= c/s (g(x_t)-opt); 'auto' from settings", "float_or_auto"
+        ),
+        "restarts": Option(None, "core runs per ARHT_robust call (none: from settings)", "int_or_none"),
+        "max_iter": Option(None, "iterations per core run (none: T = 2 s log((f(0)-B)/eps'))", "int_or_none"),
+        "eps": Option(
+            "auto", "target error of the binary search: a number, or 'auto' = 1e-3 (f(x0) - B)", "float_or_auto"
+        ),
+        "lower": Option(
+            "auto", "B, a lower bound on the optimal value: a number, or 'auto' = min_x f(x)", "float_or_auto"
+        ),
+        "seed": Option(0, "seed of the sampling of line 21 (none: not reproducible)", "int_or_none"),
+        "init": INIT,
+        "polish": Option(True, "a core run returns the f-minimizer on its support (false: x(T), Algorithm 5)", bool),
+        "all_restarts": Option(False, "run every restart even after one reached opt (Algorithm 6 verbatim)", bool),
+        "restricted": RESTRICTED,
+    }
+
+    def run(self, lp: LoweredProblem) -> Result:
+        o = self.opts
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, o["restricted"])
+        check_k(lp, self.name)
+        clock = Clock()
+        sps = lp.sparsity
+        C = sps.coords
+        s = sps.k
+        theory = o["settings"] == "theory"
+        feng = ActiveSet(lp, method=o["restricted"])  # f-minimizers on supports (line 12, polish)
+        geng = ActiveSet(lp, method=o["restricted"])  # g_R-minimizers
+        sel0, how = start_support(lp, feng, o["init"], self.name)
+        xb, fb = feng.solve(sel0)
+        hist = History(lp, clock)
+        hist.log(fb)
+
+        # ---- the bracket [B, f(b)] of Algorithm 6, lines 17-20
+        B, b_note = self._lower_bound(lp, o, fb)
+        if not np.isfinite(fb):
+            raise SolverError(
+                f"arht: the objective is not finite at the start ({fb}); the binary search on opt cannot start",
+                hint="check the data, or start elsewhere with init=...",
+            )
+        if B > fb + 1e-12 * max(1.0, abs(fb)):
+            raise SolverError(
+                f"arht: the binary search cannot bracket the optimum: the lower bound B = {B:.6g} is above "
+                f"f = {fb:.6g} at the {how} start, so the interval [B, f(start)] is empty",
+                hint="give lower=<a value at most the optimal objective>, or leave lower='auto' (min_x f(x))",
+            )
+        if isinstance(o["eps"], str):
+            eps = 1e-3 * (fb - B)
+        else:
+            eps = float(o["eps"])
+            if eps <= 0:
+                raise SolverError(f"arht: eps must be positive; got {eps}", hint="eps='auto' or a positive number")
+        eps = max(eps, 1e-13 * max(1.0, abs(fb)))  # below the rounding of f the bracket cannot shrink
+        f_zero = lp.f(lp.zeros())
+        top = f_zero if np.isfinite(f_zero) else fb
+        span = max(top - B, fb - B)
+        log_ratio = math.log(span / (eps / 3)) if span > eps / 3 > 0 else 1.0
+        T = o["max_iter"] if o["max_iter"] is not None else max(1, math.ceil(2 * s * log_ratio))
+        if o["restarts"] is not None:
+            restarts = max(1, o["restarts"])
+        elif theory:
+            restarts = max(1, math.ceil(5 * math.log(6 * lp.n * max(log_ratio, 1.0))))
+        else:
+            restarts = PRACTICAL_RESTARTS
+        c = (1.0 if theory else PRACTICAL_PROGRESS) if isinstance(o["progress"], str) else float(o["progress"])
+        rho = float(lp.smoothness(2)) if isinstance(o["rho"], str) else float(o["rho"])
+        if not np.isfinite(rho) or rho <= 0:
+            raise SolverError(f"arht: rho must be positive and finite; got {rho}", hint="give rho=<a positive number>")
+        rng = np.random.default_rng(o["seed"])
+
+        fcache: dict[bytes, tuple[np.ndarray, float]] = {}
+
+        def fmin(sel: np.ndarray) -> tuple[np.ndarray, float]:
+            key = sel.tobytes()
+            if key not in fcache:
+                x_, f_ = feng.solve(sel)
+                fcache[key] = (x_.copy(), f_)
+            return fcache[key]
+
+        stats = {"core_runs": 0, "core_iterations": 0, "type2": 0}
+
+        def core(opt: float) -> _Core:
+            """Algorithm 5 (with the Section 6.3.2 stopping rule in the practical setting)."""
+            R = np.ones(sps.size, dtype=bool)
+            S = sel0
+            x, g = geng.solve(S, ridge=(rho, np.flatnonzero(R)))
+            it = t2 = 0
+            sampled = False
+            stop = "max_iter"
+            while it < T:
+                xf, ff = fmin(S)
+                if ff <= opt:  # line 12
+                    stop = "reached opt"
+                    break
+                it += 1
+                grad_c = geng.grad()[C] + rho * R * x[C]  # grad g_R = grad f + rho x_R
+                score = np.abs(grad_c)
+                score[S] = -np.inf
+                i = int(np.argmax(score))  # line 15
+                j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
+                S1 = np.union1d(np.setdiff1d(S, [j]), [i])  # line 17
+                warm = x.copy()
+                warm[C[j]] = 0.0
+                x1, g1 = geng.solve(S1, x0=warm, ridge=(rho, np.flatnonzero(R)))  # line 18
+                if g - g1 >= c / s * (g - opt):  # Type 1
+                    S, x, g = S1, x1, g1
+                    continue
+                t2 += 1  # Type 2 (line 19 true)
+                if not theory and np.count_nonzero(~R[S]) >= len(S) / 2:
+                    stop = "half of the support unregularized (Section 6.3.2)"
+                    break
+                pool = S[R[S]]
+                wts = x[C[pool]] ** 2
+                if len(pool) == 0 or not wts.sum() > 0:
+                    stop = "no regularized nonzero coordinate left to sample"
+                    break
+                pick = int(rng.choice(pool, p=wts / wts.sum()))  # line 21
+                sampled = True
+                R[pick] = False  # line 22
+                x, g = geng.solve(S, x0=x, ridge=(rho, np.flatnonzero(R)))  # line 23
+            stats["core_iterations"] += it
+            stats["type2"] += t2
+            if stop == "reached opt":
+                return _Core(xf, ff, True, it, t2, sampled, stop)
+            if o["polish"]:
+                xf, ff = fmin(S)
+                return _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
+            return _Core(x, lp.f(x), False, it, t2, sampled, stop)
+
+        def robust(opt: float) -> _Core:
+            """ARHT_robust: the best of `restarts` core runs."""
+            best = None
+            for _ in range(restarts):
+                run = core(opt)
+                stats["core_runs"] += 1
+                if best is None or run.f < best.f:
+                    best = run
+                if not o["all_restarts"] and (run.f <= opt or not run.sampled):
+                    break
+            return best
+
+        l, r, xbest = B, fb, xb
+        rounds, max_rounds = 0, 10 + math.ceil(6 * max(math.log(max(span, eps) / eps), 1.0))
+        status = CONVERGED
+        while r - l > eps:
+            if rounds >= max_rounds:
+                status = MAX_ITER
+                break
+            rounds += 1
+            m = 0.5 * (l + r)  # line 22
+            res = robust(m)  # line 23
+            if res.f > m + eps / 3:  # line 24
+                l = m
+            else:
+                xbest, r = res.x, res.f
+            hist.log(r, lower=l, target=m)
+        extra = {
+            "init": how,
+            "init_objective": fb,
+            "lower_bound": B,
+            "lower_bound_note": b_note,
+            "final_lower": l,
+            "eps": eps,
+            "rho": rho,
+            "progress": c,
+            "settings": o["settings"],
+            "T": T,
+            "restarts": restarts,
+            "rounds": rounds,
+            **stats,
+        }
+        return finish(lp, self, xbest, status, rounds, clock, hist, f=r, extra=extra)
+
+    @staticmethod
+    def _lower_bound(lp: LoweredProblem, o: dict, fb: float) -> tuple[float, str]:
+        """B of Algorithm 6, line 17: min_x f(x) over every coordinate (or the user's lower)."""
+        if not isinstance(o["lower"], str):
+            return float(o["lower"]), "given"
+        res = lp.restricted_minimize(np.arange(lp.sparsity.size), method=o["restricted"])
+        B = float(res.f)
+        if not np.isfinite(B):
+            raise SolverError(
+                f"arht: the binary search cannot bracket the optimum: min_x f(x) = {B} is not finite",
+                hint="f must be bounded below; or give lower=<a lower bound on the optimal value>",
+            )
+        _, g = lp.value_and_grad(res.x)
+        _, g0 = lp.value_and_grad(lp.zeros())
+        scale = max(1.0, float(np.max(np.abs(g0))) if np.all(np.isfinite(g0)) else 1.0)
+        if np.max(np.abs(g)) > 1e-4 * scale:
+            raise SolverError(
+                "arht: the binary search cannot bracket the optimum: the unconstrained minimum of f, its "
+                f"lower end B, was not found (the gradient there is {np.max(np.abs(g)):.3g} > 0; f may be "
+                "unbounded below)",
+                hint="give lower=<a lower bound on the optimal value>",
+            )
+        return B, "min_x f(x)" + ("" if res.converged else " (restricted solve not fully converged)")

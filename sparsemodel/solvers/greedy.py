@@ -1,0 +1,277 @@
+"""Greedy support selection: OMP, OMPR, Exhaustive Local Search (paper 003, Algorithms 2-4) and
+forward selection by exact decrease (the FBS baseline of paper 000, Section 3.2).
+
+All four keep a support S (positions into the constrained coordinates C) and the restricted
+minimizer x(S) = argmin { f(x) : supp_C(x) within S }, with the free coordinates F (intercepts,
+other variables) optimized in every restricted solve and never selected, counted or removed. The
+restricted solves go through :class:`~sparsemodel.compile.scoring.ActiveSet`: on least squares a
+Cholesky factorization of the selected columns of the stacked weighted design is updated when a
+column enters or leaves; on other losses the lowered problem's Newton / L-BFGS solve is warm started
+from the previous iterate (the new coordinate at 0).
+
+* ``omp`` (Algorithm 2, greedy / forward stepwise): s times, add i = argmax_{i not in S} |grad_i f(x)|
+  and re-solve.
+* ``ompr`` (Algorithm 3): swap i = argmax_{i not in S} |grad_i f(x)| in and j = argmin_{j in S} |x_j|
+  out, re-solve, stop at the first swap that does not lower f (returning the last iterate before it).
+* ``els`` (Algorithm 4): j = argmin_{j in S} x_j^2 out, and in the i whose insertion gives the lowest
+  exact value min { f(x) : supp(x) within S ∪ {i} \\ {j} } (scored by
+  :func:`~sparsemodel.compile.scoring.insertion_values`); stop when that swap does not lower f, or
+  after T = ``max_iter`` iterations.
+* ``forward``: s times, add the i whose insertion gives the lowest exact value
+  min { f(x) : supp(x) within S ∪ {i} } (orthogonal least squares on least squares; the same exact
+  scoring as ELS on other losses).
+
+Initialization. Algorithms 3 and 4 start from S0 = [s], the first s constrained coordinates; paper
+003, Section 6.1 initializes every local-search method with the OMP solution of the same sparsity
+for its experiments. The default ``init='omp'`` follows Section 6.1; ``init='first'`` is the [s]
+start of the algorithms as printed; an array (Python API) starts from its s largest entries on C.
+
+Deviation (numerical): a swap counts as an improvement only if it lowers f by more than
+``min_decrease * max(1, |f|)`` (default 1e-12), so that rounding noise between supports of equal
+value cannot make OMPR or ELS cycle; ``min_decrease=0`` is the papers' strict test
+f(x(t+1)) >= f(x(t)).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..compile.lowered import Clock, LoweredProblem
+from ..compile.scoring import ActiveSet
+from ..errors import SolverError
+from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
+
+RESTRICTED = Option(
+    "auto",
+    "restricted-solve method: auto (incremental Cholesky for least squares, Newton for composite "
+    "losses, L-BFGS otherwise), lstsq, newton, lbfgs, cvxpy",
+    str,
+    ("auto", "lstsq", "newton", "lbfgs", "cvxpy"),
+)
+INIT = Option(
+    "omp",
+    "starting support: 'omp' (OMP of the same sparsity, paper 003 Section 6.1), 'first' (the "
+    "first s constrained coordinates, [s] in Algorithms 3-5), or an array whose s largest entries "
+    "on the constrained coordinates give the support (Python API)",
+    "any",
+)
+MIN_DECREASE = Option(
+    1e-12,
+    "a swap must lower f by more than min_decrease * max(1, |f|) to count (0: the papers' strict test)",
+    float,
+)
+
+
+def solve_unconstrained(lp: LoweredProblem, solver: Solver, method: str) -> Result:
+    """No nnz constraint: nothing to select, one restricted solve over every coordinate."""
+    clock = Clock()
+    r = lp.restricted_minimize(None, method=method)
+    return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f)
+
+
+def omp_steps(
+    lp: LoweredProblem, act: ActiveSet, k: int, hist: History | None = None
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """Algorithm 2 of paper 003 from the empty support: k times add argmax_{i not in S} |grad_i f|
+    and re-solve on S ∪ {i} (warm started). Returns (x, f, S)."""
+    C = lp.sparsity.coords
+    sel = np.empty(0, dtype=np.int64)
+    x, f = act.solve(sel)
+    for _ in range(k):
+        g = act.grad()
+        score = np.abs(g[C])
+        score[sel] = -np.inf
+        i = int(np.argmax(score))
+        sel = np.union1d(sel, [i])
+        x, f = act.solve(sel, x0=x)
+        if hist is not None:
+            hist.log(f)
+    return x, f, sel
+
+
+def forward_steps(
+    lp: LoweredProblem, act: ActiveSet, k: int, hist: History | None = None
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """Forward selection by exact decrease: k times add argmin_i min { f : supp within S ∪ {i} }."""
+    sel = np.empty(0, dtype=np.int64)
+    x, f = act.solve(sel)
+    for _ in range(k):
+        vals = act.insertion_values()
+        cand = np.setdiff1d(np.arange(lp.sparsity.size), sel)
+        i = int(cand[int(np.argmin(vals))])
+        sel = np.union1d(sel, [i])
+        x, f = act.solve(sel, x0=x)
+        if hist is not None:
+            hist.log(f)
+    return x, f, sel
+
+
+def start_support(lp: LoweredProblem, act: ActiveSet, init: Any, solver: str) -> tuple[np.ndarray, str]:
+    """S0 for OMPR / ELS / ARHT: (positions into C, a description)."""
+    sps = lp.sparsity
+    k = sps.k
+    if isinstance(init, str):
+        if init == "omp":
+            _, _, sel = omp_steps(lp, act, k)
+            return sel, "omp"
+        if init == "first":
+            return np.arange(k, dtype=np.int64), "first"
+        raise SolverError(
+            f"init={init!r} of {solver} is not a known start",
+            hint="use init='omp' (the default), init='first', or an array (Python API)",
+        )
+    z = np.asarray(init, dtype=float).ravel()
+    if z.shape == (lp.n,):
+        z = z[sps.coords]
+    elif z.shape == (lp.primary.size,):
+        z = z[sps.constraint.coords]
+    if z.shape != (sps.size,):
+        raise SolverError(
+            f"init has {z.size} entries; expected {lp.primary.size} (the variable {lp.primary.name}) or {lp.n}",
+            hint=f"{solver}: init='omp', init='first' or an array",
+        )
+    return sps.select(z, k), "array"
+
+
+class _GreedyBase(Solver):
+    handles = frozenset({"nnz"})
+
+    def _setup(self, lp: LoweredProblem) -> ActiveSet:
+        check_k(lp, self.name)
+        return ActiveSet(lp, method=self.opts["restricted"])
+
+    def _improves(self, f_new: float, f_old: float) -> bool:
+        return f_new < f_old - self.opts["min_decrease"] * max(1.0, abs(f_old))
+
+
+@register
+class OMP(_GreedyBase):
+    """Orthogonal Matching Pursuit: paper 003, Algorithm 2."""
+
+    name = "omp"
+    summary = "Orthogonal Matching Pursuit: add the coordinate of largest |gradient|, re-solve (s steps)"
+    reference = "paper 003, Algorithm 2 (Greedy / OMP / forward stepwise)"
+    options = {"restricted": RESTRICTED}
+
+    def run(self, lp: LoweredProblem) -> Result:
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, self.opts["restricted"])
+        act = self._setup(lp)
+        clock = Clock()
+        hist = History(lp, clock)
+        x, f, sel = omp_steps(lp, act, lp.sparsity.k, hist)
+        return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
+
+
+@register
+class Forward(_GreedyBase):
+    """Forward greedy selection by exact decrease (orthogonal least squares; FBS of paper 000)."""
+
+    name = "forward"
+    summary = "forward selection: add the coordinate whose refit lowers f the most (OLS / FBS), s steps"
+    reference = "paper 000, Section 3.2 (FBS baseline); exact scoring shared with ELS (paper 003, Algorithm 4)"
+    options = {"restricted": RESTRICTED}
+
+    def run(self, lp: LoweredProblem) -> Result:
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, self.opts["restricted"])
+        act = self._setup(lp)
+        clock = Clock()
+        hist = History(lp, clock)
+        x, f, sel = forward_steps(lp, act, lp.sparsity.k, hist)
+        return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
+
+
+@register
+class OMPR(_GreedyBase):
+    """OMP with Replacement: paper 003, Algorithm 3."""
+
+    name = "ompr"
+    summary = "OMP with Replacement: swap in argmax |gradient|, swap out argmin |x_j|, while f decreases"
+    reference = "paper 003, Algorithm 3 (OMPR / local search); init: Section 6.1"
+    options = {
+        "init": INIT,
+        "max_iter": Option(1000, "maximum number of swaps (a safeguard; Algorithm 3 loops until no decrease)", int),
+        "min_decrease": MIN_DECREASE,
+        "restricted": RESTRICTED,
+    }
+
+    def run(self, lp: LoweredProblem) -> Result:
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, self.opts["restricted"])
+        act = self._setup(lp)
+        clock = Clock()
+        C = lp.sparsity.coords
+        sel, how = start_support(lp, act, self.opts["init"], self.name)
+        x, f = act.solve(sel)
+        f0 = f
+        hist = History(lp, clock)
+        hist.log(f)
+        status, it = MAX_ITER, 0
+        while it < self.opts["max_iter"]:
+            g = act.grad()
+            score = np.abs(g[C])
+            score[sel] = -np.inf
+            i = int(np.argmax(score))  # line 8
+            j = int(sel[np.argmin(np.abs(x[C[sel]]))])  # line 9
+            new = np.union1d(np.setdiff1d(sel, [j]), [i])  # line 10
+            warm = x.copy()
+            warm[C[j]] = 0.0
+            xn, fn = act.solve(new, x0=warm)  # line 11
+            if not self._improves(fn, f):  # line 12: f(x(t+1)) >= f(x(t)) -> return x(t)
+                status = CONVERGED
+                break
+            x, f, sel = xn, fn, new
+            it += 1
+            hist.log(f)
+        return finish(lp, self, x, status, it, clock, hist, f=f, extra={"init": how, "init_objective": f0, "swaps": it})
+
+
+@register
+class ELS(_GreedyBase):
+    """Exhaustive Local Search: paper 003, Algorithm 4."""
+
+    name = "els"
+    summary = "Exhaustive Local Search: swap out argmin |x_j|, swap in the coordinate whose refit is best"
+    reference = "paper 003, Algorithm 4 (Exhaustive Local Search); init: Section 6.1"
+    options = {
+        "init": INIT,
+        "max_iter": Option(1000, "T, the maximum number of iterations of Algorithm 4", int),
+        "min_decrease": MIN_DECREASE,
+        "restricted": RESTRICTED,
+    }
+
+    def run(self, lp: LoweredProblem) -> Result:
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, self.opts["restricted"])
+        act = self._setup(lp)
+        clock = Clock()
+        C = lp.sparsity.coords
+        sel, how = start_support(lp, act, self.opts["init"], self.name)
+        x, f = act.solve(sel)
+        f0 = f
+        hist = History(lp, clock)
+        hist.log(f)
+        status, it = MAX_ITER, 0
+        while it < self.opts["max_iter"]:
+            j = int(sel[np.argmin(x[C[sel]] ** 2)])  # line 7
+            rest = np.setdiff1d(sel, [j])
+            warm = x.copy()
+            warm[C[j]] = 0.0
+            act.solve(rest, x0=warm)
+            mask = np.ones(lp.sparsity.size, dtype=bool)
+            mask[sel] = False  # i ranges over [n] \ S(t): j itself is not a candidate
+            cand = np.flatnonzero(mask)
+            vals = act.insertion_values(cand)  # line 8: exact min f on S(t) ∪ {i} \ {j}
+            i = int(cand[int(np.argmin(vals))])
+            new = np.union1d(rest, [i])  # line 9
+            xn, fn = act.solve(new)  # line 10
+            if not self._improves(fn, f):  # line 11: return x(t)
+                status = CONVERGED
+                break
+            x, f, sel = xn, fn, new
+            it += 1
+            hist.log(f)
+        return finish(lp, self, x, status, it, clock, hist, f=f, extra={"init": how, "init_objective": f0, "swaps": it})
