@@ -20,5 +20,5 @@ print(res.summary())
 print("selected features:", [names[i - 1] for i in res.support])
 print(f"intercept {res.x[0]:.4f} (free: never thresholded)")
 
-table = prob.compare(["grahtp", "omp", "ompr", "els"], k=range(2, 21, 6), progress=False)
+table = prob.compare(["grahtp", "omp", "ompr", "els", "lasso"], k=range(2, 21, 6), progress=False)
 print(table.table())

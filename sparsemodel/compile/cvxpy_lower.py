@@ -82,20 +82,34 @@ def lower_expr(e: Expr, layout: Layout, u: Any, cols: np.ndarray, cache: dict[in
     return go(e)
 
 
-def solve_cvxpy(problem: Any, solver: str | None = None) -> None:
-    """Solve a cvxpy problem with tight tolerances, trying Clarabel then SCS."""
+def solve_cvxpy(problem: Any, solver: str | None = None) -> str:
+    """Solve a cvxpy problem with tight tolerances, trying Clarabel then SCS; returns the status.
+
+    An 'optimal_inaccurate' answer is kept only if no later solver does better; cvxpy's warning
+    about it is not shown to the user (the status says it)."""
+    import warnings
+
     import cvxpy as cp
 
     order = [solver] if solver else ["CLARABEL", "SCS"]
     last: Exception | None = None
+    fallback: dict[int, Any] | None = None
     for name in order:
         if name not in cp.installed_solvers():
             continue
         try:
-            problem.solve(solver=name, **SOLVER_OPTS.get(name, {}))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                problem.solve(solver=name, **SOLVER_OPTS.get(name, {}))
         except cp.error.SolverError as exc:  # try the next solver
             last = exc
             continue
-        if problem.status in ("optimal", "optimal_inaccurate"):
-            return
+        if problem.status == "optimal":
+            return "optimal"
+        if problem.status == "optimal_inaccurate" and fallback is None:
+            fallback = {id(v): v.value for v in problem.variables()}
+    if fallback is not None:
+        for v in problem.variables():
+            v.value = fallback[id(v)]
+        return "optimal_inaccurate"
     raise ModelError(f"cvxpy could not solve the problem (status {problem.status}; {last or ''})")

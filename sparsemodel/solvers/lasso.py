@@ -37,9 +37,14 @@ free coordinates (``lp.restricted_minimize``); ``debias=false`` returns the thre
 solution itself. ``Result.extra`` holds lambda, the raw LASSO loss f(x_lasso), ||x_lasso,C||_1,
 the penalized objective, the number of cvxpy solves and the (lambda, nnz) pairs seen.
 
-Deviation from the paper's implementation: it used scikit-learn's coordinate-descent ``Lasso``
-(least squares only); here the same relaxation is solved by cvxpy (Clarabel, then SCS) for any
-convex loss the model lowers to, with tight tolerances so that supports are counted reliably.
+Backends. ``backend="cvxpy"`` solves (1) with cvxpy (Clarabel, then SCS, tight tolerances so
+that supports are counted reliably) for any convex loss the model lowers to. For composite
+objectives (elementwise losses of affine maps: least squares, logistic, Huber, ...) the default
+``backend="auto"`` uses the NumPy proximal-Newton / coordinate-descent solver of
+:mod:`sparsemodel.compile.l1` instead, warm-started along the search: the same minimizer with
+exact zeros, and about 1000 times faster on a logistic LASSO over Caravan (an interior-point
+solve there takes 10-30 s). The paper itself used scikit-learn's coordinate-descent ``Lasso``
+(least squares only); both backends solve the same relaxation (tests check they agree).
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ class Lasso(Solver):
     name = "lasso"
     handles = frozenset({"nnz"})
     convex_relaxation = True
-    summary = "LASSO (l1 relaxation, cvxpy) with lambda tuned by binary search to exactly k nonzeros, then debiased"
+    summary = "LASSO (l1 relaxation) with lambda tuned by binary search to exactly k nonzeros, then debiased"
     reference = "paper 003, Section 2.2.1 eq. (1) and Section 6.3.2"
     options = {
         "zero_tol": Option(1e-6, "a coordinate is nonzero when |x_i| > zero_tol * max_C |x|", float),
@@ -67,8 +72,14 @@ class Lasso(Solver):
             1e-7, "stop the search when the lambda bracket is narrower than a factor 1 + lambda_tol", float
         ),
         "min_ratio": Option(1e-4, "smallest lambda tried, as a fraction of lambda_max", float),
-        "max_solves": Option(200, "maximum number of cvxpy solves along the search", int),
+        "max_solves": Option(200, "maximum number of solves of (1) along the search", int),
         "debias": Option(True, "refit f on the LASSO support (false: report the LASSO solution itself)", bool),
+        "backend": Option(
+            "auto",
+            "solver of (1): auto (NumPy proximal Newton for composite objectives, else cvxpy), numpy, cvxpy",
+            str,
+            ("auto", "numpy", "cvxpy"),
+        ),
         "cvxpy_solver": Option(
             "auto",
             "cvxpy solver for (1): auto (Clarabel, then SCS), CLARABEL or SCS, run with the tight tolerances "
@@ -115,7 +126,15 @@ class Lasso(Solver):
                 hint="check the data, or use an l0 solver (grahtp, grasp, foba)",
             )
 
-        relax = _Relaxation(lp, o["cvxpy_solver"])
+        backend = o["backend"]
+        if backend == "auto":
+            backend = "numpy" if lp.composite is not None else "cvxpy"
+        if backend == "numpy" and lp.composite is None:
+            raise SolverError(
+                f"backend='numpy' needs an objective made of elementwise losses of affine maps; this one is a {lp.structure}",
+                hint="use backend='cvxpy' (or 'auto')",
+            )
+        relax = _ProxNewton(lp, r0.x) if backend == "numpy" else _Relaxation(lp, o["cvxpy_solver"])
         hist = History(lp, clock)
         seen: list[tuple[float, int]] = []
 
@@ -173,7 +192,7 @@ class Lasso(Solver):
                     "barely shapes the solution there)"
                 )
             elif lo is None or hi / lo > 1.0 + o["lambda_tol"]:
-                what = f"the search stopped after {relax.solves} cvxpy solves (max_solves={o['max_solves']})"
+                what = f"the search stopped after {relax.solves} solves (max_solves={o['max_solves']})"
                 hint = f"raise max_solves or lambda_tol, {alt}"
             else:
                 what = f"the support size jumps from {n_hi} to {n_lo} at lambda ~ {math.sqrt(lo * hi):.6g}"
@@ -202,11 +221,33 @@ class Lasso(Solver):
             "lasso_objective": f_lasso,
             "lasso_penalized_objective": f_lasso + lam * l1,
             "l1_norm": l1,
-            "cvxpy_solves": relax.solves,
+            "solves": relax.solves,
+            "backend": backend,
             "debiased": bool(o["debias"]),
             "path": [[float(a), int(b)] for a, b in seen],
         }
         return finish(lp, self, x, CONVERGED, relax.solves, clock, hist, f=f, extra=extra)
+
+
+class _ProxNewton:
+    """Problem (1) by the NumPy proximal-Newton path (sparsemodel.compile.l1), each lambda warm-
+    started from the solution at the nearest lambda solved so far."""
+
+    def __init__(self, lp: LoweredProblem, x_free: np.ndarray):
+        self.lp = lp
+        self.done: dict[float, np.ndarray] = {}
+        self.start = x_free
+        self.solves = 0
+
+    def solve(self, lam: float) -> np.ndarray:
+        from ..compile.l1 import l1_minimize
+
+        self.solves += 1
+        near = min(self.done, key=lambda m: abs(math.log(m / lam)), default=None)
+        x0 = self.start if near is None else self.done[near]
+        x, _ = l1_minimize(self.lp, lam, x0=x0)
+        self.done[lam] = x
+        return x.copy()
 
 
 class _Relaxation:
