@@ -447,14 +447,31 @@ class _LeastSquares:
         out = np.full(len(flat_sel), f)
         if s == 0:
             return out
+        where = {int(c): q for q, c in enumerate(self.cols[:s])}
+        if self.parked:  # a parked column may take over from the one removed: solve each case
+            P = np.fromiter(self.parked, dtype=np.int64)
+            MP, rP = self.stacked(P), np.fromiter(self.parked.values(), dtype=float)
+            for k, c in enumerate(flat_sel.tolist()):
+                q = where.get(c)
+                if q is not None:
+                    keep = np.delete(np.arange(s), q)
+                    out[k] = self._direct(np.hstack([self.A[:, keep], MP]), np.concatenate([self.rid[keep], rP]))
+            return out
         Rinv = sla.solve_triangular(self.R[:s, :s], np.eye(s), check_finite=False)
         ginv = np.einsum("ij,ij->i", Rinv, Rinv)
-        where = {int(c): q for q, c in enumerate(self.cols[:s])}
         for k, c in enumerate(flat_sel.tolist()):
             q = where.get(c)
             if q is not None:
                 out[k] = f + self.u[q] ** 2 / ginv[q]
         return out
+
+    def _direct(self, M: np.ndarray, rid: np.ndarray) -> float:
+        """min ||M u - r||^2 + sum rid u^2 + const by a least-squares solve (rank-deficient safe)."""
+        aug = np.vstack([M, np.diag(np.sqrt(rid))])
+        rhs = np.concatenate([self.r, np.zeros(len(rid))])
+        u, *_ = np.linalg.lstsq(aug, rhs, rcond=None)
+        res = rhs - aug @ u
+        return self.const + float(res @ res)
 
 
 # ====================================================================== composite losses

@@ -13,8 +13,11 @@ for gamma (Theorem 4). The default ``gamma='auto'`` is gamma = 1/L_s with L_s th
 estimate of the largest restricted eigenvalue of the Hessian (bound) over 2s-sparse directions,
 ``lp.smoothness(2s)`` (2s coordinates, or the 2s largest groups, free coordinates always allowed).
 
-The truncated power method can underestimate L_s (it maximizes a nonconvex Rayleigh quotient), so
-by default a safeguard halves gamma when an iteration would increase f (``backtracking=true``).
+The truncated power method can underestimate L_s: it maximizes a nonconvex Rayleigh quotient and
+can stop at a local maximum (on 10-coordinate test problems one seeded run came out 2-15% low in 3
+of 6 cases). The estimate is therefore the best of three seeded runs (six starting vectors), which
+matched the exact L_s (by enumeration of all supports) in all six; a safeguard still halves gamma
+when an iteration would increase f (``backtracking=true``).
 With a correct estimate the descent property holds and the safeguard never fires, so the iteration
 is exactly the paper's fixed-step IHT; ``backtracking=false`` runs the fixed step unconditionally.
 
@@ -48,16 +51,17 @@ from .base import (
 from .greedy import solve_unconstrained
 
 
-def restricted_smoothness(lp: LoweredProblem, units: int) -> float:
-    """L for ``units`` selectable units: lp.smoothness over that many coordinates, or over the
-    coordinates of the ``units`` largest groups."""
+def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3) -> float:
+    """L for ``units`` selectable units: lp.smoothness over that many coordinates (or over the
+    coordinates of the ``units`` largest groups), the best of ``starts`` seeded runs of the
+    truncated power method (each from two starting vectors)."""
     sps = lp.sparsity
     if sps.unit_of is None:
         s = min(units, sps.size)
     else:
         sizes = np.sort(np.bincount(sps.unit_of))[::-1]
         s = int(sizes[: min(units, len(sizes))].sum())
-    return float(lp.smoothness(s))
+    return max(float(lp.smoothness(s, seed=i)) for i in range(starts))
 
 
 @register
