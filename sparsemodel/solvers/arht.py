@@ -52,7 +52,8 @@ Deviations, each with the paper's version reachable:
 * When R(t) ∩ S(t) holds no nonzero coordinate the sampling of line 21 is impossible; the run stops.
 * ``eps='auto'`` is 1e-3 * (f(b) - B) (a number gives the paper's absolute eps).
 
-``rho='auto'`` estimates rho_2^+ by the truncated power method, ``lp.smoothness(2)``; ``seed`` fixes
+``rho='auto'`` estimates rho_2^+ by the truncated power method, ``lp.smoothness(2)`` (the best of
+three seeded runs, as for IHT's L_s); ``seed`` fixes
 the sampling (the default 0 makes runs reproducible). A binary search whose bracket is empty or
 unbounded (B not finite, B above f(b), or min f not found because f is unbounded below) raises a
 :class:`~sparsemodel.errors.SolverError`.
@@ -70,6 +71,7 @@ from ..compile.scoring import ActiveSet
 from ..errors import SolverError
 from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
 from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
+from .iht import restricted_smoothness
 
 PRACTICAL_PROGRESS = 1e-3
 PRACTICAL_RESTARTS = 20
@@ -172,7 +174,7 @@ class ARHT(Solver):
         else:
             restarts = PRACTICAL_RESTARTS
         c = (1.0 if theory else PRACTICAL_PROGRESS) if isinstance(o["progress"], str) else float(o["progress"])
-        rho = float(lp.smoothness(2)) if isinstance(o["rho"], str) else float(o["rho"])
+        rho = restricted_smoothness(lp, 2) if isinstance(o["rho"], str) else float(o["rho"])
         if not np.isfinite(rho) or rho <= 0:
             raise SolverError(f"arht: rho must be positive and finite; got {rho}", hint="give rho=<a positive number>")
         rng = np.random.default_rng(o["seed"])
