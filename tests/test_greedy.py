@@ -29,6 +29,8 @@ from sparsemodel.cli import main
 from sparsemodel.compile.scoring import ActiveSet, insertion_values, removal_values
 from sparsemodel.datasets import correlated_regression
 from sparsemodel.errors import ConstraintError, SolverError
+from sparsemodel.solvers import arht as arht_module
+from sparsemodel.solvers.arht import rho_2_plus
 from sparsemodel.solvers.iht import restricted_smoothness
 
 SOLVERS = ["omp", "ompr", "els", "forward", "iht", "arht"]
@@ -451,3 +453,21 @@ def test_restricted_smoothness_counts_groups_by_their_coordinates():
     assert restricted_smoothness(lp, 1) == pytest.approx(max(lp.smoothness(3, seed=i) for i in range(3)))
     assert restricted_smoothness(lp, 1) >= top3 * (1 - 1e-9)  # at least the largest group of 3
     assert restricted_smoothness(lp, 3) == pytest.approx(np.linalg.eigvalsh(X.T @ X)[-1])  # every coordinate
+
+
+def test_arht_rho_is_the_two_coordinate_smoothness_of_the_constrained_coordinates():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((30, 10))
+    prob = linreg(X, rng.standard_normal(30), 3, intercept=True)
+    lp = prob.lower()
+    pairs = (X[:, list(S)] for S in combinations(range(10), 2))
+    exact = max(np.linalg.eigvalsh(A.T @ A)[-1] for A in pairs)
+    assert rho_2_plus(lp) == pytest.approx(exact, rel=1e-9)
+    assert lp.smoothness(2) != pytest.approx(exact, rel=1e-3)  # the intercept column counts there
+    r = prob.solve("arht")
+    assert r.extra["rho"] == pytest.approx(exact, rel=1e-9)
+    arht_module.EXACT_RHO_BUDGET, saved = 0, arht_module.EXACT_RHO_BUDGET  # truncated power instead
+    try:
+        assert 0.8 * exact <= rho_2_plus(lp) <= exact * (1 + 1e-9)
+    finally:
+        arht_module.EXACT_RHO_BUDGET = saved
