@@ -54,10 +54,11 @@ Deviations, each with the paper's version reachable:
 
 ``rho='auto'`` is rho_2^+ over the constrained coordinates (:func:`rho_2_plus`: exact from the
 Hessian bound on C when that is cheap, else truncated power as in ``lp.smoothness(2)``; free
-coordinates left out); ``seed`` fixes
-the sampling (the default 0 makes runs reproducible). A binary search whose bracket is empty or
-unbounded (B not finite, B above f(b), or min f not found because f is unbounded below) raises a
-:class:`~sparsemodel.errors.SolverError`.
+coordinates left out, since they are never regularized). ``seed`` fixes the sampling (the default
+0 makes runs reproducible). A binary search whose bracket is empty or unbounded (B not finite, B
+above f(b), or min f not found because f is unbounded below) raises a
+:class:`~sparsemodel.errors.SolverError`; more than 10 + 6 log((f(b) - B)/eps) rounds (Lemma 3.7
+bounds them by 6 log(...)) end with status ``max_iter``.
 """
 
 from __future__ import annotations
@@ -235,14 +236,18 @@ class ARHT(Solver):
             raise SolverError(f"arht: rho must be positive and finite; got {rho}", hint="give rho=<a positive number>")
         rng = np.random.default_rng(o["seed"])
 
-        fcache: dict[bytes, tuple[np.ndarray, float]] = {}
+        fcache: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}  # support -> nonzeros of its f-minimizer
 
         def fmin(sel: np.ndarray) -> tuple[np.ndarray, float]:
             key = sel.tobytes()
             if key not in fcache:
                 x_, f_ = feng.solve(sel)
-                fcache[key] = (x_.copy(), f_)
-            return fcache[key]
+                nz = np.flatnonzero(x_)
+                fcache[key] = (nz, x_[nz], f_)
+            nz, vals, f_ = fcache[key]
+            x_ = lp.zeros()
+            x_[nz] = vals
+            return x_, f_
 
         stats = {"core_runs": 0, "core_iterations": 0, "type2": 0}
 

@@ -11,7 +11,10 @@ pairs of s-sparse points, i.e. over 2s-sparse directions) every gamma in (0, 1/L
 non-increasing along the iteration, and every accumulation point is an HT-stable stationary point
 for gamma (Theorem 4). The default ``gamma='auto'`` is gamma = 1/L_s with L_s the truncated-power
 estimate of the largest restricted eigenvalue of the Hessian (bound) over 2s-sparse directions,
-``lp.smoothness(2s)`` (2s coordinates, or the 2s largest groups, free coordinates always allowed).
+``lp.smoothness(2s)`` (2s coordinates, or the 2s largest groups, free coordinates always allowed:
+they take the same gradient step, so their directions count; an intercept multiplying an unscaled
+column of ones, whose squared norm is the number of samples, then sets L_s and makes the step
+small -- scale that column as paper 003, Section 6.2.2 does, or give ``gamma``).
 
 The truncated power method can underestimate L_s: it maximizes a nonconvex Rayleigh quotient and
 can stop at a local maximum (on 10-coordinate test problems one seeded run came out 2-15% low in 3
