@@ -33,7 +33,7 @@ from .model.atoms import (
 from .model.constraints import eig, nnz, offdiag, rank
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, Problem, minimize
-from .solvers import REGISTRY as solvers
+from .solvers import REGISTRY as registry
 from .solvers import Result
 
 __version__ = "0.1.0"
@@ -55,7 +55,7 @@ __all__ = [
     "eig",
     "offdiag",
     "Result",
-    "solvers",
+    "registry",
     "sum",
     "mean",
     "sum_squares",

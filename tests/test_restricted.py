@@ -123,3 +123,19 @@ def test_smoothness_estimate_bounds():
     assert np.max(np.diag(H)) - 1e-9 <= est <= exact + 1e-9
     assert est >= 0.95 * exact
     assert lp.mean_curvature(probes=200) == pytest.approx(np.mean(np.diag(H)), rel=0.1)
+
+
+def test_vector_data_times_variable_and_solvers_subpackage():
+    """a @ w with a data vector a (a scalar affine term) in the least-squares path; and
+    sparsemodel.solvers stays importable as a package (the registry is sm.registry)."""
+    import importlib
+
+    rng = np.random.default_rng(4)
+    a, X = rng.standard_normal(6), rng.standard_normal((20, 6))
+    w = sm.Variable(6, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - 1) + sm.square(a @ w - 2)), [sm.nnz(w) <= 2]).lower()
+    assert lp.restricted_method() == "lstsq"
+    sel = np.array([1, 3])
+    assert rel_gap(lp.restricted_minimize(sel).f, lp.restricted_minimize(sel, method="cvxpy").f) < REL
+    assert importlib.import_module("sparsemodel.solvers.iht").__name__ == "sparsemodel.solvers.iht"
+    assert "grahtp" in sm.registry

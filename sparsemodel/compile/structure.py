@@ -356,7 +356,7 @@ def _jvp(node: Expr, ts: list[Any], layout: Layout, cols: np.ndarray, m: int) ->
                     return (D.toarray() if sp.issparse(D) else D).T
                 out = np.zeros((m,) + shape)
                 if len(T.rows):  # each direction selects one coordinate: rows are distinct
-                    cols_ = D[:, T.pos]
+                    cols_ = D[..., T.pos]
                     cols_ = cols_.toarray() if sp.issparse(cols_) else cols_
                     out[T.rows] = (cols_ * T.vals).T if D.ndim == 2 else cols_ * T.vals
                 return out
