@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ConstraintError, ModelError, SolverError
 from ..model.constraints import EigBoxConstraint, NnzConstraint, RankConstraint, top_k
 from .evaluator import Evaluator, Layout
-from .restricted import ColumnCache, RestrictedResult, solve_lbfgs, solve_lstsq, solve_newton
+from .restricted import ColumnCache, RestrictedResult, composite_eval, solve_lbfgs, solve_lstsq, solve_newton
 from .structure import decompose
 
 if TYPE_CHECKING:
@@ -200,28 +200,30 @@ class LoweredProblem:
                 r = None
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
         converged = True
+        f = None  # the value including the ridge, when the path computed it
         if method == "cvxpy":
             u, its = self._restricted_cvxpy(cols, r)
         elif method == "lbfgs":
-            u, its, converged = solve_lbfgs(self, cols, u0, r, tol=tol)
+            u, its, converged, f = solve_lbfgs(self, cols, u0, r, tol=tol)
             self.stats["grad_evals"] += its
         else:
             Js, Qs = self._cols.columns(cols)
             if method == "lstsq":
                 u, its = solve_lstsq(self.composite, Js, u0, r)
+                f = composite_eval(self.composite, Js, Qs, u, r, 0)[0]
             else:
-                u, its, converged = solve_newton(self.composite, Js, Qs, u0, r, tol=tol)
+                u, its, converged, f = solve_newton(self.composite, Js, Qs, u0, r, tol=tol)
             self.stats["grad_evals"] += its
         x = np.zeros(self.n)
         x[cols] = u
+        ridge_part = 0.5 * float(np.sum(r * u * u)) if r is not None else 0.0
         g = None
         if grad:
             f, g = self.value_and_grad(x)
-        else:
-            f = self.f(x)
-        if r is not None:
-            f += 0.5 * float(np.sum(r * u * u))
-        return RestrictedResult(x, f, its, method, converged, g)
+            f += ridge_part
+        elif f is None:
+            f = self.f(x) + ridge_part
+        return RestrictedResult(x, float(f), its, method, converged, g)
 
     def _restricted_cvxpy(self, cols: np.ndarray, r: np.ndarray | None) -> tuple[np.ndarray, int]:
         import cvxpy as cp

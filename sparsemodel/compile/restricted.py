@@ -85,7 +85,7 @@ def composite_eval(comp: Composite, Js: list[Any], Qs: list[Any], u: np.ndarray,
     H = np.zeros((m, m)) if order >= 2 else None
     for t, J in zip(comp.terms, Js):
         z = np.asarray(J @ u).ravel() + t.b
-        v, d1, d2 = t.phi_d(z)
+        v, d1, d2 = t.phi_d(z, order)
         f += t.coef * float(v.sum())
         if order >= 1:
             g += t.coef * np.asarray(J.T @ d1).ravel()
@@ -158,16 +158,18 @@ def solve_newton(
     ridge: np.ndarray | None,
     tol: float = 1e-12,
     max_iter: int = 100,
-) -> tuple[np.ndarray, int, bool]:
-    """Damped Newton with exact Hessian; stops when the Newton decrement is below tol*(1+|f|)."""
+) -> tuple[np.ndarray, int, bool, float]:
+    """Damped Newton with exact Hessian; stops when the Newton decrement is below tol*(1+|f|).
+    Returns (u, iterations, converged, f(u) including the ridge). The full step is evaluated with
+    gradient and Hessian, which serve as the next iterate's when it is accepted (the usual case)."""
     u = u0.copy()
+    f, g, H = composite_eval(comp, Js, Qs, u, ridge, 2)
+    m = len(u)
     for it in range(1, max_iter + 1):
-        f, g, H = composite_eval(comp, Js, Qs, u, ridge, 2)
         if not np.isfinite(f):
-            return u, it, False
-        m = len(u)
+            return u, it, False, f
         if m == 0:
-            return u, it, True
+            return u, it, True, f
         try:
             c, low = sla.cho_factor(H + 1e-14 * np.trace(H) / m * np.eye(m), check_finite=False)
             d = -sla.cho_solve((c, low), g, check_finite=False)
@@ -177,19 +179,24 @@ def solve_newton(
         if dec < 0:  # not a descent direction (numerically singular H): fall back to the gradient
             d, dec = -g, float(g @ g)
         if dec <= 2 * tol * (1.0 + abs(f)):
-            return u, it, True
-        step = 1.0
+            return u, it, True, f
+        fn, gn, Hn = composite_eval(comp, Js, Qs, u + d, ridge, 2)
+        if fn <= f - 0.25 * dec:
+            u, f, g, H = u + d, fn, gn, Hn
+            if comp.quadratic:  # one full Newton step solves a quadratic exactly
+                return u, it, True, f
+            continue
+        step = 0.5
         while step > 1e-12:
             fn = composite_eval(comp, Js, Qs, u + step * d, ridge, 0)[0]
             if fn <= f - 0.25 * step * dec:
                 break
             step *= 0.5
         else:
-            return u, it, abs(dec) <= 1e-8 * (1 + abs(f))
+            return u, it, abs(dec) <= 1e-8 * (1 + abs(f)), f
         u = u + step * d
-        if comp.quadratic and step == 1.0:  # one full Newton step solves a quadratic exactly
-            return u, it, True
-    return u, max_iter, False
+        f, g, H = composite_eval(comp, Js, Qs, u, ridge, 2)
+    return u, max_iter, False, f
 
 
 def solve_lbfgs(
@@ -199,8 +206,9 @@ def solve_lbfgs(
     ridge: np.ndarray | None,
     tol: float = 1e-12,
     max_iter: int = 2000,
-) -> tuple[np.ndarray, int, bool]:
-    """L-BFGS-B over the coordinates ``cols`` with the evaluator's restricted gradient."""
+) -> tuple[np.ndarray, int, bool, float]:
+    """L-BFGS-B over the coordinates ``cols`` with the evaluator's restricted gradient; returns
+    (u, iterations, success, f(u) including the ridge)."""
     from scipy.optimize import minimize as sp_minimize
 
     x = np.zeros(lp.n)
@@ -224,7 +232,7 @@ def solve_lbfgs(
         method="L-BFGS-B",
         options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-10, "maxcor": 30},
     )
-    return res.x, int(res.nit), bool(res.success)
+    return res.x, int(res.nit), bool(res.success), float(res.fun)
 
 
 __all__ = [

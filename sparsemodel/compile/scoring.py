@@ -43,7 +43,6 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from ..model import atoms as A
 from .structure import jacobian_columns
 
 if TYPE_CHECKING:
@@ -477,33 +476,6 @@ class _LeastSquares:
 # ====================================================================== composite losses
 
 
-def _phi(t: Any, Z: np.ndarray, order: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """phi(Z), phi'(Z), phi''(Z) of a composite term, weights applied; Z is (problems, samples).
-    The logistic loss shares one exp and one log1p among the three (it dominates composite scoring)."""
-    d1 = d2 = None
-    if t.phi is None:
-        v = Z
-        if order:
-            d1, d2 = np.ones_like(Z), np.zeros_like(Z)
-    elif isinstance(t.phi, A.logistic):
-        e = np.exp(-np.abs(Z))
-        v = np.maximum(Z, 0.0) + np.log1p(e)
-        if order:
-            inv = 1.0 / (1.0 + e)
-            d1 = np.where(Z >= 0, inv, e * inv)
-            d2 = e * inv * inv
-    else:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            v = t.phi.fn(Z)
-            if order:
-                d1, d2 = t.phi.d1(Z), t.phi.d2(Z)
-    if t.weights is not None:
-        v = v * t.weights
-        if order:
-            d1, d2 = d1 * t.weights, d2 * t.weights
-    return v, d1, d2
-
-
 def _batched_newton(
     lp: LoweredProblem,
     base: np.ndarray,
@@ -554,7 +526,7 @@ def _batched_newton(
         z = U[:, :d] @ Js[t_i].T + t.b
         if Ex is not None:
             z += Ex[t_i] * U[:, d : d + 1]
-        v, d1, d2 = _phi(t, z, 2)
+        v, d1, d2 = t.phi_d(z, 2)
         Z.append(z)
         V.append(v)
         D1.append(d1)
@@ -642,7 +614,7 @@ def _batched_newton(
             trial = []
             for t_i, t in enumerate(terms):
                 z = Z[t_i][r] + steps[pending, None] * dZ[t_i][pending]
-                v, d1, d2 = _phi(t, z, 2)
+                v, d1, d2 = t.phi_d(z, 2)
                 trial_f += t.coef * v.sum(axis=1)
                 trial.append((z, v, d1, d2))
             ok = trial_f <= f[go[pending]] - 0.25 * steps[pending] * dec[go[pending]]

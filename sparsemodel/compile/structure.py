@@ -56,15 +56,19 @@ class Term:
     def quadratic(self) -> bool:
         return isinstance(self.phi, A.square) or self.phi is None
 
-    def phi_d(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """phi(z), phi'(z), phi''(z) with the weights applied."""
+    def phi_d(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, Any, Any]:
+        """phi(z) and, up to ``order``, phi'(z), phi''(z) (None beyond it), weights applied."""
         if self.phi is None:
-            v, d1, d2 = z, np.ones_like(z), np.zeros_like(z)
+            v = z
+            d1 = np.ones_like(z) if order >= 1 else None
+            d2 = np.zeros_like(z) if order >= 2 else None
         else:
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                v, d1, d2 = self.phi.fn(z), self.phi.d1(z), self.phi.d2(z)
+            v, d1, d2 = self.phi.derivs(z, order)
         if self.weights is not None:
-            v, d1, d2 = v * self.weights, d1 * self.weights, d2 * self.weights
+            w = self.weights
+            v = v * w
+            d1 = d1 * w if d1 is not None else None
+            d2 = d2 * w if d2 is not None else None
         return v, d1, d2
 
 

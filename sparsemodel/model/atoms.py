@@ -120,6 +120,15 @@ class Elementwise(Atom):
     def d2(self, z: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def derivs(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """f(z) and, up to ``order``, f'(z) and f''(z) (None beyond it), computed together."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return (
+                self.fn(z),
+                self.d1(z) if order >= 1 else None,
+                self.d2(z) if order >= 2 else None,
+            )
+
     def forward(self, vals):
         z = dense(vals[0])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -213,6 +222,16 @@ class logistic(Elementwise):
     def d2(self, z):
         s = expit(z)
         return s * (1.0 - s)
+
+    def derivs(self, z, order=2):
+        # one exp and one log1p for all three (they dominate Newton steps on logistic losses)
+        e = np.exp(-np.abs(z))
+        v = np.maximum(z, 0.0) + np.log1p(e)
+        if order < 1:
+            return v, None, None
+        inv = 1.0 / (1.0 + e)
+        d1 = np.where(z >= 0, inv, e * inv)
+        return v, d1, (e * inv * inv if order >= 2 else None)
 
     def to_cvxpy(self, args):
         import cvxpy as cp
