@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
+from .util import jsonable
 
 EXIT_USER = 2
 
@@ -128,7 +129,7 @@ def cmd_solvers(args: argparse.Namespace) -> int:
                 "summary": cls.summary,
                 "reference": cls.reference,
                 "convex_relaxation": cls.convex_relaxation,
-                "options": {k: {"default": _jsonable(o.default), "help": o.help} for k, o in cls.options.items()},
+                "options": {k: {"default": jsonable(o.default), "help": o.help} for k, o in cls.options.items()},
             }
             for name, cls in REGISTRY.items()
         }
@@ -140,14 +141,10 @@ def cmd_solvers(args: argparse.Namespace) -> int:
         for n, c in REGISTRY.items():
             print(f"\n{n} options:")
             for k, o in c.options.items():
-                print(f"  {k:<14} default {_jsonable(o.default)!s:<10} {o.help}")
+                print(f"  {k:<14} default {jsonable(o.default)!s:<10} {o.help}")
     else:
         print("\n(sparsemodel solvers -v lists every option with its default)")
     return 0
-
-
-def _jsonable(v: Any) -> Any:
-    return v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import ConstraintError, ModelError, SolverError
 from ..solvers import get_solver
+from ..util import jsonable
 
 if TYPE_CHECKING:
     from ..model.problem import Problem
@@ -327,7 +328,7 @@ class Comparison:
                     "extra": res.extra,
                 }
             )
-        return _jsonable(
+        return jsonable(
             {
                 "source": self.source,
                 "solvers": self.solvers,
@@ -401,22 +402,3 @@ def protected_paths(problem: Any) -> set[Path]:
             p = p.rsplit(":", 1)[0]
         out.add(Path(p).resolve())
     return out
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return _jsonable(v.tolist())
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return f if math.isfinite(f) else str(f)
-    if v is None or isinstance(v, (int, str)):
-        return v
-    return str(v)

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..compile.lowered import RESTRICTED_METHODS
 from ..errors import SolverError
+from ..util import jsonable
 
 if TYPE_CHECKING:
     from ..compile.lowered import LoweredProblem
@@ -106,6 +108,17 @@ def _bool(v: Any) -> bool:
     raise ValueError
 
 
+def restricted_option(purpose: str = "the restricted solves") -> Option:
+    """The ``restricted`` option every solver with restricted (debiasing) solves shares."""
+    return Option(
+        "auto",
+        f"method of {purpose}: auto (QR/Cholesky for least squares, Newton for composite losses, "
+        "L-BFGS otherwise), lstsq, newton, lbfgs, cvxpy",
+        str,
+        RESTRICTED_METHODS,
+    )
+
+
 @dataclass
 class Result:
     """The outcome of one solve, the same for every solver.
@@ -137,20 +150,20 @@ class Result:
         return {
             "solver": self.solver,
             "status": self.status,
-            "objective": _num(self.objective),
+            "objective": jsonable(self.objective),
             "variable": self.variable,
             "shape": list(self.shape),
             "k": self.k,
             "support": [int(i) for i in self.support],
-            "x": _num(np.asarray(self.x).tolist()),
-            "values": {k: _num(np.asarray(v).tolist()) for k, v in self.values.items()},
+            "x": jsonable(np.asarray(self.x).tolist()),
+            "values": {k: jsonable(np.asarray(v).tolist()) for k, v in self.values.items()},
             "iterations": int(self.iterations),
             "time_s": float(self.time_s),
-            "certificate": _num(self.certificate),
-            "options": _num(self.options),
-            "history": _num(self.history),
+            "certificate": jsonable(self.certificate),
+            "options": jsonable(self.options),
+            "history": jsonable(self.history),
             "message": self.message,
-            "extra": _num(self.extra),
+            "extra": jsonable(self.extra),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -166,24 +179,6 @@ class Result:
             f"Result(solver={self.solver!r}, status={self.status!r}, objective={self.objective:.6g}, "
             f"nnz={len(self.support)}, iterations={self.iterations}, time_s={self.time_s:.3g})"
         )
-
-
-def _num(v: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, non-finite floats to strings."""
-    if isinstance(v, dict):
-        return {str(k): _num(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_num(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return _num(v.tolist())
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return f if math.isfinite(f) else str(f)
-    return v
 
 
 class History:

@@ -63,6 +63,7 @@ from .base import (
     finish,
     initial_point,
     register,
+    restricted_option,
 )
 from .grasp import outside_domain
 
@@ -96,12 +97,7 @@ class FoBa(Solver):
             "'zeros' or an array (Python API)",
             "any",
         ),
-        "restricted": Option(
-            "auto",
-            "restricted-solve method for the refits: auto, lstsq, newton, lbfgs, cvxpy",
-            str,
-            ("auto", "lstsq", "newton", "lbfgs", "cvxpy"),
-        ),
+        "restricted": restricted_option("the refits"),
     }
 
     def run(self, lp: LoweredProblem) -> Result:

@@ -47,6 +47,7 @@ from .base import (
     finish,
     initial_point,
     register,
+    restricted_option,
 )
 
 
@@ -71,12 +72,7 @@ class GraHTP(Solver):
             True, "halve eta when an iteration would increase f (false: the paper's fixed step)", bool
         ),
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
-        "restricted": Option(
-            "auto",
-            "restricted-solve method for S3: auto, lstsq, newton, lbfgs, cvxpy",
-            str,
-            ("auto", "lstsq", "newton", "lbfgs", "cvxpy"),
-        ),
+        "restricted": restricted_option("step S3"),
     }
 
     def __init__(self, **opts: Any):

@@ -59,6 +59,7 @@ from .base import (
     finish,
     initial_point,
     register,
+    restricted_option,
 )
 
 CYCLE_MEMORY = 8
@@ -94,12 +95,7 @@ class GraSP(Solver):
             bool,
         ),
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
-        "restricted": Option(
-            "auto",
-            "restricted-solve method for step 4: auto, lstsq, newton, lbfgs, cvxpy",
-            str,
-            ("auto", "lstsq", "newton", "lbfgs", "cvxpy"),
-        ),
+        "restricted": restricted_option("the debiasing steps"),
     }
 
     def run(self, lp: LoweredProblem) -> Result:

@@ -41,15 +41,9 @@ import numpy as np
 from ..compile.lowered import Clock, LoweredProblem
 from ..compile.scoring import ActiveSet
 from ..errors import SolverError
-from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
+from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register, restricted_option
 
-RESTRICTED = Option(
-    "auto",
-    "restricted-solve method: auto (incremental Cholesky for least squares, Newton for composite "
-    "losses, L-BFGS otherwise), lstsq, newton, lbfgs, cvxpy",
-    str,
-    ("auto", "lstsq", "newton", "lbfgs", "cvxpy"),
-)
+RESTRICTED = restricted_option("the restricted solves (least squares: an incremental Cholesky factor)")
 INIT = Option(
     "omp",
     "starting support: 'omp' (OMP of the same sparsity, paper 003 Section 6.1), 'first' (the "
@@ -146,42 +140,40 @@ class _GreedyBase(Solver):
         return f_new < f_old - self.opts["min_decrease"] * max(1.0, abs(f_old))
 
 
+class _Stepwise(_GreedyBase):
+    """Greedy selection of k coordinates, one per step (``steps`` says how each is chosen)."""
+
+    options = {"restricted": RESTRICTED}
+    steps = staticmethod(omp_steps)
+
+    def run(self, lp: LoweredProblem) -> Result:
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, self.opts["restricted"])
+        act = self._setup(lp)
+        clock = Clock()
+        hist = History(lp, clock)
+        x, f, sel = self.steps(lp, act, lp.sparsity.k, hist)
+        return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
+
+
 @register
-class OMP(_GreedyBase):
+class OMP(_Stepwise):
     """Orthogonal Matching Pursuit: paper 003, Algorithm 2."""
 
     name = "omp"
     summary = "Orthogonal Matching Pursuit: add the coordinate of largest |gradient|, re-solve (s steps)"
     reference = "paper 003, Algorithm 2 (Greedy / OMP / forward stepwise)"
-    options = {"restricted": RESTRICTED}
-
-    def run(self, lp: LoweredProblem) -> Result:
-        if lp.sparsity is None:
-            return solve_unconstrained(lp, self, self.opts["restricted"])
-        act = self._setup(lp)
-        clock = Clock()
-        hist = History(lp, clock)
-        x, f, sel = omp_steps(lp, act, lp.sparsity.k, hist)
-        return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
+    steps = staticmethod(omp_steps)
 
 
 @register
-class Forward(_GreedyBase):
+class Forward(_Stepwise):
     """Forward greedy selection by exact decrease (orthogonal least squares; FBS of paper 000)."""
 
     name = "forward"
     summary = "forward selection: add the coordinate whose refit lowers f the most (OLS / FBS), s steps"
     reference = "paper 000, Section 3.2 (FBS baseline); exact scoring shared with ELS (paper 003, Algorithm 4)"
-    options = {"restricted": RESTRICTED}
-
-    def run(self, lp: LoweredProblem) -> Result:
-        if lp.sparsity is None:
-            return solve_unconstrained(lp, self, self.opts["restricted"])
-        act = self._setup(lp)
-        clock = Clock()
-        hist = History(lp, clock)
-        x, f, sel = forward_steps(lp, act, lp.sparsity.k, hist)
-        return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
+    steps = staticmethod(forward_steps)
 
 
 @register

@@ -56,7 +56,7 @@ import numpy as np
 
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
 from ..errors import ModelError, SolverError
-from .base import CONVERGED, History, Option, Result, Solver, check_k, finish, register
+from .base import CONVERGED, History, Option, Result, Solver, check_k, finish, register, restricted_option
 
 
 @register
@@ -88,12 +88,7 @@ class Lasso(Solver):
             str,
             ("auto", "CLARABEL", "SCS"),
         ),
-        "restricted": Option(
-            "auto",
-            "restricted-solve method for x_F* and the refit: auto, lstsq, newton, lbfgs, cvxpy",
-            str,
-            ("auto", "lstsq", "newton", "lbfgs", "cvxpy"),
-        ),
+        "restricted": restricted_option("x_F* and the refit"),
     }
 
     def run(self, lp: LoweredProblem) -> Result:
