@@ -46,7 +46,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
 from ..compile.scoring import ActiveSet
@@ -195,7 +194,7 @@ def _line_search_values(lp: LoweredProblem, x: np.ndarray, flat: np.ndarray, blo
         for n, j in enumerate(flat):
             e = np.zeros(lp.n)
             e[j] = 1.0
-            out[n] = minimize_scalar(lambda a, e=e: lp.f(x + a * e)).fun
+            out[n] = _minimize_scalar(lambda a, e=e: lp.f(x + a * e)).fun
         return np.minimum(out, lp.f(x))
     z0 = [np.atleast_1d(np.asarray(t.ev.value(x), dtype=float)).ravel() for t in comp.terms]
     a0 = [np.atleast_1d(np.asarray(q.ev.value(x), dtype=float)).ravel() for q in comp.quads]
@@ -260,3 +259,10 @@ def _coordinate_newton(comp: Any, z0: list, a0: list, Js: list, Qs: list, iters:
         if comp.quadratic:
             break
     return val
+
+
+def _minimize_scalar(fun, *args, **kwargs):
+    """scipy.optimize.minimize_scalar, imported on first use (scipy.optimize costs 0.25 s to import)."""
+    from scipy.optimize import minimize_scalar
+
+    return minimize_scalar(fun, *args, **kwargs)
