@@ -10,10 +10,11 @@ import scipy.io
 import scipy.sparse as sp
 
 import sparsemodel as sm
+from sparsemodel.datasets import caravan_path
 from sparsemodel.errors import DataError
 from sparsemodel.io import parse_spec, read_data, read_libsvm, validate
 
-CARAVAN = Path(__file__).resolve().parents[2] / "shared" / "data" / "Caravan.csv"
+CARAVAN = Path(caravan_path())  # the bundled copy of the shared data set
 
 
 def write(path: Path, text: str) -> Path:
@@ -96,7 +97,6 @@ def test_caravan_like_yes_no_mapping_in_a_model(tmp_path):
     assert prob.check().ok
 
 
-@pytest.mark.skipif(not CARAVAN.exists(), reason="shared data not available")
 def test_real_caravan_header_and_purchase_column():
     X = read_data(CARAVAN, "matrix", exclude=["Purchase"])
     y = read_data(f"{CARAVAN}:Purchase", "labels", mapping={"Yes": 1, "No": -1})
