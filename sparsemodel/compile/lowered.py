@@ -31,14 +31,18 @@ class SparsitySpec:
 
     ``coords`` (C) are the flat coordinates the constraint governs; ``free`` (F) are all others,
     never counted and never thresholded (an intercept, other variables). Supports are given as
-    sorted positions into C. With groups, k counts groups and selection keeps whole groups.
+    sorted positions into C. With groups, k counts groups and selection keeps whole groups; the
+    off-diagonal of a symmetric matrix is selected in pairs (O[i,j], O[j,i]), and ``k`` counts
+    pairs (``k_bound``, the bound as written, counts entries).
     """
 
     def __init__(self, c: NnzConstraint, layout: Layout, k: int | None = None):
         self.constraint = c
         self.var = c.variable
         self.coords = layout.coords(c.variable, c.coords)
-        self.k = c.k if k is None else int(k)
+        self.unit_size = c.unit_size
+        self.k_bound = c.k if k is None else int(k)  # as written: entries (or groups)
+        self.k = self.k_bound // self.unit_size  # in selectable units (pairs for symmetric offdiag)
         self.groups = c.groups
         mask = np.ones(layout.n, dtype=bool)
         mask[self.coords] = False

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConstraintError, ModelError, ShapeError, Span
-from .expr import Expr, Index, Parameter, Variable, as_expr, dense, fmt_shape
+from .expr import Expr, Index, Variable, as_expr, dense, fmt_shape
 
 
 def _variable_view(target: Expr, what: str, span: Span | None) -> tuple[Variable, np.ndarray]:
@@ -68,12 +68,15 @@ class NnzExpr:
 
     def __init__(self, target: Any, groups: Any = None, span: Span | None = None):
         self.span = span
+        self.pairs = False
         if isinstance(target, Offdiag):
             self.var = target.var
             p = target.var.shape[0]
             self.coords = np.array([i * p + j for i in range(p) for j in range(p) if i != j], dtype=np.int64)
             self.target_text = str(target)
             self.offdiag = True
+            # a symmetric O has O[i,j] = O[j,i]: its off-diagonal entries are selected in pairs
+            self.pairs = bool(target.var.symmetric)
         else:
             e = as_expr(target)
             self.var, self.coords = _variable_view(e, "nnz", span)
@@ -81,6 +84,16 @@ class NnzExpr:
             self.offdiag = False
         self.groups: np.ndarray | None = None
         self.groups_text: str | None = None
+        if self.pairs:
+            if groups is not None:
+                raise ConstraintError(
+                    f"nnz({self.target_text}, groups=...): the off-diagonal entries of the symmetric "
+                    f"{self.var} are already grouped in pairs (O[i,j], O[j,i])",
+                    span,
+                    "drop groups=, or declare the variable without symmetric",
+                )
+            i, j = np.divmod(self.coords, p)
+            self.groups = np.minimum(i, j) * p + np.maximum(i, j)  # one label per unordered pair
         if groups is not None:
             g = as_expr(groups)
             if not g.is_constant():
@@ -117,7 +130,8 @@ class NnzConstraint(Constraint):
         self.nnz = nnz
         self.k_expr = k
         self.span = span
-        self.kind = "nnz_groups" if nnz.groups is not None else "nnz"
+        self.kind = "nnz_pairs" if nnz.pairs else "nnz_groups" if nnz.groups is not None else "nnz"
+        self.unit_size = 2 if nnz.pairs else 1  # entries per selectable unit
         self.validate()
 
     @property
@@ -139,23 +153,30 @@ class NnzConstraint(Constraint):
 
     @property
     def k(self) -> int:
+        """The bound as written (entries, or groups with groups=)."""
         return self.validate()
+
+    @property
+    def k_units(self) -> int:
+        """The bound in selectable units: pairs of entries for a symmetric off-diagonal."""
+        return self.k // self.unit_size
 
     def validate(self) -> int:
         if not self.k_expr.is_constant() or self.k_expr.shape != ():
             raise ConstraintError(f"the bound of {self.nnz} must be an integer constant; got {self.k_expr}", self.span)
         kv = float(self.k_expr.constant_value())
-        unit = "groups" if self.groups is not None else "coordinates"
+        unit = "coordinates" if self.groups is None or self.nnz.pairs else "groups"
+        limit = self.n_units * self.unit_size
         if kv != int(kv):
             raise ConstraintError(f"{self.nnz} <= {kv:g}: the bound must be an integer", self.span)
         k = int(kv)
         if k < 0:
             raise ConstraintError(f"{self.nnz} <= {k}: the bound must be nonnegative", self.span)
-        if k > self.n_units:
+        if k > limit:
             raise ConstraintError(
-                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {self.n_units} {unit}",
+                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {limit} {unit}",
                 self.span,
-                f"k must be between 0 and {self.n_units}",
+                f"k must be between 0 and {limit}",
             )
         return k
 
@@ -309,11 +330,6 @@ def eig(O: Any, span: Span | None = None) -> EigExpr:
 
 def offdiag(O: Any, span: Span | None = None) -> Offdiag:
     return Offdiag(O, span=span)
-
-
-def check_parameter_k(c: NnzConstraint) -> Parameter | None:
-    """The parameter the bound refers to, if it is exactly one (so sweeps can set it)."""
-    return c.k_expr if isinstance(c.k_expr, Parameter) else None
 
 
 __all__ = [

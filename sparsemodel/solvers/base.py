@@ -298,6 +298,7 @@ def describe_kind(kind: str) -> str:
     return {
         "nnz": "sparsity (nnz(x) <= k)",
         "nnz_groups": "group-sparsity (nnz(x, groups=g) <= k)",
+        "nnz_pairs": "symmetric off-diagonal sparsity (nnz(offdiag(O)) <= 2k on a symmetric O: entries in pairs)",
         "rank": "rank (rank(W) <= r)",
         "eig_box": "eigenvalue-box (alpha <= eig(O) <= beta)",
     }.get(kind, kind)
@@ -361,6 +362,12 @@ def finish(
     """Build the common Result (and the HT-stability certificate when a step gamma applies)."""
     if f is None:
         f = lp.f(x)
+    if not np.isfinite(f) and status != DIVERGED:
+        status = INFEASIBLE
+        message = message or (
+            f"the objective is {f} at the returned point: it lies outside the domain of the loss "
+            "(for example logdet or log of a non-positive argument); start inside the domain with init=..."
+        )
     if certificate is None and gamma is not None and lp.sparsity is not None and status != DIVERGED:
         certificate = ht_certificate(lp, x, gamma)
     var = lp.primary
@@ -369,7 +376,7 @@ def finish(
         sps = lp.sparsity
         local = sps.constraint.coords  # positions of C inside the variable
         support = np.sort(local[np.flatnonzero(x[sps.coords] != 0)])
-        k = sps.k
+        k = sps.k_bound
     else:
         support = np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
         k = None
@@ -405,18 +412,21 @@ def divergence_message(solver: str, f_start: float, f_now: float, step: float | 
 def check_k(lp: LoweredProblem, solver: str) -> None:
     """The common k checks of the sparsity solvers (1 <= k < number of selectable units)."""
     sps = lp.sparsity
-    unit = "groups" if sps.groups is not None else "coordinates"
+    unit = {1: "groups" if sps.groups is not None else "coordinates", 2: "pairs of entries"}[sps.unit_size]
+    size, kb = sps.unit_size, sps.k_bound
     if sps.k == 0:
+        why = "" if kb == 0 else f" (entries of a symmetric matrix come in pairs, so {kb} allows none)"
         raise SolverError(
-            f"{sps.constraint.nnz} <= 0 forces every constrained coordinate to zero; there is nothing for {solver} to select",
+            f"{sps.constraint.nnz} <= {kb} forces every constrained coordinate to zero{why}; "
+            f"there is nothing for {solver} to select",
             sps.constraint.span,
-            "use k >= 1",
+            f"use k >= {size}",
         )
     if sps.k >= sps.n_units:
         raise SolverError(
-            f"{sps.constraint.nnz} <= {sps.k} allows all {sps.n_units} {unit} to be nonzero, so the constraint does nothing",
+            f"{sps.constraint.nnz} <= {kb} allows all {sps.n_units} {unit} to be nonzero, so the constraint does nothing",
             sps.constraint.span,
-            f"use k < {sps.n_units}, or drop the constraint",
+            f"use k < {sps.n_units * size}, or drop the constraint",
         )
 
 

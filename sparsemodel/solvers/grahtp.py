@@ -54,7 +54,7 @@ from .base import (
 @register
 class GraHTP(Solver):
     name = "grahtp"
-    handles = frozenset({"nnz", "nnz_groups"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
     default_debias = True
@@ -90,18 +90,23 @@ class GraHTP(Solver):
         sps = lp.sparsity
         C = sps.coords
         debias = o["debias"]
+        x = initial_point(lp, o["init"])
         if o["eta"] in ("auto", "rss"):
-            M = lp.mean_curvature() if o["eta"] == "auto" else 2.0 * lp.smoothness(min(2 * sps.k, sps.size))
+            at = None if lp.composite is not None else x  # general objectives: curvature at the start
+            if o["eta"] == "auto":
+                M = lp.mean_curvature(x=at)
+            else:
+                M = 2.0 * lp.smoothness(min(2 * sps.k * sps.unit_size, sps.size), x=at)
             if not np.isfinite(M) or M <= 0:
                 raise SolverError(
-                    f"could not estimate the curvature of the objective (got {M}); give a step size eta=...",
+                    f"could not estimate the curvature of the objective at the starting point (got {M})",
+                    hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
                 )
             eta = 1.0 / M
         else:
             eta = float(o["eta"])
             if eta <= 0:
                 raise SolverError(f"eta must be positive; got {eta}")
-        x = initial_point(lp, o["init"])
         hist = History(lp, clock)
         sel_prev = sps.support(x)
         if debias:

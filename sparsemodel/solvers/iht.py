@@ -54,7 +54,7 @@ from .base import (
 from .greedy import solve_unconstrained
 
 
-def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3) -> float:
+def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3, x: np.ndarray | None = None) -> float:
     """L for ``units`` selectable units: lp.smoothness over that many coordinates (or over the
     coordinates of the ``units`` largest groups), the best of ``starts`` seeded runs of the
     truncated power method (each from two starting vectors)."""
@@ -64,13 +64,13 @@ def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3) -> fl
     else:
         sizes = np.sort(np.bincount(sps.unit_of))[::-1]
         s = int(sizes[: min(units, len(sizes))].sum())
-    return max(float(lp.smoothness(s, seed=i)) for i in range(starts))
+    return max(float(lp.smoothness(s, x=x, seed=i)) for i in range(starts))
 
 
 @register
 class IHT(Solver):
     name = "iht"
-    handles = frozenset({"nnz", "nnz_groups"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs"})
     summary = "Iterative Hard Thresholding: x <- H_s(x - gamma grad f), gamma = 1/L_s (paper 001)"
     reference = "paper 003, Algorithm 1; step rule and HT-stability certificate: paper 001 (Definition 4, Theorem 4)"
     options = {
@@ -97,7 +97,9 @@ class IHT(Solver):
         check_k(lp, self.name)
         sps = lp.sparsity
         clock = Clock()
-        L = restricted_smoothness(lp, 2 * sps.k)
+        x = initial_point(lp, o["init"])
+        # general objectives (e.g. logdet) have no global Hessian bound: estimate at the start
+        L = restricted_smoothness(lp, 2 * sps.k, x=None if lp.composite is not None else x)
         if o["gamma"] in ("auto", "rss"):
             if not np.isfinite(L) or L <= 0:
                 raise SolverError(
@@ -109,7 +111,6 @@ class IHT(Solver):
             gamma = float(o["gamma"])
             if gamma <= 0:
                 raise SolverError(f"gamma must be positive; got {gamma}", hint="gamma <= 1/L_s (paper 001)")
-        x = initial_point(lp, o["init"])
         hist = History(lp, clock)
         f, g = lp.value_and_grad(x)
         f0 = f
