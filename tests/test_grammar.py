@@ -170,7 +170,7 @@ def test_statements_constraints_and_expressions(tmp_path):
     assert isinstance(prob.symbols["k"], sm.Parameter) and isinstance(prob.symbols["S"], sm.Data)
     np.testing.assert_allclose(prob.symbols["r"].value, 0.0, atol=1e-12)
     kinds = [c.kind for c in prob.constraints]
-    assert kinds == ["nnz", "eig_box", "rank"]
+    assert kinds == ["nnz_pairs", "eig_box", "rank"]  # offdiag of the symmetric O: pairs
     assert prob.constraints[0].k == 4 and prob.constraints[1].bounds() == (0.01, 100.0)
     assert prob.symbols["O"].symmetric and prob.symbols["W"].shape == (6, 3)
     assert prob.objective.expr.is_convex()

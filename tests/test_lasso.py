@@ -176,7 +176,7 @@ def test_logdet_objective_outside_numpy_domain_at_zero():
     """x_F* (the diagonal only) cannot start from O = 0 under -logdet; the cvxpy path needs no start."""
     rng = np.random.default_rng(0)
     S = np.cov(rng.standard_normal((100, 6)).T)
-    O = sm.Variable((6, 6), name="O", symmetric=True)
+    O = sm.Variable((6, 6), name="O")  # not symmetric: foba and lasso select single entries
     prob = sm.Problem(sm.minimize(-sm.logdet(O) + sm.trace(S @ O)), [sm.nnz(sm.offdiag(O)) <= 4])
     r = prob.solve("lasso")
     assert r.status == "converged" and len(r.support) == 4 and np.isfinite(r.objective)
