@@ -131,3 +131,16 @@ def test_symmetric_variable_gradient_is_symmetric():
     G = g.reshape(3, 3)
     np.testing.assert_allclose(G, G.T)
     np.testing.assert_allclose(G, (C + C.T) / 2)
+
+
+def test_data_functions_values():
+    """cov is the (1/n) centred sample covariance; rows/cols give shapes; standardize,
+    normalize_columns and onehot do what their names say."""
+    Z = RNG.standard_normal((40, 3)) * [1.0, 2.0, 3.0] + 5.0
+    np.testing.assert_allclose(sm.cov(Z).value, np.cov(Z, rowvar=False, bias=True))
+    assert sm.rows(Z).value == 40 and sm.cols(Z).value == 3
+    S = sm.standardize(Z).value
+    np.testing.assert_allclose(S.mean(axis=0), 0, atol=1e-12)
+    np.testing.assert_allclose(S.std(axis=0), 1)
+    np.testing.assert_allclose(np.linalg.norm(sm.normalize_columns(Z).value, axis=0), 1)
+    np.testing.assert_array_equal(sm.onehot(np.array([2.0, 0.0, 2.0, 1.0])).value, np.eye(3)[[2, 0, 2, 1]])
