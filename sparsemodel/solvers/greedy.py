@@ -176,8 +176,41 @@ class Forward(_Stepwise):
     steps = staticmethod(forward_steps)
 
 
+class _SwapSearch(_GreedyBase):
+    """The local search loop shared by OMPR and ELS: from the initial support, swap one coordinate
+    out and one in (``propose``), re-solve, and stop at the first swap that does not lower f,
+    returning the iterate before it."""
+
+    def propose(self, act: ActiveSet, C: np.ndarray, x: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The next support and a warm start for its restricted solve (or None)."""
+        raise NotImplementedError
+
+    def run(self, lp: LoweredProblem) -> Result:
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, self.opts["restricted"])
+        act = self._setup(lp)
+        clock = Clock()
+        C = lp.sparsity.coords
+        sel, how = start_support(lp, act, self.opts["init"], self.name)
+        x, f = act.solve(sel)
+        f0 = f
+        hist = History(lp, clock)
+        hist.log(f)
+        status, it = MAX_ITER, 0
+        while it < self.opts["max_iter"]:
+            new, warm = self.propose(act, C, x, sel)
+            xn, fn = act.solve(new, x0=warm)
+            if not self._improves(fn, f):  # f(x(t+1)) >= f(x(t)): return x(t)
+                status = CONVERGED
+                break
+            x, f, sel = xn, fn, new
+            it += 1
+            hist.log(f)
+        return finish(lp, self, x, status, it, clock, hist, f=f, extra={"init": how, "init_objective": f0, "swaps": it})
+
+
 @register
-class OMPR(_GreedyBase):
+class OMPR(_SwapSearch):
     """OMP with Replacement: paper 003, Algorithm 3."""
 
     name = "ompr"
@@ -190,39 +223,18 @@ class OMPR(_GreedyBase):
         "restricted": RESTRICTED,
     }
 
-    def run(self, lp: LoweredProblem) -> Result:
-        if lp.sparsity is None:
-            return solve_unconstrained(lp, self, self.opts["restricted"])
-        act = self._setup(lp)
-        clock = Clock()
-        C = lp.sparsity.coords
-        sel, how = start_support(lp, act, self.opts["init"], self.name)
-        x, f = act.solve(sel)
-        f0 = f
-        hist = History(lp, clock)
-        hist.log(f)
-        status, it = MAX_ITER, 0
-        while it < self.opts["max_iter"]:
-            g = act.grad()
-            score = np.abs(g[C])
-            score[sel] = -np.inf
-            i = int(np.argmax(score))  # line 8
-            j = int(sel[np.argmin(np.abs(x[C[sel]]))])  # line 9
-            new = np.union1d(np.setdiff1d(sel, [j]), [i])  # line 10
-            warm = x.copy()
-            warm[C[j]] = 0.0
-            xn, fn = act.solve(new, x0=warm)  # line 11
-            if not self._improves(fn, f):  # line 12: f(x(t+1)) >= f(x(t)) -> return x(t)
-                status = CONVERGED
-                break
-            x, f, sel = xn, fn, new
-            it += 1
-            hist.log(f)
-        return finish(lp, self, x, status, it, clock, hist, f=f, extra={"init": how, "init_objective": f0, "swaps": it})
+    def propose(self, act, C, x, sel):
+        score = np.abs(act.grad()[C])
+        score[sel] = -np.inf
+        i = int(np.argmax(score))  # line 8
+        j = int(sel[np.argmin(np.abs(x[C[sel]]))])  # line 9
+        warm = x.copy()
+        warm[C[j]] = 0.0
+        return np.union1d(np.setdiff1d(sel, [j]), [i]), warm  # line 10 (line 11: the solve)
 
 
 @register
-class ELS(_GreedyBase):
+class ELS(_SwapSearch):
     """Exhaustive Local Search: paper 003, Algorithm 4."""
 
     name = "els"
@@ -235,35 +247,15 @@ class ELS(_GreedyBase):
         "restricted": RESTRICTED,
     }
 
-    def run(self, lp: LoweredProblem) -> Result:
-        if lp.sparsity is None:
-            return solve_unconstrained(lp, self, self.opts["restricted"])
-        act = self._setup(lp)
-        clock = Clock()
-        C = lp.sparsity.coords
-        sel, how = start_support(lp, act, self.opts["init"], self.name)
-        x, f = act.solve(sel)
-        f0 = f
-        hist = History(lp, clock)
-        hist.log(f)
-        status, it = MAX_ITER, 0
-        while it < self.opts["max_iter"]:
-            j = int(sel[np.argmin(x[C[sel]] ** 2)])  # line 7
-            rest = np.setdiff1d(sel, [j])
-            warm = x.copy()
-            warm[C[j]] = 0.0
-            act.solve(rest, x0=warm)
-            mask = np.ones(lp.sparsity.size, dtype=bool)
-            mask[sel] = False  # i ranges over [n] \ S(t): j itself is not a candidate
-            cand = np.flatnonzero(mask)
-            vals = act.insertion_values(cand)  # line 8: exact min f on S(t) ∪ {i} \ {j}
-            i = int(cand[int(np.argmin(vals))])
-            new = np.union1d(rest, [i])  # line 9
-            xn, fn = act.solve(new)  # line 10
-            if not self._improves(fn, f):  # line 11: return x(t)
-                status = CONVERGED
-                break
-            x, f, sel = xn, fn, new
-            it += 1
-            hist.log(f)
-        return finish(lp, self, x, status, it, clock, hist, f=f, extra={"init": how, "init_objective": f0, "swaps": it})
+    def propose(self, act, C, x, sel):
+        j = int(sel[np.argmin(x[C[sel]] ** 2)])  # line 7
+        rest = np.setdiff1d(sel, [j])
+        warm = x.copy()
+        warm[C[j]] = 0.0
+        act.solve(rest, x0=warm)
+        mask = np.ones(len(C), dtype=bool)
+        mask[sel] = False  # i ranges over [n] \ S(t): j itself is not a candidate
+        cand = np.flatnonzero(mask)
+        vals = act.insertion_values(cand)  # line 8: exact min f on S(t) ∪ {i} \ {j}
+        i = int(cand[int(np.argmin(vals))])
+        return np.union1d(rest, [i]), None  # line 9 (line 10: the solve)
