@@ -34,6 +34,7 @@ f(x(t+1)) >= f(x(t)).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -176,14 +177,23 @@ class Forward(_Stepwise):
     steps = staticmethod(forward_steps)
 
 
-class _SwapSearch(_GreedyBase):
+def _swap_options(max_iter_help: str) -> dict[str, Option]:
+    return {
+        "init": INIT,
+        "max_iter": Option(1000, max_iter_help, int),
+        "min_decrease": MIN_DECREASE,
+        "restricted": RESTRICTED,
+    }
+
+
+class _SwapSearch(_GreedyBase, ABC):
     """The local search loop shared by OMPR and ELS: from the initial support, swap one coordinate
     out and one in (``propose``), re-solve, and stop at the first swap that does not lower f,
     returning the iterate before it."""
 
+    @abstractmethod
     def propose(self, act: ActiveSet, C: np.ndarray, x: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, Any]:
         """The next support and a warm start for its restricted solve (or None)."""
-        raise NotImplementedError
 
     def run(self, lp: LoweredProblem) -> Result:
         if lp.sparsity is None:
@@ -216,12 +226,7 @@ class OMPR(_SwapSearch):
     name = "ompr"
     summary = "OMP with Replacement: swap in argmax |gradient|, swap out argmin |x_j|, while f decreases"
     reference = "paper 003, Algorithm 3 (OMPR / local search); init: Section 6.1"
-    options = {
-        "init": INIT,
-        "max_iter": Option(1000, "maximum number of swaps (a safeguard; Algorithm 3 loops until no decrease)", int),
-        "min_decrease": MIN_DECREASE,
-        "restricted": RESTRICTED,
-    }
+    options = _swap_options("maximum number of swaps (a safeguard; Algorithm 3 loops until no decrease)")
 
     def propose(self, act, C, x, sel):
         score = np.abs(act.grad()[C])
@@ -240,12 +245,7 @@ class ELS(_SwapSearch):
     name = "els"
     summary = "Exhaustive Local Search: swap out argmin |x_j|, swap in the coordinate whose refit is best"
     reference = "paper 003, Algorithm 4 (Exhaustive Local Search); init: Section 6.1"
-    options = {
-        "init": INIT,
-        "max_iter": Option(1000, "T, the maximum number of iterations of Algorithm 4", int),
-        "min_decrease": MIN_DECREASE,
-        "restricted": RESTRICTED,
-    }
+    options = _swap_options("T, the maximum number of iterations of Algorithm 4")
 
     def propose(self, act, C, x, sel):
         j = int(sel[np.argmin(x[C[sel]] ** 2)])  # line 7
