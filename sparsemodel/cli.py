@@ -70,6 +70,32 @@ def parse_k_range(text: str) -> list[int]:
         ) from None
 
 
+def parse_at(text: str) -> tuple[str, list[float]]:
+    """``NAME=VALUES``: ``lam=0.001,0.01,0.1`` or ``k=5:50:5`` (stop inclusive)."""
+    if "=" not in text:
+        raise CLIError(f"--at {text!r} is not of the form NAME=VALUES", hint="for example --at lam=0.001,0.01,0.1")
+    name, vals = (t.strip() for t in text.split("=", 1))
+    try:
+        if ":" in vals:
+            parts = [float(p) for p in vals.split(":")]
+            if len(parts) == 2:
+                parts.append(1.0)
+            a, b, c = parts
+            if c <= 0 or b < a:
+                raise ValueError
+            count = int((b - a) / c * (1 + 1e-12)) + 1
+            values = [a + i * c for i in range(count)]
+        else:
+            values = [float(p) for p in vals.split(",")]
+    except ValueError:
+        raise CLIError(
+            f"--at {text!r}: the values are not numbers or a range", hint="use --at lam=0.001,0.01,0.1 or --at k=5:50:5"
+        ) from None
+    if not name:
+        raise CLIError(f"--at {text!r} has an empty name")
+    return name, [int(v) if float(v).is_integer() else v for v in values]
+
+
 def load_problem(args: argparse.Namespace):
     from .grammar import load
 
@@ -198,7 +224,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CLIError(
             "no solvers to compare", hint="give --solvers grahtp,omp,... or add `compare with ...` to the model"
         )
-    ks = parse_k_range(args.k) if args.k else cw.get("k")
+    ks = parse_k_range(args.k) if args.k else None
+    sweep = None
+    if args.at:
+        if args.k:
+            raise CLIError("give either --k (the bound) or --at (a param), not both")
+        sweep = parse_at(args.at)
+    elif not args.k and cw.get("sweep"):
+        sweep = (cw["sweep"], cw["values"])
     options = {}
     for item in args.option or []:
         if ":" not in item.split("=", 1)[0]:
@@ -207,7 +240,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         solver, rest = item.split(":", 1)
         options.setdefault(solver, {}).update({k: parse_value(v) for k, v in parse_pairs([rest], "option").items()})
-    comp = problem.compare(solvers, k=ks, options=options, progress=not args.quiet)
+    comp = problem.compare(solvers, k=ks, options=options, progress=not args.quiet, sweep=sweep)
     print(comp.table())
     if "csv" in outs:
         comp.to_csv(outs["csv"], overwrite=True)
@@ -256,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(s)
     s.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
     s.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-    s.add_argument("--k", type=int, help="override the sparsity bound k")
+    s.add_argument("--k", type=int, help="override the bound of the sparsity or rank constraint (k or r)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     s.add_argument("--out", help="also write the JSON result to this file")
     s.add_argument("--force", action="store_true", help="allow --out to replace an existing file")
@@ -265,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("compare", help="run several solvers on one model, optionally over a range of k")
     model_args(m)
     m.add_argument("--solvers", help="comma-separated solver names (default: the model's `compare with`)")
-    m.add_argument("--k", help="sparsity levels: 20, 5:50:5 (inclusive) or 1,2,5")
+    m.add_argument("--k", help="values of the bound (sparsity k or rank r): 20, 5:50:5 (inclusive) or 1,2,5")
+    m.add_argument("--at", metavar="NAME=VALUES", help="sweep a param instead: lam=0.001,0.01,0.1 or lam=1:3")
     m.add_argument("--option", "-o", action="append", metavar="SOLVER:KEY=VALUE", help="solver option, repeatable")
     m.add_argument("--csv", help="write the table as CSV")
     m.add_argument("--json", dest="json_out", help="write the results as JSON")

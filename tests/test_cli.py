@@ -61,7 +61,7 @@ def test_solvers_registry(capsys):
     code, out, _ = run(capsys, "solvers", "--json")
     reg = json.loads(out)
     assert code == 0
-    assert reg["grahtp"]["handles"] == ["nnz", "nnz_groups", "nnz_pairs"]
+    assert reg["grahtp"]["handles"] == ["nnz", "nnz_groups", "nnz_pairs", "rank"]
     assert "eta" in reg["grahtp"]["options"]
     code, out, _ = run(capsys, "solvers", "-v")
     assert "max_iter" in out and "fgrahtp" in out
@@ -154,9 +154,11 @@ def test_rank_constraint_says_which_solver_will_handle_it(capsys, tmp_path):
         "minimize sum_squares(A @ W - B)\nsubject to\n    rank(W) <= 2\n"
     )
     code, out, _ = run(capsys, "check", str(tmp_path / "rank.sm"))
-    assert "rank(W) <= 2" in out
-    code, _, err = run(capsys, "solve", str(tmp_path / "rank.sm"))
-    assert_user_error(code, err, "rank", "paper 002")
+    assert "rank(W) <= 2" in out and "budget r = 2" in out and "grahtp" in out
+    code, out, _ = run(capsys, "solve", str(tmp_path / "rank.sm"), "--json")
+    res = json.loads(out)
+    assert code == 0 and res["k"] == 2 and res["unit"] == "rank" and res["extra"]["rank"] == 2
+    assert np.linalg.matrix_rank(np.array(res["x"]), tol=1e-8) == 2
 
 
 def test_divergence_status_and_advice(capsys, model_dir):

@@ -1,6 +1,7 @@
-"""Lowerings of the model: NumPy evaluator, restricted solves, smoothness estimates, cvxpy."""
+"""Lowerings of the model: evaluator, design, oracle, constraint sets, kernels, cvxpy."""
 
 from .evaluator import Evaluator, Layout
-from .lowered import LoweredProblem, SparsitySpec
+from .lowered import LoweredProblem
+from .sets import ConstraintSet, CoordinateSparsity, EigBox, LowRank
 
-__all__ = ["Evaluator", "Layout", "LoweredProblem", "SparsitySpec"]
+__all__ = ["ConstraintSet", "CoordinateSparsity", "EigBox", "Evaluator", "Layout", "LowRank", "LoweredProblem"]

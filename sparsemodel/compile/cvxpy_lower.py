@@ -1,22 +1,29 @@
-"""Lowering of a model expression to cvxpy.
+"""Lowering of model expressions to cvxpy: one table from atoms to cvxpy builders.
 
-Used as the reference path for restricted (debiasing) solves and to build the convex baselines
-(LASSO and friends). The variables of the problem become one cvxpy vector ``u`` over a chosen set
-of flat coordinates (all others fixed at zero), so the same lowering serves a full problem and a
-problem restricted to a support.
+:data:`CANON` maps each atom class to a function building its cvxpy counterpart from the lowered
+arguments (the cvxpy way: ``CANON_METHODS``). :func:`lower_expr` walks an expression once with it.
+The variables of the problem become one cvxpy vector ``u`` over a chosen set of flat coordinates
+(all others fixed at zero), so the same lowering serves a whole problem, a problem restricted to a
+support (:func:`restricted_cvxpy`, the reference for the NumPy restricted solves) and the convex
+relaxations of :mod:`sparsemodel.compile.relax`. Solvers never import cvxpy: they go through here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ModelError
+from ..errors import ModelError, Span
 from ..model import atoms as A
 from ..model.expr import Add, Div, Expr, Index, MatMul, Mul, Neg, Sub, Transpose, Variable, dense
+from ..model.userfunc import UserFunc
 from .evaluator import Layout
+
+if TYPE_CHECKING:
+    import sympy
 
 # tight tolerances so that the reference agrees with the NumPy paths to ~1e-8 relative
 SOLVER_OPTS: dict[str, dict[str, Any]] = {
@@ -25,10 +32,62 @@ SOLVER_OPTS: dict[str, dict[str, Any]] = {
 }
 
 
-def lower_expr(e: Expr, layout: Layout, u: Any, cols: np.ndarray, cache: dict[int, Any] | None = None) -> Any:
-    """cvxpy expression equal to ``e`` with x[cols] = u and every other coordinate of x zero."""
+def _cp() -> Any:
     import cvxpy as cp
 
+    return cp
+
+
+def _quad_form(node: A.quad_form, args: list[Any]) -> Any:
+    cp = _cp()
+    P = dense(node.args[1].constant_value())
+    P = (P + P.T) / 2
+    return cp.quad_form(args[0], cp.psd_wrap(P) if node.curvature_kind == "convex" else P)
+
+
+def _mean(node: A.mean, args: list[Any]) -> Any:
+    return _cp().sum(args[0], axis=node.axis) / node._count()
+
+
+def _user(node: UserFunc, args: list[Any]) -> Any:
+    return sympy_to_cvxpy(node.fdef.body, node.fdef.z, args[0], node.fdef.name, node.span)
+
+
+CANON: dict[type, Callable[[Any, list[Any]], Any]] = {
+    A.square: lambda n, a: _cp().square(a[0]),
+    A.exp: lambda n, a: _cp().exp(a[0]),
+    A.log: lambda n, a: _cp().log(a[0]),
+    A.logistic: lambda n, a: _cp().logistic(a[0]),
+    A.huber: lambda n, a: _cp().huber(a[0], n.M),
+    A.sum: lambda n, a: _cp().sum(a[0], axis=n.axis),
+    A.mean: _mean,
+    A.sum_squares: lambda n, a: _cp().sum_squares(a[0]),
+    A.logsumexp: lambda n, a: _cp().log_sum_exp(a[0], axis=n.axis),
+    A.trace: lambda n, a: _cp().trace(a[0]),
+    A.logdet: lambda n, a: _cp().log_det(a[0]),
+    A.quad_form: _quad_form,
+    UserFunc: _user,
+    Add: lambda n, a: a[0] + a[1],
+    Sub: lambda n, a: a[0] - a[1],
+    Neg: lambda n, a: -a[0],
+    Div: lambda n, a: a[0] / a[1],
+    Mul: lambda n, a: _cp().multiply(a[0], a[1]),
+    MatMul: lambda n, a: a[0] @ a[1],
+    Transpose: lambda n, a: a[0].T,
+    Index: lambda n, a: a[0][n.key],
+}
+
+
+def canon(node: Expr) -> Callable[[Any, list[Any]], Any]:
+    for cls in type(node).__mro__:
+        if cls in CANON:
+            return CANON[cls]
+    raise ModelError(f"{type(node).__name__} has no cvxpy counterpart", node.span)
+
+
+def lower_expr(e: Expr, layout: Layout, u: Any, cols: np.ndarray, cache: dict[int, Any] | None = None) -> Any:
+    """cvxpy expression equal to ``e`` with x[cols] = u and every other coordinate of x zero."""
+    cp = _cp()
     cache = {} if cache is None else cache
     n = layout.n
     pos = np.full(n, -1)
@@ -46,40 +105,15 @@ def lower_expr(e: Expr, layout: Layout, u: Any, cols: np.ndarray, cache: dict[in
             return flat[0]
         return cp.reshape(flat, v.shape, order="C") if len(v.shape) > 1 else flat
 
-    def go(node: Expr) -> Any:
-        if node.uid in cache:
-            return cache[node.uid]
+    for node in e.walk():
         if node.is_constant():
             val = node.constant_value()
-            r = val if sp.issparse(val) else (dense(val) if node.shape else float(val))
+            cache[node.uid] = val if sp.issparse(val) else (dense(val) if node.shape else float(val))
         elif isinstance(node, Variable):
-            r = var_expr(node)
+            cache[node.uid] = var_expr(node)
         else:
-            args = [go(a) for a in node.args]
-            if isinstance(node, Sub):
-                r = args[0] - args[1]
-            elif isinstance(node, Add):
-                r = args[0] + args[1]
-            elif isinstance(node, Neg):
-                r = -args[0]
-            elif isinstance(node, Div):
-                r = args[0] / args[1]
-            elif isinstance(node, Mul):
-                r = cp.multiply(args[0], args[1])
-            elif isinstance(node, MatMul):
-                r = args[0] @ args[1]
-            elif isinstance(node, Transpose):
-                r = args[0].T
-            elif isinstance(node, Index):
-                r = args[0][node.key]
-            elif isinstance(node, A.Atom):
-                r = node.to_cvxpy(args)
-            else:  # pragma: no cover
-                raise ModelError(f"cannot lower {type(node).__name__} to cvxpy", node.span)
-        cache[node.uid] = r
-        return r
-
-    return go(e)
+            cache[node.uid] = canon(node)(node, [cache[a.uid] for a in node.args])
+    return cache[e.uid]
 
 
 def solve_cvxpy(problem: Any, solver: str | None = None) -> str:
@@ -89,8 +123,7 @@ def solve_cvxpy(problem: Any, solver: str | None = None) -> str:
     about it is not shown to the user (the status says it)."""
     import warnings
 
-    import cvxpy as cp
-
+    cp = _cp()
     order = [solver] if solver else ["CLARABEL", "SCS"]
     last: Exception | None = None
     fallback: dict[int, Any] | None = None
@@ -113,3 +146,81 @@ def solve_cvxpy(problem: Any, solver: str | None = None) -> str:
             v.value = fallback[id(v)]
         return "optimal_inaccurate"
     raise ModelError(f"cvxpy could not solve the problem (status {problem.status}; {last or ''})")
+
+
+def restricted_cvxpy(
+    objective: Expr, layout: Layout, cols: np.ndarray, ridge: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """min f over x supported on ``cols`` (+ 1/2 sum ridge_j x_j^2), in cvxpy: the reference path."""
+    cp = _cp()
+    u = cp.Variable(len(cols))
+    obj = lower_expr(objective, layout, u, cols)
+    if ridge is not None:
+        obj = obj + 0.5 * cp.sum(cp.multiply(ridge, cp.square(u)))
+    prob = cp.Problem(cp.Minimize(obj))
+    solve_cvxpy(prob)
+    return np.asarray(u.value, dtype=float).ravel(), int(prob.solver_stats.num_iters or 0)
+
+
+def sympy_to_cvxpy(e: sympy.Expr, z: sympy.Symbol, arg: Any, name: str, span: Span | None) -> Any:
+    """Translate a sympy body to cvxpy atoms (recognizing log(1 + exp(u)) as logistic(u))."""
+    import sympy
+
+    cp = _cp()
+
+    def fail() -> ModelError:
+        return ModelError(
+            f"func {name} has no cvxpy form that cvxpy accepts as convex, so the cvxpy reference path is unavailable for it",
+            span,
+            "use the NumPy restricted solves (restricted='auto')",
+        )
+
+    def go(t: sympy.Expr) -> Any:
+        if t == z:
+            return arg
+        if t.is_number:
+            return float(t)
+        if isinstance(t, sympy.Add):
+            out = 0
+            for a in t.args:
+                out = out + go(a)
+            return out
+        if isinstance(t, sympy.Mul):
+            out = 1
+            for a in t.args:
+                v = go(a)
+                out = (
+                    v * out
+                    if isinstance(v, float) or isinstance(out, float) or isinstance(out, int)
+                    else cp.multiply(out, v)
+                )
+            return out
+        if isinstance(t, sympy.Pow):
+            b, p = t.args
+            if p == 2:
+                return cp.square(go(b))
+            if p.is_number:
+                return cp.power(go(b), float(p))
+            raise fail()
+        if isinstance(t, sympy.exp):
+            return cp.exp(go(t.args[0]))
+        if isinstance(t, sympy.log):
+            inner = t.args[0]
+            if isinstance(inner, sympy.Add) and len(inner.args) == 2:
+                a, b = inner.args
+                if a == 1 and isinstance(b, sympy.exp):
+                    return cp.logistic(go(b.args[0]))
+                if b == 1 and isinstance(a, sympy.exp):
+                    return cp.logistic(go(a.args[0]))
+            return cp.log(go(inner))
+        if isinstance(t, sympy.Abs):
+            return cp.abs(go(t.args[0]))
+        raise fail()
+
+    out = go(e)
+    if not hasattr(out, "is_dcp") or not (out.is_convex() or out.is_concave()):
+        raise fail()
+    return out
+
+
+__all__ = ["CANON", "lower_expr", "restricted_cvxpy", "solve_cvxpy", "sympy_to_cvxpy"]

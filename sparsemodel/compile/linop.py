@@ -1,8 +1,11 @@
-"""The data interface the solvers' hot loops go through: matvec, rmatvec, column subsets.
+"""The data interface: every product with a data matrix goes through :class:`DataOperator`.
 
-Dense NumPy arrays and scipy.sparse matrices both pass through :class:`DataOperator`, so the
-evaluator and the solvers do not care which one they got. Products with a vector that is mostly
-zero (the iterates of every sparsity solver) use only the columns of its support.
+A data matrix ``A`` (n x q; dense NumPy or scipy.sparse) offers the few operations the design,
+the kernels and the solvers need: products with vectors and matrices (all columns, or the columns
+of a support), transposed products (all or selected columns), column and row subsets, column
+norms and the Gram block of a support. Products with a vector that is mostly zero (the iterates of
+every sparsity solver) use only the columns of its support. No other module slices or densifies
+the raw matrix.
 """
 
 from __future__ import annotations
@@ -16,17 +19,21 @@ SPARSE_INPUT_FRACTION = 0.25  # use the column subset when at most this fraction
 
 
 class DataOperator:
-    """A data matrix ``A`` (dense or sparse) with the few operations solvers need."""
+    """A data matrix ``A`` (dense or sparse) with the operations solvers need."""
 
     def __init__(self, A: Any):
+        if isinstance(A, DataOperator):
+            A = A.A
         if sp.issparse(A):
             self.A = A.tocsc() if A.format != "csc" else A
             self.sparse = True
-            self._csr = None
         else:
             self.A = np.asarray(A, dtype=float)
+            if self.A.ndim == 1:
+                self.A = self.A[None, :]
             self.sparse = False
-        self.shape = self.A.shape
+        self._csr: sp.csr_matrix | None = None
+        self.shape: tuple[int, int] = tuple(self.A.shape)  # type: ignore[assignment]
         self._col_sq_norms: np.ndarray | None = None
 
     @property
@@ -35,39 +42,70 @@ class DataOperator:
             self._csr = self.A.tocsr()
         return self._csr
 
-    def matvec(self, x: np.ndarray) -> np.ndarray:
-        """A @ x, using only the columns where x is nonzero when x is sparse enough."""
+    @property
+    def nnz(self) -> int:
+        """Stored entries (the cost of one pass over the data)."""
+        return int(self.A.nnz) if self.sparse else int(self.A.size)
+
+    # ------------------------------------------------------------------ products
+    def matvec(self, x: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
+        """``A @ x`` (``x`` of length q), or ``A[:, cols] @ x`` (``x`` of length len(cols)).
+
+        Without ``cols`` only the columns where x is nonzero are used when x is sparse enough."""
         x = np.asarray(x, dtype=float)
-        if x.ndim == 1 and self.shape[1] > 64:
+        if cols is not None:
+            if len(cols) == 0:
+                return np.zeros(self.shape[0])
+            return np.asarray(self.A[:, cols] @ x).ravel() if self.sparse else self.A[:, cols] @ x
+        if self.shape[1] > 64:
             nz = np.flatnonzero(x)
             if nz.size <= SPARSE_INPUT_FRACTION * x.size:
-                if nz.size == 0:
-                    return np.zeros(self.shape[0])
-                return self.columns(nz) @ x[nz] if not self.sparse else np.asarray(self.A[:, nz] @ x[nz]).ravel()
+                return self.matvec(x[nz], nz)
         if self.sparse:
-            r = self.csr @ x
-            return np.asarray(r)
+            return np.asarray(self.csr @ x).ravel()
         return self.A @ x
 
+    def matmat(self, X: np.ndarray) -> np.ndarray:
+        """``A @ X`` for a (q, m) array, using only the rows of X that are not all zero when few are."""
+        X = np.asarray(X, dtype=float)
+        if self.shape[1] > 64:
+            nz = np.flatnonzero(np.any(X != 0, axis=1))
+            if nz.size <= SPARSE_INPUT_FRACTION * X.shape[0]:
+                if nz.size == 0:
+                    return np.zeros((self.shape[0], X.shape[1]))
+                sub = self.A[:, nz]
+                return np.asarray(sub @ X[nz]) if self.sparse else sub @ X[nz]
+        if self.sparse:
+            return np.asarray(self.csr @ X)
+        return self.A @ X
+
     def rmatvec(self, y: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
-        """A' y, or only its entries ``cols`` (as a vector of length len(cols))."""
+        """``A' y`` (y of shape (n,) or (n, m)); with ``cols`` only those rows of the result."""
+        y = np.asarray(y, dtype=float)
         if cols is None:
             if self.sparse:
                 return np.asarray(self.csr.T @ y)
             return self.A.T @ y
-        if self.sparse:
-            return np.asarray(self.A[:, cols].T @ y)
-        return self.columns(cols).T @ y
+        if len(cols) == 0:
+            return np.zeros((0,) + y.shape[1:])
+        return np.asarray(self.A[:, cols].T @ y)
 
-    def columns(self, idx: np.ndarray) -> np.ndarray:
-        """The columns ``idx`` as a dense (n, len(idx)) array."""
+    # ------------------------------------------------------------------ subsets
+    def columns(self, cols: np.ndarray, keep_sparse: bool = False) -> Any:
+        """The columns ``cols`` as an (n, len(cols)) array: dense, or sparse CSC when the data is
+        sparse and ``keep_sparse``."""
+        cols = np.asarray(cols, dtype=np.int64)
         if self.sparse:
-            return self.A[:, idx].toarray()
-        return self.A[:, idx]
+            sub = self.A[:, cols]
+            return sub if keep_sparse else sub.toarray()
+        return self.A[:, cols]
 
-    def columns_any(self, idx: np.ndarray) -> Any:
-        """The columns ``idx``, sparse if the data is sparse."""
-        return self.A[:, idx]
+    def rows(self, rows: np.ndarray) -> DataOperator:
+        """The row subset ``A[rows]`` as a new operator (CSR row slicing for sparse data)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.sparse:
+            return DataOperator(self.csr[rows])
+        return DataOperator(self.A[rows])
 
     def col_sq_norms(self) -> np.ndarray:
         if self._col_sq_norms is None:
@@ -76,3 +114,19 @@ class DataOperator:
             else:
                 self._col_sq_norms = np.einsum("ij,ij->j", self.A, self.A)
         return self._col_sq_norms
+
+    def gram(self, cols: np.ndarray) -> np.ndarray:
+        """``A[:, cols]' A[:, cols]`` as a dense array."""
+        sub = self.columns(cols, keep_sparse=True)
+        G = sub.T @ sub
+        return G.toarray() if sp.issparse(G) else np.asarray(G)
+
+    def left_multiply(self, U: np.ndarray) -> DataOperator:
+        """The operator ``A @ U`` (U a dense (q, r) basis): the data of a reduced problem."""
+        return DataOperator(np.asarray(self.A @ U) if not self.sparse else np.asarray(self.csr @ U))
+
+    def dense(self) -> np.ndarray:
+        return self.A.toarray() if self.sparse else self.A
+
+
+__all__ = ["DataOperator", "SPARSE_INPUT_FRACTION"]

@@ -25,8 +25,8 @@ How the values are computed:
   column enters and Givens rotations when one leaves;
 * **other composite losses** (logistic, Huber, ...): Newton's method with the exact Hessian, warm
   started from the current solution (the candidate's coordinate at 0), run for all candidates at
-  once (batched gradients, Hessians from one matrix product, batched solves), to the same tolerance
-  as the restricted solves;
+  once by the batched kernel :func:`sparsemodel.compile.kernels.newton`, to the same tolerance as
+  the restricted solves;
 * **general smooth objectives**: one warm-started restricted solve (L-BFGS) per candidate.
 
 :class:`ActiveSet` is the stateful form the solvers use: ``solve(sel, x0, ridge)`` moves to a new
@@ -43,7 +43,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .structure import jacobian_columns
+from . import kernels
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -107,7 +107,7 @@ class ActiveSet:
         sps = lp.sparsity
         self.C = sps.coords if sps is not None else np.arange(lp.n)
         self.F = sps.free if sps is not None else np.empty(0, dtype=np.int64)
-        self.ls = _LeastSquares(lp) if self.method == "lstsq" and lp.composite is not None else None
+        self.ls = _LeastSquares(lp, self.C) if self.method == "lstsq" and lp.design is not None else None
         self.sel = np.empty(0, dtype=np.int64)
         self.ridge: tuple[float, np.ndarray] | None = None
         self.x = lp.zeros()
@@ -123,7 +123,7 @@ class ActiveSet:
             ridge = None
         self.solves += 1
         if self.ls is not None:
-            self.lp.stats["restricted_solves"] += 1
+            self.lp.oracle.charge(solves=1)
             rid = np.zeros(len(self.C))
             if ridge is not None:
                 rid[np.asarray(ridge[1], dtype=np.int64)] = 0.5 * ridge[0]
@@ -159,13 +159,12 @@ class ActiveSet:
             out[fresh] = self.ls.insertion_values(self.C, cand_new, self.f)
             return out
         self._require_no_ridge("insertion_values")
-        comp = self.lp.composite
-        if comp is not None and not comp.quads and self.method == "newton":
+        if self.lp.design is not None and self.method == "newton":
             base = self._base_cols()
             U0 = np.zeros((len(cand_new), len(base) + 1))
             U0[:, : len(base)] = self.x[base]
             extra = self._term_columns(self.C[cand_new])
-            out[fresh] = _batched_newton(self.lp, base, U0, extra, None, self.tol)
+            out[fresh] = self._newton(base, U0, extra, None)
             return out
         vals = []
         for i in cand_new:
@@ -181,8 +180,7 @@ class ActiveSet:
         if self.ls is not None:
             return self.ls.removal_values(self.C[self.sel], self.f)
         self._require_no_ridge("removal_values")
-        comp = self.lp.composite
-        if comp is not None and not comp.quads and self.method == "newton":
+        if self.lp.design is not None and self.method == "newton":
             base = self._base_cols()
             m = len(self.sel)
             U0 = np.tile(self.x[base], (m, 1))
@@ -190,7 +188,7 @@ class ActiveSet:
             pos = np.searchsorted(base, self.C[self.sel])
             fixed[np.arange(m), pos] = True
             U0[fixed] = 0.0
-            return _batched_newton(self.lp, base, U0, None, fixed, self.tol)
+            return self._newton(base, U0, None, fixed)
         vals = []
         for j in range(len(self.sel)):
             r = self.lp.restricted_minimize(np.delete(self.sel, j), x0=self.x, method=self.method, tol=self.tol)
@@ -202,12 +200,25 @@ class ActiveSet:
         return np.union1d(self.C[self.sel], self.F)
 
     def _term_columns(self, cols: np.ndarray) -> list[np.ndarray]:
+        """Each term's columns ``cols`` as (len(cols), size_t) rows: the extra column of each
+        insertion problem."""
+        d = self.lp.design
         out = []
-        for i, t in enumerate(self.lp.composite.terms):
-            F = self.lp._cols._full(i, t.affine)
-            J = F[:, cols] if F is not None else jacobian_columns(t.affine, self.lp.layout, cols)
-            out.append(J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float))
+        for i in range(len(d.terms)):
+            J = d.term_columns(i, cols)
+            J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
+            out.append(np.ascontiguousarray(J.T))
         return out
+
+    def _newton(
+        self, base: np.ndarray, U0: np.ndarray, extra: list[np.ndarray] | None, fixed: np.ndarray | None
+    ) -> np.ndarray:
+        """Exact values of m restricted problems sharing the base columns (the batched kernel)."""
+        rd = self.lp.design.reduced(np.asarray(base, dtype=np.int64), dense_cols=True)
+        res = kernels.newton(rd, U0, extra=extra, fixed=fixed, tol=self.tol, max_iter=60)
+        m = U0.shape[0]
+        self.lp.oracle.charge(solves=m, grads=res.iterations, ifo=self.lp.n_samples * res.iterations)
+        return res.values
 
     def _require_no_ridge(self, what: str) -> None:
         if self.ridge is not None:
@@ -229,16 +240,14 @@ class _LeastSquares:
     asked for.
     """
 
-    def __init__(self, lp: LoweredProblem):
-        comp = lp.composite
+    def __init__(self, lp: LoweredProblem, C: np.ndarray):
+        design = lp.design
         self.lp = lp
-        self.terms = comp.terms
-        self.scale = [np.sqrt(t.coef) * (np.sqrt(t.weights) if t.weights is not None else 1.0) for t in comp.terms]
-        self.sizes = [int(t.affine.size) for t in comp.terms]
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
-        self.r = np.concatenate([-(s * t.b) for s, t in zip(self.scale, comp.terms)])
-        self.const = comp.const
-        self.nrows = int(self.offsets[-1])
+        self.design = design
+        self.sizes = [int(t.map.size) for t in design.terms]
+        self.r = design.ls_rhs()
+        self.const = design.const
+        self.nrows = int(sum(self.sizes))
         cap = 8
         self.A = np.zeros((self.nrows, cap), order="F")
         self.R = np.zeros((cap, cap))
@@ -250,36 +259,20 @@ class _LeastSquares:
         self.W: np.ndarray | None = None
         self.normsq: np.ndarray | None = None
         self.Cidx: np.ndarray | None = None  # flat column -> position into C (or -1)
-        self.C = lp.sparsity.coords if lp.sparsity is not None else np.arange(lp.n)
+        self.C = C
         self.rid_C = np.zeros(len(self.C))
         self.e = self.r.copy()
         self.u = np.zeros(0)
-        self._zero_vals: list[Any] | None = None
 
     # ---- design access
     def stacked(self, cols: np.ndarray) -> np.ndarray:
         """Columns ``cols`` (flat coordinates) of M as a new dense (nrows, len(cols)) array."""
-        blocks = []
-        for i, (t, s) in enumerate(zip(self.terms, self.scale)):
-            F = self.lp._cols._full(i, t.affine)
-            J = F[:, cols] if F is not None else jacobian_columns(t.affine, self.lp.layout, cols)
-            J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
-            blocks.append(J * (s[:, None] if np.ndim(s) else s))
-        return np.vstack(blocks) if len(blocks) > 1 else blocks[0]
+        return self.design.stacked(cols)
 
     def rmatvec(self, v: np.ndarray) -> np.ndarray:
         """M' v as a flat vector of length lp.n (one pass over the data, like a gradient)."""
-        lp = self.lp
-        lp.stats["grad_evals"] += 1
-        zero = lp.zeros()
-        if self._zero_vals is None:
-            self._zero_vals = [t.ev._forward(zero) for t in self.terms]
-        out = np.zeros(lp.n)
-        for t, s, o, sz, vals in zip(self.terms, self.scale, self.offsets[:-1], self.sizes, self._zero_vals):
-            cot = s * v[o : o + sz]
-            cot = cot.reshape(t.affine.shape) if t.affine.shape else float(cot[0])
-            out += t.ev.vjp(zero, cot, vals=vals)
-        return out
+        self.lp.oracle.charge(grads=1, ifo=self.lp.n_samples)
+        return self.design.ls_rmatvec(v)
 
     # ---- factor updates
     def _grow(self) -> None:
@@ -471,166 +464,6 @@ class _LeastSquares:
         u, *_ = np.linalg.lstsq(aug, rhs, rcond=None)
         res = rhs - aug @ u
         return self.const + float(res @ res)
-
-
-# ====================================================================== composite losses
-
-
-def _batched_newton(
-    lp: LoweredProblem,
-    base: np.ndarray,
-    U0: np.ndarray,
-    extra: list[np.ndarray] | None,
-    fixed: np.ndarray | None,
-    tol: float,
-    max_iter: int = 60,
-) -> np.ndarray:
-    """min over u of f on the flat columns ``base`` (+ one extra column per problem), for m problems
-    at once; returns the m optimal values.
-
-    ``U0`` (m, d[+1]) are the warm starts; ``extra[t]`` (n_t, m) the extra column of each problem in
-    term t (insertion), or None; ``fixed`` (m, d) marks base coordinates held at 0 (removal). Newton
-    with the exact Hessian and per-problem Armijo backtracking; a problem stops when its Newton
-    decrement is below ``2 tol (1 + |f|)``, as in the restricted solves. Arrays over samples are
-    kept as (problems, samples) so that every problem's data is one contiguous row; the affine
-    values Z and phi's derivatives at the accepted point of a line search are reused by the next
-    iteration.
-    """
-    comp = lp.composite
-    terms = comp.terms
-    m, D = U0.shape
-    d = len(base)
-    Js, _ = lp._cols.columns(np.asarray(base, dtype=np.int64))
-    Js = [J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float) for J in Js]
-    Ex = [np.ascontiguousarray(E.T) for E in extra] if extra is not None else None  # (m, n_t)
-    iu = np.triu_indices(d)
-    P = len(iu[0])
-    lp.stats["restricted_solves"] += m
-    # products J_a * J_b of every pair of base columns (upper triangle): the base block of all the
-    # Hessians is then one matrix product d2 @ pairs
-    pairs = []
-    for t, J in zip(terms, Js):
-        if t.phi is not None and J.shape[0] * P <= 2 * _CHUNK:
-            Jt = np.ascontiguousarray(J.T)
-            pt = np.empty((P, J.shape[0]))
-            lo = 0
-            for a in range(d):  # rows in np.triu_indices order
-                np.multiply(Jt[a], Jt[a:], out=pt[lo : lo + d - a])
-                lo += d - a
-            pairs.append(pt.T)  # (n_t, P)
-        else:
-            pairs.append(None)
-    U = U0.copy()
-    Z, V, D1, D2 = [], [], [], []
-    for t_i, t in enumerate(terms):
-        z = U[:, :d] @ Js[t_i].T + t.b
-        if Ex is not None:
-            z += Ex[t_i] * U[:, d : d + 1]
-        v, d1, d2 = t.phi_d(z, 2)
-        Z.append(z)
-        V.append(v)
-        D1.append(d1)
-        D2.append(d2)
-    vals = np.full(m, np.inf)
-    done = np.zeros(m, dtype=bool)
-    for it in range(max_iter):
-        idx = np.flatnonzero(~done)
-        if len(idx) == 0:
-            break
-        ma = len(idx)
-        # insertion, first iteration: every problem sits at the same base point, one shared base block
-        shared = it == 0 and Ex is not None and fixed is None and not U[idx, d].any()
-        shared = shared and bool((U[idx, :d] == U[idx[0], :d]).all())
-        f = np.full(ma, comp.const)
-        g = np.zeros((ma, D))
-        H = np.zeros((ma, D, D))
-        Hup = np.zeros((1 if shared else ma, P))
-        for t_i, t in enumerate(terms):
-            J = Js[t_i]
-            f += t.coef * V[t_i][idx].sum(axis=1)
-            d1 = D1[t_i][idx]
-            g[:, :d] += t.coef * (d1 @ J)
-            if Ex is not None:
-                Ac = Ex[t_i][idx]
-                g[:, d] += t.coef * np.einsum("ij,ij->i", Ac, d1)
-            if t.phi is None:
-                continue
-            d2 = D2[t_i][idx]
-            d2h = d2[:1] if shared else d2
-            if pairs[t_i] is not None:
-                Hup += t.coef * (d2h @ pairs[t_i])
-            else:  # too large to keep: stream the pair products by blocks of samples
-                step = max(1, _CHUNK // max(P, 1))
-                for lo in range(0, J.shape[0], step):
-                    Jb = J[lo : lo + step]
-                    Hup += t.coef * (d2h[:, lo : lo + step] @ (Jb[:, iu[0]] * Jb[:, iu[1]]))
-            if Ex is not None:
-                DA = d2 * Ac
-                H[:, :d, d] += t.coef * (DA @ J)
-                H[:, d, d] += t.coef * np.einsum("ij,ij->i", DA, Ac)
-        H[:, iu[0], iu[1]] = Hup
-        H[:, iu[1], iu[0]] = Hup
-        if Ex is not None:
-            H[:, d, :d] = H[:, :d, d]
-        if fixed is not None:
-            ii, qq = np.nonzero(fixed[idx])
-            g[ii, qq] = 0.0
-            H[ii, qq, :] = 0.0
-            H[ii, :, qq] = 0.0
-            H[ii, qq, qq] = 1.0
-        bad = ~np.isfinite(f)
-        trace = np.einsum("mii->m", H)
-        Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
-        try:
-            step_dir = -np.linalg.solve(Hj, g[:, :, None])[:, :, 0]
-        except np.linalg.LinAlgError:
-            step_dir = np.empty_like(g)
-            for a in range(ma):
-                step_dir[a] = -np.linalg.lstsq(Hj[a], g[a], rcond=None)[0]
-        dec = -np.einsum("ij,ij->i", g, step_dir)
-        neg = dec < 0
-        if neg.any():  # numerically singular Hessian: fall back to the gradient
-            step_dir[neg] = -g[neg]
-            dec[neg] = np.einsum("ij,ij->i", g[neg], g[neg])
-        conv = (dec <= 2 * tol * (1.0 + np.abs(f))) | bad
-        vals[idx] = f
-        done[idx[conv]] = True
-        go = np.flatnonzero(~conv)
-        if len(go) == 0:
-            break
-        # per-problem Armijo backtracking along the Newton direction
-        rows = idx[go]
-        dZ = []
-        for t_i in range(len(terms)):
-            dz = step_dir[go, :d] @ Js[t_i].T
-            if Ex is not None:
-                dz += Ex[t_i][rows] * step_dir[go, d : d + 1]
-            dZ.append(dz)
-        steps = np.ones(len(go))
-        pending = np.arange(len(go))
-        for _ls in range(50):
-            r = rows[pending]
-            trial_f = np.full(len(pending), comp.const)
-            trial = []
-            for t_i, t in enumerate(terms):
-                z = Z[t_i][r] + steps[pending, None] * dZ[t_i][pending]
-                v, d1, d2 = t.phi_d(z, 2)
-                trial_f += t.coef * v.sum(axis=1)
-                trial.append((z, v, d1, d2))
-            ok = trial_f <= f[go[pending]] - 0.25 * steps[pending] * dec[go[pending]]
-            acc = r[ok]
-            for t_i, (z, v, d1, d2) in enumerate(trial):
-                Z[t_i][acc], V[t_i][acc], D1[t_i][acc], D2[t_i][acc] = z[ok], v[ok], d1[ok], d2[ok]
-            U[acc] += steps[pending[ok], None] * step_dir[go[pending[ok]]]
-            pending = pending[~ok]
-            if len(pending) == 0:
-                break
-            steps[pending] *= 0.5
-        done[rows[pending]] = True  # no decrease along the direction: at the optimum numerically
-    else:
-        idx = np.flatnonzero(~done)
-        vals[idx] = comp.const + sum(t.coef * V[t_i][idx].sum(axis=1) for t_i, t in enumerate(terms))
-    return vals
 
 
 __all__ = ["ActiveSet", "insertion_values", "removal_values"]

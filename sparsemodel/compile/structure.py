@@ -1,20 +1,21 @@
-"""Recognize objectives that are sums of elementwise losses of affine maps.
+"""Recognize objectives that are sums of losses of affine maps (the composite form).
 
-Many objectives in this field have the *composite* form
+Many objectives in this field have the form
 
-    f(x) = sum_t c_t * sum_i w_ti * phi_t((A_t x + b_t)_i)  +  sum_q c_q * (A_q x + b_q)' P_q (A_q x + b_q)  +  const
+    f(x) = sum_t c_t * sum_i w_ti * phi_t((A_t x + b_t)_i)  +  const
 
-(least squares, logistic and Huber regression, ridge terms, quad_form). For these the lowering
-can build the restricted problem on a support S from the columns ``A_t[:, S]`` alone: a direct
-QR/Cholesky solve when every phi is quadratic, Newton with the exact Hessian otherwise.
-:func:`decompose` finds that form (or returns None, and the general L-BFGS path is used);
-:func:`jacobian_columns` extracts the columns ``A[:, S]`` by batched forward mode over the affine
-subtree, keeping selections of variable coordinates sparse so that ``X @ w`` costs a column gather.
+(least squares, logistic, Poisson and Huber regression, ridge terms; ``quad_form(a, P)`` becomes
+``||R a||^2`` with R'R = P; ``logsumexp(Z, axis=1)``, the softmax loss, is a *row-wise* phi with one
+value per row of Z). :func:`decompose` finds that form in the expression tree (or returns None, and
+the general L-BFGS path is used); :class:`~sparsemodel.compile.design.Design` turns it into the
+data interface the kernels use. :func:`jacobian_columns` extracts the columns ``A[:, S]`` of any
+affine expression by batched forward mode (the fallback for affine maps without a canonical block
+form), keeping selections of variable coordinates sparse so that ``X @ w`` costs a column gather.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,91 +39,25 @@ from ..model.expr import (
     Variable,
     dense,
 )
-from .evaluator import Evaluator, Layout
+from .evaluator import Layout
 
 
 @dataclass
-class Term:
-    """c * sum(w * phi(A x + b)); phi None means the identity (a linear term)."""
+class RawTerm:
+    """c * sum(w * phi(affine)); phi None means the identity (a linear term). ``rowwise``: phi is a
+    row-wise loss (logsumexp over axis 1 of a 2-D affine expression), w one weight per row."""
 
     coef: float
-    phi: A.Elementwise | None
+    phi: Any
     affine: Expr
-    weights: np.ndarray | None = None  # flattened, same size as the affine expression
-    b: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    ev: Evaluator | None = None
-
-    @property
-    def quadratic(self) -> bool:
-        return isinstance(self.phi, A.square) or self.phi is None
-
-    def phi_d(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, Any, Any]:
-        """phi(z) and, up to ``order``, phi'(z), phi''(z) (None beyond it), weights applied."""
-        if self.phi is None:
-            v = z
-            d1 = np.ones_like(z) if order >= 1 else None
-            d2 = np.zeros_like(z) if order >= 2 else None
-        else:
-            v, d1, d2 = self.phi.derivs(z, order)
-        if self.weights is not None:
-            w = self.weights
-            v = v * w
-            d1 = d1 * w if d1 is not None else None
-            d2 = d2 * w if d2 is not None else None
-        return v, d1, d2
-
-
-@dataclass
-class QuadTerm:
-    """c * (A x + b)' P (A x + b) from quad_form."""
-
-    coef: float
-    P: np.ndarray
-    affine: Expr
-    b: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    ev: Evaluator | None = None
+    weights: np.ndarray | None = None  # flattened: one per entry (or per row when rowwise)
+    rowwise: bool = False
 
 
 @dataclass
 class Composite:
-    terms: list[Term]
-    quads: list[QuadTerm]
+    terms: list[RawTerm]
     const: float
-
-    @property
-    def quadratic(self) -> bool:
-        return all(t.quadratic for t in self.terms)
-
-    @property
-    def least_squares(self) -> bool:
-        """Only c * sum_squares(affine) terms with c > 0 (plus constants): QR applies."""
-        return not self.quads and all(isinstance(t.phi, A.square) and t.coef > 0 for t in self.terms)
-
-    def describe(self) -> str:
-        if self.least_squares:
-            return "least squares (direct QR/Cholesky restricted solves)"
-        if self.quadratic:
-            return "quadratic (direct Cholesky restricted solves)"
-        names = sorted({t.phi.name for t in self.terms if t.phi is not None})
-        return f"sum of elementwise losses ({', '.join(names)}) of affine maps (Newton restricted solves)"
-
-    def n_samples(self) -> int:
-        """The number of summands of the largest term (for IFO counts)."""
-        return max([t.affine.size for t in self.terms] + [1])
-
-    def phi_curvature_bound(self) -> float | None:
-        """max over terms of sup phi'' (None if some phi'' is unbounded, e.g. exp or log)."""
-        bounds = []
-        for t in self.terms:
-            if t.phi is None:
-                continue
-            if isinstance(t.phi, (A.square, A.huber)):
-                bounds.append(2.0)
-            elif isinstance(t.phi, A.logistic):
-                bounds.append(0.25)
-            else:
-                return None
-        return max(bounds, default=0.0)
 
 
 class _NotComposite(Exception):
@@ -131,8 +66,7 @@ class _NotComposite(Exception):
 
 def decompose(objective: Expr, layout: Layout) -> Composite | None:
     """The composite form of a scalar objective, or None when it has none."""
-    terms: list[Term] = []
-    quads: list[QuadTerm] = []
+    terms: list[RawTerm] = []
     const = [0.0]
 
     def scalar_const(e: Expr) -> float | None:
@@ -173,31 +107,44 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
         if e.shape != ():
             raise _NotComposite
         if e.curvature == AFFINE:
-            terms.append(Term(c, None, e))
+            terms.append(RawTerm(c, None, e))
             return
         if isinstance(e, (A.sum, A.mean)) and e.axis is None:
             scale = c / (e.args[0].size if isinstance(e, A.mean) else 1)
             summand(e.args[0], scale, None)
             return
         if isinstance(e, A.sum_squares) and e.args[0].curvature == AFFINE:
-            terms.append(Term(c, A.square(e.args[0]), e.args[0]))
+            terms.append(RawTerm(c, A.square(e.args[0]), e.args[0]))
             return
         if isinstance(e, A.quad_form) and e.args[0].curvature == AFFINE:
+            # c a'Pa = |c| ||R a||^2 with R'R = sign(c) (P + P')/2 (positive semidefinite for a convex term)
             P = dense(e.args[1].constant_value())
-            quads.append(QuadTerm(c, P, e.args[0]))
+            lam, Q = np.linalg.eigh(np.sign(c) * (P + P.T) / 2)
+            R = np.sqrt(np.maximum(lam, 0.0))[:, None] * Q.T
+            affine = MatMul(Data(R), e.args[0])
+            terms.append(RawTerm(abs(c), A.square(affine), affine))
             return
         if isinstance(e, A.Elementwise) and e.args[0].curvature == AFFINE:
-            terms.append(Term(c, e, e.args[0]))
+            terms.append(RawTerm(c, e, e.args[0]))
             return
         raise _NotComposite
 
     def summand(e: Expr, c: float, w: np.ndarray | None) -> None:
         """e is the argument of sum(); collect c * sum(w * e)."""
         if e.curvature == AFFINE:
-            terms.append(Term(c, None, e, weights=w))
+            terms.append(RawTerm(c, None, e, weights=w))
             return
         if isinstance(e, A.Elementwise) and e.args[0].curvature == AFFINE and e.args[0].shape == e.shape:
-            terms.append(Term(c, e, e.args[0], weights=w))
+            terms.append(RawTerm(c, e, e.args[0], weights=w))
+            return
+        if (
+            isinstance(e, A.logsumexp)
+            and e.axis is not None
+            and e.args[0].ndim == 2
+            and e.axis % 2 == 1
+            and e.args[0].curvature == AFFINE
+        ):  # the softmax loss: one logsumexp per row
+            terms.append(RawTerm(c, e, e.args[0], weights=w, rowwise=True))
             return
         if isinstance(e, (Add, Sub)) and e.args[0].shape == e.shape and e.args[1].shape == e.shape:
             summand(e.args[0], c, w)
@@ -233,14 +180,7 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
         visit(objective, 1.0)
     except _NotComposite:
         return None
-    x0 = np.zeros(layout.n)
-    for t in terms:
-        t.ev = Evaluator(t.affine, layout)
-        t.b = np.atleast_1d(dense(t.ev.value(x0))).ravel().astype(float)
-    for q in quads:
-        q.ev = Evaluator(q.affine, layout)
-        q.b = dense(q.ev.value(x0)).ravel()
-    return Composite(terms, quads, const[0])
+    return Composite(terms, const[0])
 
 
 # ----------------------------------------------------------------- Jacobian columns
@@ -397,4 +337,4 @@ def _jvp_neg(T: Any) -> Any:
     return -T
 
 
-__all__ = ["Composite", "Term", "QuadTerm", "decompose", "jacobian_columns", "Constant", "Data", "Parameter"]
+__all__ = ["Composite", "RawTerm", "decompose", "jacobian_columns", "Constant", "Data", "Parameter"]

@@ -561,18 +561,30 @@ class ModelBuilder:
         )
 
     def _check_k_range(self) -> None:
-        """``compare ... at k in A:B:C`` must not ask for more nonzeros than the nnz constraint allows."""
-        if self.k_range is None or self.compare_with is None or self.k_range[0] != "k" or "k" in self.env:
+        """``compare ... at k in A:B:C`` (the bound) must not ask for more than the constraint has."""
+        if self.k_range is None or self.compare_with is None or self.compare_with.get("k") is None:
             return
-        c = next((c for c in self.constraints if isinstance(c, NnzConstraint)), None)
         ks = self.compare_with["k"]
-        if c is not None and ks and max(ks) > c.n_units:
-            unit = "groups" if c.groups is not None else "coordinates"
+        c = next((c for c in self.constraints if isinstance(c, (NnzConstraint, RankConstraint))), None)
+        if c is None:
             raise ConstraintError(
-                f"compare ... at k in {self.compare_with['k_text']} goes up to k = {max(ks)}, "
-                f"but {c.nnz.target_text} has only {c.n_units} {unit}",
+                f"compare ... at {self.k_range[0]} in {self.compare_with['text']} sweeps a bound, "
+                "but the model has no nnz(...) <= k or rank(W) <= r constraint",
                 self.k_range[1],
-                f"choose k between 0 and {c.n_units}",
+                "add a constraint, or sweep a param",
+            )
+        if isinstance(c, RankConstraint):
+            limit, unit, what = min(c.variable.shape), "rank", f"{c.variable.name} has rank at most"
+        else:
+            limit = c.n_units * c.unit_size
+            unit = "groups" if (c.groups is not None and c.unit_size == 1) else "coordinates"
+            what = f"{c.nnz.target_text} has only"
+        if ks and max(ks) > limit:
+            raise ConstraintError(
+                f"compare ... at {self.k_range[0]} in {self.compare_with['text']} goes up to {self.k_range[0]} = {max(ks)}, "
+                f"but {what} {limit} {unit if unit != 'rank' else ''}".rstrip(),
+                self.k_range[1],
+                f"choose values between 0 and {limit}",
             )
 
     def _prepass(self, tree: Tree) -> None:
@@ -971,37 +983,64 @@ class ModelBuilder:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ModelError(f"compare with lists {dup[0]} twice", span)
-        ks: list[int] | None = None
-        k_text: str | None = None
+        values: list[Any] | None = None
+        text: str | None = None
+        var: str | None = None
+        bound = False
         if rng is not None:
-            var_tok, start_n, stop_n, step_n = rng.children
+            var_tok, *nums = rng.children
             rspan = self.span(rng)
-            start, stop = self._signed(start_n), self._signed(stop_n)
-            step = self._signed(step_n) if step_n is not None else 1
-            first = self.span(start_n)
-            last = self.span(step_n if step_n is not None else stop_n)
+            nums = [n for n in nums if n is not None]
+            first, last = self.span(nums[0]), self.span(nums[-1])
             if first is not None and last is not None:
-                k_text = self.source.line(first.line)[first.column - 1 : last.end_column - 1]
-            else:  # pragma: no cover - spans always exist for parsed text
-                k_text = f"{start}:{stop}:{step}"
+                text = self.source.line(first.line)[first.column - 1 : last.end_column - 1]
+            vals = [self._signed(n) for n in nums]
             var = str(var_tok)
-            if var != "k" and not isinstance(self.env.get(var), Parameter):
+            param = self.env.get(var)
+            bound = var in ("k", "r") and var not in self.env
+            if not bound and not isinstance(param, Parameter):
                 raise ModelError(
-                    f"compare ... at {var} in ...: {var} is neither k nor a param",
+                    f"compare ... at {var} in ...: {var} is neither the bound (k) nor a param",
                     self.span(var_tok),
-                    "write: compare with grahtp, lasso at k in 5:50:5",
+                    "write: compare with grahtp, lasso at k in 5:50:5 (the bound), or at NAME in ... for a param NAME",
                 )
-            if not all(isinstance(x, int) for x in (start, stop, step)):
-                raise ModelError(f"the range {k_text} must consist of integers", rspan)
-            if step <= 0 or start < 0 or stop < start:
-                raise ModelError(
-                    f"the range {k_text} is empty or invalid",
-                    rspan,
-                    "write START:STOP:STEP with 0 <= START <= STOP and STEP > 0 (STOP is included)",
-                )
-            ks = list(range(start, stop + 1, step))
+            if rng.data == "k_list":
+                values = vals
+            else:
+                start, stop = vals[0], vals[1]
+                step = vals[2] if len(vals) > 2 else 1
+                if step <= 0 or stop < start:
+                    raise ModelError(
+                        f"the range {text} is empty or invalid",
+                        rspan,
+                        "write START:STOP:STEP with START <= STOP and STEP > 0 (STOP is included)",
+                    )
+                count = int(np.floor((stop - start) / step * (1 + 1e-12))) + 1
+                values = [start + i * step for i in range(count)]
+            if bound or isinstance(param, Parameter) and self._is_bound_param(var):
+                if not all(isinstance(x, int) or float(x).is_integer() for x in values):
+                    raise ModelError(f"the range {text} of the bound must consist of integers", rspan)
+                values = [int(x) for x in values]
+                if any(x < 0 for x in values):
+                    raise ModelError(f"the range {text} of the bound has negative values", rspan, "bounds are >= 0")
             self.k_range = (var, rspan)
-        self.compare_with = {"solvers": names, "k": ks, "k_text": k_text, "span": span}
+        self.compare_with = {
+            "solvers": names,
+            "sweep": var,
+            "values": values,
+            "text": text,
+            "span": span,
+            "k": values if bound else None,
+            "k_text": text if bound else None,
+        }
+
+    def _is_bound_param(self, name: str) -> bool:
+        """Whether the param ``name`` appears in the bound of a sparsity or rank constraint."""
+        for c in self.constraints:
+            e = getattr(c, "k_expr", None) or getattr(c, "r_expr", None)
+            if e is not None and any(isinstance(n, Parameter) and n.name == name for n in e.walk()):
+                return True
+        return False
 
 
 # ============================================================================ entry points

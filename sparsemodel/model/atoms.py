@@ -1,8 +1,9 @@
 """Atoms: the functions a model may use, each with value, gradient and DCP properties.
 
 An atom is one class: ``forward`` computes its value, ``vjp`` its gradient (reverse mode),
-``curvature_kind`` / ``monotonicity`` / ``_sign_of`` its DCP properties, and ``to_cvxpy`` its
-cvxpy counterpart (used by the reference restricted solve and the convex baselines).
+``curvature_kind`` / ``monotonicity`` / ``_sign_of`` its DCP properties. Lowerings live below the
+model: the cvxpy counterpart of every atom is one entry of the table in
+:mod:`sparsemodel.compile.cvxpy_lower`.
 Elementwise atoms additionally give their first and second derivatives ``d1``/``d2``, which the
 lowering uses for Newton steps on generalized-linear objectives.
 
@@ -98,9 +99,6 @@ class Atom(Expr):
         extra = self.extra_repr()
         return f"{self.name}({inner}{', ' + extra if extra else ''})"
 
-    def to_cvxpy(self, args: list[Any]) -> Any:  # pragma: no cover - every atom defines it
-        raise ModelError(f"{self.name} has no cvxpy counterpart", self.span)
-
 
 # ----------------------------------------------------------------- elementwise atoms
 
@@ -159,11 +157,6 @@ class square(Elementwise):
     def d2(self, z):
         return np.full_like(z, 2.0, dtype=float)
 
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.square(args[0])
-
 
 class exp(Elementwise):
     name = "exp"
@@ -177,11 +170,6 @@ class exp(Elementwise):
 
     d1 = fn
     d2 = fn
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.exp(args[0])
 
 
 class log(Elementwise):
@@ -197,11 +185,6 @@ class log(Elementwise):
 
     def d2(self, z):
         return -1.0 / (z * z)
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.log(args[0])
 
 
 class logistic(Elementwise):
@@ -232,11 +215,6 @@ class logistic(Elementwise):
         inv = 1.0 / (1.0 + e)
         d1 = np.where(z >= 0, inv, e * inv)
         return v, d1, (e * inv * inv if order >= 2 else None)
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.logistic(args[0])
 
 
 class huber(Elementwise):
@@ -273,11 +251,6 @@ class huber(Elementwise):
 
     def d2(self, z):
         return np.where(np.abs(z) <= self.M, 2.0, 0.0)
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.huber(args[0], self.M)
 
 
 # ----------------------------------------------------------------- reductions
@@ -327,11 +300,6 @@ class sum(_Reduction):  # noqa: A001 - the model language's name
     def vjp(self, g, vals, out, needs):
         return [np.array(_expand(np.asarray(g, dtype=float), self.args[0].shape, self.axis))]
 
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.sum(args[0], axis=self.axis)
-
 
 class mean(sum):
     name = "mean"
@@ -345,9 +313,6 @@ class mean(sum):
 
     def vjp(self, g, vals, out, needs):
         return [np.array(_expand(np.asarray(g, dtype=float) / self._count(), self.args[0].shape, self.axis))]
-
-    def to_cvxpy(self, args):
-        return super().to_cvxpy(args) / self._count()
 
 
 class sum_squares(Atom):
@@ -368,11 +333,6 @@ class sum_squares(Atom):
     def vjp(self, g, vals, out, needs):
         return [2.0 * g * dense(vals[0])]
 
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.sum_squares(args[0])
-
 
 class logsumexp(_Reduction):
     name = "logsumexp"
@@ -386,11 +346,6 @@ class logsumexp(_Reduction):
         z = dense(vals[0])
         lse = _expand(np.asarray(out, dtype=float), z.shape, self.axis)
         return [np.exp(z - lse) * _expand(np.asarray(g, dtype=float), z.shape, self.axis)]
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.log_sum_exp(args[0], axis=self.axis)
 
 
 def _square_matrix(shapes, args, span, name):
@@ -412,11 +367,6 @@ class trace(Atom):
 
     def vjp(self, g, vals, out, needs):
         return [g * np.eye(self.args[0].shape[0])]
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.trace(args[0])
 
 
 class logdet(Atom):
@@ -446,11 +396,6 @@ class logdet(Atom):
         except np.linalg.LinAlgError:
             inv = np.full_like(X, np.nan)
         return [g * (inv + inv.T) / 2]
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        return cp.log_det(args[0])
 
 
 class quad_form(Atom):
@@ -498,13 +443,6 @@ class quad_form(Atom):
         x, P = dense(vals[0]), vals[1]
         gx = g * (np.asarray(P @ x).ravel() + np.asarray(P.T @ x).ravel())
         return [gx, np.outer(x, x) * g if needs[1] else None]
-
-    def to_cvxpy(self, args):
-        import cvxpy as cp
-
-        P = self.args[1].constant_value()
-        P = (dense(P) + dense(P).T) / 2
-        return cp.quad_form(args[0], cp.psd_wrap(P) if self.curvature_kind == CONVEX else P)
 
 
 # ----------------------------------------------------------------- data functions

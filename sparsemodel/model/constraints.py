@@ -1,8 +1,9 @@
 """Structural constraints: sparsity, group sparsity, rank, eigenvalue box.
 
-Each constraint knows which variable and which coordinates of it it governs, validates its bound,
-and (for sparsity) provides the projection used by hard-thresholding solvers: keep the k largest
-coordinates (or groups, by Euclidean norm) of a vector and zero the rest.
+Each constraint says which variable and which coordinates of it it governs and validates its
+bound as written. It is declarative: the projection, the state of a point, the subspace of the
+restricted problem and the bound used by solvers live in the matching constraint set
+(:mod:`sparsemodel.compile.sets`).
 """
 
 from __future__ import annotations
@@ -187,31 +188,6 @@ class NnzConstraint(Constraint):
     def __str__(self) -> str:
         return f"{self.nnz} <= {self.k_expr}"
 
-    # ---- the projection (S2 of GraHTP, H_s of IHT): on the constrained coordinates only
-    def select(self, z: np.ndarray, k: int | None = None) -> np.ndarray:
-        """Positions (into ``coords``) of the k largest |z| (or the k groups of largest norm)."""
-        k = self.k if k is None else k
-        return top_k(z, k, self.groups)
-
-
-def top_k(z: np.ndarray, k: int, groups: np.ndarray | None = None) -> np.ndarray:
-    """Indices of the k entries of largest magnitude (argpartition, not sort), or of all members of
-    the k groups of largest Euclidean norm; sorted ascending. Ties are broken by position."""
-    n = z.shape[0]
-    if groups is None:
-        if k >= n:
-            return np.arange(n)
-        if k <= 0:
-            return np.empty(0, dtype=np.int64)
-        a = np.abs(z)
-        idx = np.argpartition(-a, k - 1)[:k]
-        return np.sort(idx)
-    labels, inv = np.unique(groups, return_inverse=True)
-    norms = np.zeros(len(labels))
-    np.add.at(norms, inv, z * z)
-    keep = top_k(np.sqrt(norms), k)
-    return np.flatnonzero(np.isin(inv, keep))
-
 
 class RankExpr:
     def __init__(self, W: Any, span: Span | None = None):
@@ -341,6 +317,5 @@ __all__ = [
     "rank",
     "eig",
     "offdiag",
-    "top_k",
     "ModelError",
 ]

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ..errors import ConstraintError, ConvexityError, ModelError, ShapeError, SolverError, Span
-from .checks import label_errors
+from ..errors import ConstraintError, ConvexityError, ModelError, ShapeError, Span
 from .constraints import Constraint, EigBoxConstraint, NnzConstraint
-from .expr import AFFINE, CONSTANT, CONVEX, UNKNOWN, Data, Expr, Parameter, Variable, as_expr, fmt_shape
+from .expr import UNKNOWN, Data, Expr, Parameter, Variable, as_expr, fmt_shape
 
 
 class Objective:
@@ -28,15 +24,6 @@ class Objective:
 
     def __str__(self) -> str:
         return f"minimize {self.expr}"
-
-
-def _fmt_opt(v: Any) -> str:
-    """An option value as the model language writes it."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return f'"{v}"'
-    return str(v)
 
 
 def minimize(expr: Any) -> Objective:
@@ -68,57 +55,6 @@ def convexity_error(e: Expr) -> ConvexityError | None:
         "with convex atoms of affine expressions (DCP rules), or define the loss as a func, whose "
         "convexity is checked symbolically",
     )
-
-
-@dataclass
-class CheckReport:
-    """What `sparsemodel check` prints: shapes, convexity, constraint kinds, applicable solvers."""
-
-    source: str
-    variables: list[tuple[str, tuple[int, ...], bool]]
-    data: list[tuple[str, tuple[int, ...], str]]
-    params: list[tuple[str, Any]]
-    objective: str
-    curvature: str
-    structure: str
-    constraints: list[tuple[str, str, str]]
-    solvers: list[tuple[str, str]]
-    default_solver: str | None
-    solve_with: str | None
-    compare_with: str | None
-    errors: list[ModelError] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def render(self) -> str:
-        out = [f"model       {self.source}"]
-        for name, shape, sym in self.variables:
-            out.append(f"variable    {name}  shape {fmt_shape(shape)}{'  symmetric' if sym else ''}")
-        for name, shape, kind in self.data:
-            out.append(f"data        {name}  shape {fmt_shape(shape)}  {kind}")
-        for name, val in self.params:
-            out.append(f"param       {name} = {val}")
-        out.append(f"objective   {self.objective}")
-        out.append(f"convexity   {self.curvature}")
-        out.append(f"structure   {self.structure}")
-        for text, kind, detail in self.constraints:
-            out.append(f"constraint  {text}   [{kind}] {detail}")
-        if not self.constraints:
-            out.append("constraint  (none)")
-        if self.solvers:
-            out.append("solvers     " + ", ".join(f"{n}" for n, _ in self.solvers))
-        if self.default_solver:
-            out.append(f"auto        {self.default_solver}")
-        if self.solve_with:
-            out.append(f"solve with  {self.solve_with}")
-        if self.compare_with:
-            out.append(f"compare     {self.compare_with}")
-        for e in self.errors:
-            out.append(e.render())
-        out.append("ok" if self.ok else f"{len(self.errors)} problem(s) found")
-        return "\n".join(out)
 
 
 class Problem:
@@ -188,126 +124,41 @@ class Problem:
     def convexity_error(self) -> ConvexityError | None:
         return convexity_error(self.objective.expr)
 
-    def check(self) -> CheckReport:
-        from ..compile.lowered import LoweredProblem
-        from ..solvers import REGISTRY, auto_solver, solvers_for
+    def check(self):
+        """What `sparsemodel check` prints: shapes, convexity, the constraint sets and their bounds,
+        which solvers apply (a :class:`sparsemodel.session.CheckReport`)."""
+        from .. import session
 
-        errors: list[ModelError] = []
-        e = self.objective.expr
-        ce = self.convexity_error()
-        if ce is not None:
-            errors.append(ce)
-        errors.extend(label_errors(e))
-        structure = "(not lowered)"
-        default = None
-        try:
-            lp = LoweredProblem(self)
-            structure = lp.structure
-            if ce is None:
-                try:
-                    default = auto_solver(lp)
-                except SolverError as exc:
-                    errors.append(exc)
-        except ModelError as exc:
-            errors.append(exc)
-        cons = []
-        kinds = set()
-        for c in self.constraints:
-            kinds.add(c.kind)
-            if isinstance(c, NnzConstraint):
-                unit = "groups" if c.groups is not None else "coordinates"
-                try:
-                    detail = f"k = {c.k} of {c.n_units} {unit} of {c.variable.name}"
-                except ModelError as exc:
-                    errors.append(exc)
-                    detail = "(invalid bound)"
-                free = c.variable.size - len(c.coords)
-                if free:
-                    detail += f"; {free} coordinate(s) of {c.variable.name} free"
-            else:
-                detail = f"on {c.variable.name}"
-            handlers = solvers_for(c.kind)
-            detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
-            cons.append((str(c), c.kind, detail))
-        applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if kinds <= cls.handles]
-        sw = None
-        if self.solve_with:
-            name, opts, _ = self.solve_with
-            sw = name + ("(" + ", ".join(f"{k} = {_fmt_opt(v)}" for k, v in opts.items()) + ")" if opts else "")
-        cw = None
-        if self.compare_with:
-            cw = ", ".join(self.compare_with["solvers"])
-            if self.compare_with.get("k") is not None:
-                cw += f" at k in {self.compare_with['k_text']}"
-        return CheckReport(
-            source=self.source,
-            variables=[(v.name, v.shape, v.symmetric) for v in self.variables],
-            data=[
-                (n, d.shape, "sparse" if not isinstance(d.value, np.ndarray) else "dense") for n, d in self.data.items()
-            ],
-            params=[(n, p.value.tolist()) for n, p in self.params.items()],
-            objective=str(e),
-            curvature={CONVEX: "convex", AFFINE: "affine", CONSTANT: "constant"}.get(
-                e.curvature, f"NOT convex ({e.curvature})"
-            ),
-            structure=structure,
-            constraints=cons,
-            solvers=applicable,
-            default_solver=default,
-            solve_with=sw,
-            compare_with=cw,
-            errors=errors,
-        )
+        return session.check(self)
 
-    # ------------------------------------------------------------------ solving
     def nnz_constraint(self) -> NnzConstraint | None:
+        """The sparsity constraint, if any (as written; its set carries the bound used)."""
         return next((c for c in self.constraints if isinstance(c, NnzConstraint)), None)
 
+    # ------------------------------------------------------------------ solving (delegated to the session)
     def lower(self, k: int | None = None):
-        from ..compile.lowered import LoweredProblem
+        """The lowered problem (what solvers see), with the bound ``k`` in place of the model's."""
+        from .. import session
 
-        return LoweredProblem(self, k=self._checked_k(k))
-
-    def _checked_k(self, k: int | None) -> int | None:
-        if k is None:
-            return None
-        c = self.nnz_constraint()
-        if c is None:
-            raise ConstraintError(f"k={k} was given but the problem has no nnz(...) <= k constraint")
-        return c.with_k(int(k)).k
+        return session.lower(self, k)
 
     def solve(self, solver: str | None = None, k: int | None = None, **options: Any):
         """Solve with a registered solver (``'auto'`` picks one that handles every constraint).
 
-        ``k`` overrides the sparsity bound for this solve. Options are the solver's (see
-        ``sparsemodel solvers``); unknown options are refused with the list of valid ones. Without a
-        solver name, the model file's ``solve with`` line (if any) is used, else ``'auto'``.
+        ``k`` overrides the bound of the sparsity or rank constraint for this solve (in its unit:
+        entries, groups or the rank). Options are the solver's (see ``sparsemodel solvers``);
+        unknown options are refused with the list of valid ones. Without a solver name, the model
+        file's ``solve with`` line (if any) is used, else ``'auto'``.
         """
-        from ..solvers import auto_solver, get_solver
+        from .. import session
 
-        ce = self.convexity_error()
-        if ce is not None:
-            raise ce
-        bad_labels = label_errors(self.objective.expr)
-        if bad_labels:
-            raise bad_labels[0]
-        if solver is None and self.solve_with is not None:
-            name, opts, _ = self.solve_with
-            solver = name
-            options = {**opts, **options}
-        solver = solver or "auto"
-        lp = self.lower(k)
-        if solver == "auto":
-            solver = auto_solver(lp)
-        cls = get_solver(solver)
-        result = cls(**options).solve(lp)
-        self._store(result)
-        return result
+        return session.solve(self, solver, k=k, **options)
 
-    def _store(self, result: Any) -> None:
+    def store(self, values: dict[str, Any]) -> None:
+        """Set each variable's ``value`` from a result's values."""
         for v in self.variables:
-            if v.name in result.values:
-                v.value = result.values[v.name]
+            if v.name in values:
+                v.value = values[v.name]
 
     def compare(
         self,
@@ -316,10 +167,11 @@ class Problem:
         options: dict[str, dict[str, Any]] | None = None,
         **kw: Any,
     ):
-        """Run several solvers on this problem (optionally over a range of k); see sparsemodel.compare."""
-        from ..compare import compare
+        """Run several solvers on this problem, optionally over a range of the bound ``k`` or of
+        a param (``sweep={"lam": [...]}``); see :func:`sparsemodel.session.compare`."""
+        from .. import session
 
-        return compare(self, list(solvers), k=k, options=options, **kw)
+        return session.compare(self, list(solvers), k=k, options=options, **kw)
 
     def __str__(self) -> str:
         lines = [str(self.objective)]

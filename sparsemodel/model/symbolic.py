@@ -1,7 +1,8 @@
 """The sympy side of user functions (imported only when a model defines a ``func``).
 
 Stable numerics for the softplus pattern, the table of functions a func body may call, the
-sign tests behind the curvature check, and the translation of a body to cvxpy atoms.
+sign tests behind the curvature check (the translation of a body to cvxpy lives in
+sparsemodel.compile.cvxpy_lower).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from typing import Any
 import numpy as np
 import sympy
 from scipy.special import expit
-
-from ..errors import ModelError, Span
 
 
 class Softplus(sympy.Function):
@@ -91,62 +90,3 @@ def sign_class(e: sympy.Expr, f: Callable[[np.ndarray], np.ndarray]) -> tuple[st
     if np.all(v <= tol):
         return "nonpos", "numeric"
     return "unknown", "numeric"
-
-
-def sympy_to_cvxpy(e: sympy.Expr, z: sympy.Symbol, arg: Any, name: str, span: Span | None) -> Any:
-    """Translate a sympy body to cvxpy atoms (recognizing log(1 + exp(u)) as logistic(u))."""
-    import cvxpy as cp
-
-    def fail() -> ModelError:
-        return ModelError(
-            f"func {name} has no cvxpy form that cvxpy accepts as convex, so the cvxpy reference path is unavailable for it",
-            span,
-            "use the NumPy restricted solves (restricted='auto')",
-        )
-
-    def go(t: sympy.Expr) -> Any:
-        if t == z:
-            return arg
-        if t.is_number:
-            return float(t)
-        if isinstance(t, sympy.Add):
-            out = 0
-            for a in t.args:
-                out = out + go(a)
-            return out
-        if isinstance(t, sympy.Mul):
-            out = 1
-            for a in t.args:
-                v = go(a)
-                out = (
-                    v * out
-                    if isinstance(v, float) or isinstance(out, float) or isinstance(out, int)
-                    else cp.multiply(out, v)
-                )
-            return out
-        if isinstance(t, sympy.Pow):
-            b, p = t.args
-            if p == 2:
-                return cp.square(go(b))
-            if p.is_number:
-                return cp.power(go(b), float(p))
-            raise fail()
-        if isinstance(t, sympy.exp):
-            return cp.exp(go(t.args[0]))
-        if isinstance(t, sympy.log):
-            inner = t.args[0]
-            if isinstance(inner, sympy.Add) and len(inner.args) == 2:
-                a, b = inner.args
-                if a == 1 and isinstance(b, sympy.exp):
-                    return cp.logistic(go(b.args[0]))
-                if b == 1 and isinstance(a, sympy.exp):
-                    return cp.logistic(go(a.args[0]))
-            return cp.log(go(inner))
-        if isinstance(t, sympy.Abs):
-            return cp.abs(go(t.args[0]))
-        raise fail()
-
-    out = go(e)
-    if not hasattr(out, "is_dcp") or not (out.is_convex() or out.is_concave()):
-        raise fail()
-    return out

@@ -127,11 +127,6 @@ class UserFunc(Elementwise):
     def d2(self, z):
         return _call(self.fdef.d2, z)
 
-    def to_cvxpy(self, args):
-        from .symbolic import sympy_to_cvxpy
-
-        return sympy_to_cvxpy(self.fdef.body, self.fdef.z, args[0], self.fdef.name, self.span)
-
 
 def _call(f: Callable[[np.ndarray], Any], z: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):

@@ -68,8 +68,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compile import kernels
 from ..compile.lowered import Clock, LoweredProblem
 from ..compile.scoring import ActiveSet
+from ..compile.sets import top_k
 from ..errors import SolverError
 from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
 from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
@@ -98,7 +100,7 @@ def rho_2_plus(lp: LoweredProblem, starts: int = 3, iters: int = 100) -> float:
 
     Exact when affordable: the Hessian (bound) restricted to C from |C| Hessian-vector products,
     then the largest eigenvalue of every 2x2 principal submatrix in closed form. Otherwise the
-    truncated power method (Yuan & Zhang 2013, as in ``lp.smoothness(2)``) from 2 * ``starts``
+    truncated power method (Yuan & Zhang 2013, the kernel of ``lp.smoothness``) from 2 * ``starts``
     starting vectors. Unlike ``lp.smoothness(2)`` the free coordinates are left out: they are never
     regularized, and an unscaled intercept column (norm^2 = number of samples) would otherwise set
     rho (on Caravan 1456 instead of 0.49 with unit-norm feature columns)."""
@@ -117,32 +119,23 @@ def rho_2_plus(lp: LoweredProblem, starts: int = 3, iters: int = 100) -> float:
         lam = 0.5 * (d[:, None] + d[None, :]) + np.sqrt(0.25 * (d[:, None] - d[None, :]) ** 2 + H * H)
         np.fill_diagonal(lam, d)
         return float(lam.max())
-    s = min(2, nC)
+
+    def hv_C(v: np.ndarray) -> np.ndarray:
+        full[:] = 0.0
+        full[C] = v
+        return hv(full)[C]
 
     def trunc(z: np.ndarray) -> np.ndarray:
         out = np.zeros(nC)
-        keep = np.argpartition(-np.abs(z), s - 1)[:s]
+        keep = top_k(z, min(2, nC))
         out[keep] = z[keep]
-        nrm = np.linalg.norm(out)
-        return out / nrm if nrm > 0 else out
+        return out
 
-    best = 0.0
+    v0s = []
     for seed in range(starts):
         rng = np.random.default_rng(seed)
-        for v in (np.ones(nC) + 1e-3 * rng.standard_normal(nC), rng.standard_normal(nC)):
-            v = trunc(v)
-            lam_v = 0.0
-            for _ in range(iters):
-                full[C] = v
-                w = hv(full)[C]
-                lam_new = float(v @ w)
-                v_new = trunc(w)
-                if not np.any(v_new) or abs(lam_new - lam_v) <= 1e-9 * max(abs(lam_new), 1e-300):
-                    lam_v = lam_new
-                    break
-                lam_v, v = lam_new, v_new
-            best = max(best, lam_v)
-    return best
+        v0s += [np.ones(nC) + 1e-3 * rng.standard_normal(nC), rng.standard_normal(nC)]
+    return kernels.power_method(hv_C, trunc, v0s, iters=iters)
 
 
 @register

@@ -1,10 +1,11 @@
 """What every solver shares: options, the registry, the run history and the common ``Result``.
 
 A solver is a subclass of :class:`Solver` registered with :func:`register`. It declares the
-constraint kinds it handles (``nnz``, ``nnz_groups``, ``rank``, ``eig_box``), its options with
-defaults and help, and implements ``run(lp) -> Result`` on a
-:class:`~sparsemodel.compile.lowered.LoweredProblem`. ``sparsemodel solvers``, ``solver="auto"``
-and the error messages all read the same registry.
+constraint kinds it handles (``nnz``, ``nnz_groups``, ``nnz_pairs``, ``rank``, ``eig_box``), its
+options with defaults and help, and implements ``run(lp) -> Result`` on a
+:class:`~sparsemodel.compile.lowered.LoweredProblem`: it sees the oracle (``lp.oracle``), the
+design (``lp.design``) and the constraint set (``lp.set``), never cvxpy or the grammar.
+``sparsemodel solvers``, ``solver="auto"`` and the error messages all read the same registry.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ INFEASIBLE = "infeasible"
 
 # which family of paper handles constraint kinds not served by any registered solver yet
 PLANNED = {
-    "rank": "the rank-constrained hard-thresholding solvers of paper 002 (HSG-HT, AHSG-HT, FG-HT)",
     "eig_box": "the modified GraHTP of paper 000, Algorithm 2 (eigenvalue-box precision matrices)",
 }
 
@@ -138,13 +138,15 @@ class Result:
     solver: str
     variable: str
     shape: tuple[int, ...]
-    k: int | None
+    k: int | None  # the bound, from the constraint set, in its unit (``unit``)
     values: dict[str, np.ndarray]
     options: dict[str, Any]
     history: dict[str, list[float]] = field(default_factory=dict)
     certificate: dict[str, Any] | None = None
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    unit: str = ""  # what k counts: coordinates, groups, entries, rank
+    counters: dict[str, int] = field(default_factory=dict)  # the run's oracle counters
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +156,8 @@ class Result:
             "variable": self.variable,
             "shape": list(self.shape),
             "k": self.k,
+            "unit": self.unit,
+            "counters": jsonable(self.counters),
             "support": [int(i) for i in self.support],
             "x": jsonable(np.asarray(self.x).tolist()),
             "values": {k: jsonable(np.asarray(v).tolist()) for k, v in self.values.items()},
@@ -182,19 +186,19 @@ class Result:
 
 
 class History:
-    """Per-iteration log: objective, time, IFO, hard-thresholding count (paper 002, Definition 1)."""
+    """Per-iteration log: objective, time, IFO and hard-thresholding count (paper 002, Definition
+    1), read from the run's oracle counters."""
 
     def __init__(self, lp: LoweredProblem, clock: Callable[[], float]):
-        self.lp = lp
+        self.oracle = lp.oracle
         self.clock = clock
-        self.ht = 0
         self.rows: dict[str, list[float]] = {"objective": [], "time_s": [], "ifo": [], "ht": []}
 
     def log(self, f: float, **extra: float) -> None:
         self.rows["objective"].append(float(f))
         self.rows["time_s"].append(self.clock())
-        self.rows["ifo"].append(float(self.lp.ifo()))
-        self.rows["ht"].append(float(self.ht))
+        self.rows["ifo"].append(float(self.oracle.ifo))
+        self.rows["ht"].append(float(self.oracle.ht))
         for k, v in extra.items():
             self.rows.setdefault(k, []).append(float(v))
 
@@ -202,45 +206,11 @@ class History:
 def ht_certificate(
     lp: LoweredProblem, x: np.ndarray, gamma: float, g: np.ndarray | None = None, rtol: float = 1e-6
 ) -> dict[str, Any]:
-    """Classify x by paper 001, Definition 4 for step gamma.
-
-    x is a (basic) stationary point when the gradient vanishes on its support and on the free
-    coordinates; it is HT-stable when moreover min_{i in I_s} |x_i| >= gamma * max_{j not in supp} |grad_j f(x)|
-    (I_s: the s largest entries, so a point with fewer than s nonzeros needs a zero gradient off
-    its support). With groups, magnitudes are group Euclidean norms.
-    """
-    sps = lp.sparsity
+    """The paper-001 Definition 4 certificate of x for step gamma, in the terms of the problem's
+    constraint set (see ``ConstraintSet.certificate``)."""
     if g is None:
         _, g = lp.value_and_grad(x)
-    s = sps.k
-    xc, gc = x[sps.coords], g[sps.coords]
-    if sps.unit_of is not None:
-        nu = sps.n_units
-        xu = np.sqrt(np.bincount(sps.unit_of, weights=xc * xc, minlength=nu))
-        gu = np.sqrt(np.bincount(sps.unit_of, weights=gc * gc, minlength=nu))
-    else:
-        xu, gu = np.abs(xc), np.abs(gc)
-    on = xu != 0
-    grad_on = max(float(np.max(gu[on], initial=0.0)), float(np.max(np.abs(g[sps.free]), initial=0.0)))
-    grad_off = float(np.max(gu[~on], initial=0.0))
-    top = np.sort(xu)[::-1][:s]
-    xmin = float(top[-1]) if len(top) else 0.0
-    scale = max(float(np.max(np.abs(g), initial=0.0)), float(np.max(xu, initial=0.0)) / max(gamma, 1e-300), 1e-300)
-    stationary = grad_on <= rtol * scale
-    stable = stationary and xmin >= gamma * grad_off * (1 - 1e-12)
-    strict = stationary and xmin > gamma * grad_off
-    verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
-    return {
-        "definition": "paper 001, Definition 4",
-        "gamma": float(gamma),
-        "grad_on_support_inf": grad_on,
-        "min_abs_top_s": xmin,
-        "max_abs_grad_off_support": grad_off,
-        "stationary": bool(stationary),
-        "ht_stable": bool(stable),
-        "strictly_ht_stable": bool(strict),
-        "verdict": verdict,
-    }
+    return lp.set.certificate(x, g, gamma, rtol)
 
 
 class Solver:
@@ -279,7 +249,13 @@ class Solver:
                 )
 
     def solve(self, lp: LoweredProblem) -> Result:
+        """Run on a fresh copy of ``lp`` (its own counters). A budget of 0 on a thresholded set is
+        answered here, once for every solver: the constrained part is zero and the free part is
+        fitted by one restricted solve."""
         self.check(lp)
+        lp = lp.fresh()
+        if lp.set is not None and lp.set.thresholds and lp.set.k == 0:
+            return zero_budget(lp, self)
         return self.run(lp)
 
     def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
@@ -359,27 +335,31 @@ def finish(
     message: str = "",
     extra: dict[str, Any] | None = None,
 ) -> Result:
-    """Build the common Result (and the HT-stability certificate when a step gamma applies)."""
+    """Build the common Result (and the HT-stability certificate when a step gamma applies).
+    The bound and the support come from the constraint set."""
     if f is None:
-        f = lp.f(x)
+        f = lp.oracle.peek(x)
     if not np.isfinite(f) and status != DIVERGED:
         status = INFEASIBLE
         message = message or (
             f"the objective is {f} at the returned point: it lies outside the domain of the loss "
             "(for example logdet or log of a non-positive argument); start inside the domain with init=..."
         )
-    if certificate is None and gamma is not None and lp.sparsity is not None and status != DIVERGED:
+    s = lp.set
+    if certificate is None and gamma is not None and s is not None and s.thresholds and status != DIVERGED:
         certificate = ht_certificate(lp, x, gamma)
     var = lp.primary
     values = lp.unpack(x)
-    if lp.sparsity is not None:
-        sps = lp.sparsity
-        local = sps.constraint.coords  # positions of C inside the variable
-        support = np.sort(local[np.flatnonzero(x[sps.coords] != 0)])
-        k = sps.k_bound
+    extra = dict(extra or {})
+    if s is not None and s.kind.startswith("nnz"):  # coordinate sparsity
+        local = s.constraint.coords  # positions of C inside the variable
+        support = np.sort(local[np.flatnonzero(x[s.coords] != 0)])
     else:
         support = np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
-        k = None
+    if s is not None and s.kind == "rank":
+        st = s.state(x)
+        extra.setdefault("rank", st.rank)
+        extra.setdefault("singular_values", [float(v) for v in st.s[: max(s.budget, 1) + 1]])
     return Result(
         x=np.asarray(values[var.name]),
         support=support,
@@ -390,14 +370,36 @@ def finish(
         solver=solver.name,
         variable=var.name,
         shape=var.shape,
-        k=k,
+        k=s.budget if s is not None else None,
         values=values,
         options={k_: (v if not isinstance(v, np.ndarray) else "<array>") for k_, v in solver.opts.items()},
         history=history.rows if history is not None else {},
         certificate=certificate,
         message=message,
-        extra=extra or {},
+        extra=extra,
+        unit=s.unit if s is not None else "",
+        counters=lp.oracle.stats(),
     )
+
+
+def zero_budget(lp: LoweredProblem, solver: Solver) -> Result:
+    """Budget 0: the constrained part is zero, the free part is fitted (one restricted solve)."""
+    from ..compile.lowered import Clock
+
+    clock = Clock()
+    method = solver.opts.get("restricted", "auto") if isinstance(solver.opts.get("restricted"), str) else "auto"
+    r = lp.restricted_minimize(lp.set.empty(), method=method)
+    s = lp.set
+    free = len(s.free)
+    why = (
+        f" (entries of a symmetric matrix come in pairs, so {s.budget} allows none)"
+        if s.budget and s.kind == "nnz_pairs"
+        else ""
+    )
+    msg = f"{s.bound_text()}: the constrained part is zero{why}" + (
+        f"; the {free} free coordinate(s) were fitted" if free else ""
+    )
+    return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
 
 
 def divergence_message(solver: str, f_start: float, f_now: float, step: float | None, step_name: str = "eta") -> str:
@@ -409,25 +411,28 @@ def divergence_message(solver: str, f_start: float, f_now: float, step: float | 
     )
 
 
-def check_k(lp: LoweredProblem, solver: str) -> None:
-    """The common k checks of the sparsity solvers (1 <= k < number of selectable units)."""
-    sps = lp.sparsity
-    unit = {1: "groups" if sps.groups is not None else "coordinates", 2: "pairs of entries"}[sps.unit_size]
-    size, kb = sps.unit_size, sps.k_bound
-    if sps.k == 0:
-        why = "" if kb == 0 else f" (entries of a symmetric matrix come in pairs, so {kb} allows none)"
+def check_budget(lp: LoweredProblem, solver: str) -> None:
+    """The common bound check of the thresholding solvers: a bound that lets every unit be nonzero
+    does nothing (a budget of 0 is answered by ``Solver.solve`` before ``run``)."""
+    s = lp.set
+    if s is None or not s.thresholds:
+        return
+    if s.budget >= s.limit:
+        if s.kind == "rank":
+            raise SolverError(
+                f"{s.constraint} with r = {s.budget} allows full rank min{s.shape} = {s.limit}, so the constraint does nothing",
+                s.span,
+                f"use r < {s.limit}, or drop the constraint",
+            )
+        unit = {"groups": "groups", "entries": "pairs of entries", "coordinates": "coordinates"}[s.unit]
         raise SolverError(
-            f"{sps.constraint.nnz} <= {kb} forces every constrained coordinate to zero{why}; "
-            f"there is nothing for {solver} to select",
-            sps.constraint.span,
-            f"use k >= {size}",
+            f"{s.constraint.nnz} <= {s.budget} allows all {s.n_units} {unit} to be nonzero, so the constraint does nothing",
+            s.span,
+            f"use k < {s.limit}, or drop the constraint",
         )
-    if sps.k >= sps.n_units:
-        raise SolverError(
-            f"{sps.constraint.nnz} <= {kb} allows all {sps.n_units} {unit} to be nonzero, so the constraint does nothing",
-            sps.constraint.span,
-            f"use k < {sps.n_units * size}, or drop the constraint",
-        )
+
+
+check_k = check_budget  # the name the sparsity solvers use
 
 
 def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
@@ -442,6 +447,6 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
         raise SolverError(
             f"init has {x.size} entries; expected {lp.primary.size} (the variable {lp.primary.name}) or {lp.n}"
         )
-    if lp.sparsity is not None:
-        x, _ = lp.sparsity.project(x)
+    if lp.set is not None and lp.set.thresholds:
+        x, _ = lp.set.project(x)
     return x

@@ -32,8 +32,8 @@ Scoring (option ``scoring``):
   4.9 s with one restricted solve per candidate); composite losses use batched Newton.
 * ``paper``: Zhang's Figure 1 as printed: Q_i = min_alpha f(x(s) + alpha e_i) (a line search on
   the single coordinate i, the others held) and R_j = f(x(s) - x_j e_j) (coordinate j zeroed,
-  no refit). The line searches are vectorized over candidates for composite objectives (Newton
-  on each coordinate with backtracking); for other objectives each uses Brent's method (slow).
+  no refit). The line searches run for all candidates at once in the batched Newton kernel for
+  composite objectives; for other objectives each uses Brent's method (slow).
 
 Backward threshold (option ``threshold``): ``level`` (Zhang) compares delta' with nu times the gain
 delta(s) recorded when the current level s was reached by a forward step; ``last`` compares with
@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compile import kernels
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
 from ..compile.scoring import ActiveSet
 from ..errors import SolverError
@@ -150,7 +151,7 @@ class FoBa(Solver):
             sel, x, f = sel_new, x_new, f_new
             gains.append(gain)
             last_gain = gain
-            hist.ht += 1
+            lp.oracle.thresholded()
             hist.log(f, size=len(sel), step=1)
             # backward steps
             while len(sel) > 0:
@@ -187,78 +188,31 @@ def _zeroed_value(lp: LoweredProblem, x: np.ndarray, j: int) -> float:
 
 
 def _line_search_values(lp: LoweredProblem, x: np.ndarray, flat: np.ndarray, block: int = 2048) -> np.ndarray:
-    """min_alpha f(x + alpha e_j) for each flat coordinate j (Zhang's forward score)."""
-    comp = lp.composite
-    if comp is None:
+    """min_alpha f(x + alpha e_j) for each flat coordinate j (Zhang's forward score).
+
+    Composite objectives: one batched Newton solve (the kernel every restricted solve uses) with
+    x held fixed and one free coefficient per candidate column. Others: Brent's method per
+    coordinate (slow)."""
+    design = lp.design
+    if design is None:
         out = np.empty(len(flat))
         for n, j in enumerate(flat):
             e = np.zeros(lp.n)
             e[j] = 1.0
             out[n] = _minimize_scalar(lambda a, e=e: lp.f(x + a * e)).fun
         return np.minimum(out, lp.f(x))
-    z0 = [np.atleast_1d(np.asarray(t.ev.value(x), dtype=float)).ravel() for t in comp.terms]
-    a0 = [np.atleast_1d(np.asarray(q.ev.value(x), dtype=float)).ravel() for q in comp.quads]
+    rd = design.reduced(np.empty(0, dtype=np.int64), x_fixed=x, dense_cols=True)
     out = np.empty(len(flat))
     for start in range(0, len(flat), block):
         cols = np.asarray(flat[start : start + block], dtype=np.int64)
-        Js, Qs = lp._cols.columns(cols)
-        Js = [J.toarray() if hasattr(J, "toarray") else np.asarray(J) for J in Js]
-        Qs = [Q.toarray() if hasattr(Q, "toarray") else np.asarray(Q) for Q in Qs]
-        out[start : start + len(cols)] = _coordinate_newton(comp, z0, a0, Js, Qs)
+        extra = []
+        for i in range(len(design.terms)):
+            J = design.term_columns(i, cols)
+            extra.append(np.ascontiguousarray((J.toarray() if hasattr(J, "toarray") else np.asarray(J)).T))
+        res = kernels.newton(rd, np.zeros((len(cols), 1)), extra=extra, tol=1e-14, max_iter=50)
+        lp.oracle.charge(grads=res.iterations, ifo=lp.n_samples * res.iterations)
+        out[start : start + len(cols)] = res.values
     return out
-
-
-def _coordinate_newton(comp: Any, z0: list, a0: list, Js: list, Qs: list, iters: int = 50) -> np.ndarray:
-    """Vectorized damped Newton on phi_c(alpha) = f(x + alpha e_c), one alpha per column c."""
-    m = (Js[0] if Js else Qs[0]).shape[1]
-
-    def evaluate(alpha: np.ndarray, order: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        val = np.full(m, comp.const)
-        d1 = np.zeros(m)
-        d2 = np.zeros(m)
-        for t, z, J in zip(comp.terms, z0, Js):
-            Z = z[:, None] + J * alpha[None, :]
-            v, g, h = t.phi_d(Z)
-            val += t.coef * v.sum(axis=0)
-            if order:
-                d1 += t.coef * (g * J).sum(axis=0)
-                d2 += t.coef * (h * J * J).sum(axis=0)
-        for q, a, Q in zip(comp.quads, a0, Qs):
-            A = a[:, None] + Q * alpha[None, :]
-            PA = q.P @ A
-            val += q.coef * (A * PA).sum(axis=0)
-            if order:
-                Ps = q.P + q.P.T
-                d1 += q.coef * (Q * (Ps @ A)).sum(axis=0)
-                d2 += q.coef * (Q * (Ps @ Q)).sum(axis=0)
-        return val, d1, d2
-
-    alpha = np.zeros(m)
-    val, g, h = evaluate(alpha, 1)
-    for _ in range(iters):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = np.where(h > 0, -g / h, -g)
-        step[~np.isfinite(step)] = 0.0
-        dec = -g * step
-        active = dec > 1e-14 * (1.0 + np.abs(val))
-        if not active.any():
-            break
-        t = np.ones(m)
-        new = alpha + step
-        vnew = evaluate(new, 0)[0]
-        for _ in range(40):  # backtrack the columns whose value did not decrease enough
-            bad = active & ~(vnew <= val - 0.25 * t * dec)
-            if not bad.any():
-                break
-            t[bad] *= 0.5
-            new = np.where(bad, alpha + t * step, new)
-            vnew = np.where(bad, evaluate(new, 0)[0], vnew)
-        ok = active & (vnew <= val)
-        alpha = np.where(ok, new, alpha)
-        val, g, h = evaluate(alpha, 1)
-        if comp.quadratic:
-            break
-    return val
 
 
 def _minimize_scalar(fun, *args, **kwargs):

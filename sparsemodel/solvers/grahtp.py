@@ -14,6 +14,11 @@ a relative change ||x(t) - x(t-1)|| / ||x(t-1)|| <= tol (the criterion of Sectio
 Coordinates outside the nnz(...) slice (an intercept, other variables) are never thresholded:
 S2 ranks only the constrained coordinates, S3 always optimizes the free ones.
 
+The same three steps run on any constraint set of :mod:`sparsemodel.compile.sets`: for
+``rank(W) <= r``, S2 is the truncated SVD (the best rank-r approximation), F(t) is its singular
+subspaces, S3 minimizes f over {U C} (the column space of the S2 point; see ``LowRank``), and the
+stopping rule F(t) = F(t-1) compares column spaces.
+
 Step size. ``eta='rss'`` is the paper's choice eta = 1/(2 M_2k) (Remark 6, Section 6.2.1), with
 M_2k estimated by the truncated power method; Lemma 13 then guarantees that f decreases. Deviation
 for accuracy (the default ``eta='auto'``): that step is so short that S2 rarely swaps coordinates
@@ -54,7 +59,7 @@ from .base import (
 @register
 class GraHTP(Solver):
     name = "grahtp"
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
     default_debias = True
@@ -62,7 +67,7 @@ class GraHTP(Solver):
         "eta": Option(
             "auto",
             "step size: a number; 'auto' = 1/mean diag(H) with backtracking (HTP's unit step); "
-            "'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration",
+            "'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration (rank 2r for rank constraints)",
             "float_or_auto",
         ),
         "max_iter": Option(500, "maximum number of iterations", int),
@@ -83,20 +88,19 @@ class GraHTP(Solver):
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
         clock = Clock()
-        if lp.sparsity is None:  # nothing to threshold: one restricted solve over all coordinates
+        if lp.set is None:  # nothing to threshold: one restricted solve over all coordinates
             r = lp.restricted_minimize(None, method=o["restricted"])
             return finish(lp, self, r.x, CONVERGED, 1, clock, f=r.f)
         check_k(lp, self.name)
-        sps = lp.sparsity
-        C = sps.coords
+        s = lp.set
         debias = o["debias"]
         x = initial_point(lp, o["init"])
         if o["eta"] in ("auto", "rss"):
-            at = None if lp.composite is not None else x  # general objectives: curvature at the start
+            at = None if lp.design is not None else x  # general objectives: curvature at the start
             if o["eta"] == "auto":
                 M = lp.mean_curvature(x=at)
             else:
-                M = 2.0 * lp.smoothness(min(2 * sps.k * sps.unit_size, sps.size), x=at)
+                M = 2.0 * lp.smoothness(lp.power_budget(2 * s.k), x=at)
             if not np.isfinite(M) or M <= 0:
                 raise SolverError(
                     f"could not estimate the curvature of the objective at the starting point (got {M})",
@@ -108,9 +112,9 @@ class GraHTP(Solver):
             if eta <= 0:
                 raise SolverError(f"eta must be positive; got {eta}")
         hist = History(lp, clock)
-        sel_prev = sps.support(x)
+        st_prev = s.state(x)
         if debias:
-            r = lp.restricted_minimize(sel_prev, x0=x, method=o["restricted"])
+            r = lp.restricted_minimize(st_prev, x0=x, method=o["restricted"])
             x = r.x
         f, g = lp.value_and_grad(x)
         f0 = f
@@ -132,14 +136,13 @@ class GraHTP(Solver):
         while it < o["max_iter"]:
             it += 1
             xt = x - eta * g  # S1
-            sel = sps.select(xt[C])  # S2
-            hist.ht += 1
+            warm, st = s.project(xt)  # S2: the projection, and F(t)
+            lp.oracle.thresholded()
             if debias:  # S3: debias on F(t), warm-started at the gradient step restricted to F(t)
-                warm, _ = sps.project(xt)
-                r = lp.restricted_minimize(sel, x0=warm, method=o["restricted"], grad=True)
+                r = lp.restricted_minimize(st, x0=warm, method=o["restricted"], grad=True)
                 xn, fn, gn = r.x, r.f, r.g
             else:  # S3': truncate
-                xn, _ = sps.project(xt)
+                xn = warm
                 fn, gn = lp.value_and_grad(xn)
             increased = not np.isfinite(fn) or fn > f + 1e-12 * max(1.0, abs(f))
             if increased and o["backtracking"]:
@@ -156,8 +159,8 @@ class GraHTP(Solver):
             grow = grow + 1 if increased else 0
             dx = float(np.linalg.norm(xn - x))
             nx = float(np.linalg.norm(x))
-            same_support = np.array_equal(sel, sel_prev)
-            x, f, g, sel_prev = xn, fn, gn, sel
+            same_support = s.same(st, st_prev)
+            x, f, g, st_prev = xn, fn, gn, st
             hist.log(f, eta=eta)
             if grow >= 10 and f > f0:
                 status, message = DIVERGED, divergence_message(self.name, f0, f, eta)

@@ -122,7 +122,7 @@ class GraSP(Solver):
             T = np.union1d(Z, sps.support(x))  # step 3
             b = lp.restricted_minimize(T, x0=x, method=method).x  # step 4
             xn, sel = sps.project(b)  # step 5: b_k (free coordinates kept)
-            hist.ht += 1
+            lp.oracle.thresholded()
             if o["prune"] == "debias":
                 xn = lp.restricted_minimize(sel, x0=xn, method=method).x
             fn, gn = lp.value_and_grad(xn)

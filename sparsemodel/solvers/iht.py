@@ -4,7 +4,9 @@
 
 H_s keeps the s largest |entries| on the constrained coordinates C (or the s groups of largest
 Euclidean norm under ``nnz(w, groups=g) <= k``); the free coordinates F (intercepts, other
-variables) take the plain gradient step and are never thresholded or counted.
+variables) take the plain gradient step and are never thresholded or counted. Under
+``rank(W) <= r``, H_s is the truncated SVD to rank r: this is FG-HT, the full-gradient baseline of
+paper 002, for either constraint.
 
 Step size (paper 001). For an L_s-RSS objective (Definition 1: the restricted smoothness over
 pairs of s-sparse points, i.e. over 2s-sparse directions) every gamma in (0, 1/L_s] makes f
@@ -55,22 +57,15 @@ from .greedy import solve_unconstrained
 
 
 def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3, x: np.ndarray | None = None) -> float:
-    """L for ``units`` selectable units: lp.smoothness over that many coordinates (or over the
-    coordinates of the ``units`` largest groups), the best of ``starts`` seeded runs of the
-    truncated power method (each from two starting vectors)."""
-    sps = lp.sparsity
-    if sps.unit_of is None:
-        s = min(units, sps.size)
-    else:
-        sizes = np.sort(np.bincount(sps.unit_of))[::-1]
-        s = int(sizes[: min(units, len(sizes))].sum())
-    return max(float(lp.smoothness(s, x=x, seed=i)) for i in range(starts))
+    """L for ``units`` units of the budget (coordinates, groups, pairs, or the rank): the best of
+    ``starts`` seeded runs of the truncated power method (see ``LoweredProblem.smoothness``)."""
+    return lp.restricted_smoothness(units, starts=starts, x=x)
 
 
 @register
 class IHT(Solver):
     name = "iht"
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     summary = "Iterative Hard Thresholding: x <- H_s(x - gamma grad f), gamma = 1/L_s (paper 001)"
     reference = "paper 003, Algorithm 1; step rule and HT-stability certificate: paper 001 (Definition 4, Theorem 4)"
     options = {
@@ -92,14 +87,14 @@ class IHT(Solver):
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
-        if lp.sparsity is None:
+        if lp.set is None:
             return solve_unconstrained(lp, self, "auto")
         check_k(lp, self.name)
-        sps = lp.sparsity
+        s = lp.set
         clock = Clock()
         x = initial_point(lp, o["init"])
         # general objectives (e.g. logdet) have no global Hessian bound: estimate at the start
-        L = restricted_smoothness(lp, 2 * sps.k, x=None if lp.composite is not None else x)
+        L = restricted_smoothness(lp, 2 * s.k, x=None if lp.design is not None else x)
         if o["gamma"] in ("auto", "rss"):
             if not np.isfinite(L) or L <= 0:
                 raise SolverError(
@@ -121,8 +116,8 @@ class IHT(Solver):
             )
         status, it, halvings, message = MAX_ITER, 0, 0, ""
         while it < o["max_iter"]:
-            xn, _ = sps.project(x - gamma * g)  # line 8: H_s on C, F untouched
-            hist.ht += 1
+            xn, _ = s.project(x - gamma * g)  # line 8: H_s on C (or the truncated SVD), F untouched
+            lp.oracle.thresholded()
             fn, gn = lp.value_and_grad(xn)
             increased = not np.isfinite(fn) or fn > f + 1e-14 * max(1.0, abs(f))
             if increased and o["backtracking"]:

@@ -6,9 +6,9 @@ on exactly the constrained coordinates C (paper 003, eq. (1)):
     min_x  f(x) + lambda * ||x_C||_1                                              (1)
 
 Free coordinates F (an intercept, other variables) are optimized but never penalized, counted or
-thresholded. f is any convex loss of the model, lowered to cvxpy by
-:func:`~sparsemodel.compile.cvxpy_lower.lower_expr`; lambda is a ``cvxpy.Parameter``, so (1) is
-built and compiled once and only re-solved while lambda changes.
+thresholded. f is any convex loss of the model; the relaxation is built in cvxpy by
+:mod:`sparsemodel.compile.relax` (``lp.relaxation("l1")``) with lambda a ``cvxpy.Parameter``, so
+(1) is compiled once and only re-solved while lambda changes.
 
 Tuning (paper 003, Section 6.3.2: "for each sparsity level we applied binary search on alpha in
 order to find a parameter alpha that gives the required sparsity"). The search runs on log(lambda):
@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
-from ..errors import ModelError, SolverError
+from ..errors import SolverError
 from .base import CONVERGED, History, Option, Result, Solver, check_k, finish, register, restricted_option
 
 
@@ -123,13 +123,13 @@ class Lasso(Solver):
 
         backend = o["backend"]
         if backend == "auto":
-            backend = "numpy" if lp.composite is not None else "cvxpy"
-        if backend == "numpy" and lp.composite is None:
+            backend = "numpy" if lp.design is not None else "cvxpy"
+        if backend == "numpy" and lp.design is None:
             raise SolverError(
                 f"backend='numpy' needs an objective made of elementwise losses of affine maps; this one is a {lp.structure}",
                 hint="use backend='cvxpy' (or 'auto')",
             )
-        relax = _ProxNewton(lp, r0.x) if backend == "numpy" else _Relaxation(lp, o["cvxpy_solver"])
+        relax = _ProxNewton(lp, r0.x) if backend == "numpy" else lp.relaxation("l1", o["cvxpy_solver"])
         hist = History(lp, clock)
         seen: list[tuple[float, int]] = []
 
@@ -243,50 +243,3 @@ class _ProxNewton:
         x, _ = l1_minimize(self.lp, lam, x0=x0)
         self.done[lam] = x
         return x.copy()
-
-
-class _Relaxation:
-    """Problem (1) in cvxpy, built once with lambda as a Parameter (DPP: compiled on the first solve,
-    re-used afterwards)."""
-
-    def __init__(self, lp: LoweredProblem, solver: str):
-        import cvxpy as cp
-
-        from ..compile.cvxpy_lower import lower_expr
-
-        self.cp = cp
-        if solver != "auto" and solver.upper() not in cp.installed_solvers():
-            raise SolverError(
-                f"cvxpy solver {solver!r} is not installed",
-                hint=f"installed cvxpy solvers: {', '.join(cp.installed_solvers())}, or 'auto'",
-            )
-        self.solver = None if solver == "auto" else solver.upper()
-        self.u = cp.Variable(lp.n)
-        self.lam = cp.Parameter(nonneg=True)
-        try:
-            loss = lower_expr(lp.objective, lp.layout, self.u, np.arange(lp.n))
-            self.problem = cp.Problem(cp.Minimize(loss + self.lam * cp.norm1(self.u[lp.sparsity.coords])))
-        except (cp.error.DCPError, ValueError, TypeError, NotImplementedError) as exc:
-            raise SolverError(
-                f"the objective cannot be expressed in cvxpy for the LASSO relaxation ({exc})",
-                hint="lasso needs a DCP-representable convex loss; use an l0 solver (grahtp, grasp, foba)",
-            ) from None
-        if not self.problem.is_dcp():
-            raise SolverError(
-                "the LASSO relaxation of this objective is not DCP in cvxpy",
-                hint="lasso needs a DCP-representable convex loss; use an l0 solver (grahtp, grasp, foba)",
-            )
-        self.solves = 0
-
-    def solve(self, lam: float) -> np.ndarray:
-        from ..compile.cvxpy_lower import solve_cvxpy
-
-        self.lam.value = lam
-        self.solves += 1
-        try:
-            solve_cvxpy(self.problem, self.solver)
-        except ModelError as exc:
-            raise SolverError(f"the LASSO problem at lambda = {lam:.6g} could not be solved: {exc.message}") from None
-        if self.u.value is None:
-            raise SolverError(f"the LASSO problem at lambda = {lam:.6g} returned no solution")
-        return np.asarray(self.u.value, dtype=float).ravel().copy()

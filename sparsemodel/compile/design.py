@@ -1,0 +1,846 @@
+"""The design: a composite objective's data behind one interface.
+
+A composite objective (see :mod:`sparsemodel.compile.structure`) is
+
+    f(x) = const + lin'x + sum_t c_t sum_i w_ti phi_t((A_t x + b_t)_i)
+
+with phi_t an elementwise loss (square, logistic, huber, exp, a user func ...) or a row-wise one
+(``logsumexp(Z, axis=1)``, the softmax loss: one value per row of an (n, m) affine map). Linear
+terms are folded into ``lin`` and ``const``. :class:`Design` holds the terms and offers:
+
+* value, gradient (all coordinates or a subset) and exact Hessian-vector products;
+* ``reduced(cols)``: the terms restricted to a set of coordinates, ``A_t[:, cols]`` (the columns
+  "J B" of a coordinate subspace B), the input of every restricted-solve and scoring kernel;
+  ``restrict(...)`` for the low-rank subspaces {U C} of :class:`~sparsemodel.compile.sets.LowRank`;
+* the finite-sum view: ``n_samples`` (the common leading dimension of the terms that read data,
+  one sample per row) and ``grad_batch(x, rows)``, an unbiased gradient estimate from the rows
+  ``rows`` only, at a cost proportional to their stored entries; terms without a sample axis (the
+  separable regularizer, e.g. ``lam/2 * sum_squares(w)``) are kept apart and evaluated exactly.
+
+Each affine map is kept in a canonical form when it has one (:class:`AffineMap`): a sum of blocks
+``scale * (D @ x[view])`` or ``scale * x[view]`` (broadcast) plus an offset, where ``D`` is a
+:class:`~sparsemodel.compile.linop.DataOperator` holding the user's data without copying it. Any
+other affine expression (transposes, reductions inside the loss, ...) falls back to
+:class:`ExprMap`, which evaluates the expression tree (correct, but a row subset then costs a full
+pass).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..model import atoms as A
+from ..model.expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Sub, Variable, dense, unbroadcast
+from .evaluator import Evaluator, Layout
+from .linop import DataOperator
+from .structure import Composite, RawTerm, jacobian_columns
+
+DENSE_LIMIT = 1_000_000  # reduced columns are returned dense up to this many entries
+FULL_LIMIT = 4_000_000  # entries: cache a term's whole Jacobian below this
+
+
+class NotCanonical(Exception):
+    """The affine expression has no canonical block form (use ExprMap)."""
+
+
+# ====================================================================== affine maps
+
+
+class Block:
+    """One summand ``scale * broadcast(native(x))`` of an affine map of shape ``shape``.
+
+    ``native(x)`` is ``x[coords].reshape(vshape)`` (``op`` None), ``op @ x[coords]`` for a vector
+    view (an (n,) result, or a scalar when ``op`` came from a data vector), or ``op @ X`` with
+    ``X = x[coords].reshape(q, m)`` (an (n, m) result); ``right`` (a dense (r, m) array, for
+    matrix views) multiplies the result on the right (the row-space subspaces W = B V' of a
+    low-rank set). ``scale`` is a float or an array of the map's shape.
+    """
+
+    def __init__(
+        self,
+        coords: np.ndarray,
+        vshape: tuple[int, ...],
+        op: DataOperator | None,
+        shape: tuple[int, ...],
+        scale: Any = 1.0,
+        scalar_out: bool = False,
+        right: np.ndarray | None = None,
+    ):
+        self.coords = np.asarray(coords, dtype=np.int64)
+        self.vshape = tuple(vshape)
+        self.op = op
+        self.scalar_out = scalar_out
+        self.right = right
+        if op is None:
+            self.nshape = self.vshape
+        elif scalar_out:
+            self.nshape = ()
+        else:
+            self.nshape = (op.shape[0],) + self.vshape[1:]
+        if right is not None:
+            self.nshape = (self.nshape[0], right.shape[1])
+        self.shape = tuple(shape)
+        self.scale = scale if np.ndim(scale) == 0 else np.broadcast_to(np.asarray(scale, dtype=float), self.shape)
+        self._inv: np.ndarray | None = None
+
+    # ---- evaluation
+    def native(self, x: np.ndarray) -> np.ndarray:
+        v = x[self.coords]
+        if self.op is None:
+            out = v.reshape(self.vshape)
+        elif len(self.vshape) == 1:
+            r = self.op.matvec(v)
+            return r.reshape(()) if self.scalar_out else r
+        else:
+            out = self.op.matmat(v.reshape(self.vshape))
+        return out @ self.right if self.right is not None else out
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        v = self.native(x)
+        if v.shape != self.shape:
+            v = np.broadcast_to(v, self.shape)
+        return v * self.scale
+
+    def vjp(self, cot: np.ndarray, out: np.ndarray, want: np.ndarray | None = None) -> None:
+        """out[coords] += (d value / d x[coords])' cot; with ``want`` (a boolean mask over x) only
+        those coordinates need to be right (the others may be skipped)."""
+        t = cot * self.scale if not (np.ndim(self.scale) == 0 and self.scale == 1.0) else cot
+        t = unbroadcast(t, self.nshape)
+        if self.right is not None:
+            t = t @ self.right.T
+        if self.op is None:
+            out[self.coords] += np.asarray(t, dtype=float).ravel()
+            return
+        if len(self.vshape) == 1:
+            y = np.atleast_1d(t).reshape(self.op.shape[0])
+            if want is not None:
+                sel = np.flatnonzero(want[self.coords])
+                if len(sel) < len(self.coords):
+                    if sel.size:
+                        out[self.coords[sel]] += self.op.rmatvec(y, sel)
+                    return
+            out[self.coords] += self.op.rmatvec(y)
+            return
+        out[self.coords] += np.asarray(self.op.rmatvec(t)).ravel()
+
+    # ---- columns of the Jacobian
+    def local(self, n: int) -> np.ndarray:
+        if self._inv is None or len(self._inv) != n:
+            inv = np.full(n, -1, dtype=np.int64)
+            inv[self.coords] = np.arange(len(self.coords))
+            self._inv = inv
+        return self._inv
+
+    def columns(self, cols: np.ndarray, n: int) -> Any:
+        """The Jacobian columns ``cols`` (flat coordinates) of this block: a (size, len(cols))
+        matrix, dense or sparse, zero for columns the block does not read."""
+        size = int(np.prod(self.shape, dtype=np.int64))
+        loc = self.local(n)[cols]
+        hits = np.flatnonzero(loc >= 0)
+        if hits.size == 0:
+            return None
+        if self.right is not None:  # probe: apply the block to each unit direction
+            out = np.zeros((size, len(cols)))
+            e = np.zeros(n)
+            for h in hits:
+                e[cols[h]] = 1.0
+                out[:, h] = self.value(e).reshape(-1)
+                e[cols[h]] = 0.0
+            return out
+        scale_full = None if np.ndim(self.scale) == 0 else np.asarray(self.scale).reshape(-1)
+        s0 = float(self.scale) if np.ndim(self.scale) == 0 else None
+        if self.op is not None and len(self.vshape) == 1 and not self.scalar_out and self.nshape == self.shape:
+            D = self.op.columns(loc[hits], keep_sparse=True)
+            if sp.issparse(D):
+                D = sp.diags(scale_full) @ D if scale_full is not None else D * s0
+                D = D.tocsc()
+                if hits.size == len(cols):
+                    return D
+                return _place_sparse(D, hits, len(cols), size)
+            D = D * (scale_full[:, None] if scale_full is not None else s0)
+            if hits.size == len(cols):
+                return D
+            out = np.zeros((size, len(cols)))
+            out[:, hits] = D
+            return out
+        rows_list, cols_list, vals_list = [], [], []
+        if self.op is None:
+            # broadcast of a view: entry e of the output reads view position idx[e]
+            idx = np.broadcast_to(np.arange(int(np.prod(self.vshape, dtype=np.int64))).reshape(self.vshape), self.shape)
+            idx = idx.ravel()
+            order = np.argsort(idx, kind="stable")
+            starts = np.searchsorted(idx[order], np.arange(len(self.coords) + 1))
+            for h in hits:
+                lo, hi = starts[loc[h]], starts[loc[h] + 1]
+                r = order[lo:hi]
+                rows_list.append(r)
+                cols_list.append(np.full(len(r), h))
+                vals_list.append(scale_full[r] if scale_full is not None else np.full(len(r), s0))
+        elif self.scalar_out:
+            a = self.op.columns(loc[hits]).reshape(-1)  # (1, h) -> (h,)
+            for j, h in enumerate(hits):
+                r = np.arange(size)
+                rows_list.append(r)
+                cols_list.append(np.full(size, h))
+                vals_list.append(a[j] * (scale_full if scale_full is not None else np.full(size, s0)))
+        elif len(self.vshape) == 2 and self.shape == self.nshape:
+            q, m = self.vshape
+            a_idx, b_idx = np.divmod(loc[hits], m)
+            Dc = self.op.columns(a_idx, keep_sparse=True)
+            Dc = Dc.tocoo() if sp.issparse(Dc) else sp.coo_matrix(Dc)
+            r = Dc.row * m + b_idx[Dc.col]
+            v = Dc.data * (scale_full[r] if scale_full is not None else s0)
+            rows_list.append(r)
+            cols_list.append(hits[Dc.col])
+            vals_list.append(v)
+        else:
+            raise NotCanonical
+        if not rows_list:
+            return None
+        return sp.csc_matrix(
+            (np.concatenate(vals_list), (np.concatenate(rows_list), np.concatenate(cols_list))),
+            shape=(size, len(cols)),
+        )
+
+    # ---- row subsets
+    def rows(self, rows: np.ndarray, new_shape: tuple[int, ...]) -> Block:
+        scale = self.scale if np.ndim(self.scale) == 0 else np.asarray(self.scale)[rows]
+        if self.op is not None and not self.scalar_out:
+            return Block(self.coords, self.vshape, self.op.rows(rows), new_shape, scale, right=self.right)
+        if self.op is None and len(self.nshape) == len(self.shape) and self.nshape[0] == self.shape[0] > 1:
+            c = self.coords.reshape(self.vshape)[rows].ravel()
+            return Block(c, (len(rows),) + self.vshape[1:], None, new_shape, scale, right=self.right)
+        return Block(self.coords, self.vshape, self.op, new_shape, scale, self.scalar_out, self.right)
+
+    def scaled(self, k: Any, shape: tuple[int, ...]) -> Block:
+        if np.ndim(k) == 0 and np.ndim(self.scale) == 0 and shape == self.shape:
+            return Block(
+                self.coords, self.vshape, self.op, shape, float(self.scale) * float(k), self.scalar_out, self.right
+            )
+        s = np.broadcast_to(self.scale, self.shape) * np.asarray(k, dtype=float)
+        return Block(self.coords, self.vshape, self.op, shape, np.broadcast_to(s, shape), self.scalar_out, self.right)
+
+    def remapped(self, where: np.ndarray) -> Block:
+        return Block(where[self.coords], self.vshape, self.op, self.shape, self.scale, self.scalar_out, self.right)
+
+
+def _place_sparse(D: sp.csc_matrix, hits: np.ndarray, ncols: int, size: int) -> sp.csc_matrix:
+    coo = D.tocoo()
+    return sp.csc_matrix((coo.data, (coo.row, hits[coo.col])), shape=(size, ncols))
+
+
+class AffineMap:
+    """``x -> sum(blocks) + b`` of shape ``shape`` (see :class:`Block`)."""
+
+    canonical = True
+
+    def __init__(self, blocks: list[Block], b: np.ndarray, shape: tuple[int, ...], n: int):
+        self.blocks = blocks
+        self.shape = tuple(shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        b = np.asarray(b, dtype=float)
+        if b.ndim == 1 and b.size == self.size and self.shape != b.shape:
+            b = b.reshape(self.shape)  # already flattened
+        self.b = np.broadcast_to(b, self.shape).reshape(-1).copy()
+        self.n = n
+
+    @property
+    def n_rows(self) -> int | None:
+        return self.shape[0] if self.shape else None
+
+    def reads_data(self) -> bool:
+        return any(b.op is not None for b in self.blocks)
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        """A x + b, flattened."""
+        out = self.b.copy()
+        for blk in self.blocks:
+            out += blk.value(x).reshape(-1)
+        return out
+
+    def vjp(self, cot: np.ndarray, coords: np.ndarray | None = None) -> np.ndarray:
+        """A' cot as a flat vector of length n (only ``coords`` guaranteed with coords given)."""
+        out = np.zeros(self.n)
+        want = None
+        if coords is not None:
+            want = np.zeros(self.n, dtype=bool)
+            want[coords] = True
+        c = np.asarray(cot, dtype=float).reshape(self.shape)
+        for blk in self.blocks:
+            blk.vjp(c, out, want)
+        return out
+
+    def columns(self, cols: np.ndarray) -> Any:
+        cols = np.asarray(cols, dtype=np.int64)
+        acc: Any = None
+        for blk in self.blocks:
+            M = blk.columns(cols, self.n)
+            if M is None:
+                continue
+            if acc is None:
+                acc = M
+            elif sp.issparse(acc) or sp.issparse(M):
+                acc = sp.csc_matrix(acc) + sp.csc_matrix(M) if not (sp.issparse(acc) and sp.issparse(M)) else acc + M
+            else:
+                acc = acc + M
+        if acc is None:
+            return sp.csc_matrix((self.size, len(cols)))
+        return acc
+
+    def rows(self, rows: np.ndarray) -> AffineMap:
+        rows = np.asarray(rows, dtype=np.int64)
+        new_shape = (len(rows),) + self.shape[1:]
+        b = self.b.reshape(self.shape)[rows]
+        return AffineMap([blk.rows(rows, new_shape) for blk in self.blocks], b, new_shape, self.n)
+
+    def low_rank(
+        self,
+        W: np.ndarray,
+        shape: tuple[int, int],
+        U: np.ndarray | None,
+        Vt: np.ndarray | None,
+        new_coords: np.ndarray,
+        where: np.ndarray,
+        n_new: int,
+    ) -> AffineMap:
+        """The map with the matrix variable at flat coordinates ``W`` (p x m, C order) replaced by
+        ``U @ C`` (U given), ``C @ Vt`` (Vt given) or ``U @ C @ Vt`` (both), C at ``new_coords``;
+        other coordinates move by ``where``."""
+        p, m = shape
+        cshape = (U.shape[1] if U is not None else p, Vt.shape[0] if Vt is not None else m)
+        inW = np.zeros(self.n, dtype=bool)
+        inW[W] = True
+        Wset = W.reshape(p, m)
+        blocks = []
+        for blk in self.blocks:
+            touch = inW[blk.coords]
+            if not touch.any():
+                blocks.append(blk.remapped(where))
+                continue
+            if not (
+                touch.all()
+                and blk.vshape == (p, m)
+                and blk.right is None
+                and np.array_equal(blk.coords.reshape(p, m), Wset)
+            ):
+                raise NotCanonical
+            if U is None:
+                op = blk.op
+            elif blk.op is None:
+                op = DataOperator(U)
+            else:
+                op = blk.op.left_multiply(U)
+            blocks.append(Block(new_coords, cshape, op, blk.shape, blk.scale, right=Vt))
+        return AffineMap(blocks, self.b, self.shape, n_new)
+
+
+class ExprMap:
+    """Any affine expression, evaluated through its tree (the fallback of :class:`AffineMap`)."""
+
+    canonical = False
+
+    def __init__(self, expr: Expr, layout: Layout):
+        self.expr = expr
+        self.layout = layout
+        self.ev = Evaluator(expr, layout)
+        self.shape = expr.shape
+        self.size = expr.size
+        self.n = layout.n
+        self.b = np.atleast_1d(dense(self.ev.value(np.zeros(layout.n)))).reshape(-1).astype(float)
+
+    @property
+    def n_rows(self) -> int | None:
+        return self.shape[0] if self.shape else None
+
+    def reads_data(self) -> bool:
+        return any(isinstance(nd, Data) for nd in self.expr.walk())
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        return np.atleast_1d(dense(self.ev.value(x))).reshape(-1).astype(float)
+
+    def vjp(self, cot: np.ndarray, coords: np.ndarray | None = None) -> np.ndarray:
+        c = np.asarray(cot, dtype=float).reshape(self.shape) if self.shape else float(np.asarray(cot).reshape(-1)[0])
+        return self.ev.vjp(np.zeros(self.n), c, coords=coords)
+
+    def columns(self, cols: np.ndarray) -> Any:
+        return jacobian_columns(self.expr, self.layout, np.asarray(cols, dtype=np.int64))
+
+    def rows(self, rows: np.ndarray) -> _RowsOfExpr:
+        return _RowsOfExpr(self, np.asarray(rows, dtype=np.int64))
+
+
+class _RowsOfExpr:
+    """Rows of an ExprMap: evaluated in full, then subset (no cheaper way through a general tree)."""
+
+    canonical = False
+
+    def __init__(self, base: ExprMap, rows: np.ndarray):
+        self.base, self.rows_ = base, rows
+        self.shape = (len(rows),) + base.shape[1:]
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.n = base.n
+        self.b = base.b.reshape(base.shape)[rows].reshape(-1)
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        return self.base.value(x).reshape(self.base.shape)[self.rows_].reshape(-1)
+
+    def vjp(self, cot: np.ndarray, coords: np.ndarray | None = None) -> np.ndarray:
+        full = np.zeros(self.base.shape)
+        full[self.rows_] = np.asarray(cot, dtype=float).reshape(self.shape)
+        return self.base.vjp(full, coords)
+
+    def columns(self, cols: np.ndarray) -> Any:
+        J = self.base.columns(cols)
+        idx = np.arange(self.base.size).reshape(self.base.shape)[self.rows_].reshape(-1)
+        return J[idx]
+
+
+def _view(e: Expr, layout: Layout) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """(flat coordinates, shape) if e is a variable or a chain of basic indexing of one."""
+    if isinstance(e, Variable):
+        return layout.coords(e), e.shape
+    if isinstance(e, Index):
+        inner = _view(e.args[0], layout)
+        if inner is not None:
+            return inner[0][e.flat_indices()], e.shape
+    return None
+
+
+def linearize(e: Expr, layout: Layout) -> AffineMap:
+    """The canonical block form of the affine expression ``e`` (raises NotCanonical)."""
+    n = layout.n
+    shape = e.shape
+    if e.is_constant():
+        return AffineMap([], dense(e.constant_value()), shape, n)
+    v = _view(e, layout)
+    if v is not None:
+        return AffineMap([Block(v[0], v[1], None, shape)], 0.0, shape, n)
+    if isinstance(e, MatMul):
+        a, b = e.args
+        if a.is_constant() and not b.is_constant():
+            D = a.constant_value()
+            vb = _view(b, layout)
+            if vb is not None and np.ndim(D) == 2 and b.ndim in (1, 2):
+                return AffineMap([Block(vb[0], vb[1], DataOperator(D), shape)], 0.0, shape, n)
+            if vb is not None and np.ndim(D) == 1 and b.ndim == 1:
+                return AffineMap([Block(vb[0], vb[1], DataOperator(D), shape, scalar_out=True)], 0.0, shape, n)
+            if np.ndim(D) == 2 and b.ndim == 1:  # constant matrix @ (affine vector): fold into the blocks
+                inner = linearize(b, layout)
+                Dd = dense(D)
+                blocks = []
+                for blk in inner.blocks:
+                    sc = np.broadcast_to(blk.scale, blk.shape) if np.ndim(blk.scale) else float(blk.scale)
+                    if blk.op is None and blk.nshape == blk.shape:
+                        M = Dd * (sc[None, :] if np.ndim(sc) else sc)
+                    elif blk.op is not None and len(blk.vshape) == 1 and not blk.scalar_out and blk.nshape == blk.shape:
+                        M = Dd @ ((sc[:, None] if np.ndim(sc) else sc) * blk.op.dense())
+                    else:
+                        raise NotCanonical
+                    blocks.append(Block(blk.coords, blk.vshape, DataOperator(M), shape))
+                return AffineMap(blocks, Dd @ inner.b, shape, n)
+        raise NotCanonical
+    if isinstance(e, (Add, Sub)):
+        pa, pb = linearize(e.args[0], layout), linearize(e.args[1], layout)
+        sign = -1.0 if isinstance(e, Sub) else 1.0
+        blocks = [blk.scaled(1.0, shape) for blk in pa.blocks]
+        blocks += [blk.scaled(sign, shape) for blk in pb.blocks]
+        b = np.broadcast_to(pa.b.reshape(pa.shape), shape) + sign * np.broadcast_to(pb.b.reshape(pb.shape), shape)
+        return AffineMap(blocks, b, shape, n)
+    if isinstance(e, Neg):
+        pa = linearize(e.args[0], layout)
+        return AffineMap([blk.scaled(-1.0, shape) for blk in pa.blocks], -pa.b, shape, n)
+    if isinstance(e, (Mul, Div)):
+        a, b = e.args
+        if isinstance(e, Div):
+            if not b.is_constant():
+                raise NotCanonical
+            k, inner = 1.0 / dense(b.constant_value()), a
+        elif a.is_constant():
+            k, inner = dense(a.constant_value()), b
+        elif b.is_constant():
+            k, inner = dense(b.constant_value()), a
+        else:
+            raise NotCanonical
+        pa = linearize(inner, layout)
+        kk = float(k) if np.ndim(k) == 0 else k
+        bb = np.broadcast_to(pa.b.reshape(pa.shape), shape) * kk
+        return AffineMap([blk.scaled(kk, shape) for blk in pa.blocks], bb, shape, n)
+    raise NotCanonical
+
+
+def affine_map(e: Expr, layout: Layout) -> AffineMap | ExprMap:
+    try:
+        return linearize(e, layout)
+    except NotCanonical:
+        return ExprMap(e, layout)
+
+
+# ====================================================================== terms and the design
+
+
+@dataclass
+class Term:
+    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number."""
+
+    coef: float
+    phi: Any
+    map: Any
+    weights: np.ndarray | None = None
+    rowwise: bool = False
+
+    @property
+    def quadratic(self) -> bool:
+        return isinstance(self.phi, A.square)
+
+    @property
+    def out_size(self) -> int:
+        """Number of phi values: entries, or rows for a row-wise loss."""
+        return self.map.shape[0] if self.rowwise else self.map.size
+
+    def derivs(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, Any, Any]:
+        """phi values and derivatives on the last axis of ``z`` (which may carry a leading batch
+        axis), weights applied. Elementwise: (v, phi', phi'') per entry. Row-wise: (v per row,
+        gradient per entry, None; the Hessian is diag(P) - P P' per row, see :func:`row_hvp`)."""
+        w = self.weights
+        if self.rowwise:
+            m = self.map.shape[1]
+            Z = z.reshape(z.shape[:-1] + (-1, m))
+            zmax = Z.max(axis=-1, keepdims=True)
+            E = np.exp(Z - zmax)
+            s = E.sum(axis=-1, keepdims=True)
+            v = (np.log(s) + zmax)[..., 0]
+            P = (E / s).reshape(z.shape) if order >= 1 else None
+            if w is not None:
+                v = v * w
+                if P is not None:
+                    P = (P.reshape(Z.shape) * w[:, None]).reshape(z.shape)
+            return v, P, None
+        v, d1, d2 = self.phi.derivs(z, order)
+        if w is not None:
+            v = v * w
+            d1 = d1 * w if d1 is not None else None
+            d2 = d2 * w if d2 is not None else None
+        return v, d1, d2
+
+    def probs(self, z: np.ndarray) -> np.ndarray:
+        """Row-wise softmax probabilities (unweighted), same shape as z."""
+        m = self.map.shape[1]
+        Z = z.reshape(z.shape[:-1] + (-1, m))
+        E = np.exp(Z - Z.max(axis=-1, keepdims=True))
+        return (E / E.sum(axis=-1, keepdims=True)).reshape(z.shape)
+
+    def curv_apply(self, z: np.ndarray, d2: np.ndarray | None, u: np.ndarray) -> np.ndarray:
+        """The loss Hessian at z (per entry or per row) applied to u (same shape as z), weights in."""
+        if not self.rowwise:
+            return d2 * u
+        m = self.map.shape[1]
+        P = self.probs(z).reshape(z.shape[:-1] + (-1, m))
+        U = u.reshape(P.shape)
+        out = P * U - P * (P * U).sum(axis=-1, keepdims=True)
+        if self.weights is not None:
+            out = out * self.weights[:, None]
+        return out.reshape(z.shape)
+
+
+@dataclass
+class Reduced:
+    """A design restricted to d coordinates: what the kernels minimize over.
+
+    ``Js[t]`` is term t's Jacobian columns (size_t x d, dense or sparse), ``offsets[t]`` its affine
+    value at the fixed part of x (b_t, plus A_t x for coordinates held at a given value), ``lin``
+    the gradient of the linear terms on these coordinates."""
+
+    terms: list[Term]
+    Js: list[Any]
+    offsets: list[np.ndarray]
+    lin: np.ndarray
+    const: float
+
+    @property
+    def d(self) -> int:
+        return len(self.lin)
+
+    @property
+    def least_squares(self) -> bool:
+        return all(t.quadratic and t.coef > 0 for t in self.terms)
+
+    @property
+    def quadratic(self) -> bool:
+        return all(t.quadratic for t in self.terms)
+
+    def dense(self) -> Reduced:
+        Js = [J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float) for J in self.Js]
+        return Reduced(self.terms, Js, self.offsets, self.lin, self.const)
+
+
+class Design:
+    """The composite objective of a lowered problem (see the module docstring)."""
+
+    def __init__(self, comp: Composite, layout: Layout):
+        self.layout = layout
+        self.n = layout.n
+        self.const = comp.const
+        self.lin = np.zeros(layout.n)
+        self.terms: list[Term] = []
+        zero = np.zeros(layout.n)
+        for rt in comp.terms:
+            m = affine_map(rt.affine, layout)
+            if rt.phi is None:  # a linear term: c * sum(w * (A x + b))
+                w = rt.weights if rt.weights is not None else np.ones(m.size)
+                self.lin += rt.coef * m.vjp(np.broadcast_to(w, (m.size,)).reshape(m.shape) if m.shape else w)
+                self.const += rt.coef * float(np.sum(w * m.b))
+                continue
+            self.terms.append(Term(rt.coef, rt.phi, m, rt.weights, rt.rowwise))
+        self.lin = layout.symmetrize_grad(self.lin)
+        del zero
+        self._cache: OrderedDict[bytes, list[Any]] = OrderedDict()
+        self._full: dict[int, Any] = {}
+        rows = [t.map.n_rows for t in self.terms if t.map.reads_data() and t.map.shape]
+        n_s = max(rows, default=None)
+        self.sample_terms = [
+            i
+            for i, t in enumerate(self.terms)
+            if n_s is not None and t.map.shape and t.map.shape[0] == n_s and t.map.reads_data()
+        ]
+        others_read_data = any(t.map.reads_data() for i, t in enumerate(self.terms) if i not in self.sample_terms)
+        # a finite sum needs every data-reading term to share the sample axis
+        self.n_samples: int | None = n_s if (n_s is not None and not others_read_data) else None
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def least_squares(self) -> bool:
+        """Only c * sum_squares(affine) terms with c > 0 (plus linear terms and constants)."""
+        return bool(self.terms) and not self.lin.any() and all(t.quadratic and t.coef > 0 for t in self.terms)
+
+    @property
+    def quadratic(self) -> bool:
+        return all(t.quadratic for t in self.terms)
+
+    def describe(self) -> str:
+        if self.least_squares:
+            return "least squares (direct QR/Cholesky restricted solves)"
+        if self.quadratic:
+            return "quadratic (direct Cholesky restricted solves)"
+        names = sorted({t.phi.name for t in self.terms})
+        return f"sum of losses ({', '.join(names)}) of affine maps (Newton restricted solves)"
+
+    def curvature_bound(self) -> float | None:
+        """max over terms of sup phi'' (None if some phi'' is unbounded, e.g. exp or log)."""
+        bounds = []
+        for t in self.terms:
+            if isinstance(t.phi, (A.square, A.huber)):
+                bounds.append(2.0)
+            elif isinstance(t.phi, A.logistic):
+                bounds.append(0.25)
+            elif t.rowwise:
+                bounds.append(0.5)  # the softmax Hessian diag(p) - p p' has norm <= 1/2
+            else:
+                return None
+        return max(bounds, default=0.0)
+
+    # ------------------------------------------------------------------ evaluation
+    def value(self, x: np.ndarray) -> float:
+        f = self.const + float(self.lin @ x)
+        for t in self.terms:
+            v = t.derivs(t.map.value(x), 0)[0]
+            f += t.coef * float(np.sum(v))
+        return f
+
+    def value_and_grad(self, x: np.ndarray, coords: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        f = self.const + float(self.lin @ x)
+        g = self.lin.copy()
+        for t in self.terms:
+            v, d1, _ = t.derivs(t.map.value(x), 1)
+            f += t.coef * float(np.sum(v))
+            g += t.coef * t.map.vjp(d1, coords)
+        if not np.isfinite(f):
+            return f, np.full(self.n, np.nan)
+        return f, self.layout.symmetrize_grad(g)
+
+    def hvp(self, x: np.ndarray, v: np.ndarray, bound: bool = False) -> np.ndarray:
+        """Hessian at x times v; with ``bound`` the Hessian with phi'' replaced by its global bound
+        (for smoothness constants valid everywhere)."""
+        out = np.zeros(self.n)
+        c = self.curvature_bound() if bound else None
+        for t in self.terms:
+            Jv = t.map.value(v) - t.map.b
+            if bound and c is not None and t.coef > 0:
+                cb = 2.0 if t.quadratic else c
+                r = cb * Jv if t.weights is None else cb * np.abs(t.weights) * Jv if not t.rowwise else cb * Jv
+            else:
+                z = t.map.value(x)
+                _, _, d2 = t.derivs(z, 2)
+                r = t.curv_apply(z, d2, Jv)
+            out += t.coef * t.map.vjp(r)
+        return self.layout.symmetrize_grad(out)
+
+    # ------------------------------------------------------------------ columns
+    def full_columns(self, i: int) -> Any | None:
+        """Term i's whole Jacobian (n_i x n) when small enough to keep, else None."""
+        if i not in self._full:
+            t = self.terms[i]
+            self._full[i] = t.map.columns(np.arange(self.n)) if t.map.size * self.n <= FULL_LIMIT else None
+        return self._full[i]
+
+    def term_columns(self, i: int, cols: np.ndarray) -> Any:
+        F = self.full_columns(i)
+        return F[:, cols] if F is not None else self.terms[i].map.columns(cols)
+
+    def columns(self, cols: np.ndarray) -> list[Any]:
+        """Each term's Jacobian columns ``cols`` (cached for the last few column sets)."""
+        cols = np.asarray(cols, dtype=np.int64)
+        key = cols.tobytes()
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        out = []
+        for i in range(len(self.terms)):
+            J = self.term_columns(i, cols)
+            if sp.issparse(J) and J.shape[0] * J.shape[1] <= DENSE_LIMIT:
+                J = J.toarray()
+            out.append(J)
+        if len(self._cache) >= 8:
+            self._cache.popitem(last=False)
+        self._cache[key] = out
+        return out
+
+    def reduced(self, cols: np.ndarray, x_fixed: np.ndarray | None = None, dense_cols: bool = False) -> Reduced:
+        """The design on the coordinates ``cols``; the other coordinates are fixed at ``x_fixed``
+        (zero by default)."""
+        cols = np.asarray(cols, dtype=np.int64)
+        Js = self.columns(cols)
+        if dense_cols:
+            Js = [J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float) for J in Js]
+        if x_fixed is None or not np.any(x_fixed):
+            offs = [t.map.b for t in self.terms]
+        else:
+            xf = x_fixed.copy()
+            xf[cols] = 0.0
+            offs = [t.map.value(xf) for t in self.terms]
+        const = self.const + (
+            float(self.lin @ x_fixed) - float(self.lin[cols] @ x_fixed[cols]) if x_fixed is not None else 0.0
+        )
+        return Reduced(self.terms, Js, offs, self.lin[cols].copy(), const)
+
+    def stacked(self, cols: np.ndarray) -> np.ndarray:
+        """Least squares: columns ``cols`` of the stacked weighted design M = [sqrt(c_t w_t) J_t]_t
+        (f = const + ||M x - r||^2), dense."""
+        blocks = []
+        for i, t in enumerate(self.terms):
+            J = self.term_columns(i, cols)
+            J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
+            s = self.ls_scale(t)
+            blocks.append(J * (s[:, None] if np.ndim(s) else s))
+        return np.vstack(blocks) if len(blocks) > 1 else blocks[0]
+
+    @staticmethod
+    def ls_scale(t: Term) -> Any:
+        return np.sqrt(t.coef) * (np.sqrt(t.weights) if t.weights is not None else 1.0)
+
+    def ls_rhs(self) -> np.ndarray:
+        return np.concatenate([-(self.ls_scale(t) * t.map.b) for t in self.terms])
+
+    def ls_rmatvec(self, v: np.ndarray) -> np.ndarray:
+        """M' v for the stacked least-squares design (v of length sum of term sizes)."""
+        out = np.zeros(self.n)
+        o = 0
+        for t in self.terms:
+            sz = t.map.size
+            out += t.map.vjp(self.ls_scale(t) * v[o : o + sz])
+            o += sz
+        return out
+
+    # ------------------------------------------------------------------ finite sum
+    def grad_batch(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Unbiased estimate of the gradient from the sample rows ``rows`` (without replacement):
+        (n / s) * sum over the rows of the sample terms' gradients, plus the exact gradient of the
+        terms without a sample axis (the separable regularizer) and of the linear terms."""
+        n = self.n_samples
+        if n is None:
+            raise ValueError("the objective has no sample axis")
+        rows = np.asarray(rows, dtype=np.int64)
+        scale = n / len(rows)
+        g = self.lin.copy()
+        for i, t in enumerate(self.terms):
+            if i in self.sample_terms:
+                m = t.map.rows(rows)
+                tb = Term(t.coef, t.phi, m, t.weights[rows] if t.weights is not None and t.rowwise else None, t.rowwise)
+                if t.weights is not None and not t.rowwise:
+                    tb.weights = t.weights.reshape(t.map.shape)[rows].reshape(-1)
+                _, d1, _ = tb.derivs(m.value(x), 1)
+                g += scale * t.coef * m.vjp(d1)
+            else:
+                _, d1, _ = t.derivs(t.map.value(x), 1)
+                g += t.coef * t.map.vjp(d1)
+        return self.layout.symmetrize_grad(g)
+
+    def sample_nnz(self) -> int:
+        """Stored data entries read by one pass over the samples (the cost unit of an IFO)."""
+        tot = 0
+        for i in self.sample_terms:
+            for blk in getattr(self.terms[i].map, "blocks", []):
+                if blk.op is not None:
+                    tot += blk.op.nnz
+        return tot
+
+    # ------------------------------------------------------------------ low-rank subspaces
+    def low_rank(
+        self,
+        W: np.ndarray,
+        shape: tuple[int, int],
+        U: np.ndarray | None,
+        Vt: np.ndarray | None,
+        layout_new: Any,
+        new_coords: np.ndarray,
+        where: np.ndarray,
+    ) -> Design | None:
+        """The design with the matrix variable at ``W`` replaced by ``U @ C``, ``C @ Vt`` or
+        ``U @ C @ Vt`` (None when a term's map has no canonical form that allows it)."""
+        try:
+            maps = []
+            for t in self.terms:
+                if not getattr(t.map, "canonical", False):
+                    return None
+                maps.append(t.map.low_rank(W, shape, U, Vt, new_coords, where, layout_new.n))
+        except NotCanonical:
+            return None
+        d = Design.__new__(Design)
+        d.layout = layout_new
+        d.n = layout_new.n
+        d.const = self.const
+        lin = np.zeros(layout_new.n)
+        keep = np.ones(self.n, dtype=bool)
+        keep[W] = False
+        lin[where[np.flatnonzero(keep)]] = self.lin[keep]
+        Lw = self.lin[W].reshape(shape)
+        if U is not None:
+            Lw = U.T @ Lw
+        if Vt is not None:
+            Lw = Lw @ Vt.T
+        lin[new_coords] = Lw.ravel()
+        d.lin = lin
+        d.terms = [Term(t.coef, t.phi, mp, t.weights, t.rowwise) for t, mp in zip(self.terms, maps)]
+        d._cache = OrderedDict()
+        d._full = {}
+        d.sample_terms = list(self.sample_terms)
+        d.n_samples = self.n_samples
+        return d
+
+
+__all__ = [
+    "AffineMap",
+    "Block",
+    "Design",
+    "ExprMap",
+    "NotCanonical",
+    "Reduced",
+    "RawTerm",
+    "Term",
+    "affine_map",
+    "linearize",
+]

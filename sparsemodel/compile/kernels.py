@@ -1,0 +1,582 @@
+"""Numerical kernels. They take the data they need (a :class:`~sparsemodel.compile.design.Reduced`
+design, a Hessian-vector product, a truncation), never the lowered problem.
+
+* :func:`newton` -- THE damped-Newton loop: exact Hessians of a reduced composite design, Armijo
+  backtracking, batched over m independent problems that share the design's columns (each may
+  have one extra column, for insertion scoring, or coordinates held at zero, for removal scoring),
+  with an optional l1 penalty (then each step is a proximal-Newton step: coordinate descent on the
+  quadratic model, Lee, Sun & Saunders 2014). It serves the restricted solves, candidate scoring,
+  FoBa's single-coordinate line searches and the l1 path. For a large single problem it forms no
+  Hessian and takes its steps by conjugate gradients on Hessian-vector products (Newton-CG).
+* :func:`lstsq` -- least squares by Cholesky/QR of the stacked weighted columns (LSQR when they
+  are sparse and many).
+* :func:`lbfgs` -- L-BFGS-B for any smooth function (objectives without a composite form).
+* :func:`power_method` -- the truncated power method (Yuan & Zhang 2013) for restricted
+  smoothness constants: the largest Rayleigh quotient of a Hessian (bound) over the vectors a
+  truncation keeps (k coordinates, rank r, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+from .design import Reduced
+
+CHUNK = 4_000_000  # entries per block when streaming products
+MATRIX_FREE_DIM = 1500  # a single Newton problem larger than this takes CG steps (no Hessian formed)
+
+
+# ====================================================================== evaluation
+
+
+def is_operator(J: Any) -> bool:
+    """J is matrix free (a scipy LinearOperator: products only, no entries)."""
+    return isinstance(J, LinearOperator)
+
+
+def _apply(J: Any, U: np.ndarray) -> np.ndarray:
+    """(m, d) coefficients -> (m, size) affine values J u for each problem."""
+    if sp.issparse(J) or is_operator(J):
+        return np.asarray(J @ U.T).reshape(J.shape[0], -1).T
+    return U @ J.T
+
+
+def _apply_t(J: Any, D: np.ndarray) -> np.ndarray:
+    """(m, size) cotangents -> (m, d): J' D for each problem."""
+    if sp.issparse(J) or is_operator(J):
+        return np.asarray(J.T @ D.T).reshape(J.shape[1], -1).T
+    return D @ J
+
+
+def evaluate(
+    rd: Reduced, u: np.ndarray, order: int = 2, ridge: np.ndarray | None = None
+) -> tuple[float, np.ndarray, Any]:
+    """f, gradient and (order 2) dense Hessian of the reduced design at u (one problem)."""
+    res = _State(rd, u[None, :], None, ridge)
+    f, g = res.fg(np.arange(1))
+    H = res.hessians(np.arange(1))[0] if order >= 2 else None
+    return float(f[0]), g[0], H
+
+
+class _State:
+    """Affine values and loss derivatives of m problems at their current coefficients."""
+
+    def __init__(self, rd: Reduced, U: np.ndarray, extra: list[np.ndarray] | None, ridge: np.ndarray | None):
+        self.rd = rd
+        self.U = U.copy()
+        self.d = rd.d
+        self.extra = extra  # per term (m, size_t): the extra column of each problem
+        self.ridge = ridge
+        self.Z = [self._z(t_i, self.U) for t_i in range(len(rd.terms))]
+        self.D = [t.derivs(z, 2) for t, z in zip(rd.terms, self.Z)]
+
+    def _z(self, t_i: int, U: np.ndarray) -> np.ndarray:
+        z = _apply(self.rd.Js[t_i], U[:, : self.d]) + self.rd.offsets[t_i]
+        if self.extra is not None:
+            z = z + self.extra[t_i] * U[:, self.d : self.d + 1]
+        return z
+
+    def fg(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rd = self.rd
+        U = self.U[idx]
+        m = len(idx)
+        D = U.shape[1]
+        f = np.full(m, rd.const) + U[:, : self.d] @ rd.lin
+        g = np.zeros((m, D))
+        g[:, : self.d] += rd.lin
+        for t_i, t in enumerate(rd.terms):
+            v, d1, _ = self.D[t_i]
+            f += t.coef * v[idx].sum(axis=1)
+            g[:, : self.d] += t.coef * _apply_t(rd.Js[t_i], d1[idx])
+            if self.extra is not None:
+                g[:, self.d] += t.coef * np.einsum("ij,ij->i", self.extra[t_i][idx], d1[idx])
+        if self.ridge is not None:
+            f += 0.5 * (U * U) @ self.ridge
+            g += U * self.ridge
+        return f, g
+
+    def hessians(self, idx: np.ndarray) -> np.ndarray:
+        """Dense Hessians (len(idx), D, D)."""
+        rd = self.rd
+        m = len(idx)
+        D = self.U.shape[1]
+        d = self.d
+        H = np.zeros((m, D, D))
+        many = m > 4
+        for t_i, t in enumerate(rd.terms):
+            J = rd.Js[t_i]
+            z = self.Z[t_i][idx]
+            d2 = self.D[t_i][2]
+            d2 = d2[idx] if d2 is not None else None
+            if t.rowwise:
+                for a, i in enumerate(idx):
+                    Ja = J.toarray() if sp.issparse(J) else np.asarray(J)
+                    if self.extra is not None:
+                        Ja = np.hstack([Ja, self.extra[t_i][i][:, None]])
+                    H[a] += t.coef * _rowwise_hessian(t, z[a], Ja)
+                continue
+            if many and not sp.issparse(J):
+                H[:, :d, :d] += t.coef * _pair_hessians(J, d2)
+            else:
+                for a in range(m):
+                    if sp.issparse(J):
+                        H[a, :d, :d] += t.coef * (J.T @ J.multiply(d2[a][:, None])).toarray()
+                    else:
+                        H[a, :d, :d] += t.coef * (J.T @ (J * d2[a][:, None]))
+            if self.extra is not None:
+                E = self.extra[t_i][idx]
+                DE = d2 * E
+                H[:, :d, d] += t.coef * _apply_t(J, DE)
+                H[:, d, d] += t.coef * np.einsum("ij,ij->i", DE, E)
+        if self.extra is not None:
+            H[:, d, :d] = H[:, :d, d]
+        if self.ridge is not None:
+            H[:, np.arange(D), np.arange(D)] += self.ridge
+        return H
+
+    def hvp(self, v: np.ndarray) -> np.ndarray:
+        """Hessian of problem 0 times v (matrix free)."""
+        rd = self.rd
+        out = np.zeros(self.d)
+        for t_i, t in enumerate(rd.terms):
+            J = rd.Js[t_i]
+            Jv = _apply(J, v[None, :])[0]
+            d2 = self.D[t_i][2]
+            r = t.curv_apply(self.Z[t_i][0], d2[0] if d2 is not None else None, Jv)
+            out += t.coef * _apply_t(J, r[None, :])[0]
+        if self.ridge is not None:
+            out += self.ridge * v
+        return out
+
+    def trial(self, idx: np.ndarray, U: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+        """Values at trial coefficients U for problems idx (and what to keep if accepted)."""
+        rd = self.rd
+        f = np.full(len(idx), rd.const) + U[:, : self.d] @ rd.lin
+        keep = []
+        for t_i, t in enumerate(rd.terms):
+            z = _apply(rd.Js[t_i], U[:, : self.d]) + rd.offsets[t_i]
+            if self.extra is not None:
+                z = z + self.extra[t_i][idx] * U[:, self.d : self.d + 1]
+            dv = t.derivs(z, 2)
+            f += t.coef * dv[0].sum(axis=1)
+            keep.append((z, dv))
+        if self.ridge is not None:
+            f += 0.5 * (U * U) @ self.ridge
+        return f, keep
+
+    def accept(self, idx: np.ndarray, U: np.ndarray, keep: list[Any]) -> None:
+        self.U[idx] = U
+        for t_i, (z, dv) in enumerate(keep):
+            self.Z[t_i][idx] = z
+            for arr, new in zip(self.D[t_i], dv):
+                if arr is not None:
+                    arr[idx] = new
+
+
+def _pair_hessians(J: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    """J' diag(d2_a) J for every row a of d2 at once: products of every pair of columns (upper
+    triangle) computed once, then one matrix product (streamed by blocks of samples if large)."""
+    n, d = J.shape
+    m = d2.shape[0]
+    iu = np.triu_indices(d)
+    P = len(iu[0])
+    Hup = np.zeros((m, P))
+    step = max(1, CHUNK // max(P, 1))
+    for lo in range(0, n, step):
+        Jb = J[lo : lo + step]
+        Hup += d2[:, lo : lo + step] @ (Jb[:, iu[0]] * Jb[:, iu[1]])
+    H = np.zeros((m, d, d))
+    H[:, iu[0], iu[1]] = Hup
+    H[:, iu[1], iu[0]] = Hup
+    return H
+
+
+def _rowwise_hessian(t: Any, z: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """sum_i w_i J_i' (diag(p_i) - p_i p_i') J_i for the softmax loss; J rows ordered (i, j)."""
+    mcol = t.map.shape[1]
+    P = t.probs(z).reshape(-1, mcol)
+    w = t.weights if t.weights is not None else np.ones(P.shape[0])
+    J3 = J.reshape(P.shape[0], mcol, -1)
+    Wp = (P * w[:, None]).reshape(-1)
+    H = J.T @ (J * Wp[:, None])
+    Q = np.einsum("ij,ijd->id", P, J3)
+    return H - Q.T @ (Q * w[:, None])
+
+
+# ====================================================================== Newton
+
+
+@dataclass
+class NewtonResult:
+    values: np.ndarray  # (m,) smooth objective (with ridge) at the returned coefficients
+    U: np.ndarray  # (m, D)
+    iterations: int
+    converged: np.ndarray  # (m,) bool
+
+
+def newton(
+    rd: Reduced,
+    U0: np.ndarray,
+    *,
+    extra: list[np.ndarray] | None = None,
+    fixed: np.ndarray | None = None,
+    ridge: np.ndarray | None = None,
+    l1: np.ndarray | None = None,
+    tol: float = 1e-12,
+    kkt_tol: float | None = None,
+    max_iter: int = 100,
+) -> NewtonResult:
+    """Minimize m problems  f(u) [+ ridge/2 ||u||^2] [+ sum l1_j |u_j|]  over u = U[a].
+
+    ``U0`` (m, D): warm starts, D = d (+1 with ``extra``, the extra column of each problem per
+    term, (m, size_t)). ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
+    holds them at 0). A problem stops when its Newton decrement is below ``2 tol (1 + |f|)`` (or,
+    with ``l1``, when the minimum-norm subgradient is below ``kkt_tol``), or when the line search
+    finds no decrease (at the optimum numerically).
+    """
+    U0 = np.atleast_2d(np.asarray(U0, dtype=float))
+    m, D = U0.shape
+    st = _State(rd, U0, extra, ridge)
+    done = np.zeros(m, dtype=bool)
+    conv = np.zeros(m, dtype=bool)
+    vals = np.full(m, np.inf)
+    iters = 0
+    pen = np.zeros(D) if l1 is None else np.asarray(l1, dtype=float)
+    for _ in range(max_iter):
+        iters += 1
+        idx = np.flatnonzero(~done)
+        if len(idx) == 0:
+            break
+        f, g = st.fg(idx)
+        if fixed is not None:
+            g[fixed[idx]] = 0.0
+        vals[idx] = f
+        bad = ~np.isfinite(f)
+        done[idx[bad]] = True
+        if D == 0:
+            done[idx] = True
+            conv[idx] = True
+            break
+        matrix_free = m == 1 and l1 is None and fixed is None and (D > MATRIX_FREE_DIM or any(map(is_operator, rd.Js)))
+        if matrix_free:
+            step, dec = _cg_direction(st, g[0])
+            step, dec = step[None, :], np.array([dec])
+        else:
+            H = st.hessians(idx)
+            if fixed is not None:
+                ii, qq = np.nonzero(fixed[idx])
+                H[ii, qq, :] = 0.0
+                H[ii, :, qq] = 0.0
+                H[ii, qq, qq] = 1.0
+            if l1 is not None:
+                step = np.empty_like(g)
+                dec = np.empty(len(idx))
+                for a in range(len(idx)):
+                    u = st.U[idx[a]]
+                    z = cd_quadratic_l1(u, g[a], H[a], pen)
+                    step[a] = z - u
+                    dec[a] = -float(g[a] @ step[a] + pen @ (np.abs(z) - np.abs(u)))
+            else:
+                step, dec = _newton_direction(H, g)
+        if l1 is not None:
+            stop = np.array(
+                [
+                    kkt_residual(st.U[i], g[a], pen) <= (kkt_tol if kkt_tol is not None else 0.0)
+                    for a, i in enumerate(idx)
+                ]
+            )
+            stop |= dec <= tol * tol * (1.0 + np.abs(f))
+        else:
+            stop = dec <= 2 * tol * (1.0 + np.abs(f))
+        stop |= bad
+        done[idx[stop]] = True
+        conv[idx[stop & ~bad]] = True
+        go = np.flatnonzero(~stop)
+        if len(go) == 0:
+            break
+        rows = idx[go]
+        Ug = st.U[rows]
+        obj = f[go] + (np.abs(Ug) @ pen if l1 is not None else 0.0)
+        steps = np.ones(len(go))
+        pending = np.arange(len(go))
+        accepted_full = np.zeros(len(go), dtype=bool)
+        for _ls in range(50):
+            r = rows[pending]
+            Ut = Ug[pending] + steps[pending, None] * step[go[pending]]
+            ft, keep = st.trial(r, Ut)
+            if l1 is not None:
+                ft = ft + np.abs(Ut) @ pen
+            ok = ft <= obj[pending] - 0.25 * steps[pending] * dec[go[pending]]
+            if ok.any():
+                acc = pending[ok]
+                Ua = Ut[ok]
+                if l1 is not None:  # keep the exact zeros of the model minimizer after a full step
+                    full = steps[acc] == 1.0
+                    Z = Ug[acc] + step[go[acc]]
+                    Ua = np.where(full[:, None] & (Z == 0.0), 0.0, Ua)
+                st.accept(r[ok], Ua, [(z[ok], tuple(a[ok] if a is not None else None for a in dv)) for z, dv in keep])
+                accepted_full[acc] = steps[acc] == 1.0
+            pending = pending[~ok]
+            if len(pending) == 0:
+                break
+            steps[pending] *= 0.5
+        # no decrease along the direction: at the optimum up to rounding
+        done[rows[pending]] = True
+        conv[rows[pending]] = True
+        if rd.quadratic and l1 is None and fixed is None and not matrix_free:
+            # one full Newton step solves a quadratic exactly
+            fin = rows[accepted_full]
+            done[fin] = True
+            conv[fin] = True
+    idx = np.flatnonzero(np.isinf(vals) | ~done | conv)
+    if len(idx):
+        vals[idx] = st.fg(idx)[0]
+    return NewtonResult(vals, st.U, iters, conv)
+
+
+def _newton_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    m, D, _ = H.shape
+    trace = np.einsum("mii->m", H)
+    Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
+    try:
+        step = -np.linalg.solve(Hj, g[:, :, None])[:, :, 0]
+    except np.linalg.LinAlgError:
+        step = np.empty_like(g)
+        for a in range(m):
+            step[a] = -np.linalg.lstsq(Hj[a], g[a], rcond=None)[0]
+    dec = -np.einsum("ij,ij->i", g, step)
+    neg = ~(dec >= 0)
+    if neg.any():  # numerically singular Hessian: fall back to the gradient
+        step[neg] = -g[neg]
+        dec[neg] = np.einsum("ij,ij->i", g[neg], g[neg])
+    return step, dec
+
+
+def _cg_direction(st: _State, g: np.ndarray, max_iter: int = 250) -> tuple[np.ndarray, float]:
+    """Newton-CG: an approximate solution of H s = -g by conjugate gradients (truncated when the
+    residual is small relative to |g|, or at negative curvature)."""
+    s = np.zeros_like(g)
+    r = -g.copy()
+    p = r.copy()
+    rr = float(r @ r)
+    gn = np.sqrt(rr)
+    tol = min(0.5, np.sqrt(gn)) * gn * 1e-3
+    for _ in range(max_iter):
+        Hp = st.hvp(p)
+        pHp = float(p @ Hp)
+        if pHp <= 1e-300:
+            if not s.any():
+                s = -g.copy()
+            break
+        a = rr / pHp
+        s += a * p
+        r -= a * Hp
+        rr_new = float(r @ r)
+        if np.sqrt(rr_new) <= tol:
+            break
+        p = r + (rr_new / rr) * p
+        rr = rr_new
+    dec = -float(g @ s)
+    if not dec > 0:
+        s, dec = -g.copy(), float(g @ g)
+    return s, dec
+
+
+# ====================================================================== least squares
+
+
+def lstsq(rd: Reduced, ridge: np.ndarray | None = None) -> np.ndarray:
+    """Minimize sum_t c_t ||w_t^(1/2) (J_t u + z0_t)||^2 (+ ridge/2 ||u||^2) over u."""
+    blocks, rhs = [], []
+    anysparse = any(sp.issparse(J) for J in rd.Js)
+    for t, J, z0 in zip(rd.terms, rd.Js, rd.offsets):
+        s = np.sqrt(t.coef) * (np.sqrt(t.weights) if t.weights is not None else 1.0)
+        if sp.issparse(J):
+            blocks.append(sp.diags(np.broadcast_to(s, (J.shape[0],))) @ J)
+        else:
+            blocks.append(J * (s[:, None] if np.ndim(s) else s))
+        rhs.append(-(s * z0))
+    if ridge is not None:
+        Rd = np.sqrt(0.5 * ridge)
+        blocks.append(sp.diags(Rd) if anysparse else np.diag(Rd))
+        rhs.append(np.zeros(len(ridge)))
+    r = np.concatenate(rhs) if len(rhs) > 1 else rhs[0]
+    if any(map(is_operator, rd.Js)):
+        return _lsqr_operator(rd, ridge, r)
+    if anysparse and rd.d > MATRIX_FREE_DIM:
+        from scipy.sparse.linalg import lsqr
+
+        M = sp.vstack([sp.csr_matrix(B) for B in blocks]).tocsr()
+        return lsqr(M, r, atol=1e-14, btol=1e-14, iter_lim=20 * rd.d)[0]
+    if anysparse:
+        blocks = [B.toarray() if sp.issparse(B) else B for B in blocks]
+    M = np.vstack(blocks) if len(blocks) > 1 else blocks[0]
+    return lstsq_dense(M, r)
+
+
+def _lsqr_operator(rd: Reduced, ridge: np.ndarray | None, r: np.ndarray) -> np.ndarray:
+    """Least squares with matrix-free columns: conjugate gradients on the normal equations (CGLS
+    through LSQR) of the stacked weighted operator."""
+    from scipy.sparse.linalg import lsqr
+
+    scales = [
+        np.broadcast_to(np.sqrt(t.coef) * (np.sqrt(t.weights) if t.weights is not None else 1.0), (J.shape[0],))
+        for t, J in zip(rd.terms, rd.Js)
+    ]
+    sizes = [J.shape[0] for J in rd.Js]
+    Rd = np.sqrt(0.5 * ridge) if ridge is not None else None
+    total = sum(sizes) + (rd.d if Rd is not None else 0)
+
+    def mv(u: np.ndarray) -> np.ndarray:
+        parts = [s * (J @ u) for s, J in zip(scales, rd.Js)]
+        if Rd is not None:
+            parts.append(Rd * u)
+        return np.concatenate(parts)
+
+    def rmv(y: np.ndarray) -> np.ndarray:
+        out = np.zeros(rd.d)
+        o = 0
+        for s, J, n in zip(scales, rd.Js, sizes):
+            out += J.T @ (s * y[o : o + n])
+            o += n
+        if Rd is not None:
+            out += Rd * y[o:]
+        return out
+
+    M = LinearOperator((total, rd.d), matvec=mv, rmatvec=rmv, dtype=float)
+    return lsqr(M, r, atol=1e-14, btol=1e-14, iter_lim=20 * rd.d)[0]
+
+
+def lstsq_dense(M: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """argmin ||M u - r||: Cholesky of M'M when well conditioned (cond(M) < ~1e5, so the normal
+    equations lose no accuracy that matters at 1e-10), else QR without forming Q, else the
+    minimum-norm SVD solution (rank-deficient M, e.g. more columns than rows)."""
+    m = M.shape[1]
+    if m == 0:
+        return np.zeros(0)
+    if M.shape[0] >= m:
+        G = M.T @ M
+        try:
+            L = np.linalg.cholesky(G)
+            d = np.diag(L)
+            if d.min() > 1e-5 * d.max():
+                return sla.cho_solve((L, True), M.T @ r, check_finite=False)
+        except np.linalg.LinAlgError:
+            pass
+        qtr, R = sla.qr_multiply(M, r, mode="right")
+        d = np.abs(np.diag(R))
+        if d.min() > 1e-10 * max(d.max(), 1e-300):
+            return sla.solve_triangular(R, qtr, check_finite=False)
+    u, *_ = np.linalg.lstsq(M, r, rcond=None)
+    return u
+
+
+# ====================================================================== l1 model steps
+
+
+def cd_quadratic_l1(
+    u: np.ndarray, g: np.ndarray, H: np.ndarray, pen: np.ndarray, tol: float = 1e-13, max_sweeps: int = 5000
+) -> np.ndarray:
+    """argmin_z g'(z-u) + 1/2 (z-u)'H(z-u) + sum_j pen_j |z_j| by cyclic coordinate descent.
+
+    Each coordinate step is exact: z_j <- S(z_j - (g_j + [H(z-u)]_j) / H_jj, pen_j / H_jj), with S
+    the soft-thresholding operator. Stops when a sweep moves no coordinate by more than
+    tol * (1 + max |z|)."""
+    z = u.copy()
+    r = np.zeros_like(u)  # H (z - u)
+    diag = np.diag(H).copy()
+    active = np.flatnonzero(diag > 0)
+    for _ in range(max_sweeps):
+        biggest = 0.0
+        for j in active:
+            a = diag[j]
+            c = z[j] - (g[j] + r[j]) / a
+            t = pen[j] / a
+            new = c - t if c > t else (c + t if c < -t else 0.0)
+            dz = new - z[j]
+            if dz != 0.0:
+                z[j] = new
+                r += dz * H[:, j]
+                biggest = max(biggest, abs(dz))
+        if biggest <= tol * (1.0 + float(np.abs(z).max(initial=0.0))):
+            break
+    return z
+
+
+def kkt_residual(u: np.ndarray, g: np.ndarray, pen: np.ndarray) -> float:
+    """Largest entry of the minimum-norm subgradient of g'x + sum pen_j |x_j| at u."""
+    on = u != 0
+    r_on = np.abs(g[on] + pen[on] * np.sign(u[on]))
+    r_off = np.maximum(np.abs(g[~on]) - pen[~on], 0.0)
+    return float(max(r_on.max(initial=0.0), r_off.max(initial=0.0)))
+
+
+# ====================================================================== L-BFGS
+
+
+def lbfgs(
+    fun: Callable[[np.ndarray], tuple[float, np.ndarray]], u0: np.ndarray, tol: float = 1e-12, max_iter: int = 2000
+) -> tuple[np.ndarray, int, bool, float]:
+    """L-BFGS-B on a smooth function (value and gradient); returns (u, iterations, success, f)."""
+    from scipy.optimize import minimize as sp_minimize
+
+    res = sp_minimize(
+        fun, u0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-10, "maxcor": 30}
+    )
+    return res.x, int(res.nit), bool(res.success), float(res.fun)
+
+
+# ====================================================================== power method
+
+
+def power_method(
+    hv: Callable[[np.ndarray], np.ndarray],
+    truncate: Callable[[np.ndarray], np.ndarray],
+    starts: list[np.ndarray],
+    iters: int = 100,
+    rtol: float = 1e-9,
+) -> float:
+    """Truncated power method: max over starts of the Rayleigh quotient v'Hv reached by
+    v <- truncate(H v) / ||.|| (truncate keeps the structure: k coordinates, rank r, ...)."""
+
+    def unit(v: np.ndarray) -> np.ndarray:
+        v = truncate(v)
+        nv = np.linalg.norm(v)
+        return v / nv if nv > 0 else v
+
+    best = 0.0
+    for v in starts:
+        v = unit(v)
+        lam = 0.0
+        for _ in range(iters):
+            w = hv(v)
+            lam_new = float(v @ w)
+            v_new = unit(w)
+            if not np.any(v_new):
+                break
+            if abs(lam_new - lam) <= rtol * max(abs(lam_new), 1e-300):
+                lam = lam_new
+                break
+            lam, v = lam_new, v_new
+        best = max(best, lam)
+    return best
+
+
+__all__ = [
+    "NewtonResult",
+    "cd_quadratic_l1",
+    "evaluate",
+    "kkt_residual",
+    "lbfgs",
+    "lstsq",
+    "lstsq_dense",
+    "newton",
+    "power_method",
+]

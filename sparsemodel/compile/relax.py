@@ -1,0 +1,83 @@
+"""Convex relaxations built with cvxpy from the model: a penalty in place of the structural bound.
+
+* ``l1`` -- the LASSO relaxation of ``nnz(x_C) <= k``:  min f(x) + lambda ||x_C||_1  (paper 003,
+  eq. (1)); free coordinates are not penalized.
+* ``nuclear`` -- the relaxation of ``rank(W) <= r``:  min f(x) + lambda ||W||_*  (the nuclear norm,
+  the sum of singular values; Fazel 2002, Recht, Fazel & Parrilo 2010).
+
+Each is built and compiled once with lambda as a ``cvxpy.Parameter`` (DPP), so a search over
+lambda re-solves without recompiling. Solvers reach cvxpy only through this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError, SolverError
+from .cvxpy_lower import lower_expr, solve_cvxpy
+from .evaluator import Layout
+from .sets import ConstraintSet, CoordinateSparsity, LowRank
+
+RELAXATIONS = ("l1", "nuclear")
+
+
+class Relaxation:
+    """min f(x) + lambda * penalty(x) in cvxpy; ``solve(lam)`` returns the flat x."""
+
+    def __init__(self, objective: Any, layout: Layout, cset: ConstraintSet, kind: str, solver: str = "auto"):
+        import cvxpy as cp
+
+        self.cp = cp
+        if solver != "auto" and solver.upper() not in cp.installed_solvers():
+            raise SolverError(
+                f"cvxpy solver {solver!r} is not installed",
+                hint=f"installed cvxpy solvers: {', '.join(cp.installed_solvers())}, or 'auto'",
+            )
+        self.solver = None if solver == "auto" else solver.upper()
+        self.kind = kind
+        self.u = cp.Variable(layout.n)
+        self.lam = cp.Parameter(nonneg=True)
+        what = {"l1": "LASSO", "nuclear": "nuclear-norm"}[kind]
+        try:
+            loss = lower_expr(objective, layout, self.u, np.arange(layout.n))
+            if kind == "l1":
+                if not isinstance(cset, CoordinateSparsity):
+                    raise SolverError("the l1 relaxation needs an nnz(...) <= k constraint")
+                pen = cp.norm1(self.u[cset.coords])
+            elif kind == "nuclear":
+                if not isinstance(cset, LowRank):
+                    raise SolverError("the nuclear-norm relaxation needs a rank(W) <= r constraint")
+                W = cp.reshape(self.u[cset.W], cset.shape, order="C")
+                pen = cp.normNuc(W)
+            else:  # pragma: no cover - guarded by RELAXATIONS
+                raise SolverError(f"unknown relaxation {kind!r}")
+            self.problem = cp.Problem(cp.Minimize(loss + self.lam * pen))
+        except (cp.error.DCPError, ValueError, TypeError, NotImplementedError) as exc:
+            raise SolverError(
+                f"the objective cannot be expressed in cvxpy for the {what} relaxation ({exc})",
+                hint=f"the {what} relaxation needs a DCP-representable convex loss; use an l0 solver (grahtp, iht)",
+            ) from None
+        except ModelError as exc:
+            raise SolverError(f"the {what} relaxation cannot be built: {exc.message}", exc.span, exc.hint) from None
+        if not self.problem.is_dcp():
+            raise SolverError(
+                f"the {what} relaxation of this objective is not DCP in cvxpy",
+                hint=f"the {what} relaxation needs a DCP-representable convex loss; use an l0 solver (grahtp, iht)",
+            )
+        self.solves = 0
+
+    def solve(self, lam: float) -> np.ndarray:
+        self.lam.value = lam
+        self.solves += 1
+        try:
+            solve_cvxpy(self.problem, self.solver)
+        except ModelError as exc:
+            raise SolverError(f"the relaxation at lambda = {lam:.6g} could not be solved: {exc.message}") from None
+        if self.u.value is None:
+            raise SolverError(f"the relaxation at lambda = {lam:.6g} returned no solution")
+        return np.asarray(self.u.value, dtype=float).ravel().copy()
+
+
+__all__ = ["RELAXATIONS", "Relaxation"]

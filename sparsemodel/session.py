@@ -1,0 +1,205 @@
+"""Sessions: lower, solve, compare and check a problem (what ``Problem.solve`` and the CLI call).
+
+This module sits above the solvers and the reports. The model layer never imports the lowerings,
+the solvers or the reports: ``Problem.solve`` / ``compare`` / ``check`` / ``lower`` delegate here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .compile.lowered import LoweredProblem
+from .errors import ModelError, SolverError
+from .model.checks import label_errors
+from .model.expr import AFFINE, CONSTANT, CONVEX
+from .model.expr import fmt_shape as _fmt_shape
+from .model.problem import Problem
+from .solvers import REGISTRY, auto_solver, get_solver, solvers_for
+from .solvers.base import Result
+
+
+def lower(problem: Problem, k: int | None = None) -> LoweredProblem:
+    """The lowered problem, with the bound ``k`` (in the constraint set's unit) when given."""
+    return LoweredProblem(problem, budget=None if k is None else k)
+
+
+def _refuse_bad_models(problem: Problem) -> None:
+    ce = problem.convexity_error()
+    if ce is not None:
+        raise ce
+    bad_labels = label_errors(problem.objective.expr)
+    if bad_labels:
+        raise bad_labels[0]
+
+
+def solve(problem: Problem, solver: str | None = None, k: int | None = None, **options: Any) -> Result:
+    """Solve with a registered solver; see :meth:`Problem.solve`."""
+    _refuse_bad_models(problem)
+    if solver is None and problem.solve_with is not None:
+        name, opts, _ = problem.solve_with
+        solver = name
+        options = {**opts, **options}
+    solver = solver or "auto"
+    lp = lower(problem, k)
+    if solver == "auto":
+        solver = auto_solver(lp)
+    cls = get_solver(solver)
+    result = cls(**options).solve(lp)
+    problem.store(result.values)
+    return result
+
+
+def compare(
+    problem: Problem,
+    solvers: Iterable[str] | str,
+    k: Iterable[int] | int | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
+    progress: bool = True,
+    sweep: Any = None,
+):
+    """Several solvers side by side over a sweep of the bound or of a param (see
+    :func:`sparsemodel.compare.compare`)."""
+    from .compare import compare as run_compare
+
+    _refuse_bad_models(problem)
+    return run_compare(problem, solvers, k=k, options=options, progress=progress, sweep=sweep)
+
+
+# ---------------------------------------------------------------------- check
+
+
+def _fmt_opt(v: Any) -> str:
+    """An option value as the model language writes it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    return str(v)
+
+
+@dataclass
+class CheckReport:
+    """What `sparsemodel check` prints: shapes, convexity, constraint sets, applicable solvers."""
+
+    source: str
+    variables: list[tuple[str, tuple[int, ...], bool]]
+    data: list[tuple[str, tuple[int, ...], str]]
+    params: list[tuple[str, Any]]
+    objective: str
+    curvature: str
+    structure: str
+    constraints: list[tuple[str, str, str]]
+    solvers: list[tuple[str, str]]
+    default_solver: str | None
+    solve_with: str | None
+    compare_with: str | None
+    samples: int | None = None
+    errors: list[ModelError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def render(self) -> str:
+        out = [f"model       {self.source}"]
+        for name, shape, sym in self.variables:
+            out.append(f"variable    {name}  shape {_fmt_shape(shape)}{'  symmetric' if sym else ''}")
+        for name, shape, kind in self.data:
+            out.append(f"data        {name}  shape {_fmt_shape(shape)}  {kind}")
+        for name, val in self.params:
+            out.append(f"param       {name} = {val}")
+        out.append(f"objective   {self.objective}")
+        out.append(f"convexity   {self.curvature}")
+        out.append(f"structure   {self.structure}")
+        if self.samples:
+            out.append(f"samples     {self.samples} (a finite sum: the stochastic solvers apply)")
+        for text, kind, detail in self.constraints:
+            out.append(f"constraint  {text}   [{kind}] {detail}")
+        if not self.constraints:
+            out.append("constraint  (none)")
+        if self.solvers:
+            out.append("solvers     " + ", ".join(f"{n}" for n, _ in self.solvers))
+        if self.default_solver:
+            out.append(f"auto        {self.default_solver}")
+        if self.solve_with:
+            out.append(f"solve with  {self.solve_with}")
+        if self.compare_with:
+            out.append(f"compare     {self.compare_with}")
+        for e in self.errors:
+            out.append(e.render())
+        out.append("ok" if self.ok else f"{len(self.errors)} problem(s) found")
+        return "\n".join(out)
+
+
+def check(problem: Problem) -> CheckReport:
+    """Shapes, convexity, labels, the constraint sets with their bounds, and the solvers that apply."""
+    errors: list[ModelError] = []
+    e = problem.objective.expr
+    ce = problem.convexity_error()
+    if ce is not None:
+        errors.append(ce)
+    errors.extend(label_errors(e))
+    structure = "(not lowered)"
+    default = None
+    lp: LoweredProblem | None = None
+    try:
+        lp = LoweredProblem(problem)
+        structure = lp.structure
+        if ce is None:
+            try:
+                default = auto_solver(lp)
+            except SolverError as exc:
+                errors.append(exc)
+    except ModelError as exc:
+        errors.append(exc)
+    cons = []
+    kinds = set()
+    sets = {}
+    if lp is not None:
+        for s in [lp.set] + lp.side:
+            if s is not None:
+                sets[id(s.constraint)] = s
+    for c in problem.constraints:
+        kinds.add(c.kind)
+        s = sets.get(id(c))
+        detail = s.describe() if s is not None else f"on {c.variable.name}"
+        handlers = solvers_for(c.kind)
+        detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
+        cons.append((str(c), c.kind, detail))
+    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if kinds <= cls.handles]
+    sw = None
+    if problem.solve_with:
+        name, opts, _ = problem.solve_with
+        sw = name + ("(" + ", ".join(f"{k} = {_fmt_opt(v)}" for k, v in opts.items()) + ")" if opts else "")
+    cw = None
+    if problem.compare_with:
+        cw = ", ".join(problem.compare_with["solvers"])
+        if problem.compare_with.get("sweep") is not None:
+            cw += f" at {problem.compare_with['sweep']} in {problem.compare_with['text']}"
+    return CheckReport(
+        source=problem.source,
+        variables=[(v.name, v.shape, v.symmetric) for v in problem.variables],
+        data=[
+            (n, d.shape, "sparse" if not isinstance(d.value, np.ndarray) else "dense") for n, d in problem.data.items()
+        ],
+        params=[(n, p.value.tolist()) for n, p in problem.params.items()],
+        objective=str(e),
+        curvature={CONVEX: "convex", AFFINE: "affine", CONSTANT: "constant"}.get(
+            e.curvature, f"NOT convex ({e.curvature})"
+        ),
+        structure=structure,
+        constraints=cons,
+        solvers=applicable,
+        default_solver=default,
+        solve_with=sw,
+        compare_with=cw,
+        samples=(lp.design.n_samples if lp is not None and lp.design is not None else None),
+        errors=errors,
+    )
+
+
+__all__ = ["CheckReport", "check", "compare", "lower", "solve"]
