@@ -600,6 +600,9 @@ class Design:
         del zero
         self._cache: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._full: dict[int, Any] = {}
+        # the sample axis: the largest leading dimension among the terms that read data; the terms
+        # with it are the finite sum, every other term (the separable regularizer, a quad_form, a
+        # small side term) is evaluated exactly in every mini-batch, which keeps it unbiased
         rows = [t.map.n_rows for t in self.terms if t.map.reads_data() and t.map.shape]
         n_s = max(rows, default=None)
         self.sample_terms = [
@@ -607,9 +610,7 @@ class Design:
             for i, t in enumerate(self.terms)
             if n_s is not None and t.map.shape and t.map.shape[0] == n_s and t.map.reads_data()
         ]
-        others_read_data = any(t.map.reads_data() for i, t in enumerate(self.terms) if i not in self.sample_terms)
-        # a finite sum needs every data-reading term to share the sample axis
-        self.n_samples: int | None = n_s if (n_s is not None and not others_read_data) else None
+        self.n_samples: int | None = n_s if n_s is not None and n_s > 1 else None
 
     # ------------------------------------------------------------------ facts
     @property

@@ -83,10 +83,11 @@ class _State:
             z = z + self.extra[t_i] * U[:, self.d : self.d + 1]
         return z
 
-    def fg(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def fg(self, idx: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Values and gradients of problems ``idx`` (an index array, or a slice for all)."""
         rd = self.rd
         U = self.U[idx]
-        m = len(idx)
+        m = U.shape[0]
         D = U.shape[1]
         f = np.full(m, rd.const) + U[:, : self.d] @ rd.lin
         g = np.zeros((m, D))
@@ -249,12 +250,15 @@ def newton(
     vals = np.full(m, np.inf)
     iters = 0
     pen = np.zeros(D) if l1 is None else np.asarray(l1, dtype=float)
+    stale = np.ones(m, dtype=bool)  # U changed since vals was computed
+    everyone = np.arange(m)
     for _ in range(max_iter):
         iters += 1
-        idx = np.flatnonzero(~done)
+        idx = np.flatnonzero(~done) if done.any() else everyone
         if len(idx) == 0:
             break
-        f, g = st.fg(idx)
+        f, g = st.fg(idx if len(idx) < m else slice(None))
+        stale[idx] = False
         if fixed is not None:
             g[fixed[idx]] = 0.0
         vals[idx] = f
@@ -322,6 +326,7 @@ def newton(
                     Z = Ug[acc] + step[go[acc]]
                     Ua = np.where(full[:, None] & (Z == 0.0), 0.0, Ua)
                 st.accept(r[ok], Ua, [(z[ok], tuple(a[ok] if a is not None else None for a in dv)) for z, dv in keep])
+                stale[r[ok]] = True
                 accepted_full[acc] = steps[acc] == 1.0
             pending = pending[~ok]
             if len(pending) == 0:
@@ -335,7 +340,7 @@ def newton(
             fin = rows[accepted_full]
             done[fin] = True
             conv[fin] = True
-    idx = np.flatnonzero(np.isinf(vals) | ~done | conv)
+    idx = np.flatnonzero(stale)
     if len(idx):
         vals[idx] = st.fg(idx)[0]
     return NewtonResult(vals, st.U, iters, conv)
@@ -343,6 +348,16 @@ def newton(
 
 def _newton_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m, D, _ = H.shape
+    if m == 1:  # the restricted solves: one Cholesky factorization (LAPACK, no batching overhead)
+        H0 = H[0]
+        try:
+            c = sla.cho_factor(H0 + (1e-14 * abs(np.trace(H0)) / D) * np.eye(D), check_finite=False)
+            step = -sla.cho_solve(c, g[0], check_finite=False)
+            dec = -float(g[0] @ step)
+            if dec >= 0:
+                return step[None, :], np.array([dec])
+        except (np.linalg.LinAlgError, ValueError):
+            pass
     trace = np.einsum("mii->m", H)
     Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
     try:
