@@ -85,21 +85,40 @@ def canon(node: Expr) -> Callable[[Any, list[Any]], Any]:
     raise ModelError(f"{type(node).__name__} has no cvxpy counterpart", node.span)
 
 
-def lower_expr(e: Expr, layout: Layout, u: Any, cols: np.ndarray, cache: dict[int, Any] | None = None) -> Any:
-    """cvxpy expression equal to ``e`` with x[cols] = u and every other coordinate of x zero."""
+def lower_expr(
+    e: Expr,
+    layout: Layout,
+    u: Any,
+    cols: np.ndarray | None = None,
+    cache: dict[int, Any] | None = None,
+    embed: Any = None,
+) -> Any:
+    """cvxpy expression equal to ``e`` with x[cols] = u and every other coordinate of x zero, or,
+    with ``embed`` (an n x d matrix), x = embed @ u (a point of a linear subspace)."""
     cp = _cp()
     cache = {} if cache is None else cache
     n = layout.n
-    pos = np.full(n, -1)
-    pos[cols] = np.arange(len(cols))
+    if embed is None:
+        cols = np.asarray(cols, dtype=np.int64)
+        pos = np.full(n, -1)
+        pos[cols] = np.arange(len(cols))
+        d = len(cols)
+    else:
+        embed = sp.csr_matrix(embed)
+        d = embed.shape[1]
 
     def var_expr(v: Variable) -> Any:
         sl = layout.slice(v)
-        local = pos[sl]
-        keep = np.flatnonzero(local >= 0)
-        if keep.size == 0:
-            return np.zeros(v.shape) if v.shape else 0.0
-        E = sp.csr_matrix((np.ones(len(keep)), (keep, local[keep])), shape=(v.size, len(cols)))
+        if embed is not None:
+            E = embed[sl]
+            if E.nnz == 0:
+                return np.zeros(v.shape) if v.shape else 0.0
+        else:
+            local = pos[sl]
+            keep = np.flatnonzero(local >= 0)
+            if keep.size == 0:
+                return np.zeros(v.shape) if v.shape else 0.0
+            E = sp.csr_matrix((np.ones(len(keep)), (keep, local[keep])), shape=(v.size, d))
         flat = E @ u
         if not v.shape:
             return flat[0]
@@ -149,12 +168,13 @@ def solve_cvxpy(problem: Any, solver: str | None = None) -> str:
 
 
 def restricted_cvxpy(
-    objective: Expr, layout: Layout, cols: np.ndarray, ridge: np.ndarray | None = None
+    objective: Expr, layout: Layout, cols: np.ndarray | None, ridge: np.ndarray | None = None, embed: Any = None
 ) -> tuple[np.ndarray, int]:
-    """min f over x supported on ``cols`` (+ 1/2 sum ridge_j x_j^2), in cvxpy: the reference path."""
+    """min f over x supported on ``cols`` (+ 1/2 sum ridge_j x_j^2), or over x = embed @ u, in
+    cvxpy: the reference path."""
     cp = _cp()
-    u = cp.Variable(len(cols))
-    obj = lower_expr(objective, layout, u, cols)
+    u = cp.Variable(len(cols) if embed is None else embed.shape[1])
+    obj = lower_expr(objective, layout, u, cols, embed=embed)
     if ridge is not None:
         obj = obj + 0.5 * cp.sum(cp.multiply(ridge, cp.square(u)))
     prob = cp.Problem(cp.Minimize(obj))

@@ -300,7 +300,14 @@ class LoweredProblem:
             x2, f2, its2, ok2, how = self._lowrank_minimize(sub.on_side("row", Vt=Vt), x1, method, tol)
             return x2, f2, its1 + its2, ok1 and ok2, how
         u0 = sub.coords_of(x0) if x0 is not None else np.zeros(sub.dim)
-        red = self._lowrank_design(sub) if (self.design is not None and method != "cvxpy") else None
+        if method == "cvxpy":
+            from .cvxpy_lower import restricted_cvxpy
+
+            E = np.column_stack([sub.embed(e) for e in np.eye(sub.dim)]) if sub.dim else np.zeros((self.n, 0))
+            u, its = restricted_cvxpy(self.objective, self.layout, None, embed=E)
+            self.oracle.charge(ifo=self.n_samples * its)
+            return sub.embed(u), None, its, True, "cvxpy"
+        red = self._lowrank_design(sub) if self.design is not None else None
         if red is not None and method in ("lstsq", "newton"):
             d = sub.dim
             size = sum(t.map.size for t in red.terms)

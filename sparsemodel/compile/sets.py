@@ -535,15 +535,16 @@ class LowRank(ConstraintSet):
     def used(self, state: LowRankState) -> int:
         return state.rank
 
-    def same(self, a: LowRankState, b: LowRankState, tol: float = 1e-9) -> bool:
-        """Equal column spaces (and row spaces for side both/row): all principal angles ~ 0."""
+    def same(self, a: LowRankState, b: LowRankState, tol: float = 1e-10) -> bool:
+        """Equal column spaces (and row spaces for sides both/row): the sine of the largest
+        principal angle, ||U_b - U_a U_a' U_b||_2, at most ``tol``."""
         if a.rank != b.rank:
             return False
         if a.rank == 0:
             return True
-        ok = np.all(np.linalg.svd(a.U.T @ b.U, compute_uv=False) >= 1 - tol)
+        ok = np.linalg.norm(b.U - a.U @ (a.U.T @ b.U), 2) <= tol
         if self.side not in ("column", "alternate"):
-            ok = ok and np.all(np.linalg.svd(a.Vt @ b.Vt.T, compute_uv=False) >= 1 - tol)
+            ok = ok and np.linalg.norm(b.Vt.T - a.Vt.T @ (a.Vt @ b.Vt.T), 2) <= tol
         return bool(ok)
 
     def empty(self) -> LowRankState:

@@ -211,7 +211,12 @@ class RankConstraint(Constraint):
         self.W = W
         self.r_expr = r
         self.span = span
-        self.r = self.validate()
+        self.validate()
+
+    @property
+    def r(self) -> int:
+        """The bound as written (evaluated now: a param in it may have been rebound)."""
+        return self.validate()
 
     @property
     def variable(self) -> Variable:

@@ -8,11 +8,12 @@ from . import (
     greedy,  # noqa: F401  (registers omp, ompr, els, forward)
     iht,  # noqa: F401  (registers iht)
     lasso,  # noqa: F401  (registers lasso)
+    nuclear,  # noqa: F401  (registers nuclear)
 )
 from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for
 
 # the order `sparsemodel solvers` and `check` list them in: paper 000, 001, 003, then baselines
-ORDER = ("grahtp", "fgrahtp", "iht", "omp", "forward", "ompr", "els", "arht", "grasp", "foba", "lasso")
+ORDER = ("grahtp", "fgrahtp", "iht", "omp", "forward", "ompr", "els", "arht", "grasp", "foba", "lasso", "nuclear")
 for _name in sorted(REGISTRY, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
     REGISTRY[_name] = REGISTRY.pop(_name)
 
