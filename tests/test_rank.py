@@ -146,8 +146,7 @@ def test_nuclear_backends_solve_the_same_relaxation():
     for lam in (0.5, 0.1):
         xc = ref.solve(lam)
         xn = _Fista(lp, np.zeros(lp.n), 1e-11).solve(lam)  # accelerated proximal gradient
-        pen = lambda x: lam * np.linalg.svd(x.reshape(p, m), compute_uv=False).sum()  # noqa: E731
-        Fn, Fc = lp.oracle.peek(xn) + pen(xn), lp.oracle.peek(xc) + pen(xc)
+        Fn, Fc = (lp.oracle.peek(x) + lam * np.linalg.svd(x.reshape(p, m), compute_uv=False).sum() for x in (xn, xc))
         assert Fn <= Fc + 1e-7 * abs(Fc) and abs(Fn - Fc) <= 1e-6 * abs(Fc)
         np.testing.assert_allclose(xn, xc, atol=1e-4)
     a = prob.solve("nuclear", backend="numpy")
