@@ -1,13 +1,15 @@
-"""Write the generated data used by sparse_linreg.sm (paper 000, Section 6.1 design, seed 0).
+"""Write the generated data used by the example model files (seed 0).
 
-python examples/make_data.py        # rewrites examples/data/linreg_{X,v,w}.npy
+python examples/make_data.py
+    examples/data/linreg_{X,v,w}.npy      sparse_linreg.sm (paper 000, Section 6.1 design)
+    examples/data/multitask_{X,Y,W}.npy   multitask_rank.sm (rank-5 multi-task regression)
 """
 
 from pathlib import Path
 
 import numpy as np
 
-from sparsemodel.datasets import sparse_linear_regression
+from sparsemodel.datasets import low_rank_regression, sparse_linear_regression
 
 out = Path(__file__).parent / "data"
 out.mkdir(exist_ok=True)
@@ -18,3 +20,8 @@ np.save(out / "linreg_w.npy", w)
 print(
     f"wrote {out}/linreg_X.npy {X.shape}, linreg_v.npy {v.shape}, linreg_w.npy (the true w, {np.count_nonzero(w)} nonzeros)"
 )
+X, Y, W = low_rank_regression(500, p=100, m=30, r=5, seed=0)
+np.save(out / "multitask_X.npy", X)
+np.save(out / "multitask_Y.npy", Y)
+np.save(out / "multitask_W.npy", W)
+print(f"wrote {out}/multitask_X.npy {X.shape}, multitask_Y.npy {Y.shape}, multitask_W.npy (the true W, rank 5)")

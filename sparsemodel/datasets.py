@@ -26,6 +26,19 @@ def sparse_linear_regression(
     return X, v, w
 
 
+def low_rank_regression(
+    n: int, p: int = 100, m: int = 30, r: int = 5, noise: float = 1.0, seed: int | None = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Multi-task regression with a low-rank coefficient matrix: W = A B / sqrt(r) with A (p x r)
+    and B (r x m) standard Gaussian (rank r), a standard Gaussian design X (n x p) and
+    Y = X W + noise * standard Gaussian. Returns (X, Y, W)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    W = rng.standard_normal((p, r)) @ rng.standard_normal((r, m)) / np.sqrt(r)
+    Y = X @ W + noise * rng.standard_normal((n, m))
+    return X, Y, W
+
+
 def correlated_regression(
     n: int, p: int, k: int, rho: float = 0.8, noise: float = 0.5, seed: int | None = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

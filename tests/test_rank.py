@@ -80,16 +80,19 @@ def test_gradient_hard_thresholding_on_rank(solver):
         assert res.certificate["stationary"] and res.certificate["definition"].endswith("rank form")
 
 
+@pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("side", ["column", "row", "both", "alternate"])
-def test_low_rank_restricted_solves_match_cvxpy(side):
-    """The debiasing problem on a subspace {U C}, {C V'}, {U C V'} (with a free intercept row
-    vector), solved by the reduced design, agrees with cvxpy on the same subspace."""
+def test_low_rank_restricted_solves_match_cvxpy(side, intercept):
+    """The debiasing problem on a subspace {U C}, {C V'}, {U C V'} (with or without a free
+    intercept row vector: without it the normal equations decouple into one small system),
+    solved by the reduced design, agrees with cvxpy on the same subspace."""
     rng = np.random.default_rng(3)
     n, p, m = 25, 6, 4
     X, Y = rng.standard_normal((n, p)), rng.standard_normal((n, m))
     W = sm.Variable((p, m), name="W")
     b = sm.Variable(m, name="b")
-    obj = sm.sum_squares(X @ W + b - Y) / n + 0.1 * sm.sum_squares(W)
+    fit = X @ W + b - Y if intercept else X @ W - Y
+    obj = sm.sum_squares(fit) / n + 0.1 * sm.sum_squares(W)
     lp = sm.Problem(sm.minimize(obj), [sm.rank(W) <= 2]).lower()
     lp = lp.with_set(lp.set.with_options(side=side))
     x0 = rng.standard_normal(lp.n)

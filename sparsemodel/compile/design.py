@@ -789,6 +789,58 @@ class Design:
                     tot += blk.op.nnz
         return tot
 
+    def matrix_least_squares(self, q: int, k: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """Least squares in one matrix unknown C (q x k, the first q k coordinates, nothing else):
+        when every term is ``c_t ||s_t op_t C R + b_t||^2`` with a scalar s_t, no weights, and one
+        right factor R shared by all terms with orthonormal rows (or none), the problem decouples
+        into the normal equations G C = H with G = sum_t c_t s_t^2 op_t' op_t (q x q) and
+        H = -sum_t c_t s_t op_t' b_t R'. Returns (G, H, the constant ||b_t (I - R'R)||^2 part), or
+        None when the terms have another form (then the generic kernels apply). The low-rank
+        refits of a multi-task regression are of this form: a q x q system for all k columns at
+        once, with the data's Gram computed once (``DataOperator.gram_all``)."""
+        if self.n != q * k or self.lin.any() or not self.terms:
+            return None
+        R = None
+        G = np.zeros((q, q))
+        H = np.zeros((q, k))
+        const = self.const
+        for t in self.terms:
+            m = t.map
+            if not (t.quadratic and t.coef > 0 and t.weights is None and getattr(m, "canonical", False)):
+                return None
+            if len(m.blocks) != 1:
+                return None
+            blk = m.blocks[0]
+            if blk.vshape != (q, k) or np.ndim(blk.scale) != 0 or not np.array_equal(blk.coords, np.arange(q * k)):
+                return None
+            if blk.nshape != m.shape or len(m.shape) != 2:
+                return None
+            if blk.right is not None:
+                if R is None:
+                    R = blk.right
+                    if not np.allclose(R @ R.T, np.eye(R.shape[0]), atol=1e-10):
+                        return None
+                elif R is not blk.right and not np.array_equal(R, blk.right):
+                    return None
+            elif R is not None:
+                return None
+            s = float(blk.scale)
+            B = m.b.reshape(m.shape)
+            if blk.right is not None:
+                Bp = B @ blk.right.T
+                const += t.coef * float(np.sum(B * B) - np.sum(Bp * Bp))
+            else:
+                Bp = B
+            if blk.op is None:
+                G += t.coef * s * s * np.eye(q)
+                H -= t.coef * s * Bp
+            else:
+                G += t.coef * s * s * blk.op.gram_all()
+                H -= t.coef * s * blk.op.rmatvec(Bp)
+        if R is not None and any(t.map.blocks[0].right is None for t in self.terms):
+            return None
+        return G, H, const
+
     # ------------------------------------------------------------------ low-rank subspaces
     def low_rank(
         self,

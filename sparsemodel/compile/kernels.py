@@ -471,6 +471,19 @@ def _lsqr_operator(rd: Reduced, ridge: np.ndarray | None, r: np.ndarray) -> np.n
     return lsqr(M, r, atol=1e-14, btol=1e-14, iter_lim=20 * rd.d)[0]
 
 
+def lstsq_normal(G: np.ndarray, H: np.ndarray) -> np.ndarray:
+    """Solve the normal equations G C = H (G symmetric positive semidefinite): Cholesky, or the
+    minimum-norm least-squares solution when G is singular."""
+    try:
+        c = sla.cho_factor(G, check_finite=False)
+        d = np.abs(np.diag(c[0]))
+        if d.min() > 1e-7 * d.max():
+            return sla.cho_solve(c, H, check_finite=False)
+    except (np.linalg.LinAlgError, ValueError):
+        pass
+    return np.linalg.lstsq(G, H, rcond=None)[0]
+
+
 def lstsq_dense(M: np.ndarray, r: np.ndarray) -> np.ndarray:
     """argmin ||M u - r||: Cholesky of M'M when well conditioned (cond(M) < ~1e5, so the normal
     equations lose no accuracy that matters at 1e-10), else QR without forming Q, else the
@@ -660,6 +673,7 @@ __all__ = [
     "lbfgs",
     "lstsq",
     "lstsq_dense",
+    "lstsq_normal",
     "newton",
     "power_method",
     "fista",

@@ -115,6 +115,13 @@ class DataOperator:
                 self._col_sq_norms = np.einsum("ij,ij->j", self.A, self.A)
         return self._col_sq_norms
 
+    def gram_all(self) -> np.ndarray:
+        """``A' A`` (q x q, dense), computed once and kept."""
+        if getattr(self, "_gram", None) is None:
+            G = self.A.T @ self.A
+            self._gram = G.toarray() if sp.issparse(G) else np.asarray(G)
+        return self._gram
+
     def gram(self, cols: np.ndarray) -> np.ndarray:
         """``A[:, cols]' A[:, cols]`` as a dense array."""
         sub = self.columns(cols, keep_sparse=True)

@@ -308,6 +308,13 @@ class LoweredProblem:
             self.oracle.charge(ifo=self.n_samples * its)
             return sub.embed(u), None, its, True, "cvxpy"
         red = self._lowrank_design(sub) if self.design is not None else None
+        if red is not None and method == "lstsq" and not len(sub.free):
+            ne = red.matrix_least_squares(*sub.cshape)
+            if ne is not None:  # decoupled normal equations: one small system, many right-hand sides
+                G, H, _ = ne
+                C = kernels.lstsq_normal(G, H)
+                self.oracle.charge(grads=1, ifo=self.n_samples)
+                return sub.embed(C.ravel()), None, 1, True, method
         if red is not None and method in ("lstsq", "newton"):
             d = sub.dim
             size = sum(t.map.size for t in red.terms)
