@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -193,3 +194,50 @@ def test_console_script_prints_no_traceback(tmp_path):
     )
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "bad.sm:2:22" in p.stderr and "q" in p.stderr
+
+
+def test_compare_sweeps_a_param_or_the_bound(capsys, model_dir):
+    """--at sweeps a param (the table's column is named after it, the bound stays); --k sweeps the
+    bound; both write rows with the budget actually used."""
+    text = MODEL.replace("var w[cols(X)]", "param lam = 0\nvar w[cols(X)]").replace(
+        "/ (2 * rows(X))", "/ (2 * rows(X)) + lam * sum_squares(w)"
+    )
+    (model_dir / "ridge.sm").write_text(text)
+    code, out, _ = run(
+        capsys, "compare", str(model_dir / "ridge.sm"), "--solvers", "grahtp,omp", "--at", "lam=0,0.5,1",
+        "--quiet", "--csv", str(model_dir / "lam.csv"),
+    )  # fmt: skip
+    assert code == 0 and out.splitlines()[1].split()[0] == "lam"
+    with open(model_dir / "lam.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["lam"]) for r in rows] == [0, 0, 0.5, 0.5, 1, 1] and {r["budget"] for r in rows} == {"5"}
+    objs = [float(r["objective"]) for r in rows if r["solver"] == "grahtp"]
+    assert objs[0] < objs[1] < objs[2]
+    code, out, _ = run(capsys, "compare", str(model_dir / "ridge.sm"), "--solvers", "grahtp", "--k", "0,3", "--quiet")
+    assert code == 0 and out.splitlines()[1].split()[0] == "k"
+    code, _, err = run(capsys, "compare", str(model_dir / "ridge.sm"), "--solvers", "grahtp", "--at", "mu=1,2")
+    assert_user_error(code, err, "cannot sweep 'mu'", "lam")
+    code, _, err = run(capsys, "compare", str(model_dir / "ridge.sm"), "--solvers", "grahtp", "--at", "lam=a,b")
+    assert_user_error(code, err, "--at", "lam=0.001")
+
+
+def test_rank_model_file_from_the_cli(capsys, tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 8))
+    Y = X @ (rng.standard_normal((8, 2)) @ rng.standard_normal((2, 5))) + 0.1 * rng.standard_normal((60, 5))
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "Y.npy", Y)
+    (tmp_path / "mt.sm").write_text(
+        'data X : matrix from "X.npy"\ndata Y : matrix from "Y.npy"\nparam r = 2\nvar W[cols(X), cols(Y)]\n'
+        "minimize sum_squares(X @ W - Y) / 2\nsubject to\n    rank(W) <= r\n"
+        "compare with grahtp, nuclear at r in 1:3\n"
+    )
+    code, out, _ = run(capsys, "compare", str(tmp_path / "mt.sm"), "--quiet", "--json", str(tmp_path / "r.json"))
+    assert code == 0 and out.splitlines()[1].split()[:3] == ["r", "grahtp", "nuclear"]
+    j = json.loads((tmp_path / "r.json").read_text())
+    assert j["sweep"] == "r" and j["r"] == [1, 2, 3] and [r["budget"] for r in j["rows"][::2]] == [1, 2, 3]
+    code, out, _ = run(capsys, "solve", str(tmp_path / "mt.sm"), "--solver", "iht", "--k", "1", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["k"] == 1 and res["extra"]["rank"] == 1
+    code, _, err = run(capsys, "solve", str(tmp_path / "mt.sm"), "--k", "7")
+    assert_user_error(code, err, "mt.sm:7:", "rank")
