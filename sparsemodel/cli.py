@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .util import jsonable
+from .util import jsonable, parse_values
 
 EXIT_USER = 2
 
@@ -55,18 +55,13 @@ def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
 def parse_k_range(text: str) -> list[int]:
     """``20`` or ``5:50:5`` (stop inclusive) or ``1,2,5``."""
     try:
-        if ":" in text:
-            parts = [int(p) for p in text.split(":")]
-            if len(parts) == 2:
-                parts.append(1)
-            a, b, c = parts
-            if c <= 0 or b < a:
-                raise ValueError
-            return list(range(a, b + 1, c))
-        return [int(p) for p in text.split(",")]
+        vals = parse_values(text)
+        if not all(isinstance(v, int) for v in vals):
+            raise ValueError(text)
+        return vals
     except ValueError:
         raise CLIError(
-            f"--k {text!r} is not a sparsity level or range", hint="use --k 20, --k 5:50:5 or --k 1,2,5"
+            f"--k {text!r} is not a bound or a range of bounds", hint="use --k 20, --k 5:50:5 or --k 1,2,5"
         ) from None
 
 
@@ -75,25 +70,14 @@ def parse_at(text: str) -> tuple[str, list[float]]:
     if "=" not in text:
         raise CLIError(f"--at {text!r} is not of the form NAME=VALUES", hint="for example --at lam=0.001,0.01,0.1")
     name, vals = (t.strip() for t in text.split("=", 1))
+    if not name:
+        raise CLIError(f"--at {text!r} has an empty name")
     try:
-        if ":" in vals:
-            parts = [float(p) for p in vals.split(":")]
-            if len(parts) == 2:
-                parts.append(1.0)
-            a, b, c = parts
-            if c <= 0 or b < a:
-                raise ValueError
-            count = int((b - a) / c * (1 + 1e-12)) + 1
-            values = [a + i * c for i in range(count)]
-        else:
-            values = [float(p) for p in vals.split(",")]
+        return name, parse_values(vals)
     except ValueError:
         raise CLIError(
             f"--at {text!r}: the values are not numbers or a range", hint="use --at lam=0.001,0.01,0.1 or --at k=5:50:5"
         ) from None
-    if not name:
-        raise CLIError(f"--at {text!r} has an empty name")
-    return name, [int(v) if float(v).is_integer() else v for v in values]
 
 
 def load_problem(args: argparse.Namespace):

@@ -8,6 +8,29 @@ from typing import Any
 import numpy as np
 
 
+def expand_range(start: float, stop: float, step: float = 1) -> list[float]:
+    """START:STOP:STEP with STOP included (``5:50:5`` is 5, 10, ..., 50); integers stay integers.
+    Raises ValueError for an empty range or a step that is not positive."""
+    if not step > 0 or stop < start:
+        raise ValueError(f"{start}:{stop}:{step} is empty or invalid")
+    count = int(math.floor((stop - start) / step * (1 + 1e-12))) + 1
+    vals = [start + i * step for i in range(count)]
+    if all(float(v).is_integer() for v in (start, stop, step)):
+        return [int(v) for v in vals]
+    return vals
+
+
+def parse_values(text: str) -> list[float]:
+    """``20``, ``5:50:5`` (STOP included) or ``1,2,5`` as numbers (integers where they are)."""
+    if ":" in text:
+        parts = [float(p) for p in text.split(":")]
+        if len(parts) not in (2, 3):
+            raise ValueError(text)
+        return expand_range(*parts)
+    vals = [float(p) for p in text.split(",")]
+    return [int(v) if v.is_integer() else v for v in vals]
+
+
 def jsonable(v: Any) -> Any:
     """A JSON-safe copy: containers recursively, NumPy scalars and arrays to Python values,
     non-finite floats to strings ("inf", "nan"), anything else unknown to its str()."""

@@ -172,7 +172,8 @@ class LowRankSubspace:
         return x
 
     def restrict(self, g: np.ndarray) -> np.ndarray:
-        """The adjoint of embed: the gradient in reduced coordinates."""
+        """The adjoint of embed: the gradient in reduced coordinates. The bases are orthonormal,
+        so it is also the inverse of embed on the subspace (``coords_of``)."""
         G = g[self.W].reshape(self.shape)
         if self.side in ("column", "alternate"):
             Gc = self.U.T @ G
@@ -183,15 +184,9 @@ class LowRankSubspace:
         return np.concatenate([Gc.ravel(), g[self.free]])
 
     def coords_of(self, x: np.ndarray) -> np.ndarray:
-        """Reduced coordinates of a point of the subspace (least squares for the basis part)."""
-        Wm = x[self.W].reshape(self.shape)
-        if self.side in ("column", "alternate"):
-            C = self.U.T @ Wm
-        elif self.side == "row":
-            C = Wm @ self.Vt.T
-        else:
-            C = self.U.T @ Wm @ self.Vt.T
-        return np.concatenate([C.ravel(), x[self.free]])
+        """Reduced coordinates of a point (the orthogonal projection onto the subspace, then its
+        coordinates)."""
+        return self.restrict(x)
 
 
 # ====================================================================== the protocol

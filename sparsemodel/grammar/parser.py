@@ -67,6 +67,7 @@ from ..model.expr import (
 )
 from ..model.problem import Objective, Problem
 from ..model.userfunc import FuncDef
+from ..util import expand_range
 
 GRAMMAR_FILE = Path(__file__).with_name("sparsemodel.lark")
 
@@ -1007,16 +1008,14 @@ class ModelBuilder:
             if rng.data == "k_list":
                 values = vals
             else:
-                start, stop = vals[0], vals[1]
-                step = vals[2] if len(vals) > 2 else 1
-                if step <= 0 or stop < start:
+                try:
+                    values = expand_range(*vals)
+                except ValueError:
                     raise ModelError(
                         f"the range {text} is empty or invalid",
                         rspan,
                         "write START:STOP:STEP with START <= STOP and STEP > 0 (STOP is included)",
-                    )
-                count = int(np.floor((stop - start) / step * (1 + 1e-12))) + 1
-                values = [start + i * step for i in range(count)]
+                    ) from None
             if bound or isinstance(param, Parameter) and self._is_bound_param(var):
                 if not all(isinstance(x, int) or float(x).is_integer() for x in values):
                     raise ModelError(f"the range {text} of the bound must consist of integers", rspan)

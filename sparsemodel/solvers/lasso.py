@@ -57,6 +57,7 @@ import numpy as np
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
 from ..errors import SolverError
 from .base import CONVERGED, History, Option, Result, Solver, check_k, finish, register, restricted_option
+from .tuning import check_search_options, choose_backend, search_lambda, search_options
 
 
 @register
@@ -68,11 +69,7 @@ class Lasso(Solver):
     reference = "paper 003, Section 2.2.1 eq. (1) and Section 6.3.2"
     options = {
         "zero_tol": Option(1e-6, "a coordinate is nonzero when |x_i| > zero_tol * max_C |x|", float),
-        "lambda_tol": Option(
-            1e-7, "stop the search when the lambda bracket is narrower than a factor 1 + lambda_tol", float
-        ),
-        "min_ratio": Option(1e-4, "smallest lambda tried, as a fraction of lambda_max", float),
-        "max_solves": Option(200, "maximum number of solves of (1) along the search", int),
+        **search_options("(1)"),
         "debias": Option(True, "refit f on the LASSO support (false: report the LASSO solution itself)", bool),
         "backend": Option(
             "auto",
@@ -96,11 +93,7 @@ class Lasso(Solver):
         clock = Clock()
         sps = require_sparsity(lp, self.name)
         check_k(lp, self.name)
-        for name in ("zero_tol", "lambda_tol", "min_ratio"):
-            if not 0 < o[name] < 1:
-                raise SolverError(f"option {name}={o[name]} of {self.name} must be in (0, 1)")
-        if o["max_solves"] < 1:
-            raise SolverError(f"option max_solves={o['max_solves']} of {self.name} must be at least 1")
+        check_search_options(o, self.name)
         k = sps.k
         C = sps.coords
 
@@ -121,17 +114,9 @@ class Lasso(Solver):
                 hint="check the data, or use an l0 solver (grahtp, grasp, foba)",
             )
 
-        backend = o["backend"]
-        if backend == "auto":
-            backend = "numpy" if lp.design is not None else "cvxpy"
-        if backend == "numpy" and lp.design is None:
-            raise SolverError(
-                f"backend='numpy' needs an objective made of elementwise losses of affine maps; this one is a {lp.structure}",
-                hint="use backend='cvxpy' (or 'auto')",
-            )
+        backend = choose_backend(lp, o["backend"])
         relax = _ProxNewton(lp, r0.x) if backend == "numpy" else lp.relaxation("l1", o["cvxpy_solver"])
         hist = History(lp, clock)
-        seen: list[tuple[float, int]] = []
 
         def solve_at(lam: float) -> tuple[np.ndarray, int]:
             x = relax.solve(lam)
@@ -139,69 +124,25 @@ class Lasso(Solver):
             top = float(xc.max(initial=0.0))
             x[C[xc <= o["zero_tol"] * top]] = 0.0
             nnz = int(np.count_nonzero(x[C]))
-            seen.append((lam, nnz))
-            hist.log(lp.f(x), lam=lam, nnz=nnz)
+            hist.log(lp.oracle.peek(x), lam=lam, nnz=nnz)
             return x, nnz
 
-        found: tuple[float, np.ndarray] | None = None
-        hi, n_hi = lam_max, 0  # fewer than k nonzeros at hi
-        lo, n_lo = None, None  # more than k nonzeros at lo
-        floor = lam_max * o["min_ratio"]
-        lam = lam_max
-        while found is None and relax.solves < o["max_solves"]:  # bracket downwards by factors of 10
-            lam = max(lam / 10.0, floor)
-            x, nnz = solve_at(lam)
-            if nnz == k:
-                found = (lam, x)
-            elif nnz > k:
-                lo, n_lo = lam, nnz
-                break
-            else:
-                hi, n_hi = lam, nnz
-                if lam <= floor:
-                    break
-        while found is None and lo is not None and relax.solves < o["max_solves"]:
-            if hi / lo <= 1.0 + o["lambda_tol"]:
-                break
-            lam = math.sqrt(lo * hi)
-            x, nnz = solve_at(lam)
-            if nnz == k:
-                found = (lam, x)
-            elif nnz > k:
-                lo, n_lo = lam, nnz
-            else:
-                hi, n_hi = lam, nnz
-
-        if found is None:
-            sizes = sorted({n for _, n in seen} | {0})
-            reached = ", ".join(map(str, sizes))
-            alt = "or use an l0 solver (grahtp, grasp, foba)"
-            if lo is None and hi <= floor * (1 + 1e-12):
-                what = (
-                    f"the largest LASSO support found has {max(sizes)} nonzeros (down to lambda = {floor:.3g} "
-                    f"= {o['min_ratio']:g} * lambda_max)"
-                )
-                hint = (
-                    f"choose k among the reachable sparsities, {alt}; a least-squares LASSO has at most as many "
-                    "nonzeros as samples, and a smaller min_ratio searches further (less reliably: the l1 term "
-                    "barely shapes the solution there)"
-                )
-            elif lo is None or hi / lo > 1.0 + o["lambda_tol"]:
-                what = f"the search stopped after {relax.solves} solves (max_solves={o['max_solves']})"
-                hint = f"raise max_solves or lambda_tol, {alt}"
-            else:
-                what = f"the support size jumps from {n_hi} to {n_lo} at lambda ~ {math.sqrt(lo * hi):.6g}"
-                hint = (
-                    f"choose k among the reachable sparsities, {alt}; coordinates entering together usually "
-                    "come from duplicated or collinear columns"
-                )
-            raise SolverError(
-                f"LASSO cannot reach exactly k={k} nonzeros: {what}; sparsities reached along the search: {reached}",
-                sps.constraint.span,
-                hint,
-            )
-
-        lam, x_lasso = found
+        search = search_lambda(
+            solve_at,
+            lambda: relax.solves,
+            k,
+            lam_max,
+            o,
+            what="LASSO",
+            target_text=f"k={k} nonzeros",
+            count_name="support",
+            counts_name="sparsities",
+            unit=" nonzeros",
+            span=sps.constraint.span,
+            reachable_hint="a least-squares LASSO has at most as many nonzeros as samples, and ",
+        )
+        seen = search.seen
+        lam, x_lasso = search.lam, search.x
         sel = sps.support(x_lasso)
         f_lasso = lp.f(x_lasso)
         l1 = float(np.sum(np.abs(x_lasso[C])))

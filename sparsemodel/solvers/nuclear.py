@@ -46,6 +46,7 @@ from ..compile.lowered import Clock, LoweredProblem
 from ..compile.sets import LowRank
 from ..errors import SolverError
 from .base import CONVERGED, History, Option, Result, Solver, check_budget, finish, register, restricted_option
+from .tuning import check_search_options, choose_backend, search_lambda, search_options
 
 
 @register
@@ -57,11 +58,7 @@ class Nuclear(Solver):
     reference = "the rank analogue of paper 003's tuned LASSO (Section 6.3.2); Recht, Fazel & Parrilo (2010)"
     options = {
         "zero_tol": Option(1e-6, "a singular value counts when it exceeds zero_tol * sigma_1", float),
-        "lambda_tol": Option(
-            1e-7, "stop the search when the lambda bracket is narrower than a factor 1 + lambda_tol", float
-        ),
-        "min_ratio": Option(1e-4, "smallest lambda tried, as a fraction of lambda_max", float),
-        "max_solves": Option(200, "maximum number of solves of (N) along the search", int),
+        **search_options("(N)"),
         "tol": Option(1e-9, "proximal-gradient stopping tolerance on the relative step (numpy backend)", float),
         "debias": Option(True, "refit f on the subspaces of the relaxed solution (false: report it itself)", bool),
         "backend": Option(
@@ -81,9 +78,7 @@ class Nuclear(Solver):
         if not isinstance(s, LowRank):
             raise SolverError("nuclear solves rank-constrained problems; this problem has no rank(W) <= r constraint")
         check_budget(lp, self.name)
-        for key in ("zero_tol", "lambda_tol", "min_ratio"):
-            if not 0 < o[key] < 1:
-                raise SolverError(f"option {key}={o[key]} of {self.name} must be in (0, 1)")
+        check_search_options(o, self.name)
         r = s.budget
         r0 = lp.restricted_minimize(s.empty(), method=o["restricted"])
         _, g0 = lp.value_and_grad(r0.x)
@@ -93,17 +88,9 @@ class Nuclear(Solver):
                 f"the gradient at W = 0 is {'zero' if lam_max == 0 else 'not finite'}: no lambda selects any direction",
                 hint="check the data, or use an l0 solver (grahtp, iht)",
             )
-        backend = o["backend"]
-        if backend == "auto":
-            backend = "numpy" if lp.design is not None else "cvxpy"
-        if backend == "numpy" and lp.design is None:
-            raise SolverError(
-                f"backend='numpy' needs an objective made of losses of affine maps; this one is a {lp.structure}",
-                hint="use backend='cvxpy' (or 'auto')",
-            )
+        backend = choose_backend(lp, o["backend"])
         relax: Any = _Fista(lp, r0.x, o["tol"]) if backend == "numpy" else lp.relaxation("nuclear", o["cvxpy_solver"])
         hist = History(lp, clock)
-        seen: list[tuple[float, int]] = []
 
         def solve_at(lam: float) -> tuple[np.ndarray, int]:
             x = relax.solve(lam)
@@ -112,52 +99,23 @@ class Nuclear(Solver):
             x = x.copy()
             x[s.W] = ((U[:, keep] * sv[keep]) @ Vt[keep]).ravel()
             rank = int(keep.sum())
-            seen.append((lam, rank))
             hist.log(lp.oracle.peek(x), lam=lam, rank=rank)
             return x, rank
 
-        found = None
-        hi, n_hi = lam_max, 0
-        lo, n_lo = None, None
-        floor = lam_max * o["min_ratio"]
-        lam = lam_max
-        while found is None and relax.solves < o["max_solves"]:
-            lam = max(lam / 10.0, floor)
-            x, rk = solve_at(lam)
-            if rk == r:
-                found = (lam, x)
-            elif rk > r:
-                lo, n_lo = lam, rk
-                break
-            else:
-                hi, n_hi = lam, rk
-                if lam <= floor:
-                    break
-        while found is None and lo is not None and relax.solves < o["max_solves"]:
-            if hi / lo <= 1.0 + o["lambda_tol"]:
-                break
-            lam = math.sqrt(lo * hi)
-            x, rk = solve_at(lam)
-            if rk == r:
-                found = (lam, x)
-            elif rk > r:
-                lo, n_lo = lam, rk
-            else:
-                hi, n_hi = lam, rk
-        if found is None:
-            ranks = ", ".join(map(str, sorted({n for _, n in seen} | {0})))
-            if lo is None:
-                what = f"the largest rank found is {max(n for _, n in seen)} (down to lambda = {floor:.3g})"
-            elif hi / lo > 1.0 + o["lambda_tol"]:
-                what = f"the search stopped after {relax.solves} solves (max_solves={o['max_solves']})"
-            else:
-                what = f"the rank jumps from {n_hi} to {n_lo} at lambda ~ {math.sqrt(lo * hi):.6g}"
-            raise SolverError(
-                f"the nuclear-norm relaxation cannot reach exactly rank {r}: {what}; ranks reached: {ranks}",
-                s.span,
-                "choose r among the reachable ranks, or use an l0 solver (grahtp, iht)",
-            )
-        lam, x_nuc = found
+        search = search_lambda(
+            solve_at,
+            lambda: relax.solves,
+            r,
+            lam_max,
+            o,
+            what="the nuclear-norm relaxation",
+            target_text=f"rank {r}",
+            count_name="rank",
+            counts_name="ranks",
+            span=s.span,
+        )
+        seen = search.seen
+        lam, x_nuc = search.lam, search.x
         f_nuc = lp.oracle.peek(x_nuc)
         norm_nuc = float(np.linalg.svd(x_nuc[s.W].reshape(s.shape), compute_uv=False).sum())
         if o["debias"]:

@@ -1,0 +1,147 @@
+"""Tuning a relaxation's weight to an exact structure: the binary search of paper 003, Section
+6.3.2 ("for each sparsity level we applied binary search on alpha in order to find a parameter
+alpha that gives the required sparsity"), shared by every convex baseline (``lasso``: nonzeros of
+the l1 relaxation; ``nuclear``: the rank of the nuclear-norm relaxation).
+
+The search runs on log(lambda). At lambda_max the relaxation's solution has none of the structure
+(the caller computes lambda_max from the optimality conditions and never solves there, counting it
+as 0). It brackets downwards by factors of 10 until the count reaches the target (down to
+``min_ratio * lambda_max``), then bisects log(lambda) between the last lambda below the target and
+the first above it, until one lambda gives exactly the target or the bracket is narrower than a
+factor ``1 + lambda_tol``. When no lambda gives the target, a SolverError says why (the largest
+count found; the budget of solves; the count jumping over the target, e.g. from collinear columns)
+and lists the counts reached along the search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import SolverError
+from .base import Option
+
+
+def search_options(problem: str) -> dict[str, Option]:
+    """The options every tuned relaxation shares (``problem`` names its relaxed problem)."""
+    return {
+        "lambda_tol": Option(
+            1e-7, "stop the search when the lambda bracket is narrower than a factor 1 + lambda_tol", float
+        ),
+        "min_ratio": Option(1e-4, "smallest lambda tried, as a fraction of lambda_max", float),
+        "max_solves": Option(200, f"maximum number of solves of {problem} along the search", int),
+    }
+
+
+def check_search_options(o: dict[str, Any], solver: str) -> None:
+    for name in ("zero_tol", "lambda_tol", "min_ratio"):
+        if not 0 < o[name] < 1:
+            raise SolverError(f"option {name}={o[name]} of {solver} must be in (0, 1)")
+    if o["max_solves"] < 1:
+        raise SolverError(f"option max_solves={o['max_solves']} of {solver} must be at least 1")
+
+
+def choose_backend(lp: Any, backend: str) -> str:
+    """``auto``: the NumPy path for composite objectives (it needs the design), cvxpy otherwise."""
+    if backend == "auto":
+        return "numpy" if lp.design is not None else "cvxpy"
+    if backend == "numpy" and lp.design is None:
+        raise SolverError(
+            f"backend='numpy' needs an objective made of losses of affine maps; this one is a {lp.structure}",
+            hint="use backend='cvxpy' (or 'auto')",
+        )
+    return backend
+
+
+@dataclass
+class Search:
+    lam: float
+    x: np.ndarray
+    seen: list[tuple[float, int]] = field(default_factory=list)
+
+
+def search_lambda(
+    solve_at: Callable[[float], tuple[np.ndarray, int]],
+    solves: Callable[[], int],
+    target: int,
+    lam_max: float,
+    options: dict[str, Any],
+    *,
+    what: str,
+    target_text: str,
+    count_name: str,
+    counts_name: str,
+    unit: str = "",
+    span: Any = None,
+    reachable_hint: str = "",
+) -> Search:
+    """Find lambda whose solution (``solve_at(lam) -> (x, count)``) has exactly ``target``.
+
+    ``what`` names the relaxation ("LASSO", "the nuclear-norm relaxation"), ``target_text`` the goal
+    as the error says it ("k=5 nonzeros", "rank 3"), ``count_name`` / ``counts_name`` what is
+    counted ("support" / "sparsities", "rank" / "ranks"), ``unit`` its unit (" nonzeros")."""
+    min_ratio, lambda_tol, max_solves = options["min_ratio"], options["lambda_tol"], options["max_solves"]
+    seen: list[tuple[float, int]] = []
+
+    def at(lam: float) -> tuple[np.ndarray, int]:
+        x, c = solve_at(lam)
+        seen.append((lam, c))
+        return x, c
+
+    found: tuple[float, np.ndarray] | None = None
+    hi, n_hi = lam_max, 0  # fewer than the target at hi
+    lo, n_lo = None, None  # more than the target at lo
+    floor = lam_max * min_ratio
+    lam = lam_max
+    while found is None and solves() < max_solves:
+        lam = max(lam / 10.0, floor)
+        x, c = at(lam)
+        if c == target:
+            found = (lam, x)
+        elif c > target:
+            lo, n_lo = lam, c
+            break
+        else:
+            hi, n_hi = lam, c
+            if lam <= floor:
+                break
+    while found is None and lo is not None and solves() < max_solves:
+        if hi / lo <= 1.0 + lambda_tol:
+            break
+        lam = math.sqrt(lo * hi)
+        x, c = at(lam)
+        if c == target:
+            found = (lam, x)
+        elif c > target:
+            lo, n_lo = lam, c
+        else:
+            hi, n_hi = lam, c
+    if found is not None:
+        return Search(found[0], found[1], seen)
+    counts = sorted({c for _, c in seen} | {0})
+    reached = ", ".join(map(str, counts))
+    alt = "or use an l0 solver (grahtp, grasp, foba, iht)"
+    if lo is None and hi <= floor * (1 + 1e-12):
+        why = (
+            f"the largest {what} {count_name} found has {max(counts)}{unit} "
+            f"(down to lambda = {floor:.3g} = {min_ratio:g} * lambda_max)"
+        )
+        hint = f"choose a target among the reachable ones, {alt}; {reachable_hint}a smaller min_ratio searches further"
+    elif lo is None or hi / lo > 1.0 + lambda_tol:
+        why = f"the search stopped after {solves()} solves (max_solves={max_solves})"
+        hint = f"raise max_solves or lambda_tol, {alt}"
+    else:
+        why = f"the {count_name} jumps from {n_hi} to {n_lo} at lambda ~ {math.sqrt(lo * hi):.6g}"
+        hint = f"choose a target among the reachable ones, {alt}; structure entering together usually comes from duplicated or collinear columns"
+    raise SolverError(
+        f"{what} cannot reach exactly {target_text}: {why}; {counts_name} reached along the search: {reached}",
+        span,
+        hint,
+    )
+
+
+__all__ = ["Search", "check_search_options", "choose_backend", "search_lambda", "search_options"]
