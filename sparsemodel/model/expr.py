@@ -165,6 +165,7 @@ class Expr:
         self.uid = next(_ids)
         self._curv: str | None = None
         self._sign: str | None = None
+        self._text: str | None = None
 
     # ---------- structure ----------
     @property
@@ -197,17 +198,47 @@ class Expr:
         return self.curvature == CONSTANT
 
     # ---------- DCP ----------
+    def _fill(self, attr: str, compute: Any, deps: Any = None) -> Any:
+        """A cached per-node attribute, computed bottom-up without recursion (a sum of 10,000
+        terms is a chain 10,000 deep), descending only into nodes where it is still missing;
+        ``deps(node)`` names the children a node's value reads (default: all)."""
+        stack: list[tuple[Expr, bool]] = [(self, False)]
+        while stack:
+            node, ready = stack.pop()
+            if getattr(node, attr) is not None:
+                continue
+            if ready:
+                setattr(node, attr, compute(node))
+                continue
+            stack.append((node, True))
+            for a in node.args if deps is None else deps(node):
+                if getattr(a, attr) is None:
+                    stack.append((a, False))
+        return getattr(self, attr)
+
     @property
     def curvature(self) -> str:
         if self._curv is None:
-            self._curv = self._curvature()
+            self._fill("_curv", lambda n: n._curvature())
         return self._curv
 
     @property
     def sign(self) -> str:
         if self._sign is None:
-            self._sign = self._sign_of()
+            self._fill("_sign", lambda n: n._sign_of())
         return self._sign
+
+    def __str__(self) -> str:
+        """The expression as the model language writes it (computed once per node, bottom-up)."""
+        if self._text is None:
+            self._fill("_text", lambda n: n._render(), lambda n: n._text_deps())
+        return self._text
+
+    def _text_deps(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def _render(self) -> str:  # pragma: no cover - every subclass defines it
+        raise TypeError(type(self).__name__)
 
     def _curvature(self) -> str:  # pragma: no cover - every subclass defines it
         raise TypeError(type(self).__name__)
@@ -320,6 +351,14 @@ class Expr:
 
 class Leaf(Expr):
     precedence = 100
+
+    @property
+    def _text(self) -> str:  # a leaf's text is live: a front end may name it after creation
+        return self.__str__()
+
+    @_text.setter
+    def _text(self, value: str | None) -> None:
+        pass
 
     def __init__(self, shape: Shape, name: str | None, span: Span | None):
         super().__init__((), shape, span)
@@ -442,9 +481,25 @@ class Add(Expr):
     def __init__(self, a: Expr, b: Expr, span: Span | None = None):
         super().__init__((a, b), broadcast_shapes(a.shape, b.shape, self.op, a, b, span), span or _join(a, b))
 
-    def __str__(self) -> str:
-        a, b = self.args
-        return f"{self.wrap(a)} {self.op} {self.wrap(b, self.precedence + 1)}"
+    def _spine(self) -> tuple[Expr, list[tuple[str, Expr]]]:
+        """The leftmost operand and the (operator, right operand) pairs of a chain of + and -."""
+        rights = []
+        node: Expr = self
+        while isinstance(node, Add):
+            rights.append((node.op, node.args[1]))
+            node = node.args[0]
+        rights.reverse()
+        return node, rights
+
+    def _text_deps(self) -> tuple[Expr, ...]:
+        first, rights = self._spine()
+        return (first,) + tuple(b for _, b in rights)
+
+    def _render(self) -> str:  # the whole chain at once: linear in its length
+        first, rights = self._spine()
+        parts = [self.wrap(first)]
+        parts += [f" {op} {self.wrap(b, self.precedence + 1)}" for op, b in rights]
+        return "".join(parts)
 
     def _curvature(self) -> str:
         a, b = self.args
@@ -495,7 +550,7 @@ class Neg(Expr):
     def __init__(self, a: Expr, span: Span | None = None):
         super().__init__((a,), a.shape, span or a.span)
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         return f"-{self.wrap(self.args[0])}"
 
     def _curvature(self) -> str:
@@ -520,7 +575,7 @@ class Mul(Expr):
     def __init__(self, a: Expr, b: Expr, span: Span | None = None):
         super().__init__((a, b), broadcast_shapes(a.shape, b.shape, self.op, a, b, span), span or _join(a, b))
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         a, b = self.args
         return f"{self.wrap(a)} {self.op} {self.wrap(b, self.precedence + 1)}"
 
@@ -560,6 +615,16 @@ class Mul(Expr):
 
 class Div(Mul):
     op = "/"
+
+    def __init__(self, a: Expr, b: Expr, span: Span | None = None):
+        super().__init__(a, b, span)
+        if b.is_constant():
+            with np.errstate(all="ignore"):
+                v = b.constant_value()
+                zero = not np.all(np.abs(dense(v)) > 0)
+            if zero:
+                what = f"{b} is 0" if b.shape == () else f"{b} has zero entries"
+                raise ModelError(f"division by zero in {self}: {what}", self.span, "divide by a nonzero constant")
 
     def _curvature(self) -> str:
         a, b = self.args
@@ -611,7 +676,7 @@ class MatMul(Expr):
         span = span or _join(a, b)
         super().__init__((a, b), matmul_shape(a.shape, b.shape, a, b, span), span)
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         a, b = self.args
         return f"{self.wrap(a)} @ {self.wrap(b, self.precedence + 1)}"
 
@@ -671,7 +736,7 @@ class Transpose(Expr):
     def __init__(self, a: Expr, span: Span | None = None):
         super().__init__((a,), a.shape[::-1], span or a.span)
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         return f"{self.wrap(self.args[0])}'"
 
     def _curvature(self) -> str:
@@ -733,7 +798,7 @@ class Index(Expr):
         super().__init__((a,), shape, span)
         self.key = k
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         return f"{self.wrap(self.args[0])}[{_fmt_key(self.key)}]"
 
     def flat_indices(self) -> np.ndarray:

@@ -69,9 +69,11 @@ class GraHTP(Solver):
             "step size: a number; 'auto' = 1/mean diag(H) with backtracking (HTP's unit step); "
             "'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration (rank 2r for rank constraints)",
             "float_or_auto",
+            low=0,
+            open_low=True,
         ),
-        "max_iter": Option(500, "maximum number of iterations", int),
-        "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float),
+        "max_iter": Option(500, "maximum number of iterations", int, low=1),
+        "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float, low=0),
         "debias": Option(True, "S3 debiasing (GraHTP); false truncates instead (FGraHTP)", bool),
         "backtracking": Option(
             True, "halve eta when an iteration would increase f (false: the paper's fixed step)", bool
