@@ -114,13 +114,19 @@ def cmd_solvers(args: argparse.Namespace) -> int:
         }
         print(json.dumps(out, indent=2))
         return 0
+    import textwrap
+
     rows = [(n, ", ".join(sorted(c.handles)), c.summary, c.reference) for n, c in REGISTRY.items()]
-    print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"]))
+    print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"], maxcolwidths=[8, 16, 38, 26]))
     if args.verbose:
         for n, c in REGISTRY.items():
             print(f"\n{n} options:")
             for k, o in c.options.items():
-                print(f"  {k:<14} default {jsonable(o.default)!s:<10} {o.help}")
+                head = f"  {k:<14} default {jsonable(o.default)!s:<10} "
+                lines = textwrap.wrap(o.help, width=max(40, 100 - len(head)))
+                print(head + (lines[0] if lines else ""))
+                for line in lines[1:]:
+                    print(" " * len(head) + line)
     else:
         print("\n(sparsemodel solvers -v lists every option with its default)")
     return 0

@@ -205,6 +205,8 @@ def _ks(k: Iterable[int] | int | None) -> list[int | None]:
             raise ConstraintError(
                 f"sparsity level k={v!r} is not an integer", hint="use k=10, k=[5, 10] or range(5, 55, 5)"
             )
+        if v < 0:
+            raise ConstraintError(f"the bound k={int(v)} is negative", hint="bounds are integers >= 0")
         if int(v) not in out:
             out.append(int(v))
     if not out:
@@ -309,8 +311,10 @@ class Comparison:
 
     # ------------------------------------------------------------------ summaries
     def summary_rows(self) -> list[dict[str, Any]]:
-        """Per solver: median time, median ratio of its time to the fastest solver's at the same k,
-        wins (k where it reaches the best objective, within 1e-9 relative), runs and errors."""
+        """Per solver: median time; the median over the swept points of its time divided by the
+        fastest solver's time at the same point (1 = fastest); at how many points it was the
+        fastest, and at how many it reached the best objective (within 1e-9 relative); runs and
+        errors."""
         best: dict[Any, float] = {}
         fastest: dict[Any, float] = {}
         col = self.column
@@ -326,11 +330,13 @@ class Comparison:
             times = [r["time_s"] for r in mine]
             ratios = [r["time_s"] / fastest[r[col]] for r in mine if fastest[r[col]] > 0]
             wins = sum(1 for r in mine if r["objective"] <= best[r[col]] + 1e-9 * max(1.0, abs(best[r[col]])))
+            quickest = sum(1 for r in mine if r["time_s"] <= fastest[r[col]])
             out.append(
                 {
                     "solver": s,
                     "median time (s)": statistics.median(times) if times else None,
-                    "median time / fastest": statistics.median(ratios) if ratios else None,
+                    "time / fastest's (median)": statistics.median(ratios) if ratios else None,
+                    f"fastest ({col})": quickest,
                     f"best objective ({col})": wins,
                     "runs": len([r for r in self.rows if r["solver"] == s]),
                     "errors": len([r for r in self.rows if r["solver"] == s and r["status"] == ERROR]),
@@ -426,6 +432,13 @@ class Comparison:
     def plot(self, path: str | Path, overwrite: bool = False) -> Path:
         """PNG with two panels: objective versus k per solver, and time versus k per solver."""
         out = self.check_path(path, overwrite)
+        fig = self.figure()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        return self._write(out, overwrite, buf.getvalue())
+
+    def figure(self) -> Any:
+        """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
@@ -446,10 +459,17 @@ class Comparison:
             positive = positive and all(v > 0 for v, good in zip(objs, ok) if good)
             ax_obj.plot(xs, objs, marker="o", label=s)
             ax_t.plot(xs, times, marker="o", label=s)
-        if positive and any(ax_obj.lines):
-            ax_obj.set_yscale("log")
-        if any(ax_t.lines):
-            ax_t.set_yscale("log")
+        for ax, vals in (
+            (ax_obj, [y for ln in ax_obj.lines for y in ln.get_ydata()]),
+            (ax_t, [y for ln in ax_t.lines for y in ln.get_ydata()]),
+        ):
+            vals = [v for v in vals if math.isfinite(v)]
+            if ax is ax_obj and not positive:
+                continue
+            # a log axis only when the values span more than a decade: over a narrow range its
+            # ticks are unreadable (plain numbers then)
+            if vals and min(vals) > 0 and max(vals) / min(vals) > 10:
+                ax.set_yscale("log")
         for ax, title, ylabel in ((ax_obj, "objective", "f(x)"), (ax_t, "time", "seconds")):
             ax.set_xlabel(self.column if self.column not in BOUND_NAMES else f"{self.column} (bound)")
             ax.set_ylabel(ylabel)
@@ -461,6 +481,4 @@ class Comparison:
             f"{Path(self.source).name if self.source != '<python>' else 'problem'}: solvers versus {self.column}"
         )
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        return self._write(out, overwrite, buf.getvalue())
+        return fig

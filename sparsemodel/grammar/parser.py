@@ -545,9 +545,10 @@ class ModelBuilder:
             handler = getattr(self, f"_{stmt.data}")
             handler(stmt)
         if self.objective is None:
+            line, col = _end_position(self.source)  # point at the end: that is where it is missing
             raise ModelError(
                 f"{self.source.name} has no minimize statement",
-                None,
+                Span(self.source, line, max(1, col - 1), line, col),
                 "a model needs an objective: minimize EXPR",
             )
         self._check_k_range()
@@ -1010,9 +1011,9 @@ class ModelBuilder:
             else:
                 try:
                     values = expand_range(*vals)
-                except ValueError:
+                except ValueError as exc:
                     raise ModelError(
-                        f"the range {text} is empty or invalid",
+                        f"the range {text} is empty or invalid ({exc})",
                         rspan,
                         "write START:STOP:STEP with START <= STOP and STEP > 0 (STOP is included)",
                     ) from None

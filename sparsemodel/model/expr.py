@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ModelError, ShapeError, Span
+from ..errors import DataError, ModelError, ShapeError, Span
 
 # curvature
 CONSTANT = "constant"
@@ -378,7 +378,7 @@ class Variable(Leaf):
         symmetric: bool = False,
         span: Span | None = None,
     ):
-        shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+        shp = _dims(shape, name, span)
         if any(d <= 0 for d in shp):
             raise ShapeError(f"variable {name or ''} has dimensions {fmt_shape(shp)}; each must be positive", span)
         if symmetric and (len(shp) != 2 or shp[0] != shp[1]):
@@ -394,14 +394,47 @@ class Variable(Leaf):
         raise TypeError("variables are evaluated by the evaluator")
 
 
+def _dims(shape: Any, name: str | None, span: Span | None) -> tuple[int, ...]:
+    """A variable's shape from an int or a sequence of ints (a ShapeError otherwise)."""
+    items = shape if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for d in items:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise ShapeError(
+                f"variable {name or ''} has the dimension {d!r}; dimensions are positive integers",
+                span,
+                "write Variable(5), Variable((3, 4)) or Variable([3, 4])",
+            )
+        out.append(int(d))
+    return tuple(out)
+
+
 class Data(Leaf):
     """Data bound to a name (a matrix, vector or scalar; dense or scipy.sparse)."""
 
     def __init__(self, value: Any, name: str | None = None, span: Span | None = None, kind: str | None = None):
-        if sp.issparse(value):
-            v = value.tocsr().astype(float)
-        else:
-            v = np.asarray(value, dtype=float)
+        try:
+            if sp.issparse(value):
+                v = value.tocsr().astype(float)
+            else:
+                v = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise DataError(
+                f"data {name or ''} of type {type(value).__name__} is not numeric",
+                span,
+                "give numbers: an array or a scipy.sparse matrix",
+            ) from None
+        vals = v.data if sp.issparse(v) else v
+        bad = ~np.isfinite(vals)
+        if bad.any():
+            nan, inf = int(np.isnan(vals).sum()), int(bad.sum() - np.isnan(vals).sum())
+            what = " and ".join(t for t in (f"{nan} NaN" if nan else "", f"{inf} infinite" if inf else "") if t)
+            raise DataError(
+                f"data {name or f'of shape {fmt_shape(v.shape)}'} holds {what} value(s) (first at index "
+                f"{tuple(int(i) for i in np.argwhere(bad)[0])})",
+                span,
+                "remove or impute the missing values before building the model",
+            )
         super().__init__(v.shape, name, span)
         self.value = v
         self.kind = kind

@@ -33,8 +33,6 @@ if f becomes non-finite or grows persistently.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ..compile.lowered import Clock, LoweredProblem
@@ -62,7 +60,6 @@ class GraHTP(Solver):
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
-    default_debias = True
     options = {
         "eta": Option(
             "auto",
@@ -81,11 +78,6 @@ class GraHTP(Solver):
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
         "restricted": restricted_option("step S3"),
     }
-
-    def __init__(self, **opts: Any):
-        if "debias" not in opts:
-            opts["debias"] = self.default_debias
-        super().__init__(**opts)
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
@@ -181,4 +173,7 @@ class FGraHTP(GraHTP):
     name = "fgrahtp"
     summary = "Fast GraHTP: gradient step then truncation to the top k (nonlinear IHT)"
     reference = "paper 000, Algorithm 1 (FGraHTP)"
-    default_debias = False
+    options = {
+        **GraHTP.options,
+        "debias": Option(False, "S3 debiasing (GraHTP); false truncates instead (FGraHTP)", bool),
+    }
