@@ -879,6 +879,79 @@ class Design:
                 g += t.coef * t.map.vjp(d1)
         return self.layout.symmetrize_grad(g)
 
+    def sample_smoothness(self, top: int | None) -> float | None:
+        """l_s of paper 002's Assumption 2: a bound on the restricted smoothness of every f_i (f =
+        (1/n) sum_i f_i, f_i = n times sample i's share of the sample terms, plus the terms without
+        a sample axis) over directions with at most ``top`` nonzeros (None: any direction). For a
+        sample whose terms read the data row a_i through phi (phi'' <= c), the Hessian of f_i is
+        n c w_i a_i a_i' (times the identity over the columns of a matrix variable), so l_s is n c w_i
+        times the sum of the ``top`` largest a_ij^2, maximized over i (plus free and regularizer
+        contributions). None when a sample term has no canonical form or an unbounded phi''."""
+        n = self.n_samples
+        if n is None:
+            return None
+        per = np.zeros(n)
+        for i in self.sample_terms:
+            t = self.terms[i]
+            if not getattr(t.map, "canonical", False):
+                return None
+            if t.rowwise:
+                c = 0.5
+            elif isinstance(t.phi, (A.square, A.huber)):
+                c = 2.0
+            elif isinstance(t.phi, A.logistic):
+                c = 0.25
+            else:
+                return None
+            w = np.ones(t.map.shape[0])
+            if t.weights is not None:
+                ww = np.abs(t.weights).reshape(t.map.shape[0], -1)
+                w = ww.max(axis=1)
+            acc = np.zeros(n)
+            for blk in t.map.blocks:
+                sc = (
+                    np.abs(np.broadcast_to(blk.scale, blk.shape)).reshape(n, -1).max(axis=1)
+                    if np.ndim(blk.scale)
+                    else abs(float(blk.scale)) * np.ones(n)
+                )
+                if blk.op is None:  # a broadcast view (an intercept): each entry at most once per row
+                    acc += sc * sc * (int(np.prod(blk.vshape)) if top is None else min(top, int(np.prod(blk.vshape))))
+                    continue
+                if blk.scalar_out or blk.right is not None:
+                    return None
+                A_ = blk.op.A
+                if hasattr(A_, "tocsr"):
+                    A2 = A_.tocsr().multiply(A_.tocsr()).tocsr()
+                    rowtop = np.zeros(n)
+                    for r in range(n):
+                        d = A2.data[A2.indptr[r] : A2.indptr[r + 1]]
+                        rowtop[r] = (
+                            d.sum() if top is None or len(d) <= top else np.partition(d, len(d) - top)[-top:].sum()
+                        )
+                else:
+                    A2 = A_ * A_
+                    q = A2.shape[1]
+                    rowtop = (
+                        A2.sum(axis=1)
+                        if top is None or top >= q
+                        else np.partition(A2, q - top, axis=1)[:, -top:].sum(axis=1)
+                    )
+                acc += sc * sc * rowtop
+            per += n * abs(t.coef) * c * w * acc
+        rest = 0.0  # the terms without a sample axis: their own smoothness bound, exact in every f_i
+        for i, t in enumerate(self.terms):
+            if i in self.sample_terms:
+                continue
+            if not isinstance(t.phi, (A.square, A.huber)):
+                return None
+            J = self.full_columns(i)
+            if J is None:
+                return None
+            G = (J.T @ J).toarray() if sp.issparse(J) else J.T @ J
+            wmax = float(np.abs(t.weights).max()) if t.weights is not None else 1.0
+            rest += 2.0 * abs(t.coef) * wmax * float(np.abs(G).sum(axis=1).max())  # a Gershgorin bound
+        return float(per.max() + rest)
+
     def sample_nnz(self) -> int:
         """Stored data entries read by one pass over the samples (the cost unit of an IFO)."""
         tot = 0
