@@ -944,11 +944,17 @@ class Design:
                 continue
             if not isinstance(t.phi, (A.square, A.huber)):
                 return None
+            wmax = float(np.abs(t.weights).max()) if t.weights is not None else 1.0
+            blocks = getattr(t.map, "blocks", None)
+            if blocks is not None and all(b.op is None and b.right is None for b in blocks):
+                # views of the variables (a ridge term): the Hessian is at most (sum of |scales|)^2
+                amp = sum(float(np.max(np.abs(b.scale))) for b in blocks)
+                rest += 2.0 * abs(t.coef) * wmax * amp * amp
+                continue
             J = self.full_columns(i)
             if J is None:
                 return None
             G = (J.T @ J).toarray() if sp.issparse(J) else J.T @ J
-            wmax = float(np.abs(t.weights).max()) if t.weights is not None else 1.0
             rest += 2.0 * abs(t.coef) * wmax * float(np.abs(G).sum(axis=1).max())  # a Gershgorin bound
         return float(per.max() + rest)
 

@@ -539,13 +539,27 @@ def _operator(m: Any, d: int) -> LinearOperator:
 
 
 class Clock:
-    """Wall-clock timer for solver histories."""
+    """Wall-clock timer for solver histories; time spent in ``paused()`` (logging the objective
+    for the history) is not counted."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
+        self.off = 0.0
 
     def __call__(self) -> float:
-        return time.perf_counter() - self.t0
+        return time.perf_counter() - self.t0 - self.off
+
+    def paused(self) -> Any:
+        clock = self
+
+        class _Pause:
+            def __enter__(self) -> None:
+                self.t = time.perf_counter()
+
+            def __exit__(self, *exc: Any) -> None:
+                clock.off += time.perf_counter() - self.t
+
+        return _Pause()
 
 
 def require_sparsity(lp: LoweredProblem, solver: str) -> CoordinateSparsity:

@@ -187,7 +187,8 @@ class _Stochastic(Solver):
             nx = float(np.linalg.norm(x))
             state["x_prev"], x = x, xn
             if lp.oracle.ifo >= next_log or full:
-                f = lp.oracle.peek(x)
+                with clock.paused():  # the history's objective is not the algorithm's work
+                    f = lp.oracle.peek(x)
                 hist.log(f, batch=batch, full=int(full), epoch=lp.oracle.ifo / n)
                 next_log = lp.oracle.ifo + every
                 if not np.isfinite(f) or f > 100.0 * abs(f0) + 1e3:
