@@ -284,8 +284,10 @@ class AffineMap:
                 continue
             if acc is None:
                 acc = M
-            elif sp.issparse(acc) or sp.issparse(M):
-                acc = sp.csc_matrix(acc) + sp.csc_matrix(M) if not (sp.issparse(acc) and sp.issparse(M)) else acc + M
+            elif sp.issparse(acc) and sp.issparse(M):
+                acc = acc + M
+            elif sp.issparse(acc) or sp.issparse(M):  # one block is dense: so is the sum
+                acc = (acc.toarray() if sp.issparse(acc) else acc) + (M.toarray() if sp.issparse(M) else M)
             else:
                 acc = acc + M
         if acc is None:

@@ -93,6 +93,7 @@ class LoweredProblem:
             self.set = self.set.with_budget(budget)
         self.kinds = {c.kind for c in problem.constraints}
         self._lowrank_cache: dict[Any, Any] = {}
+        self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
 
     # ------------------------------------------------------------------ copies
     def fresh(self) -> LoweredProblem:
@@ -253,6 +254,9 @@ class LoweredProblem:
                 f = kernels.evaluate(rd, u, 0, r)[0]
             else:
                 res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol)
+                if not np.isfinite(res.values[0]):  # the start lies outside the loss's domain
+                    u1 = self.inside_domain(_embed(cols, u0, self.n))[cols]
+                    res = kernels.newton(rd, u1[None, :], ridge=r, tol=tol)
                 u, its, converged, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
             self.oracle.charge(grads=its, ifo=self.n_samples * its)
         x = np.zeros(self.n)
@@ -280,6 +284,8 @@ class LoweredProblem:
                 return np.inf, np.zeros_like(u)
             return f, gu
 
+        if not np.isfinite(fun(u0)[0]):  # the start lies outside the loss's domain
+            u0 = self.inside_domain(_embed(cols, u0, self.n))[cols]
         u, its, ok, f = kernels.lbfgs(fun, u0, tol=tol)
         self.oracle.charge(grads=calls[0], ifo=self.n_samples * calls[0])
         return u, its, ok, f
@@ -432,14 +438,21 @@ class LoweredProblem:
         return kernels.power_method(hv, self.truncation(s), starts, iters=iters)
 
     def mean_curvature(self, probes: int = 8, x: np.ndarray | None = None, seed: int = 0) -> float:
-        """Average diagonal of the Hessian (bound) over the constrained coordinates, by Hutchinson's
-        trace estimator with Rademacher probes (exact from the design's columns when small): 1 / this
-        is the unit step of HTP for normalized columns (Foucart 2011)."""
+        """Average diagonal of the Hessian at x (default: the zero point) over the constrained
+        coordinates: exact from the design's stored columns (any elementwise loss, built-in or
+        ``func``, and the row-wise softmax), else Hutchinson's trace estimator with Rademacher
+        probes of the Hessian at x. 1 / this is the unit step of HTP for normalized columns
+        (Foucart 2011).
+
+        No global curvature bound enters: the design knows one only for built-in atoms, so using it
+        would give one function spelled two ways (``logistic(-z)`` and ``func phi(z) = log(1 +
+        exp(-z))``) two different steps."""
         C = self.set.coords if self.set is not None else np.arange(self.n)
-        exact = self._mean_curvature_exact(C) if x is None else None
+        x = self.zeros() if x is None else x
+        exact = self._mean_curvature_exact(C, x)
         if exact is not None:
             return exact
-        hv = self.hessian_operator(x)
+        hv = self.oracle.hessian_operator(x, bound=False)
         rng = np.random.default_rng(seed)
         acc = 0.0
         for _ in range(probes):
@@ -448,26 +461,82 @@ class LoweredProblem:
             acc += float(z @ hv(z))
         return acc / (probes * len(C))
 
-    def _mean_curvature_exact(self, C: np.ndarray) -> float | None:
-        """diag(H)_j = sum_t c_t sum_i bound_ti J_t[i, j]^2 from the design's columns (small
-        composite problems whose phi'' has a global bound)."""
+    def _mean_curvature_exact(self, C: np.ndarray, x: np.ndarray) -> float | None:
+        """mean_j diag(H(x))_j over C from the design's columns: for an elementwise term
+        c sum_i w_i phi''(z_i) J[i, j]^2, for the row-wise softmax c sum_i w_i (sum_c P_ic J[(i,c), j]^2
+        - (sum_c P_ic J[(i,c), j])^2). None when some term's columns are not stored."""
         d = self.design
-        if d is None or d.curvature_bound() is None:
+        if d is None:
             return None
         total = np.zeros(len(C))
         for i, t in enumerate(d.terms):
-            if t.coef <= 0 or t.rowwise:
+            stored = self.stored_columns(i)
+            if stored is None:
                 return None
-            J = d.full_columns(i)
-            if J is None:
-                return None
-            JC = J[:, C]
-            d2 = np.full(t.map.size, 2.0 if t.quadratic else d.curvature_bound())
-            if t.weights is not None:
-                d2 = d2 * np.abs(t.weights)
-            sq = JC.multiply(JC) if sp.issparse(JC) else JC * JC
-            total += t.coef * np.asarray(sq.T @ d2).ravel()
+            J, sq = stored
+            z = t.map.value(x)
+            if t.rowwise:
+                m = t.map.shape[1]
+                P = t.probs(z).reshape(-1, m)
+                w = t.weights if t.weights is not None else np.ones(P.shape[0])
+                first = np.asarray(sq.T @ (P * w[:, None]).reshape(-1)).ravel()[C]
+                rows = np.repeat(np.arange(P.shape[0]), m)
+                S = sp.csr_matrix((P.reshape(-1), (rows, np.arange(P.size))), shape=(P.shape[0], P.size))
+                Q = S @ J  # (n, n_coords): sum_c P_ic J[(i,c), j]
+                Q2 = Q.multiply(Q) if sp.issparse(Q) else np.asarray(Q) ** 2
+                second = np.asarray(Q2.T @ w).ravel()[C]
+                total += t.coef * (first - second)
+            else:
+                d2 = t.derivs(z, 2)[2]
+                total += t.coef * np.asarray(sq.T @ d2).ravel()[C]
         return float(total.mean())
+
+    def stored_columns(self, i: int) -> tuple[Any, Any] | None:
+        """(J, J * J): term i's whole Jacobian (``Design.full_columns``) and its entrywise square,
+        computed once; None when the Jacobian is too large to keep. The squares give diagonals of
+        Hessians (sum_r phi''_r J[r, j]^2) at the cost of one matrix-vector product."""
+        if i not in self._sq_cache:
+            J = self.design.full_columns(i)
+            self._sq_cache[i] = None if J is None else (J, J.multiply(J).tocsc() if sp.issparse(J) else J * J)
+        return self._sq_cache[i]
+
+    # ------------------------------------------------------------------ the domain
+    def inside_domain(self, x: np.ndarray | None = None) -> np.ndarray:
+        """A point where the objective is finite: ``x`` (default the zero point) when it is one;
+        otherwise ``x`` with its free coordinates (an intercept, a diagonal, other variables) moved
+        to a common value c in +-1, +-0.1, +-10, ... (all together, then one at a time), so that a
+        loss such as -log(X w + b) or -logdet(O) is evaluated inside its domain. The constrained
+        coordinates are left as they are (zero for a start). Returns ``x`` unchanged when no such
+        point is found (the solvers then report the infinite objective)."""
+        x = self.zeros() if x is None else np.asarray(x, dtype=float)
+        if np.isfinite(self.oracle.peek(x)):
+            return x
+        free = getattr(self.set, "free", None) if self.set is not None else None
+        F = np.arange(self.n) if free is None else free
+        if len(F) == 0:
+            return x
+        for c in DOMAIN_TRIALS:
+            y = x.copy()
+            y[F] = c
+            if np.isfinite(self.oracle.peek(y)):
+                return y
+        if len(F) <= 16:
+            for c in DOMAIN_TRIALS:
+                for j in F:
+                    y = x.copy()
+                    y[j] = c
+                    if np.isfinite(self.oracle.peek(y)):
+                        return y
+        return x
+
+
+DOMAIN_TRIALS = (1.0, -1.0, 0.1, -0.1, 10.0, -10.0, 0.01, -0.01, 100.0, -100.0, 1e-3, -1e-3, 1e3, -1e3)
+
+
+def _embed(cols: np.ndarray, u: np.ndarray, n: int) -> np.ndarray:
+    x = np.zeros(n)
+    x[cols] = u
+    return x
 
 
 def _operator(m: Any, d: int) -> LinearOperator:

@@ -467,3 +467,214 @@ class _LeastSquares:
 
 
 __all__ = ["ActiveSet", "insertion_values", "removal_values"]
+
+
+# ====================================================================== the swap model
+
+
+def curvature_columns(t: Any, z: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """The loss Hessian of term t at its affine value z applied to each column of J (size x q):
+    diag(w phi''(z)) J for an elementwise loss, the per-row softmax Hessian diag(p) - p p' (times
+    the row weights) for a row-wise one."""
+    if not t.rowwise:
+        d2 = t.derivs(z, 2)[2]
+        return J * d2[:, None]
+    m = t.map.shape[1]
+    P = t.probs(z).reshape(-1, m)
+    J3 = J.reshape(P.shape[0], m, -1)
+    PJ = P[:, :, None] * J3
+    out = PJ - P[:, :, None] * PJ.sum(axis=1, keepdims=True)
+    if t.weights is not None:
+        out = out * t.weights[:, None, None]
+    return out.reshape(J.shape)
+
+
+class SwapModel:
+    """The second-order model of one-unit swaps at a restricted minimizer.
+
+    At x = argmin { f : supp_C within the units ``units_in`` } (free coordinates F optimized) with
+    gradient g, write B for the selected and free coordinates, H the Hessian of f at x,
+    A = H_BB^-1 and, for a candidate unit I, sigma_I = H_II - H_IB A H_BI (the Schur complement).
+    The model q(d) = g'd + d'Hd/2 of f(x + d) predicts
+
+    * ``gain[I]`` = g_I' sigma_I^-1 g_I / 2: the decrease of f when unit I enters (the others refit);
+    * ``removal[J]`` = x_J' (A_JJ)^-1 x_J / 2: the increase when unit J leaves;
+    * ``delta[J, I]``: the change when J leaves and I enters at once, the minimum of q over the
+      support B ∪ I with d_J = -x_J: -gain[I] + e' K_JJ^-1 e / 2 with K = H_{B∪I}^-1 (bordered
+      inverse: K_JJ = A_JJ + (A H_BI)_J sigma_I^-1 (A H_BI)_J') and e = x_J + (A H_BI)_J sigma_I^-1 g_I.
+
+    On least squares the model is f itself, so every value is exact (the closed forms of insertion
+    and removal above, and the exact value of each swap); on other losses it is the Newton model,
+    exact to second order. Units are coordinates, or groups of one size: ``members`` (units x size)
+    holds the positions into C of each unit's coordinates. ``delta`` is computed for the candidates
+    of largest gain: since delta[J, I] >= -gain[I], the candidates left out cannot beat the best
+    swap found (the set is widened until they cannot). :meth:`warm` gives the model's minimizer on
+    a new support, the warm start of its exact restricted solve.
+    """
+
+    def __init__(
+        self,
+        lp: LoweredProblem,
+        x: np.ndarray,
+        g: np.ndarray,
+        units_in: np.ndarray,
+        members: np.ndarray,
+        candidates: int = 64,
+        jitter: float = 1e-10,
+    ):
+        d = lp.design
+        sps = lp.sparsity
+        C, F = sps.coords, sps.free
+        members = np.asarray(members, dtype=np.int64).reshape(len(members), -1)
+        nunits, m = members.shape
+        units_in = np.asarray(units_in, dtype=np.int64)
+        inside = np.zeros(nunits, dtype=bool)
+        inside[units_in] = True
+        units_out = np.flatnonzero(~inside)
+        B = np.concatenate([C[members[units_in].ravel()], F]).astype(np.int64)  # unit by unit, then F
+        Icols = C[members[units_out].ravel()]
+        nb, ni, nI, nJ = len(B), len(Icols), len(units_out), len(units_in)
+        HBB = np.zeros((nb, nb))
+        HBI = np.zeros((nb, ni))
+        HII = np.zeros((nI, m, m))  # the diagonal blocks of the candidate units
+        for ti, t in enumerate(d.terms):
+            z = t.map.value(x)
+            stored = lp.stored_columns(ti)
+            J = stored[0] if stored is not None else None
+            JB = J[:, B] if J is not None else d.term_columns(ti, B)
+            JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
+            LB = t.coef * curvature_columns(t, z, JB)
+            HBB += JB.T @ LB
+            if J is not None and not t.rowwise and m == 1:  # products with the stored columns, no copies
+                HBI += np.asarray(J.T @ LB).T[:, Icols]
+                w2 = t.coef * t.derivs(z, 2)[2]
+                HII[:, 0, 0] += np.asarray(stored[1].T @ w2).ravel()[Icols]
+                continue
+            JI = J[:, Icols] if J is not None else d.term_columns(ti, Icols)
+            JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
+            HBI += LB.T @ JI
+            LI = t.coef * curvature_columns(t, z, JI)
+            HII += np.einsum("rua,rub->uab", JI.reshape(JI.shape[0], nI, m), LI.reshape(LI.shape[0], nI, m))
+        HBB = 0.5 * (HBB + HBB.T)
+        lam = jitter * max(float(np.trace(HBB)) / max(nb, 1), 1e-300)
+        try:
+            A = sla.cho_solve(
+                sla.cho_factor(HBB + lam * np.eye(nb), check_finite=False), np.eye(nb), check_finite=False
+            )
+        except (np.linalg.LinAlgError, ValueError):
+            A = np.linalg.pinv(HBB)
+        AB = A @ HBI  # (nb, ni)
+        sigma = HII - np.einsum("rua,rub->uab", HBI.reshape(nb, nI, m), AB.reshape(nb, nI, m))
+        sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
+        sigma += (jitter * np.maximum(np.einsum("uaa->u", np.abs(HII)) / m, 1e-300))[:, None, None] * np.eye(m)
+        gI = g[Icols].reshape(nI, m)
+        v = _batched_solve(sigma, gI)  # sigma_I^-1 g_I
+        gain = 0.5 * np.einsum("ua,ua->u", gI, v)
+        gain = np.where(np.isfinite(gain), np.maximum(gain, 0.0), 0.0)
+        xJ = x[B[: nJ * m]].reshape(nJ, m)
+        idx = np.arange(nJ * m).reshape(nJ, m)
+        AJJ = A[idx[:, :, None], idx[:, None, :]]  # (nJ, m, m)
+        removal = 0.5 * np.einsum("ja,ja->j", xJ, _batched_solve(AJJ, xJ)) if nJ else np.zeros(0)
+        self.units_in, self.units_out, self.m = units_in, units_out, m
+        self.gain, self.removal = gain, removal
+        self.x, self.g, self.B, self.Icols = x, g, B, Icols
+        self.HBB, self.HBI, self.HII = HBB, HBI, HII
+        self._rank_in = {int(u): j for j, u in enumerate(units_in)}
+        self._rank_out = {int(u): i for i, u in enumerate(units_out)}
+        self._parts = (AB, sigma, v, xJ, AJJ, nJ, m)
+        order = np.argsort(-gain, kind="stable")
+        take = min(nI, max(candidates, 1))
+        while nJ:  # pair values for the candidates of largest gain, widened until none left out can win
+            cols = order[:take]
+            delta = self._pairs(cols)
+            best = float(delta.min()) if delta.size else 0.0
+            if take >= nI or -gain[order[take]] >= best:
+                break
+            take = min(nI, 2 * take)
+        if not nJ:
+            cols, delta = order[:take], np.zeros((0, take))
+        self.cand = cols  # indices into units_out, by decreasing gain
+        self.delta = delta  # (nJ, len(cand))
+
+    def _pairs(self, cols: np.ndarray) -> np.ndarray:
+        AB, sigma, v, xJ, AJJ, nJ, m = self._parts
+        nb = AB.shape[0]
+        if nJ == 0 or len(cols) == 0:
+            return np.zeros((nJ, len(cols)))
+        nc = len(cols)
+        ABc = AB.reshape(nb, -1, m)[: nJ * m, cols, :].reshape(nJ, m, nc, m).transpose(0, 2, 1, 3)  # (J, I, a, b)
+        dJ = np.einsum("jiab,ib->jia", ABc, v[cols])  # (A H_BI)_J sigma_I^-1 g_I
+        if m == 1:
+            s_ = sigma[cols, 0, 0]
+            K = AJJ[:, 0, 0][:, None] + ABc[:, :, 0, 0] ** 2 / s_[None, :]
+            e = xJ[:, 0][:, None] + dJ[:, :, 0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                delta = -self.gain[cols][None, :] + 0.5 * e * e / K
+        else:
+            St = np.broadcast_to(sigma[cols], (nJ, nc, m, m)).reshape(-1, m, m)
+            sinv = _batched_solve(St, np.swapaxes(ABc, 2, 3).reshape(-1, m, m)).reshape(nJ, nc, m, m)
+            K = AJJ[:, None] + np.einsum("jiab,jibc->jiac", ABc, sinv)
+            e = xJ[:, None, :] + dJ
+            q = _batched_solve(K.reshape(-1, m, m), e.reshape(-1, m)).reshape(nJ, nc, m)
+            delta = -self.gain[cols][None, :] + 0.5 * np.einsum("jia,jia->ji", e, q)
+        return np.where(np.isfinite(delta), delta, np.inf)
+
+    def swaps(self, limit: int | None = None) -> list[tuple[int, int, float]]:
+        """The ``limit`` best swaps (unit out, unit in, predicted change of f), best first."""
+        D = self.delta.ravel()
+        if limit is not None and limit < D.size:
+            top = np.argpartition(D, limit - 1)[:limit]
+            flat = top[np.argsort(D[top], kind="stable")]
+        else:
+            flat = np.argsort(D, kind="stable")
+        nc = self.delta.shape[1]
+        j, c = np.divmod(flat, nc)
+        return list(zip(self.units_in[j].tolist(), self.units_out[self.cand[c]].tolist(), D[flat].tolist()))
+
+    def warm(self, pairs: list[tuple[int, int]]) -> np.ndarray:
+        """The minimizer of the model over the support with the units ``J`` of ``pairs`` removed and
+        the units ``I`` added (x_J = 0; the Hessian between two entering units taken as zero): a
+        warm start for the exact restricted solve, exact on least squares for one swap."""
+        m = self.m
+        out_rows = np.concatenate([np.arange(self._rank_in[J] * m, (self._rank_in[J] + 1) * m) for J, _ in pairs])
+        in_cols = np.concatenate([np.arange(self._rank_out[I] * m, (self._rank_out[I] + 1) * m) for _, I in pairs])
+        keep = np.setdiff1d(np.arange(len(self.B)), out_rows)
+        nk, ne = len(keep), len(in_cols)
+        H = np.zeros((nk + ne, nk + ne))
+        H[:nk, :nk] = self.HBB[np.ix_(keep, keep)]
+        H[:nk, nk:] = self.HBI[np.ix_(keep, in_cols)]
+        H[nk:, :nk] = H[:nk, nk:].T
+        for a, (_, I) in enumerate(pairs):
+            H[nk + a * m : nk + (a + 1) * m, nk + a * m : nk + (a + 1) * m] = self.HII[self._rank_out[I]]
+        xL = self.x[self.B[out_rows]]
+        rhs = np.concatenate([self.g[self.B[keep]], self.g[self.Icols[in_cols]]])
+        rhs -= np.concatenate([self.HBB[np.ix_(keep, out_rows)] @ xL, self.HBI[np.ix_(out_rows, in_cols)].T @ xL])
+        lam = 1e-10 * max(float(np.trace(H)) / max(len(H), 1), 1e-300)
+        try:
+            step = -sla.cho_solve(sla.cho_factor(H + lam * np.eye(len(H)), check_finite=False), rhs, check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):
+            step = -np.linalg.lstsq(H, rhs, rcond=None)[0]
+        w = self.x.copy()
+        w[self.B[out_rows]] = 0.0
+        w[self.B[keep]] += step[:nk]
+        w[self.Icols[in_cols]] = step[nk:]
+        return w
+
+
+def _batched_solve(M: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Solve M[i] y[i] = b[i] for a stack of small symmetric matrices M (N, m, m) and right-hand
+    sides b (N, m) or (N, m, r); least squares (pseudo-inverse) for singular ones."""
+    vec = b.ndim == M.ndim - 1
+    B = b[..., None] if vec else b
+    if M.shape[-1] == 1:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Y = B / M
+    else:
+        try:
+            Y = np.linalg.solve(M, B)
+        except np.linalg.LinAlgError:
+            Y = np.linalg.pinv(M) @ B
+    return Y[..., 0] if vec else Y
+
+
+__all__ += ["SwapModel", "curvature_columns"]

@@ -2,6 +2,7 @@
 
 from . import (
     arht,  # noqa: F401  (registers arht)
+    auto,  # noqa: F401  (registers auto, the default pipeline)
     foba,  # noqa: F401  (registers foba)
     grahtp,  # noqa: F401  (registers grahtp, fgrahtp)
     grasp,  # noqa: F401  (registers grasp)
@@ -13,7 +14,21 @@ from . import (
 from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for
 
 # the order `sparsemodel solvers` and `check` list them in: paper 000, 001, 003, then baselines
-ORDER = ("grahtp", "fgrahtp", "iht", "omp", "forward", "ompr", "els", "arht", "grasp", "foba", "lasso", "nuclear")
+ORDER = (
+    "auto",
+    "grahtp",
+    "fgrahtp",
+    "iht",
+    "omp",
+    "forward",
+    "ompr",
+    "els",
+    "arht",
+    "grasp",
+    "foba",
+    "lasso",
+    "nuclear",
+)
 for _name in sorted(REGISTRY, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
     REGISTRY[_name] = REGISTRY.pop(_name)
 

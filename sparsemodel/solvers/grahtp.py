@@ -55,6 +55,9 @@ from .base import (
     restricted_option,
 )
 
+STEP_RULES = ("auto", "local", "bb", "htp", "rss")
+SEARCH_TRIES = 3  # supports tried by one support-change line search
+
 
 @register
 class GraHTP(Solver):
@@ -66,15 +69,25 @@ class GraHTP(Solver):
     options = {
         "eta": Option(
             "auto",
-            "step size: a number; 'auto' = 1/mean diag(H) with backtracking (HTP's unit step); "
-            "'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration (rank 2r for rank constraints)",
-            "float_or_auto",
+            "step size: a number, or a rule: 'local' = 1/mean diag of the Hessian at the current iterate "
+            "(recomputed every iteration); 'htp' = the same at the start, then fixed (HTP's unit step); "
+            "'bb' = Barzilai-Borwein; 'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration "
+            "(rank 2r for rank constraints); 'auto' = 'local'",
+            "float_or_name",
+            STEP_RULES,
         ),
         "max_iter": Option(500, "maximum number of iterations", int),
         "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float),
         "debias": Option(True, "S3 debiasing (GraHTP); false truncates instead (FGraHTP)", bool),
         "backtracking": Option(
             True, "halve eta when an iteration would increase f (false: the paper's fixed step)", bool
+        ),
+        "search": Option(
+            True,
+            "support-change line search (GraHTP): when a step leaves the support unchanged, double eta until "
+            "the support changes and keep the new support if its debiased f is lower (up to 3 supports); "
+            "false: stop at F(t) = F(t-1) as the paper does",
+            bool,
         ),
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
         "restricted": restricted_option("step S3"),
@@ -85,6 +98,15 @@ class GraHTP(Solver):
             opts["debias"] = self.default_debias
         super().__init__(**opts)
 
+    def _curvature_step(self, lp: LoweredProblem, x: np.ndarray) -> float:
+        M = lp.mean_curvature(x=x)
+        if not np.isfinite(M) or M <= 0:
+            raise SolverError(
+                f"could not estimate the curvature of the objective at the current point (got {M})",
+                hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
+            )
+        return 1.0 / M
+
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
         clock = Clock()
@@ -94,23 +116,13 @@ class GraHTP(Solver):
         check_k(lp, self.name)
         s = lp.set
         debias = o["debias"]
+        search = o["search"] and debias
+        rule = o["eta"] if isinstance(o["eta"], str) else "fixed"
+        if rule == "auto":
+            rule = "local"
+        if rule == "local" and lp.design is not None and lp.design.quadratic:
+            rule = "htp"  # a constant Hessian: the step at the start is the step at every iterate
         x = initial_point(lp, o["init"])
-        if o["eta"] in ("auto", "rss"):
-            at = None if lp.design is not None else x  # general objectives: curvature at the start
-            if o["eta"] == "auto":
-                M = lp.mean_curvature(x=at)
-            else:
-                M = 2.0 * lp.smoothness(lp.power_budget(2 * s.k), x=at)
-            if not np.isfinite(M) or M <= 0:
-                raise SolverError(
-                    f"could not estimate the curvature of the objective at the starting point (got {M})",
-                    hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
-                )
-            eta = 1.0 / M
-        else:
-            eta = float(o["eta"])
-            if eta <= 0:
-                raise SolverError(f"eta must be positive; got {eta}")
         hist = History(lp, clock)
         st_prev = s.state(x)
         if debias:
@@ -118,8 +130,8 @@ class GraHTP(Solver):
             x = r.x
         f, g = lp.value_and_grad(x)
         f0 = f
-        hist.log(f, eta=eta)
         if not np.isfinite(f):
+            hist.log(f)
             return finish(
                 lp,
                 self,
@@ -131,10 +143,35 @@ class GraHTP(Solver):
                 f=f,
                 message=f"the objective is not finite at the starting point ({f})",
             )
-        status, it, grow = MAX_ITER, 0, 0
+        if rule == "fixed":
+            eta = float(o["eta"])
+            if eta <= 0:
+                raise SolverError(f"eta must be positive; got {eta}")
+        elif rule == "rss":
+            M = 2.0 * lp.smoothness(lp.power_budget(2 * s.k), x=x)
+            if not np.isfinite(M) or M <= 0:
+                raise SolverError(
+                    f"could not estimate the restricted smoothness M_2k of the objective (got {M / 2})",
+                    hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
+                )
+            eta = 1.0 / M
+        else:  # local, bb, htp: the unit step at the start
+            eta = self._curvature_step(lp, x)
+        hist.log(f, eta=eta)
+        status, it, grow, searches = MAX_ITER, 0, 0, 0
+        x_old = g_old = None
         message = ""
+        retry = False  # a rejected step is retried with eta halved (not recomputed by the rule)
         while it < o["max_iter"]:
             it += 1
+            if not retry:
+                if rule == "local" and it > 1:
+                    eta = self._curvature_step(lp, x)
+                elif rule == "bb" and x_old is not None:
+                    sx, sg = x - x_old, g - g_old
+                    sy = float(sx @ sg)
+                    eta = float(sx @ sx) / sy if sy > 0 else self._curvature_step(lp, x)
+            retry = False
             xt = x - eta * g  # S1
             warm, st = s.project(xt)  # S2: the projection, and F(t)
             lp.oracle.thresholded()
@@ -151,15 +188,27 @@ class GraHTP(Solver):
                     status, message = DIVERGED, divergence_message(self.name, f0, fn, eta)
                     break
                 it -= 1  # a rejected step is not an iteration
+                retry = True
                 continue
             if not np.isfinite(fn):
                 x, f = xn, fn
                 status, message = DIVERGED, divergence_message(self.name, f0, fn, eta)
                 break
+            increased = fn > f + 1e-12 * max(1.0, abs(f))
             grow = grow + 1 if increased else 0
+            same_support = s.same(st, st_prev)
+            if search and same_support:  # the step did not move the support: search for one that does
+                found = self._support_change(lp, x, g, f, eta, st_prev)
+                if found is None:  # F(t) = F(t-1) and no larger step helps: x(t) = x(t-1) from now on
+                    status = CONVERGED
+                    hist.log(f, eta=eta)
+                    break
+                searches += 1
+                xn, fn, gn, st = found
+                same_support = False
             dx = float(np.linalg.norm(xn - x))
             nx = float(np.linalg.norm(x))
-            same_support = s.same(st, st_prev)
+            x_old, g_old = x, g
             x, f, g, st_prev = xn, fn, gn, st
             hist.log(f, eta=eta)
             if grow >= 10 and f > f0:
@@ -171,7 +220,41 @@ class GraHTP(Solver):
             if dx <= o["tol"] * max(nx, 1e-300) or (nx == 0 and dx == 0):
                 status = CONVERGED
                 break
-        return finish(lp, self, x, status, it, clock, hist, f=f, gamma=eta, message=message, extra={"eta": eta})
+        return finish(
+            lp,
+            self,
+            x,
+            status,
+            it,
+            clock,
+            hist,
+            f=f,
+            gamma=eta,
+            message=message,
+            extra={"eta": eta, "step_rule": rule, "support_searches": searches},
+        )
+
+    def _support_change(
+        self, lp: LoweredProblem, x: np.ndarray, g: np.ndarray, f: float, eta: float, st_now: Any
+    ) -> tuple[np.ndarray, float, np.ndarray, Any] | None:
+        """The support-change line search: double eta until S2 selects a support other than the
+        current one, debias on it, and return it when f decreases; up to SEARCH_TRIES supports."""
+        s = lp.set
+        tried: list[Any] = [st_now]
+        e = eta
+        for _ in range(60):
+            e *= 2.0
+            warm, st = s.project(x - e * g)
+            if any(s.same(st, t) for t in tried):
+                continue
+            lp.oracle.thresholded()
+            tried.append(st)
+            r = lp.restricted_minimize(st, x0=warm, method=self.opts["restricted"], grad=True)
+            if np.isfinite(r.f) and r.f < f - 1e-12 * max(1.0, abs(f)):
+                return r.x, r.f, r.g, st
+            if len(tried) > SEARCH_TRIES:
+                break
+        return None
 
 
 @register
