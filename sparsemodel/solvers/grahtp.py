@@ -66,13 +66,14 @@ class GraHTP(Solver):
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
     default_debias = True
+    default_eta = "local"  # what eta='auto' means (measured: see the module docstring)
     options = {
         "eta": Option(
             "auto",
             "step size: a number, or a rule: 'local' = 1/mean diag of the Hessian at the current iterate "
             "(recomputed every iteration); 'htp' = the same at the start, then fixed (HTP's unit step); "
             "'bb' = Barzilai-Borwein; 'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration "
-            "(rank 2r for rank constraints); 'auto' = 'local'",
+            "(rank 2r for rank constraints); 'auto' = 'local' for GraHTP, 'bb' for FGraHTP",
             "float_or_name",
             STEP_RULES,
         ),
@@ -119,7 +120,7 @@ class GraHTP(Solver):
         search = o["search"] and debias
         rule = o["eta"] if isinstance(o["eta"], str) else "fixed"
         if rule == "auto":
-            rule = "local"
+            rule = self.default_eta
         if rule == "local" and lp.design is not None and lp.design.quadratic:
             rule = "htp"  # a constant Hessian: the step at the start is the step at every iterate
         x = initial_point(lp, o["init"])
@@ -263,3 +264,4 @@ class FGraHTP(GraHTP):
     summary = "Fast GraHTP: gradient step then truncation to the top k (nonlinear IHT)"
     reference = "paper 000, Algorithm 1 (FGraHTP)"
     default_debias = False
+    default_eta = "bb"
