@@ -704,7 +704,8 @@ class Design:
         out = []
         for i in range(len(self.terms)):
             J = self.term_columns(i, cols)
-            if sp.issparse(J) and J.shape[0] * J.shape[1] <= DENSE_LIMIT:
+            size = J.shape[0] * J.shape[1]
+            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or not size):  # (a ridge stays sparse)
                 J = J.toarray()
             out.append(J)
         if len(self._cache) >= 8:

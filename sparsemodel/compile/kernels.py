@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.linalg.lapack import dpotrf, dpotrs
 from scipy.sparse.linalg import LinearOperator
 
 from .design import Reduced
@@ -235,6 +236,7 @@ def newton(
     tol: float = 1e-12,
     kkt_tol: float | None = None,
     max_iter: int = 100,
+    give_up: float | None = None,
 ) -> NewtonResult:
     """Minimize m problems  f(u) [+ ridge/2 ||u||^2] [+ sum l1_j |u_j|]  over u = U[a].
 
@@ -242,8 +244,26 @@ def newton(
     term, (m, size_t)). ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
     holds them at 0). A problem stops when its Newton decrement is below ``2 tol (1 + |f|)`` (or,
     with ``l1``, when the minimum-norm subgradient is below ``kkt_tol``), or when the line search
-    finds no decrease (at the optimum numerically).
+    finds no decrease (at the optimum numerically). ``give_up`` (smooth problems): a problem is
+    abandoned (not converged) once its Newton model says it cannot get below this value,
+    f - 2 * decrement > give_up -- for searches that only want minima below a threshold.
     """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
+        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up)
+
+
+def _newton(
+    rd: Reduced,
+    U0: np.ndarray,
+    extra: list[np.ndarray] | None,
+    fixed: np.ndarray | None,
+    ridge: np.ndarray | None,
+    l1: np.ndarray | None,
+    tol: float,
+    kkt_tol: float | None,
+    max_iter: int,
+    give_up: float | None = None,
+) -> NewtonResult:
     U0 = np.atleast_2d(np.asarray(U0, dtype=float))
     m, D = U0.shape
     st = _State(rd, U0, extra, ridge)
@@ -304,6 +324,10 @@ def newton(
         stop |= bad
         done[idx[stop]] = True
         conv[idx[stop & ~bad]] = True
+        if give_up is not None and l1 is None:
+            hopeless = ~stop & (f - 2.0 * dec > give_up)
+            done[idx[hopeless]] = True
+            stop |= hopeless
         go = np.flatnonzero(~stop)
         if len(go) == 0:
             break
@@ -350,16 +374,15 @@ def newton(
 
 def _newton_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m, D, _ = H.shape
-    if m == 1:  # the restricted solves: one Cholesky factorization (LAPACK, no batching overhead)
-        H0 = H[0]
-        try:
-            c = sla.cho_factor(H0 + (1e-14 * abs(np.trace(H0)) / D) * np.eye(D), check_finite=False)
-            step = -sla.cho_solve(c, g[0], check_finite=False)
+    if m == 1:  # the restricted solves: one Cholesky factorization (LAPACK called directly: small D is common)
+        H0 = H[0] + (1e-14 * abs(np.trace(H[0])) / D) * np.eye(D)
+        c, info = dpotrf(H0, lower=False, clean=False, overwrite_a=True)
+        if info == 0:
+            x, info = dpotrs(c, g[0])
+            step = -x
             dec = -float(g[0] @ step)
-            if dec >= 0:
+            if info == 0 and dec >= 0:
                 return step[None, :], np.array([dec])
-        except (np.linalg.LinAlgError, ValueError):
-            pass
     trace = np.einsum("mii->m", H)
     Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
     try:

@@ -94,6 +94,7 @@ class LoweredProblem:
         self.kinds = {c.kind for c in problem.constraints}
         self._lowrank_cache: dict[Any, Any] = {}
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
+        self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
 
     # ------------------------------------------------------------------ copies
     def fresh(self) -> LoweredProblem:
@@ -194,13 +195,16 @@ class LoweredProblem:
         tol: float = 1e-12,
         cols: np.ndarray | None = None,
         grad: bool = False,
+        give_up: float | None = None,
     ) -> RestrictedResult:
         """min f(x) over the subspace of ``state`` (a support: positions into C; or the singular
         subspaces of a low-rank point); free coordinates are always optimized.
 
         ``ridge=(rho, R)`` adds rho/2 * ||x_{C[R]}||^2 (R positions into C; coordinate sets).
         ``cols`` gives the flat coordinates directly. ``grad=True`` also returns the full gradient
-        of f at the solution (``result.g``).
+        of f at the solution (``result.g``). ``give_up`` (Newton): stop early, not converged, once
+        the Newton model says the minimum cannot get below this value (a search that only wants
+        supports better than a threshold; the value returned is still attained by the x returned).
         """
         method = self.restricted_method(method)
         self.oracle.charge(solves=1)
@@ -217,7 +221,7 @@ class LoweredProblem:
             x, f, its, converged, method = self._lowrank_minimize(sub, x0, method, tol)
             ridge_part = 0.0
         else:
-            x, f, its, converged, ridge_part = self._coord_minimize(sub.cols, x0, ridge, method, tol)
+            x, f, its, converged, ridge_part = self._coord_minimize(sub.cols, x0, ridge, method, tol, give_up)
         g = None
         if grad:
             f, g = self.oracle.value_and_grad(x)
@@ -227,7 +231,7 @@ class LoweredProblem:
         return RestrictedResult(x, float(f), its, method, converged, g)
 
     def _coord_minimize(
-        self, cols: np.ndarray, x0: np.ndarray | None, ridge: Any, method: str, tol: float
+        self, cols: np.ndarray, x0: np.ndarray | None, ridge: Any, method: str, tol: float, give_up: float | None = None
     ) -> tuple[np.ndarray, float | None, int, bool, float]:
         r = None
         if ridge is not None and ridge[0] > 0:
@@ -253,10 +257,10 @@ class LoweredProblem:
                 u, its = kernels.lstsq(rd, r), 1
                 f = kernels.evaluate(rd, u, 0, r)[0]
             else:
-                res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol)
+                res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol, give_up=give_up)
                 if not np.isfinite(res.values[0]):  # the start lies outside the loss's domain
                     u1 = self.inside_domain(_embed(cols, u0, self.n))[cols]
-                    res = kernels.newton(rd, u1[None, :], ridge=r, tol=tol)
+                    res = kernels.newton(rd, u1[None, :], ridge=r, tol=tol, give_up=give_up)
                 u, its, converged, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
             self.oracle.charge(grads=its, ifo=self.n_samples * its)
         x = np.zeros(self.n)
@@ -462,34 +466,44 @@ class LoweredProblem:
         return acc / (probes * len(C))
 
     def _mean_curvature_exact(self, C: np.ndarray, x: np.ndarray) -> float | None:
-        """mean_j diag(H(x))_j over C from the design's columns: for an elementwise term
-        c sum_i w_i phi''(z_i) J[i, j]^2, for the row-wise softmax c sum_i w_i (sum_c P_ic J[(i,c), j]^2
-        - (sum_c P_ic J[(i,c), j])^2). None when some term's columns are not stored."""
+        """mean_j diag(H(x))_j over C from the design's columns, in O(rows) per call: for an
+        elementwise term c sum_r w_r phi''(z_r) R_r with R_r = sum_{j in C} J[r, j]^2 (computed once);
+        for the row-wise softmax c sum_i w_i (sum_c P_ic R_(i,c) - p_i' G_i p_i) with G_i the Gram
+        matrix of the rows (i, .) of J[:, C] (computed once). None when some term's columns are
+        not stored."""
         d = self.design
         if d is None:
             return None
-        total = np.zeros(len(C))
+        key = C.tobytes()
+        total = 0.0
         for i, t in enumerate(d.terms):
-            stored = self.stored_columns(i)
-            if stored is None:
-                return None
-            J, sq = stored
+            ck = (i, key)
+            if ck not in self._rowsq_cache:
+                stored = self.stored_columns(i)
+                if stored is None:
+                    return None
+                J, sq = stored
+                R = np.asarray(sq[:, C].sum(axis=1)).ravel()
+                G = None
+                if t.rowwise:
+                    m = t.map.shape[1]
+                    JC = J[:, C]
+                    JC = JC.toarray() if sp.issparse(JC) else np.asarray(JC)
+                    J3 = JC.reshape(-1, m, JC.shape[1])
+                    G = np.einsum("iaj,ibj->iab", J3, J3)
+                self._rowsq_cache[ck] = (R, G)
+            R, G = self._rowsq_cache[ck]
             z = t.map.value(x)
             if t.rowwise:
                 m = t.map.shape[1]
                 P = t.probs(z).reshape(-1, m)
                 w = t.weights if t.weights is not None else np.ones(P.shape[0])
-                first = np.asarray(sq.T @ (P * w[:, None]).reshape(-1)).ravel()[C]
-                rows = np.repeat(np.arange(P.shape[0]), m)
-                S = sp.csr_matrix((P.reshape(-1), (rows, np.arange(P.size))), shape=(P.shape[0], P.size))
-                Q = S @ J  # (n, n_coords): sum_c P_ic J[(i,c), j]
-                Q2 = Q.multiply(Q) if sp.issparse(Q) else np.asarray(Q) ** 2
-                second = np.asarray(Q2.T @ w).ravel()[C]
+                first = float((P * w[:, None]).reshape(-1) @ R)
+                second = float(w @ np.einsum("ia,iab,ib->i", P, G, P))
                 total += t.coef * (first - second)
             else:
-                d2 = t.derivs(z, 2)[2]
-                total += t.coef * np.asarray(sq.T @ d2).ravel()[C]
-        return float(total.mean())
+                total += t.coef * float(t.derivs(z, 2)[2] @ R)
+        return total / len(C)
 
     def stored_columns(self, i: int) -> tuple[Any, Any] | None:
         """(J, J * J): term i's whole Jacobian (``Design.full_columns``) and its entrywise square,

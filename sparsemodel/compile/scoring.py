@@ -116,7 +116,11 @@ class ActiveSet:
 
     # ------------------------------------------------------------------ moving
     def solve(
-        self, sel: np.ndarray, x0: np.ndarray | None = None, ridge: tuple[float, np.ndarray] | None = None
+        self,
+        sel: np.ndarray,
+        x0: np.ndarray | None = None,
+        ridge: tuple[float, np.ndarray] | None = None,
+        give_up: float | None = None,
     ) -> tuple[np.ndarray, float]:
         sel = _positions(sel)
         if ridge is not None and (ridge[0] <= 0 or len(ridge[1]) == 0):
@@ -130,7 +134,7 @@ class ActiveSet:
             self.x, self.f = self.ls.move(self.F, self.C, sel, rid)
         else:
             warm = self.x if x0 is None else x0
-            r = self.lp.restricted_minimize(sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol)
+            r = self.lp.restricted_minimize(sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol, give_up=give_up)
             self.x, self.f = r.x, float(r.f)
         self.sel, self.ridge = sel, ridge
         return self.x, self.f
@@ -520,6 +524,7 @@ class SwapModel:
         units_in: np.ndarray,
         members: np.ndarray,
         candidates: int = 64,
+        pool: int | None = None,
         jitter: float = 1e-10,
     ):
         d = lp.design
@@ -531,6 +536,8 @@ class SwapModel:
         inside = np.zeros(nunits, dtype=bool)
         inside[units_in] = True
         units_out = np.flatnonzero(~inside)
+        if pool is not None and len(units_out) > pool:
+            units_out = np.sort(units_out[_screen(lp, x, g, C[members[units_out]], m)[:pool]])
         B = np.concatenate([C[members[units_in].ravel()], F]).astype(np.int64)  # unit by unit, then F
         Icols = C[members[units_out].ravel()]
         nb, ni, nI, nJ = len(B), len(Icols), len(units_out), len(units_in)
@@ -540,20 +547,36 @@ class SwapModel:
         for ti, t in enumerate(d.terms):
             z = t.map.value(x)
             stored = lp.stored_columns(ti)
-            J = stored[0] if stored is not None else None
-            JB = J[:, B] if J is not None else d.term_columns(ti, B)
-            JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
-            LB = t.coef * curvature_columns(t, z, JB)
-            HBB += JB.T @ LB
-            if J is not None and not t.rowwise and m == 1:  # products with the stored columns, no copies
-                HBI += np.asarray(J.T @ LB).T[:, Icols]
+            JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
+            JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)
+            if not t.rowwise:  # H_t = J' diag(c w phi'') J, sparse columns kept sparse (a ridge's identity)
                 w2 = t.coef * t.derivs(z, 2)[2]
-                HII[:, 0, 0] += np.asarray(stored[1].T @ w2).ravel()[Icols]
-                continue
-            JI = J[:, Icols] if J is not None else d.term_columns(ti, Icols)
-            JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
-            HBI += LB.T @ JI
-            LI = t.coef * curvature_columns(t, z, JI)
+                if sp.issparse(JB) or sp.issparse(JI):
+                    JB, JI = sp.csc_matrix(JB), sp.csc_matrix(JI)
+                    LI = sp.diags(w2) @ JI
+                    HBB += (JB.T @ (sp.diags(w2) @ JB)).toarray()
+                    HBI += (JB.T @ LI).toarray()
+                    if m == 1:
+                        HII[:, 0, 0] += np.asarray(JI.multiply(LI).sum(axis=0)).ravel()
+                    else:
+                        G = (JI.T @ LI).tocsr()
+                        r_ = np.arange(ni).reshape(nI, m)
+                        ra = np.broadcast_to(r_[:, :, None], (nI, m, m)).ravel()
+                        rb = np.broadcast_to(r_[:, None, :], (nI, m, m)).ravel()
+                        HII += np.asarray(G[ra, rb]).reshape(nI, m, m)
+                    continue
+                JB, JI = np.asarray(JB, dtype=float), np.asarray(JI, dtype=float)
+                LB = JB * w2[:, None]
+                HBB += JB.T @ LB
+                HBI += LB.T @ JI
+                LI = JI * w2[:, None]
+            else:  # the row-wise softmax: its per-row Hessian applied to the columns
+                JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
+                JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
+                LB = t.coef * curvature_columns(t, z, JB)
+                HBB += JB.T @ LB
+                HBI += LB.T @ JI
+                LI = t.coef * curvature_columns(t, z, JI)
             HII += np.einsum("rua,rub->uab", JI.reshape(JI.shape[0], nI, m), LI.reshape(LI.shape[0], nI, m))
         HBB = 0.5 * (HBB + HBB.T)
         lam = jitter * max(float(np.trace(HBB)) / max(nb, 1), 1e-300)
@@ -659,6 +682,27 @@ class SwapModel:
         w[self.B[keep]] += step[:nk]
         w[self.Icols[in_cols]] = step[nk:]
         return w
+
+
+def _screen(lp: LoweredProblem, x: np.ndarray, g: np.ndarray, cols: np.ndarray, m: int) -> np.ndarray:
+    """Candidate units (rows of ``cols``, their flat coordinates) by decreasing screening score: the
+    gain of adding the unit alone with the Hessian's diagonal, g_i^2 / H_ii (ABESS's forward
+    sacrifice), when the diagonal comes cheap from stored columns; else ||g_I||^2."""
+    d = lp.design
+    gI = g[cols]
+    if m == 1 and all(not t.rowwise for t in d.terms):
+        diag = np.zeros(lp.n)
+        for ti, t in enumerate(d.terms):
+            stored = lp.stored_columns(ti)
+            if stored is None:
+                diag = None
+                break
+            diag += t.coef * np.asarray(stored[1].T @ t.derivs(t.map.value(x), 2)[2]).ravel()
+        if diag is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                score = gI[:, 0] ** 2 / diag[cols[:, 0]]
+            return np.argsort(-np.where(np.isfinite(score), score, 0.0), kind="stable")
+    return np.argsort(-np.einsum("ua,ua->u", gI, gI), kind="stable")
 
 
 def _batched_solve(M: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -61,6 +61,12 @@ class Auto(Solver):
         "candidates": Option(
             64, "unselected units scored in pairs per step (widened until the model's best is exact)", int
         ),
+        "pool": Option(
+            256,
+            "unselected units modelled per step: the pool of largest g_i^2 / H_ii (ABESS's forward "
+            "sacrifice; ||g_I||^2 for groups); none: every unit",
+            "int_or_none",
+        ),
         "max_iter": Option(1000, "maximum number of accepted swap steps", int),
         "min_decrease": MIN_DECREASE,
         "restricted": RESTRICTED,
@@ -84,6 +90,7 @@ class Auto(Solver):
                     start.extra["note"] = self.plan(lp)
                 return start
             x = lp.layout.pack(start.values)
+        t_start = clock()
         check_k(lp, self.name)
         act = ActiveSet(lp, method=o["restricted"])
         if how == "omp":
@@ -94,34 +101,39 @@ class Auto(Solver):
         hist = History(lp, clock)
         x, f = act.solve(_positions(units, members), x0=x)
         if len(units) < sps.k:  # the start used less than the budget: add the units of largest gain
-            model = SwapModel(lp, x, act.grad(), units, members, candidates=o["candidates"])
+            model = SwapModel(lp, x, act.grad(), units, members, candidates=o["candidates"], pool=o["pool"])
             add = model.units_out[np.argsort(-model.gain, kind="stable")[: sps.k - len(units)]]
             units = np.sort(np.concatenate([units, add]))
             x, f = act.solve(_positions(units, members), x0=x)
         f_start = f
+        t_model = t_solve = 0.0
         hist.log(f)
         status, steps, solves, models = MAX_ITER, 0, 0, 0
         sizes: list[int] = []
+        tried_hits = 0
         exact_model = lp.design.quadratic  # the model is f itself: a swap it rates >= 0 cannot lower f
+        g = act.grad()
         while steps < o["max_iter"]:
-            g = act.grad()
-            model = SwapModel(lp, x, g, units, members, candidates=o["candidates"])
+            t0 = clock()
+            model = SwapModel(lp, x, g, units, members, candidates=o["candidates"], pool=o["pool"])
             models += 1
+            t_model += clock() - t0
             ranked = model.swaps(limit=4 * o["exchange"] + o["tries"] + 16)
             if exact_model:
                 thr = -o["min_decrease"] * max(1.0, abs(f))
                 ranked = [r_ for r_ in ranked if r_[2] < thr]
             batch = _disjoint(ranked, o["exchange"])
             accepted = None
+            bar = f - o["min_decrease"] * max(1.0, abs(f))  # a candidate must end below this
             c = len(batch)
             tried: set[tuple[int, ...]] = set()
             while c >= 1 and accepted is None:
                 new = _swap(units, batch[:c])
                 tried.add(tuple(new))
-                xn, fn = act.solve(_positions(new, members), x0=model.warm(batch[:c]))
+                xn, fn = act.solve(_positions(new, members), x0=model.warm(batch[:c]), give_up=bar)
                 solves += 1
                 if self._improves(fn, f):
-                    accepted = (new, xn, fn)
+                    accepted = (new, xn, fn, act.grad())
                     sizes.append(c)
                 c //= 2
             extra_tries = 0
@@ -133,18 +145,17 @@ class Auto(Solver):
                     continue
                 tried.add(tuple(new))
                 extra_tries += 1
-                xn, fn = act.solve(_positions(new, members), x0=model.warm([(J, I)]))
+                xn, fn = act.solve(_positions(new, members), x0=model.warm([(J, I)]), give_up=bar)
                 solves += 1
                 if self._improves(fn, f):
-                    accepted = (new, xn, fn)
-            if accepted is None:
+                    accepted = (new, xn, fn, act.grad())
+                    tried_hits += 1
+            if accepted is None:  # (the active set stays at the last candidate: x, f are the answer)
                 status = CONVERGED
-                act.solve(_positions(units, members), x0=x)  # back to the best support
                 break
-            units, x, f = accepted
+            units, x, f, g = accepted
             steps += 1
             hist.log(f)
-        x, f = act.x, act.f
         return finish(
             lp,
             self,
@@ -162,6 +173,9 @@ class Auto(Solver):
                 "exact_solves": solves,
                 "models": models,
                 "batch_sizes": sizes,
+                "accepted_from_tries": tried_hits,
+                "time_start": t_start,
+                "time_models": t_model,
             },
         )
 

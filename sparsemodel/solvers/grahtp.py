@@ -250,8 +250,9 @@ class GraHTP(Solver):
                 continue
             lp.oracle.thresholded()
             tried.append(st)
-            r = lp.restricted_minimize(st, x0=warm, method=self.opts["restricted"], grad=True)
-            if np.isfinite(r.f) and r.f < f - 1e-12 * max(1.0, abs(f)):
+            bar = f - 1e-12 * max(1.0, abs(f))
+            r = lp.restricted_minimize(st, x0=warm, method=self.opts["restricted"], grad=True, give_up=bar)
+            if np.isfinite(r.f) and r.f < bar:
                 return r.x, r.f, r.g, st
             if len(tried) > SEARCH_TRIES:
                 break
