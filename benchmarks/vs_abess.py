@@ -145,7 +145,7 @@ def logistic62(args: argparse.Namespace) -> list[Case]:
             if sk is not None:
                 jnp = sk[1]
 
-                def loss(x, d):
+                def loss(x, d, jnp=jnp):
                     return jnp.mean(jnp.logaddexp(0.0, -d[1] * (d[0] @ x))) + lam / 2 * jnp.sum(x * x)
 
                 skf = skscope_fit(lp, 50, loss, (X, v))
@@ -178,7 +178,7 @@ def caravan_cases(args: argparse.Namespace) -> list[Case]:
         if sk is not None:
             jnp = sk[1]
 
-            def loss(x, d):
+            def loss(x, d, jnp=jnp):
                 z = d[0] @ x[1:] + x[0]
                 return jnp.mean(jnp.logaddexp(0.0, -d[1] * z)) + lam / 2 * jnp.sum(x[1:] ** 2)
 
@@ -205,7 +205,7 @@ def linreg61(args: argparse.Namespace) -> list[Case]:
         if sk is not None:
             jnp = sk[1]
 
-            def loss(x, d):
+            def loss(x, d, jnp=jnp):
                 r = d[0] @ x - d[1]
                 return jnp.sum(r * r) / (2 * d[0].shape[0])
 
@@ -246,7 +246,7 @@ def glm_cases(family: str, args: argparse.Namespace) -> list[Case]:
                 if sk is not None:
                     jnp, ML, pp = sk[1], M, p
 
-                    def loss(x, dd, ML=ML, pp=pp):
+                    def loss(x, dd, ML=ML, pp=pp, jnp=jnp):
                         Wm = x[: pp * ML].reshape(pp, ML)
                         Zm = dd[0] @ Wm + x[pp * ML :]
                         return jnp.sum(jnp.log(jnp.sum(jnp.exp(Zm), axis=1))) - jnp.sum(dd[1] * Zm)
@@ -278,12 +278,12 @@ def glm_cases(family: str, args: argparse.Namespace) -> list[Case]:
                 jnp = sk[1]
                 if family == "binomial":
 
-                    def loss(x, dd):
+                    def loss(x, dd, jnp=jnp):
                         return jnp.sum(jnp.logaddexp(0.0, -(2 * dd[1] - 1) * (dd[0] @ x[1:] + x[0])))
 
                 else:
 
-                    def loss(x, dd):
+                    def loss(x, dd, jnp=jnp):
                         zz = dd[0] @ x[1:] + x[0]
                         return jnp.sum(jnp.exp(zz) - dd[1] * zz)
 
@@ -326,7 +326,7 @@ def khan_cases(args: argparse.Namespace) -> list[Case]:
         if sk is not None:
             jnp = sk[1]
 
-            def loss(x, dd):
+            def loss(x, dd, jnp=jnp):
                 Wm = x[: p * M].reshape(p, M)
                 Zm = dd[0] @ Wm + x[p * M :]
                 return jnp.sum(jax_lse(jnp, Zm)) - jnp.sum(dd[1] * Zm) + lam / 2 * jnp.sum(Wm * Wm)
@@ -461,11 +461,23 @@ def main() -> None:
                         if "f_abess" in row
                         else ""
                     )
-                    + (f"  skscope {row['obj_ratio_sk']:.6f} / {row['time_ratio_sk']:.3f}" if "f_skscope" in row else "")
+                    + (
+                        f"  skscope {row['obj_ratio_sk']:.6f} / {row['time_ratio_sk']:.3f}"
+                        if "f_skscope" in row
+                        else ""
+                    )
                     + (f"  skscope failed: {row['skscope_error']}" if "skscope_error" in row else ""),
                     flush=True,
                 )
-    headers = ["problem", "cases", "obj ratio <= 1+1e-9", "median obj ratio", "worst obj ratio", "median time ratio", "worst time ratio"]
+    headers = [
+        "problem",
+        "cases",
+        "obj ratio <= 1+1e-9",
+        "median obj ratio",
+        "worst obj ratio",
+        "median time ratio",
+        "worst time ratio",
+    ]
     table = []
     for name in args.problems.split(","):
         sub = [r for r in rows if r["problem"] == name]

@@ -134,7 +134,9 @@ class ActiveSet:
             self.x, self.f = self.ls.move(self.F, self.C, sel, rid)
         else:
             warm = self.x if x0 is None else x0
-            r = self.lp.restricted_minimize(sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol, give_up=give_up)
+            r = self.lp.restricted_minimize(
+                sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol, give_up=give_up
+            )
             self.x, self.f = r.x, float(r.f)
         self.sel, self.ridge = sel, ridge
         return self.x, self.f

@@ -106,7 +106,7 @@ class Auto(Solver):
             units = np.sort(np.concatenate([units, add]))
             x, f = act.solve(_positions(units, members), x0=x)
         f_start = f
-        t_model = t_solve = 0.0
+        t_model = 0.0
         hist.log(f)
         status, steps, solves, models = MAX_ITER, 0, 0, 0
         sizes: list[int] = []
