@@ -186,8 +186,8 @@ class ARHT(Solver):
         C = sps.coords
         s = sps.k
         theory = o["settings"] == "theory"
-        feng = ActiveSet(lp, method=o["restricted"], tol=1e-9)  # f-minimizers on supports (line 12, polish)
-        geng = ActiveSet(lp, method=o["restricted"], tol=1e-9)  # g_R-minimizers
+        feng = ActiveSet(lp, method=o["restricted"])  # f-minimizers on supports (line 12, polish)
+        geng = ActiveSet(lp, method=o["restricted"])  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
         xb, fb = feng.solve(sel0)
         hist = History(lp, clock)
