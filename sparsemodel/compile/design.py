@@ -687,7 +687,10 @@ class Design:
         """Term i's whole Jacobian (n_i x n) when small enough to keep, else None."""
         if i not in self._full:
             t = self.terms[i]
-            self._full[i] = t.map.columns(np.arange(self.n)) if t.map.size * self.n <= FULL_LIMIT else None
+            # a map without data (a ridge, a selection of x) has a sparse Jacobian of at most size entries per block
+            sparse = getattr(t.map, "canonical", False) and all(b.op is None for b in t.map.blocks)
+            keep = t.map.size * self.n <= FULL_LIMIT or (sparse and t.map.size * len(t.map.blocks) <= FULL_LIMIT)
+            self._full[i] = t.map.columns(np.arange(self.n)) if keep else None
         return self._full[i]
 
     def term_columns(self, i: int, cols: np.ndarray) -> Any:

@@ -579,7 +579,15 @@ class SwapModel:
                 HBB += JB.T @ LB
                 HBI += LB.T @ JI
                 LI = t.coef * curvature_columns(t, z, JI)
-            HII += np.einsum("rua,rub->uab", JI.reshape(JI.shape[0], nI, m), LI.reshape(LI.shape[0], nI, m))
+            if m == 1:
+                HII[:, 0, 0] += np.einsum("ru,ru->u", JI, LI)
+            else:
+                J3, L3 = JI.reshape(JI.shape[0], nI, m), LI.reshape(LI.shape[0], nI, m)
+                for a_ in range(m):
+                    for b_ in range(a_, m):
+                        HII[:, a_, b_] += np.einsum("ru,ru->u", J3[:, :, a_], L3[:, :, b_])
+                        if b_ != a_:
+                            HII[:, b_, a_] = HII[:, a_, b_]
         HBB = 0.5 * (HBB + HBB.T)
         lam = jitter * max(float(np.trace(HBB)) / max(nb, 1), 1e-300)
         try:

@@ -80,7 +80,8 @@ class Auto(Solver):
         members = _members(sps) if searchable else None
         how = o["start"] if sps is not None and (sps.unit_of is None or o["start"] != "omp") else "grahtp"
         if how == "grahtp" or not (o["search"] and searchable):
-            start = GraHTP(restricted=o["restricted"]).run(lp)
+            # the swap search is a stronger form of GraHTP's support-change line search: not run twice
+            start = GraHTP(restricted=o["restricted"], search=not (o["search"] and searchable)).run(lp)
             if not (o["search"] and searchable) or start.status == DIVERGED or not np.isfinite(start.objective):
                 start.solver = self.name
                 start.options = dict(self.opts)
@@ -108,54 +109,32 @@ class Auto(Solver):
         f_start = f
         t_model = 0.0
         hist.log(f)
-        status, steps, solves, models = MAX_ITER, 0, 0, 0
+        status, steps, models = MAX_ITER, 0, 0
         sizes: list[int] = []
-        tried_hits = 0
         exact_model = lp.design.quadratic  # the model is f itself: a swap it rates >= 0 cannot lower f
         g = act.grad()
+        stats = {"solves": 0, "tries_hits": 0, "full_models": 0}
         while steps < o["max_iter"]:
             t0 = clock()
             model = SwapModel(lp, x, g, units, members, candidates=o["candidates"], pool=o["pool"])
             models += 1
             t_model += clock() - t0
-            ranked = model.swaps(limit=4 * o["exchange"] + o["tries"] + 16)
-            if exact_model:
-                thr = -o["min_decrease"] * max(1.0, abs(f))
-                ranked = [r_ for r_ in ranked if r_[2] < thr]
-            batch = _disjoint(ranked, o["exchange"])
-            accepted = None
-            bar = f - o["min_decrease"] * max(1.0, abs(f))  # a candidate must end below this
-            c = len(batch)
-            tried: set[tuple[int, ...]] = set()
-            while c >= 1 and accepted is None:
-                new = _swap(units, batch[:c])
-                tried.add(tuple(new))
-                xn, fn = act.solve(_positions(new, members), x0=model.warm(batch[:c]), give_up=bar)
-                solves += 1
-                if self._improves(fn, f):
-                    accepted = (new, xn, fn, act.grad())
-                    sizes.append(c)
-                c //= 2
-            extra_tries = 0
-            for J, I, _ in ranked:
-                if accepted is not None or extra_tries >= o["tries"]:
-                    break
-                new = _swap(units, [(J, I)])
-                if tuple(new) in tried:
-                    continue
-                tried.add(tuple(new))
-                extra_tries += 1
-                xn, fn = act.solve(_positions(new, members), x0=model.warm([(J, I)]), give_up=bar)
-                solves += 1
-                if self._improves(fn, f):
-                    accepted = (new, xn, fn, act.grad())
-                    tried_hits += 1
+            accepted = self._step(act, model, units, members, f, exact_model, stats, sizes)
+            if accepted is None and len(model.units_out) + len(units) < len(members):
+                # nothing in the screened pool lowers f: confirm against every unit before stopping
+                t0 = clock()
+                model = SwapModel(lp, x, g, units, members, candidates=o["candidates"], pool=None)
+                models += 1
+                stats["full_models"] += 1
+                t_model += clock() - t0
+                accepted = self._step(act, model, units, members, f, exact_model, stats, sizes)
             if accepted is None:  # (the active set stays at the last candidate: x, f are the answer)
                 status = CONVERGED
                 break
             units, x, f, g = accepted
             steps += 1
             hist.log(f)
+        solves, tried_hits = stats["solves"], stats["tries_hits"]
         return finish(
             lp,
             self,
@@ -174,10 +153,59 @@ class Auto(Solver):
                 "models": models,
                 "batch_sizes": sizes,
                 "accepted_from_tries": tried_hits,
+                "full_models": stats["full_models"],
                 "time_start": t_start,
                 "time_models": t_model,
             },
         )
+
+    def _step(
+        self,
+        act: ActiveSet,
+        model: SwapModel,
+        units: np.ndarray,
+        members: np.ndarray,
+        f: float,
+        exact_model: bool,
+        stats: dict[str, int],
+        sizes: list[int],
+    ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray] | None:
+        """One step of the search: the best disjoint swaps together (halved until a set lowers f),
+        then the next ``tries`` single swaps; each checked by an exact restricted solve. Returns
+        (units, x, f, gradient) of the first candidate that lowers f, or None."""
+        o = self.opts
+        ranked = model.swaps(limit=4 * o["exchange"] + o["tries"] + 16)
+        if exact_model:  # the model is f: a swap it rates >= 0 cannot lower f
+            thr = -o["min_decrease"] * max(1.0, abs(f))
+            ranked = [r_ for r_ in ranked if r_[2] < thr]
+        bar = f - o["min_decrease"] * max(1.0, abs(f))  # a candidate must end below this
+        batch = _disjoint(ranked, o["exchange"])
+        tried: set[tuple[int, ...]] = set()
+        c = len(batch)
+        while c >= 1:
+            new = _swap(units, batch[:c])
+            tried.add(tuple(new))
+            xn, fn = act.solve(_positions(new, members), x0=model.warm(batch[:c]), give_up=bar)
+            stats["solves"] += 1
+            if self._improves(fn, f):
+                sizes.append(c)
+                return new, xn, fn, act.grad()
+            c //= 2
+        extra = 0
+        for J, I, _ in ranked:
+            if extra >= o["tries"]:
+                break
+            new = _swap(units, [(J, I)])
+            if tuple(new) in tried:
+                continue
+            tried.add(tuple(new))
+            extra += 1
+            xn, fn = act.solve(_positions(new, members), x0=model.warm([(J, I)]), give_up=bar)
+            stats["solves"] += 1
+            if self._improves(fn, f):
+                stats["tries_hits"] += 1
+                return new, xn, fn, act.grad()
+        return None
 
     @classmethod
     def plan(cls, lp: LoweredProblem, start: str = "grahtp") -> str:
