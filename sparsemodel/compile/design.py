@@ -708,7 +708,8 @@ class Design:
         for i in range(len(self.terms)):
             J = self.term_columns(i, cols)
             size = J.shape[0] * J.shape[1]
-            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or not size):  # (a ridge stays sparse)
+            # dense up to DENSE_LIMIT entries, except a large and mostly empty block (a ridge's selection)
+            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or size <= 200_000):
                 J = J.toarray()
             out.append(J)
         if len(self._cache) >= 8:
