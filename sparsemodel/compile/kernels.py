@@ -71,11 +71,19 @@ def evaluate(
 class _State:
     """Affine values and loss derivatives of m problems at their current coefficients."""
 
-    def __init__(self, rd: Reduced, U: np.ndarray, extra: list[np.ndarray] | None, ridge: np.ndarray | None):
+    def __init__(
+        self,
+        rd: Reduced,
+        U: np.ndarray,
+        extra: list[np.ndarray] | None,
+        ridge: np.ndarray | None,
+        extra_lin: np.ndarray | None = None,
+    ):
         self.rd = rd
         self.U = U.copy()
         self.d = rd.d
         self.extra = extra  # per term (m, size_t): the extra column of each problem
+        self.extra_lin = extra_lin  # (m,): the linear terms' coefficient of each extra column
         self.ridge = ridge
         self.Z = [self._z(t_i, self.U) for t_i in range(len(rd.terms))]
         self.D = [t.derivs(z, 2) for t, z in zip(rd.terms, self.Z)]
@@ -101,6 +109,9 @@ class _State:
             g[:, : self.d] += t.coef * _apply_t(rd.Js[t_i], d1[idx])
             if self.extra is not None:
                 g[:, self.d] += t.coef * np.einsum("ij,ij->i", self.extra[t_i][idx], d1[idx])
+        if self.extra_lin is not None:
+            f += U[:, self.d] * self.extra_lin[idx]
+            g[:, self.d] += self.extra_lin[idx]
         if self.ridge is not None:
             f += 0.5 * (U * U) @ self.ridge
             g += U * self.ridge
@@ -171,6 +182,8 @@ class _State:
             dv = t.derivs(z, 2)
             f += t.coef * dv[0].sum(axis=1)
             keep.append((z, dv))
+        if self.extra_lin is not None:
+            f += U[:, self.d] * self.extra_lin[idx]
         if self.ridge is not None:
             f += 0.5 * (U * U) @ self.ridge
         return f, keep
@@ -230,6 +243,7 @@ def newton(
     U0: np.ndarray,
     *,
     extra: list[np.ndarray] | None = None,
+    extra_lin: np.ndarray | None = None,
     fixed: np.ndarray | None = None,
     ridge: np.ndarray | None = None,
     l1: np.ndarray | None = None,
@@ -241,7 +255,7 @@ def newton(
     """Minimize m problems  f(u) [+ ridge/2 ||u||^2] [+ sum l1_j |u_j|]  over u = U[a].
 
     ``U0`` (m, D): warm starts, D = d (+1 with ``extra``, the extra column of each problem per
-    term, (m, size_t)). ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
+    term, (m, size_t), and ``extra_lin`` (m,) the linear terms' coefficient of each extra column). ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
     holds them at 0). A problem stops when its Newton decrement is below ``2 tol (1 + |f|)`` (or,
     with ``l1``, when the minimum-norm subgradient is below ``kkt_tol``), or when the line search
     finds no decrease (at the optimum numerically). ``give_up`` (smooth problems): a problem is
@@ -249,7 +263,7 @@ def newton(
     f - 2 * decrement > give_up -- for searches that only want minima below a threshold.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
-        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up)
+        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin)
 
 
 def _newton(
@@ -263,10 +277,11 @@ def _newton(
     kkt_tol: float | None,
     max_iter: int,
     give_up: float | None = None,
+    extra_lin: np.ndarray | None = None,
 ) -> NewtonResult:
     U0 = np.atleast_2d(np.asarray(U0, dtype=float))
     m, D = U0.shape
-    st = _State(rd, U0, extra, ridge)
+    st = _State(rd, U0, extra, ridge, extra_lin)
     done = np.zeros(m, dtype=bool)
     conv = np.zeros(m, dtype=bool)
     vals = np.full(m, np.inf)

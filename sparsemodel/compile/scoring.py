@@ -170,7 +170,7 @@ class ActiveSet:
             U0 = np.zeros((len(cand_new), len(base) + 1))
             U0[:, : len(base)] = self.x[base]
             extra = self._term_columns(self.C[cand_new])
-            out[fresh] = self._newton(base, U0, extra, None)
+            out[fresh] = self._newton(base, U0, extra, None, extra_lin=self.lp.design.lin[self.C[cand_new]])
             return out
         vals = []
         for i in cand_new:
@@ -217,11 +217,16 @@ class ActiveSet:
         return out
 
     def _newton(
-        self, base: np.ndarray, U0: np.ndarray, extra: list[np.ndarray] | None, fixed: np.ndarray | None
+        self,
+        base: np.ndarray,
+        U0: np.ndarray,
+        extra: list[np.ndarray] | None,
+        fixed: np.ndarray | None,
+        extra_lin: np.ndarray | None = None,
     ) -> np.ndarray:
         """Exact values of m restricted problems sharing the base columns (the batched kernel)."""
         rd = self.lp.design.reduced(np.asarray(base, dtype=np.int64), dense_cols=True)
-        res = kernels.newton(rd, U0, extra=extra, fixed=fixed, tol=self.tol, max_iter=60)
+        res = kernels.newton(rd, U0, extra=extra, extra_lin=extra_lin, fixed=fixed, tol=self.tol, max_iter=60)
         m = U0.shape[0]
         self.lp.oracle.charge(solves=m, grads=res.iterations, ifo=self.lp.n_samples * res.iterations)
         return res.values
