@@ -500,6 +500,14 @@ class Term:
         return isinstance(self.phi, A.square)
 
     @property
+    def curvature_sup(self) -> float | None:
+        """sup phi'' of the loss (a global curvature bound), as its atom states it (built-in or user
+        ``func``); 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2."""
+        if self.rowwise:
+            return 0.5
+        return getattr(self.phi, "curvature_sup", None)
+
+    @property
     def out_size(self) -> int:
         """Number of phi values: entries, or rows for a row-wise loss."""
         return self.map.shape[0] if self.rowwise else self.map.size
@@ -633,17 +641,14 @@ class Design:
         return f"sum of losses ({', '.join(names)}) of affine maps (Newton restricted solves)"
 
     def curvature_bound(self) -> float | None:
-        """max over terms of sup phi'' (None if some phi'' is unbounded, e.g. exp or log)."""
+        """max over terms of sup phi'' (None if some phi'' is unbounded, e.g. exp or log): each
+        term's :attr:`Term.curvature_sup`, which the atom states (built-in or user ``func``)."""
         bounds = []
         for t in self.terms:
-            if isinstance(t.phi, (A.square, A.huber)):
-                bounds.append(2.0)
-            elif isinstance(t.phi, A.logistic):
-                bounds.append(0.25)
-            elif t.rowwise:
-                bounds.append(0.5)  # the softmax Hessian diag(p) - p p' has norm <= 1/2
-            else:
+            b = t.curvature_sup
+            if b is None:
                 return None
+            bounds.append(b)
         return max(bounds, default=0.0)
 
     # ------------------------------------------------------------------ evaluation
@@ -669,12 +674,16 @@ class Design:
         """Hessian at x times v; with ``bound`` the Hessian with phi'' replaced by its global bound
         (for smoothness constants valid everywhere)."""
         out = np.zeros(self.n)
-        c = self.curvature_bound() if bound else None
+        use = bound and self.curvature_bound() is not None
         for t in self.terms:
             Jv = t.map.value(v) - t.map.b
-            if bound and c is not None and t.coef > 0:
-                cb = 2.0 if t.quadratic else c
-                r = cb * Jv if t.weights is None else cb * np.abs(t.weights) * Jv if not t.rowwise else cb * Jv
+            if use and t.coef > 0:  # each term's own bound: sup phi'' of its loss
+                cb = t.curvature_sup
+                if t.weights is None:
+                    r = cb * Jv
+                else:
+                    w = np.abs(t.weights)
+                    r = cb * (np.repeat(w, t.map.shape[1]) if t.rowwise else w) * Jv
             else:
                 z = t.map.value(x)
                 _, _, d2 = t.derivs(z, 2)
