@@ -143,6 +143,11 @@ class _State:
                 for a in range(m):
                     if sp.issparse(J):
                         H[a, :d, :d] += t.coef * (J.T @ J.multiply(d2[a][:, None])).toarray()
+                    elif (
+                        d2[a].min() >= 0
+                    ):  # B'B with B = J sqrt(phi''): numpy runs syrk on a product with its transpose
+                        Bm = J * np.sqrt(d2[a])[:, None]
+                        H[a, :d, :d] += t.coef * (Bm.T @ Bm)
                     else:
                         H[a, :d, :d] += t.coef * (J.T @ (J * d2[a][:, None]))
             if self.extra is not None:
