@@ -74,7 +74,7 @@ def test_check_reports_structure(capsys, model_dir):
     assert (
         "convexity   convex" in out
         and "least squares" in out
-        and "auto        auto (grahtp start, then the swap search)" in out
+        and "auto        auto (grahtp and screen starts, then the swap search)" in out
     )
     assert "k = 5 of 40 coordinates" in out
 

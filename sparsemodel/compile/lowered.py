@@ -95,6 +95,7 @@ class LoweredProblem:
         self._lowrank_cache: dict[Any, Any] = {}
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
+        self._hcol_cache: dict[int, np.ndarray] = {}  # coordinate -> column of a constant Hessian
 
     # ------------------------------------------------------------------ copies
     def fresh(self) -> LoweredProblem:
@@ -513,6 +514,31 @@ class LoweredProblem:
             J = self.design.full_columns(i)
             self._sq_cache[i] = None if J is None else (J, J.multiply(J).tocsc() if sp.issparse(J) else J * J)
         return self._sq_cache[i]
+
+    def hessian_columns(self, cols: np.ndarray) -> np.ndarray | None:
+        """H[:, cols] for an objective whose Hessian is constant (quadratic composite designs: least
+        squares, ridge terms), each column computed once from the stored Jacobians and cached; None
+        otherwise. A search that visits many supports (the swap search of ``auto``) then pays
+        O(n_coords) per Hessian entry it reads instead of O(n_samples)."""
+        d = self.design
+        if d is None or not d.quadratic:
+            return None
+        cols = np.asarray(cols, dtype=np.int64)
+        missing = [c for c in cols.tolist() if c not in self._hcol_cache]
+        if missing:
+            acc = np.zeros((self.n, len(missing)))
+            for i, t in enumerate(d.terms):
+                stored = self.stored_columns(i)
+                if stored is None:
+                    return None
+                J = stored[0]
+                w2 = t.coef * t.derivs(t.map.b, 2)[2]  # constant: phi'' of a square is 2 (times weights)
+                Jm = J[:, missing]
+                Jm = Jm.toarray() if sp.issparse(Jm) else np.asarray(Jm)
+                acc += np.asarray(J.T @ (w2[:, None] * Jm))
+            for j, c in enumerate(missing):
+                self._hcol_cache[c] = acc[:, j]
+        return np.column_stack([self._hcol_cache[c] for c in cols.tolist()]) if len(cols) else np.zeros((self.n, 0))
 
     # ------------------------------------------------------------------ the domain
     def inside_domain(self, x: np.ndarray | None = None) -> np.ndarray:

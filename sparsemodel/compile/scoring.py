@@ -551,7 +551,11 @@ class SwapModel:
         HBB = np.zeros((nb, nb))
         HBI = np.zeros((nb, ni))
         HII = np.zeros((nI, m, m))  # the diagonal blocks of the candidate units
-        for ti, t in enumerate(d.terms):
+        Hc = lp.hessian_columns(B) if m == 1 and not any(v.symmetric for v in lp.layout.variables) else None
+        if Hc is not None:  # a constant Hessian: its columns for B are cached, the diagonal comes from the squares
+            HBB, HBI = Hc[B], Hc[Icols].T
+            HII[:, 0, 0] = _constant_diagonal(lp)[Icols]
+        for ti, t in enumerate(d.terms if Hc is None else ()):
             z = t.map.value(x)
             stored = lp.stored_columns(ti)
             JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
@@ -697,6 +701,15 @@ class SwapModel:
         w[self.B[keep]] += step[:nk]
         w[self.Icols[in_cols]] = step[nk:]
         return w
+
+
+def _constant_diagonal(lp: LoweredProblem) -> np.ndarray:
+    """diag(H) of a quadratic design (constant), from the stored squares of the Jacobians."""
+    d = lp.design
+    diag = np.zeros(lp.n)
+    for ti, t in enumerate(d.terms):
+        diag += t.coef * np.asarray(lp.stored_columns(ti)[1].T @ t.derivs(t.map.b, 2)[2]).ravel()
+    return diag
 
 
 def _screen(lp: LoweredProblem, x: np.ndarray, g: np.ndarray, cols: np.ndarray, m: int) -> np.ndarray:

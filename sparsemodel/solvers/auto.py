@@ -49,11 +49,12 @@ class Auto(Solver):
     reference = "paper 000, Algorithm 1 (start); swap search: ELS of paper 003, Algorithm 4, with ABESS-style splicing"
     options = {
         "start": Option(
-            "grahtp",
-            "the fast start: 'grahtp' (paper 000), 'omp' (paper 003, Algorithm 2) or 'screen' (the k units of "
-            "largest model gain at the fit of the free coordinates)",
+            "auto",
+            "the start of the swap search: 'grahtp' (paper 000), 'omp' (paper 003, Algorithm 2), 'screen' (the "
+            "k units of largest model gain at the fit of the free coordinates); 'auto' = grahtp, and on "
+            "quadratic objectives also screen (two searches, the better end point kept)",
             str,
-            ("grahtp", "omp", "screen"),
+            ("auto", "grahtp", "omp", "screen"),
         ),
         "search": Option(True, "run the swap search after the start (false: the start alone)", bool),
         "exchange": Option(5, "most disjoint swaps tried at once (halved until a set lowers f; ABESS's C_max)", int),
@@ -76,57 +77,97 @@ class Auto(Solver):
         o = self.opts
         clock = Clock()
         sps = lp.sparsity
-        searchable = _searchable(lp)
-        members = _members(sps) if searchable else None
-        how = o["start"] if sps is not None and (sps.unit_of is None or o["start"] != "omp") else "grahtp"
-        if how == "grahtp" or not (o["search"] and searchable):
-            # the swap search is a stronger form of GraHTP's support-change line search: not run twice
-            start = GraHTP(restricted=o["restricted"], search=not (o["search"] and searchable)).run(lp)
-            if not (o["search"] and searchable) or start.status == DIVERGED or not np.isfinite(start.objective):
-                start.solver = self.name
-                start.options = dict(self.opts)
-                start.time_s = clock()
-                start.extra = {**start.extra, "pipeline": ["grahtp"], "start": "grahtp"}
-                if not searchable:
-                    start.extra["note"] = self.plan(lp)
-                return start
-            x = lp.layout.pack(start.values)
-        t_start = clock()
+        searchable = _searchable(lp) and o["search"]
+        if not searchable:  # the start alone (with its own support-change line search)
+            start = GraHTP(restricted=o["restricted"]).run(lp)
+            start.solver, start.options, start.time_s = self.name, dict(self.opts), clock()
+            start.extra = {**start.extra, "pipeline": ["grahtp"], "start": "grahtp"}
+            if not _searchable(lp):
+                start.extra["note"] = self.plan(lp)
+            return start
         check_k(lp, self.name)
+        members = _members(sps)
+        starts = self._starts(lp)
+        hist = History(lp, clock)
+        best: dict[str, Any] | None = None
+        runs = []
+        for how in starts:
+            run = self._search_from(lp, how, members, hist, clock)
+            if run is None:  # the start failed (outside the domain, diverged): nothing to search from
+                continue
+            runs.append({k: run[k] for k in ("start", "start_objective", "objective", "swaps")})
+            if best is None or run["objective"] < best["objective"]:
+                best = run
+        if best is None:  # every start failed: report GraHTP's answer and its status
+            start = GraHTP(restricted=o["restricted"]).run(lp)
+            start.solver, start.options, start.time_s = self.name, dict(self.opts), clock()
+            start.extra = {**start.extra, "pipeline": ["grahtp"], "start": "grahtp"}
+            return start
+        extra = {
+            "pipeline": [best["start"], "swap search"],
+            "start": best["start"],
+            "start_objective": best["start_objective"],
+            "swaps": best["swaps"],
+            "starts": runs,
+            **best["stats"],
+        }
+        return finish(lp, self, best["x"], best["status"], best["swaps"], clock, hist, f=best["objective"], extra=extra)
+
+    def _starts(self, lp: LoweredProblem) -> list[str]:
+        """The starts to search from: the option, or with 'auto' GraHTP, and on quadratic objectives
+        (where every solve is a cheap Cholesky update) also the screening start."""
+        start = self.opts["start"]
+        if start != "auto":
+            return [start if (start != "omp" or lp.sparsity.unit_of is None) else "grahtp"]
+        return ["grahtp", "screen"] if lp.design.quadratic else ["grahtp"]
+
+    def _search_from(
+        self, lp: LoweredProblem, how: str, members: np.ndarray, hist: History, clock: Clock
+    ) -> dict[str, Any] | None:
+        """The swap search from one start; None when the start is not finite."""
+        o = self.opts
+        sps = lp.sparsity
+        t0 = clock()
         act = ActiveSet(lp, method=o["restricted"])
-        if how == "omp":
+        if how == "grahtp":  # the swap search is a stronger form of GraHTP's support-change search: not run twice
+            start = GraHTP(restricted=o["restricted"], search=False).run(lp)
+            if start.status == DIVERGED or not np.isfinite(start.objective):
+                return None
+            x = lp.layout.pack(start.values)
+        elif how == "omp":
             x, _, _ = omp_steps(lp, act, sps.k)
-        elif how == "screen":
+        else:  # screen: the free coordinates fitted, then the units of largest gain
             x, _ = act.solve(np.empty(0, dtype=np.int64), x0=lp.inside_domain())
         units = _units_of(sps, x)
-        hist = History(lp, clock)
         x, f = act.solve(_positions(units, members), x0=x)
+        if not np.isfinite(f):
+            return None
         if len(units) < sps.k:  # the start used less than the budget: add the units of largest gain
             model = SwapModel(lp, x, act.grad(), units, members, candidates=o["candidates"], pool=o["pool"])
             add = model.units_out[np.argsort(-model.gain, kind="stable")[: sps.k - len(units)]]
             units = np.sort(np.concatenate([units, add]))
             x, f = act.solve(_positions(units, members), x0=x)
         f_start = f
-        t_model = 0.0
         hist.log(f)
-        status, steps, models = MAX_ITER, 0, 0
+        t_start, t_model = clock() - t0, 0.0
+        status, steps = MAX_ITER, 0
         sizes: list[int] = []
         exact_model = lp.design.quadratic  # the model is f itself: a swap it rates >= 0 cannot lower f
         g = act.grad()
-        stats = {"solves": 0, "tries_hits": 0, "full_models": 0}
+        stats = {"solves": 0, "tries_hits": 0, "full_models": 0, "multi_hits": 0, "models": 0}
         while steps < o["max_iter"]:
-            t0 = clock()
+            t1 = clock()
             model = SwapModel(lp, x, g, units, members, candidates=o["candidates"], pool=o["pool"])
-            models += 1
-            t_model += clock() - t0
+            stats["models"] += 1
+            t_model += clock() - t1
             accepted = self._step(act, model, units, members, f, exact_model, stats, sizes)
             if accepted is None and len(model.units_out) + len(units) < len(members):
                 # nothing in the screened pool lowers f: confirm against every unit before stopping
-                t0 = clock()
+                t1 = clock()
                 model = SwapModel(lp, x, g, units, members, candidates=o["candidates"], pool=None)
-                models += 1
+                stats["models"] += 1
                 stats["full_models"] += 1
-                t_model += clock() - t0
+                t_model += clock() - t1
                 accepted = self._step(act, model, units, members, f, exact_model, stats, sizes)
             if accepted is None:  # (the active set stays at the last candidate: x, f are the answer)
                 status = CONVERGED
@@ -134,30 +175,24 @@ class Auto(Solver):
             units, x, f, g = accepted
             steps += 1
             hist.log(f)
-        solves, tried_hits = stats["solves"], stats["tries_hits"]
-        return finish(
-            lp,
-            self,
-            x,
-            status,
-            steps,
-            clock,
-            hist,
-            f=f,
-            extra={
-                "pipeline": [how, "swap search"],
-                "start": how,
-                "start_objective": f_start,
-                "swaps": steps,
-                "exact_solves": solves,
-                "models": models,
-                "batch_sizes": sizes,
-                "accepted_from_tries": tried_hits,
+        return {
+            "start": how,
+            "start_objective": f_start,
+            "objective": f,
+            "x": x,
+            "status": status,
+            "swaps": steps,
+            "stats": {
+                "exact_solves": stats["solves"],
+                "models": stats["models"],
                 "full_models": stats["full_models"],
+                "batch_sizes": sizes,
+                "accepted_from_tries": stats["tries_hits"],
+                "accepted_multi_swaps": stats["multi_hits"],
                 "time_start": t_start,
                 "time_models": t_model,
             },
-        )
+        }
 
     def _step(
         self,
@@ -205,13 +240,34 @@ class Auto(Solver):
             if self._improves(fn, f):
                 stats["tries_hits"] += 1
                 return new, xn, fn, act.grad()
+        # no single swap lowers f: several at once can (the splicing of ABESS exchanges the C
+        # least useful units for the C most promising ones together, whatever each alone would do)
+        # (pairs of the joint model, and ABESS's sacrifices: the c smallest removals for the c largest gains)
+        joint = _disjoint(model.swaps(limit=4 * o["exchange"] + 16), o["exchange"], any_sign=True)
+        outs = model.units_in[np.argsort(model.removal, kind="stable")[: o["exchange"]]]
+        ins = model.units_out[np.argsort(-model.gain, kind="stable")[: len(outs)]]
+        sacrifice = list(zip(outs.tolist(), ins.tolist()))
+        for batch in (joint, sacrifice):
+            c = len(batch)
+            while c >= 2:
+                new = _swap(units, batch[:c])
+                if tuple(new) not in tried:
+                    tried.add(tuple(new))
+                    xn, fn = act.solve(_positions(new, members), x0=model.warm(batch[:c]), give_up=bar)
+                    stats["solves"] += 1
+                    if self._improves(fn, f):
+                        sizes.append(c)
+                        stats["multi_hits"] += 1
+                        return new, xn, fn, act.grad()
+                c //= 2
         return None
 
     @classmethod
-    def plan(cls, lp: LoweredProblem, start: str = "grahtp") -> str:
+    def plan(cls, lp: LoweredProblem, **opts: Any) -> str:
         """What the pipeline runs on this problem (``sparsemodel check`` prints it)."""
         if _searchable(lp):
-            return f"{start} start, then the swap search"
+            starts = cls(**opts)._starts(lp)
+            return " and ".join(starts) + (" start" if len(starts) == 1 else " starts") + ", then the swap search"
         return "grahtp alone: the swap search needs coordinate sparsity or groups of one size, on a composite objective"
 
     def _improves(self, f_new: float, f_old: float) -> bool:
@@ -258,13 +314,14 @@ def _positions(units: np.ndarray, members: np.ndarray) -> np.ndarray:
     return np.sort(members[np.asarray(units, dtype=np.int64)].ravel())
 
 
-def _disjoint(ranked: list[tuple[int, int, float]], limit: int) -> list[tuple[int, int]]:
-    """The best swaps with predicted decrease, no unit used twice, at most ``limit``."""
+def _disjoint(ranked: list[tuple[int, int, float]], limit: int, any_sign: bool = False) -> list[tuple[int, int]]:
+    """The best swaps with predicted decrease (any predicted change with ``any_sign``), no unit
+    used twice, at most ``limit``."""
     out: list[tuple[int, int]] = []
     used_out: set[int] = set()
     used_in: set[int] = set()
     for J, I, d in ranked:
-        if len(out) >= limit or not d < 0:
+        if len(out) >= limit or not (d < 0 or any_sign):
             break
         if J in used_out or I in used_in:
             continue
