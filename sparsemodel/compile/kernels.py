@@ -293,6 +293,7 @@ def _newton(
     iters = 0
     pen = np.zeros(D) if l1 is None else np.asarray(l1, dtype=float)
     stale = np.ones(m, dtype=bool)  # U changed since vals was computed
+    prev_dec = np.full(m, np.inf)  # each problem's last Newton decrement
     everyone = np.arange(m)
     for _ in range(max_iter):
         iters += 1
@@ -386,6 +387,15 @@ def _newton(
             fin = rows[accepted_full]
             done[fin] = True
             conv[fin] = True
+        elif l1 is None and not matrix_free:
+            # a full step after which the next decrement, predicted at the last rate as dec * (dec / dec_prev)
+            # (an overestimate when convergence is quadratic), is under the stopping test: skip the Hessian
+            # that would only confirm it
+            dg, bound = dec[go], 2 * tol * (1.0 + np.abs(f[go]))
+            quad = accepted_full & np.isfinite(prev_dec[rows]) & (dg * dg <= bound * prev_dec[rows])
+            done[rows[quad]] = True
+            conv[rows[quad]] = True
+        prev_dec[rows] = dec[go]
     idx = np.flatnonzero(stale)
     if len(idx):
         vals[idx] = st.fg(idx)[0]
