@@ -37,7 +37,7 @@ import numpy as np
 from ..compile.lowered import Clock, LoweredProblem
 from ..compile.scoring import ActiveSet, SwapModel
 from .base import CONVERGED, DIVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
-from .grahtp import GraHTP
+from .grahtp import FGraHTP, GraHTP
 from .greedy import MIN_DECREASE, RESTRICTED, omp_steps
 
 
@@ -54,7 +54,7 @@ class Auto(Solver):
             "k units of largest model gain at the fit of the free coordinates); 'auto' = grahtp, and on "
             "quadratic objectives also screen (two searches, the better end point kept)",
             str,
-            ("auto", "grahtp", "omp", "screen"),
+            ("auto", "grahtp", "fgrahtp", "omp", "screen"),
         ),
         "search": Option(True, "run the swap search after the start (false: the start alone)", bool),
         "exchange": Option(5, "most disjoint swaps tried at once (halved until a set lowers f; ABESS's C_max)", int),
@@ -129,8 +129,8 @@ class Auto(Solver):
         sps = lp.sparsity
         t0 = clock()
         act = ActiveSet(lp, method=o["restricted"])
-        if how == "grahtp":  # the swap search is a stronger form of GraHTP's support-change search: not run twice
-            start = GraHTP(restricted=o["restricted"], search=False).run(lp)
+        if how in ("grahtp", "fgrahtp"):  # (the swap search is a stronger form of GraHTP's support-change search)
+            start = (GraHTP(restricted=o["restricted"], search=False) if how == "grahtp" else FGraHTP()).run(lp)
             if start.status == DIVERGED or not np.isfinite(start.objective):
                 return None
             x = lp.layout.pack(start.values)
