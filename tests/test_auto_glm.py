@@ -212,23 +212,33 @@ def test_insertion_values_equal_restricted_solves_on_losses_with_a_linear_part(f
 # ---------------------------------------------------------------------- the step rule
 
 
+def logistic62(n: int, seed: int) -> tuple[sm.Problem, set[int]]:
+    """Paper 000, Section 6.2.1 (p = 500, 50 nonzeros from N(5, 1), P(v = 1) = expit(2 w'u)): the
+    mean logistic loss + 1e-5/2 ||w||^2 under nnz(w) <= 50, and the true support."""
+    X, v, wbar = sparse_logistic_regression(n, seed=seed)
+    w = sm.Variable(X.shape[1], name="w")
+    prob = sm.Problem(sm.minimize(sm.mean(sm.logistic(-v * (X @ w))) + 1e-5 / 2 * sm.sum_squares(w)), [sm.nnz(w) <= 50])
+    return prob, set(np.flatnonzero(wbar).tolist())
+
+
 def test_grahtp_does_not_stall_on_the_section_6_2_logistic_protocol():
-    """Paper 000, Section 6.2.1 (p = 500, 50 nonzeros from N(5, 1), P(v = 1) = expit(2 w'u)), the
-    mean logistic loss + 1e-5/2 ||w||^2 and k = 50. The paper's step 1/(2 M_2k) (eta='rss') stops
-    after a few iterations; before issue 9, GraHTP ended 3.7 (n = 1000) to 24 (n = 500) times
-    abess's objective. Now GraHTP's default step ends within a factor 1.01 of the best of auto,
-    FGraHTP and OMPR at n = 1000 with every true feature found, and auto is never worse than
-    GraHTP (its start)."""
+    """Before issue 9 GraHTP stopped after a few iterations 3.7 (n = 1000) to 24 (n = 500) times
+    abess's objective. Measured now (ratios to the best of auto, FGraHTP and OMPR on each data set):
+    at n = 1000 GraHTP's default step ends at the best objective with every true feature found
+    (seeds 0, 1); at n = 500, where the data are nearly separable, seeds 0-5 give 7.2, 1.2, 1.39,
+    1.04, 0.89, 2.69 for the default step and 7.9, 2.2, 2.7, 4.8, 4.3, 3.6 for the paper's
+    1/(2 M_2k) (eta='rss'): the default is lower on every seed. (GraHTP is auto's start, not its
+    answer: auto's swap search takes it further.)"""
     for seed in range(2):
-        X, v, wbar = sparse_logistic_regression(1000, seed=seed)
-        w = sm.Variable(X.shape[1], name="w")
-        prob = sm.Problem(
-            sm.minimize(sm.mean(sm.logistic(-v * (X @ w))) + 1e-5 / 2 * sm.sum_squares(w)), [sm.nnz(w) <= 50]
-        )
+        prob, truth = logistic62(1000, seed)
         r = prob.solve("grahtp")
-        others = {s: prob.solve(s) for s in ("auto", "fgrahtp", "ompr")}
-        best = min(o.objective for o in others.values())
+        best = min(prob.solve(s).objective for s in ("auto", "fgrahtp", "ompr"))
         assert r.status == "converged"
         assert r.objective <= 1.01 * best, (seed, r.objective, best)
-        assert set(r.support.tolist()) == set(np.flatnonzero(wbar).tolist())
-        assert others["auto"].objective <= r.objective * (1 + 1e-12)
+        assert set(r.support.tolist()) == truth
+    for seed, factor in ((0, 8.0), (1, 1.5)):
+        prob, _ = logistic62(500, seed)
+        r, paper = prob.solve("grahtp"), prob.solve("grahtp", eta="rss")
+        best = min(prob.solve(s).objective for s in ("auto", "fgrahtp", "ompr"))
+        assert r.objective < paper.objective
+        assert r.objective <= factor * best, (seed, r.objective / best)
