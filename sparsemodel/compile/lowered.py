@@ -95,7 +95,7 @@ class LoweredProblem:
         self._lowrank_cache: dict[Any, Any] = {}
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
-        self._hcol_cache: dict[int, np.ndarray] = {}  # coordinate -> column of a constant Hessian
+        self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
 
     # ------------------------------------------------------------------ copies
     def fresh(self) -> LoweredProblem:
@@ -524,7 +524,13 @@ class LoweredProblem:
         if d is None or not d.quadratic:
             return None
         cols = np.asarray(cols, dtype=np.int64)
-        missing = [c for c in cols.tolist() if c not in self._hcol_cache]
+        cache = self._hcol_cache
+        if "pos" not in cache:  # coordinate -> column of the store, and the store (n x capacity)
+            cache["pos"] = np.full(self.n, -1, dtype=np.int64)
+            cache["H"] = np.zeros((self.n, 16))
+            cache["used"] = 0
+        pos = cache["pos"]
+        missing = np.unique(cols[pos[cols] < 0]).tolist()
         if missing:
             acc = np.zeros((self.n, len(missing)))
             for i, t in enumerate(d.terms):
@@ -536,9 +542,15 @@ class LoweredProblem:
                 Jm = J[:, missing]
                 Jm = Jm.toarray() if sp.issparse(Jm) else np.asarray(Jm)
                 acc += np.asarray(J.T @ (w2[:, None] * Jm))
-            for j, c in enumerate(missing):
-                self._hcol_cache[c] = acc[:, j]
-        return np.column_stack([self._hcol_cache[c] for c in cols.tolist()]) if len(cols) else np.zeros((self.n, 0))
+            used, H = cache["used"], cache["H"]
+            if used + len(missing) > H.shape[1]:
+                grown = np.zeros((self.n, max(2 * H.shape[1], used + len(missing))))
+                grown[:, :used] = H[:, :used]
+                cache["H"] = H = grown
+            H[:, used : used + len(missing)] = acc
+            pos[missing] = used + np.arange(len(missing))
+            cache["used"] = used + len(missing)
+        return cache["H"][:, pos[cols]]
 
     # ------------------------------------------------------------------ the domain
     def inside_domain(self, x: np.ndarray | None = None) -> np.ndarray:

@@ -354,6 +354,32 @@ class _LeastSquares:
             v[q : s - 1] = v[q + 1 : s]
         self.s = s - 1
 
+    def _refactor(self, leave: list[int]) -> bool:
+        """Drop the columns ``leave`` and refactor the rest from scratch (one Gram matrix and one
+        Cholesky, O(n s^2) in BLAS): cheaper than a Python loop of Givens rotations per column when
+        no scoring projections W are kept. False (nothing changed) when the Gram is not positive
+        definite enough; the caller then uses the rotations."""
+        keep = np.setdiff1d(np.arange(self.s), leave)
+        A = self.A[:, keep]
+        G = A.T @ A
+        G[np.diag_indices_from(G)] += self.rid[keep]
+        try:
+            L = np.linalg.cholesky(G)
+        except np.linalg.LinAlgError:
+            return False
+        d = np.diag(L)
+        if len(d) and d.min() <= np.sqrt(_DEPENDENT) * d.max():
+            return False
+        s = len(keep)
+        self.A[:, :s] = A
+        for v in (self.rid, self.Atr, self.cols):
+            v[:s] = v[keep]
+        self.R[:s, :s] = L.T
+        self.R[s : self.s, :] = 0.0
+        self.R[:, s : self.s] = 0.0
+        self.s = s
+        return True
+
     def move(self, F: np.ndarray, C: np.ndarray, sel: np.ndarray, rid_C: np.ndarray) -> tuple[np.ndarray, float]:
         """Go to the support F ∪ C[sel] with ridge ``rid_C`` (per position into C) and solve."""
         self.C = C
@@ -365,12 +391,13 @@ class _LeastSquares:
         want_rid = np.concatenate([np.zeros(len(F)), rid_C[sel]])
         target = dict(zip(want.tolist(), want_rid.tolist()))
         # leave: columns not wanted any more, or whose ridge changed
-        removed = False
-        for q in range(self.s - 1, -1, -1):
-            c = int(self.cols[q])
-            if c not in target or target[c] != self.rid[q]:
+        leave = [
+            q for q in range(self.s) if int(self.cols[q]) not in target or target[int(self.cols[q])] != self.rid[q]
+        ]
+        removed = bool(leave)
+        if leave and not (self.W is None and self._refactor(leave)):
+            for q in reversed(leave):  # Givens rotations (they keep the scoring projections W up to date)
                 self._remove(q)
-                removed = True
         for c in list(self.parked):
             if c not in target:
                 del self.parked[c]
@@ -621,8 +648,10 @@ class SwapModel:
         self.gain, self.removal = gain, removal
         self.x, self.g, self.B, self.Icols = x, g, B, Icols
         self.HBB, self.HBI, self.HII = HBB, HBI, HII
-        self._rank_in = {int(u): j for j, u in enumerate(units_in)}
-        self._rank_out = {int(u): i for i, u in enumerate(units_out)}
+        self._rank_in = np.full(nunits, -1, dtype=np.int64)
+        self._rank_in[units_in] = np.arange(nJ)
+        self._rank_out = np.full(nunits, -1, dtype=np.int64)
+        self._rank_out[units_out] = np.arange(nI)
         self._parts = (AB, sigma, v, xJ, AJJ, nJ, m)
         order = np.argsort(-gain, kind="stable")
         take = min(nI, max(candidates, 1))
