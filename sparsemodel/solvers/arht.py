@@ -304,8 +304,9 @@ class ARHT(Solver):
             it = t2 = 0
             sampled = False
             stop = "max_iter"
+            xf = None
             while it < T:
-                xf, ff = fmin(S, x)
+                xf, ff = fmin(S, x if xf is None else _blend(xf, x, C, S))
                 if ff <= opt:  # line 12
                     lo = max(lo, ff)
                     stop = "reached opt"
@@ -424,3 +425,16 @@ class ARHT(Solver):
                 hint="give lower=<a lower bound on the optimal value>",
             )
         return B, "min_x f(x)" + ("" if res.converged else " (restricted solve not fully converged)")
+
+
+def _blend(xf: np.ndarray, x: np.ndarray, C: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """The warm start of the f-minimizer on S: the previous f-minimizer (one swap away), with the
+    coordinate that left set to 0 and the one that entered taken from the g_R-minimizer x (which
+    the regularizer shrinks, so it is a worse start for f than its unregularized neighbour)."""
+    w = xf.copy()
+    on = np.zeros(len(C), dtype=bool)
+    on[S] = True
+    w[C[~on]] = 0.0
+    new = C[S][w[C[S]] == 0.0]
+    w[new] = x[new]
+    return w
