@@ -37,6 +37,7 @@ columns), on other objectives it warm-starts the lowered problem's restricted so
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -546,7 +547,8 @@ class SwapModel:
     exact to second order. Units are coordinates, or groups of one size: ``members`` (units x size)
     holds the positions into C of each unit's coordinates. ``delta`` is computed for the candidates
     of largest gain: since delta[J, I] >= -gain[I], the candidates left out cannot beat the best
-    swap found (the set is widened until they cannot). :meth:`warm` gives the model's minimizer on
+    swap found (on quadratic objectives the set is widened until they cannot; elsewhere up to four
+    times ``candidates``). :meth:`warm` gives the model's minimizer on
     a new support, the warm start of its exact restricted solve.
     """
 
@@ -610,9 +612,30 @@ class SwapModel:
                 LI = JI * w2[:, None]
             else:  # the row-wise softmax: its per-row Hessian applied to the columns
                 JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
-                JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
                 LB = t.coef * curvature_columns(t, z, JB)
                 HBB += JB.T @ LB
+                slots = _one_slot_of(lp, ti, stored) if stored is not None else _one_slot(JI, t.map.shape[1])
+                if slots is not None:  # every column reads one class (Z = X W + b): blocks from the values
+                    V, cls = slots
+                    if stored is not None:
+                        V, cls = V[:, Icols], cls[Icols]
+                    mc = t.map.shape[1]
+                    P = t.probs(z).reshape(-1, mc)
+                    wr = t.coef * (t.weights if t.weights is not None else np.ones(P.shape[0]))
+                    Lam = wr[:, None, None] * (P[:, :, None] * np.eye(mc) - P[:, :, None] * P[:, None, :])
+                    for c_ in range(mc):
+                        on = np.flatnonzero(cls == c_)
+                        if len(on):
+                            HBI[:, on] += LB[c_::mc].T @ V[:, on]
+                    V3, cls3 = V.reshape(V.shape[0], nI, m), cls.reshape(nI, m)
+                    for a_ in range(m):
+                        for b_ in range(a_, m):
+                            lam_ab = Lam[:, cls3[:, a_], cls3[:, b_]]  # (n, nI)
+                            HII[:, a_, b_] += np.einsum("iu,iu->u", V3[:, :, a_] * lam_ab, V3[:, :, b_])
+                            if b_ != a_:
+                                HII[:, b_, a_] = HII[:, a_, b_]
+                    continue
+                JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
                 HBI += LB.T @ JI
                 LI = t.coef * curvature_columns(t, z, JI)
             if m == 1:
@@ -655,13 +678,15 @@ class SwapModel:
         self._parts = (AB, sigma, v, xJ, AJJ, nJ, m)
         order = np.argsort(-gain, kind="stable")
         take = min(nI, max(candidates, 1))
+        # widen only where the model is f (a quadratic objective): elsewhere its best is a guess anyway
+        widest = nI if d.quadratic else min(nI, 4 * take)
         while nJ:  # pair values for the candidates of largest gain, widened until none left out can win
             cols = order[:take]
             delta = self._pairs(cols)
             best = float(delta.min()) if delta.size else 0.0
-            if take >= nI or -gain[order[take]] >= best:
+            if take >= widest or -gain[order[take]] >= best:
                 break
-            take = min(nI, 2 * take)
+            take = min(widest, 2 * take)
         if not nJ:
             cols, delta = order[:take], np.zeros((0, take))
         self.cand = cols  # indices into units_out, by decreasing gain
@@ -730,6 +755,36 @@ class SwapModel:
         w[self.B[keep]] += step[:nk]
         w[self.Icols[in_cols]] = step[nk:]
         return w
+
+
+_SLOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {term: _one_slot of its columns}
+
+
+def _one_slot_of(lp: LoweredProblem, ti: int, stored: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_one_slot` of term ti's whole stored Jacobian, computed once per design."""
+    per = _SLOTS.setdefault(lp.design, {})
+    if ti not in per:
+        per[ti] = _one_slot(stored[0], lp.design.terms[ti].map.shape[1])
+    return per[ti]
+
+
+def _one_slot(J: Any, m: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a row-wise term's columns J (rows ordered (sample, class)): when every column is nonzero
+    in one class slot only -- the columns of W in Z = X W + b -- its values per sample (n x q) and
+    the slot of each column; else None."""
+    n = J.shape[0] // m
+    V = np.zeros((n, J.shape[1]))
+    norms = np.zeros((m, J.shape[1]))
+    Jr = J.tocsr() if sp.issparse(J) else np.asarray(J)
+    for c in range(m):
+        Jc = Jr[c::m]
+        Jc = Jc.toarray() if sp.issparse(Jc) else np.asarray(Jc, dtype=float)
+        norms[c] = np.einsum("ij,ij->j", Jc, Jc)
+        V += Jc
+    cls = np.argmax(norms, axis=0)
+    if np.any(norms.sum(axis=0) - norms[cls, np.arange(J.shape[1])] > 0):
+        return None
+    return V, cls
 
 
 def _constant_diagonal(lp: LoweredProblem) -> np.ndarray:
