@@ -223,22 +223,24 @@ def logistic62(n: int, seed: int) -> tuple[sm.Problem, set[int]]:
 
 def test_grahtp_does_not_stall_on_the_section_6_2_logistic_protocol():
     """Before issue 9 GraHTP stopped after a few iterations 3.7 (n = 1000) to 24 (n = 500) times
-    abess's objective. Measured now (ratios to the best of auto, FGraHTP and OMPR on each data set):
-    at n = 1000 GraHTP's default step ends at the best objective with every true feature found
-    (seeds 0, 1); at n = 500, where the data are nearly separable, seeds 0-5 give 7.2, 1.2, 1.39,
-    1.04, 0.89, 2.69 for the default step and 7.9, 2.2, 2.7, 4.8, 4.3, 3.6 for the paper's
-    1/(2 M_2k) (eta='rss'): the default is lower on every seed. (GraHTP is auto's start, not its
-    answer: auto's swap search takes it further.)"""
+    abess's objective. Measured now, as ratios to the better of FGraHTP and OMPR on each data set
+    (solvers independent of GraHTP): at n = 1000 GraHTP's default step ends at the best objective
+    with every true feature found (seeds 0, 1); at n = 500, where the data are nearly separable,
+    seeds 0-5 give 7.22, 0.91, 1.39, 1.04, 0.82, 2.69 for the default step and 7.91, 1.64, 2.74,
+    4.80, 3.92, 3.56 for the paper's 1/(2 M_2k) (eta='rss'): the default is lower on every seed.
+    (GraHTP is auto's start, not its answer: auto's swap search takes it further.)"""
+
+    def reference(prob: sm.Problem) -> float:
+        return min(prob.solve(s).objective for s in ("fgrahtp", "ompr"))
+
     for seed in range(2):
         prob, truth = logistic62(1000, seed)
         r = prob.solve("grahtp")
-        best = min(prob.solve(s).objective for s in ("auto", "fgrahtp", "ompr"))
         assert r.status == "converged"
-        assert r.objective <= 1.01 * best, (seed, r.objective, best)
+        assert r.objective <= 1.01 * reference(prob), seed
         assert set(r.support.tolist()) == truth
-    for seed, factor in ((0, 8.0), (1, 1.5)):
+    for seed, factor in ((0, 8.0), (1, 1.0)):
         prob, _ = logistic62(500, seed)
         r, paper = prob.solve("grahtp"), prob.solve("grahtp", eta="rss")
-        best = min(prob.solve(s).objective for s in ("auto", "fgrahtp", "ompr"))
         assert r.objective < paper.objective
-        assert r.objective <= factor * best, (seed, r.objective / best)
+        assert r.objective <= factor * reference(prob), seed
