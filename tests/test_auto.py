@@ -137,6 +137,7 @@ def test_auto_ends_at_a_one_swap_local_minimum_on_least_squares(seed):
         assert lp.restricted_minimize(new).f >= r.objective - 1e-9 * abs(r.objective)
     for other in ("grahtp", "ompr", "els"):
         assert r.objective <= prob.solve(other).objective * (1 + 1e-12)
+    assert r.extra["starts"][0]["start_objective"] == pytest.approx(prob.solve("grahtp").objective, rel=1e-12)
 
 
 def test_auto_on_row_groups_recovers_the_rows():

@@ -129,8 +129,8 @@ class Auto(Solver):
         sps = lp.sparsity
         t0 = clock()
         act = ActiveSet(lp, method=o["restricted"])
-        if how in ("grahtp", "fgrahtp"):  # (the swap search is a stronger form of GraHTP's support-change search)
-            start = (GraHTP(restricted=o["restricted"], search=False) if how == "grahtp" else FGraHTP()).run(lp)
+        if how in ("grahtp", "fgrahtp"):  # GraHTP as it runs alone: auto never ends above grahtp
+            start = (GraHTP(restricted=o["restricted"]) if how == "grahtp" else FGraHTP()).run(lp)
             if start.status == DIVERGED or not np.isfinite(start.objective):
                 return None
             x = lp.layout.pack(start.values)
