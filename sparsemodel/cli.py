@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
+from .outputs import check_output, distinct, protected_paths, write_output
 from .util import jsonable, parse_values
 
 EXIT_USER = 2
@@ -92,38 +93,6 @@ def load_problem(args: argparse.Namespace):
     return load(str(path), data=data or None, params=params or None)
 
 
-def protected_paths(problem: Any) -> set[Path]:
-    """The model file and every data file it read (never to be overwritten)."""
-    out = set()
-    src = getattr(problem, "source", None)
-    if src and Path(src).exists():
-        out.add(Path(src).resolve())
-    for d in getattr(problem, "data", {}).values():
-        p = getattr(d, "path", None)
-        if p:
-            out.add(Path(str(p).split(":")[0]).resolve())
-    return out
-
-
-def check_output_path(path: str, protected: set[Path], force: bool) -> Path:
-    out = Path(path)
-    resolved = out.resolve()
-    if resolved in protected:
-        raise CLIError(f"refusing to write to {path}: it is an input of this model", hint="choose another output file")
-    if out.exists() and not force:
-        raise CLIError(f"refusing to overwrite the existing file {path}", hint="choose a new name, or pass --force")
-    if not out.parent.exists():
-        raise CLIError(f"cannot write {path}: the directory {out.parent} does not exist")
-    return out
-
-
-def write_text(out: Path, text: str) -> None:
-    try:
-        out.write_text(text)
-    except OSError as exc:
-        raise CLIError(f"cannot write {out}: {exc.strerror}") from None
-
-
 # ------------------------------------------------------------------ commands
 
 
@@ -145,13 +114,19 @@ def cmd_solvers(args: argparse.Namespace) -> int:
         }
         print(json.dumps(out, indent=2))
         return 0
+    import textwrap
+
     rows = [(n, ", ".join(sorted(c.handles)), c.summary, c.reference) for n, c in REGISTRY.items()]
-    print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"]))
+    print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"], maxcolwidths=[8, 16, 38, 26]))
     if args.verbose:
         for n, c in REGISTRY.items():
             print(f"\n{n} options:")
             for k, o in c.options.items():
-                print(f"  {k:<14} default {jsonable(o.default)!s:<10} {o.help}")
+                head = f"  {k:<14} default {jsonable(o.default)!s:<10} "
+                lines = textwrap.wrap(o.help, width=max(40, 100 - len(head)))
+                print(head + (lines[0] if lines else ""))
+                for line in lines[1:]:
+                    print(" " * len(head) + line)
     else:
         print("\n(sparsemodel solvers -v lists every option with its default)")
     return 0
@@ -177,31 +152,33 @@ def solver_and_options(args: argparse.Namespace, problem: Any) -> tuple[str | No
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = load_problem(args)
     protected = protected_paths(problem)
-    out = check_output_path(args.out, protected, args.force) if args.out else None
+    if args.out is not None:
+        check_output(args.out, protected, args.force, "--force")
     name, opts = solver_and_options(args, problem)
     result = problem.solve(name or "auto", k=args.k, **opts)
     payload = result.to_dict()
     payload["model"] = str(args.model)
     text = json.dumps(payload, indent=None if args.json else 2, allow_nan=False)
-    if out is not None:
-        write_text(out, text + "\n")
+    if args.out is not None:  # checked again now: a file created meanwhile is not replaced
+        write_output(args.out, text + "\n", protected, args.force, "--force")
     if args.json:
         print(text)
     else:
         print(result.summary())
-        if out is not None:
-            print(f"wrote       {out}")
+        if args.out is not None:
+            print(f"wrote       {args.out}")
+    if result.status == "unbounded":
+        return EXIT_USER
     return 0 if result.status != "diverged" else 1
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     problem = load_problem(args)
     protected = protected_paths(problem)
-    outs = {
-        kind: check_output_path(p, protected, args.force)
-        for kind, p in (("csv", args.csv), ("json", args.json_out), ("plot", args.plot))
-        if p
-    }
+    outs = {kind: p for kind, p in (("csv", args.csv), ("json", args.json_out), ("plot", args.plot)) if p is not None}
+    distinct({f"--{'json' if k == 'json' else k}": p for k, p in outs.items()})
+    for p in outs.values():
+        check_output(p, protected, args.force, "--force")
     cw = problem.compare_with or {}
     solvers = [s.strip() for s in args.solvers.split(",")] if args.solvers else cw.get("solvers")
     if not solvers:
@@ -224,16 +201,35 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         solver, rest = item.split(":", 1)
         options.setdefault(solver, {}).update({k: parse_value(v) for k, v in parse_pairs([rest], "option").items()})
-    comp = problem.compare(solvers, k=ks, options=options, progress=not args.quiet, sweep=sweep)
+    interrupted = False
+    try:  # the CSV is written row by row as runs finish
+        comp = problem.compare(
+            solvers,
+            k=ks,
+            options=options,
+            progress=not args.quiet,
+            sweep=sweep,
+            csv=outs.get("csv"),
+            overwrite=args.force,
+        )
+    except KeyboardInterrupt as exc:
+        comp = getattr(exc, "comparison", None)
+        if comp is None:
+            raise
+        interrupted = True
     print(comp.table())
-    if "csv" in outs:
-        comp.to_csv(outs["csv"], overwrite=True)
     if "json" in outs:
-        comp.to_json(outs["json"], overwrite=True)
+        comp.to_json(outs["json"], overwrite=args.force)
     if "plot" in outs:
-        comp.plot(outs["plot"], overwrite=True)
+        comp.plot(outs["plot"], overwrite=args.force)
     for kind, p in outs.items():
         print(f"wrote {kind}: {p}")
+    if interrupted:
+        print(
+            f"interrupted after {len(comp.rows)} of {comp.total} runs; the finished ones are above and in the files",
+            file=sys.stderr,
+        )
+        return 130
     failed = [r for r in comp.rows if r["status"] == "error"]
     return 0 if not failed else 1
 
@@ -299,26 +295,55 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """Warnings as one line without internal source paths (each message once)."""
+    text = f"warning: {message}"
+    if text not in _SHOWN:
+        _SHOWN.add(text)
+        print(text, file=sys.stderr)
+
+
+_SHOWN: set[str] = set()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    saved = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("once")
+            warnings.showwarning = _show_warning
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            return code
     except ModelError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_USER
+    except BrokenPipeError:  # `sparsemodel solve m.sm --json | head`: stop quietly, as Unix tools do
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more is written to the closed pipe
+        except OSError:
+            pass
+        return 141
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug in sparsemodel: one line, the traceback only on request
         if os.environ.get("SPARSEMODEL_DEBUG"):
             raise
+        cause = str(exc).splitlines()[0] if str(exc) else ""
         print(
-            f"internal error (a bug in sparsemodel, not in your model): {type(exc).__name__}: {exc}\n"
+            f"internal error (a bug in sparsemodel, not in your model): {type(exc).__name__}: {cause}\n"
             "rerun with SPARSEMODEL_DEBUG=1 to see the traceback, and please report it",
             file=sys.stderr,
         )
         return 1
+    finally:
+        warnings.showwarning = saved
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,6 +37,8 @@ def run_demo(n: int = 250, seed: int = 0, as_json: bool = False, p: int = 500, k
 
     if n < 2 or p <= k:
         raise ModelError(f"demo needs n >= 2 and p > k; got n={n}, p={p}, k={k}")
+    if seed < 0:
+        raise ModelError(f"--seed {seed}: a seed is a nonnegative integer", hint="for example --seed 3")
     X, v, w_true = sparse_linear_regression(n, p=p, k=k, seed=seed)
     truth = set(np.flatnonzero(w_true).tolist())
     prob = build_problem(X, v, k)

@@ -106,3 +106,15 @@ class SolverError(ModelError):
     """Unknown solver, unknown option, or a solver asked for something it cannot do."""
 
     kind = "solver error"
+
+
+class OutputError(ModelError):
+    """A report or result file that must not or cannot be written."""
+
+    kind = "output error"
+
+
+class UnboundedError(ModelError):
+    """The objective is unbounded below on the feasible set (no minimizer exists)."""
+
+    kind = "unbounded objective"

@@ -160,7 +160,17 @@ def load_spec(
         if ds.fmt == "csv":
             return read_csv(ds, exclude=exclude, mapping=mapping, name=name, span=span)
         if ds.fmt == "npy":
-            value: Value = np.load(ds.path, allow_pickle=False)
+            try:
+                value: Value = np.load(ds.path, allow_pickle=False)
+            except ValueError as exc:
+                if "pickle" not in str(exc):
+                    raise
+                raise DataError(
+                    f"{who}cannot read {ds.describe()}: it is not a NumPy array file (not an .npy header followed by numbers: "
+                    "a damaged file, or one holding Python objects, which sparsemodel never loads)",
+                    span,
+                    "write the array with numpy.save(path, array) from a numeric array",
+                ) from None
         elif ds.fmt == "npz":
             value = _read_npz(ds, name, span)
         elif ds.fmt == "mtx":
@@ -271,10 +281,23 @@ def _sniff_delimiter(first: str, ext: str) -> str | None:
     return best if counts[best] > 0 else None
 
 
+def read_text_file(path: Path) -> str:
+    """A text data file: UTF-8 (a byte-order mark is dropped), else Windows-1252 / Latin-1, which
+    the spreadsheets that write such files use."""
+    raw = path.read_bytes()
+    if b"\x00" in raw:
+        raise ValueError("it holds binary data (NUL bytes), not a text table")
+    for enc in ("utf-8-sig", "cp1252", "latin-1"):
+        try:
+            return raw.decode(enc)
+        except UnicodeDecodeError:
+            continue
+    return raw.decode("latin-1")  # pragma: no cover - latin-1 decodes every byte
+
+
 def _rows(path: Path) -> tuple[list[list[str]], list[int]]:
     """The non-empty rows of a delimited text file and their 1-based line numbers."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        text = f.read()
+    text = read_text_file(path).replace("\r\n", "\n")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     delim = _sniff_delimiter(first, path.suffix.lower())
     rows: list[list[str]] = []
@@ -448,8 +471,8 @@ def read_libsvm(
     indptr = [0]
     indices: list[int] = []
     values: list[float] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, 1):
+    if True:
+        for lineno, raw in enumerate(read_text_file(path).splitlines(), 1):
             line = raw.split("#", 1)[0].strip()
             if not line:
                 continue

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .compile.lowered import LoweredProblem
-from .errors import ModelError, SolverError
+from .errors import ModelError, SolverError, UnboundedError
 from .model.checks import label_errors
 from .model.expr import AFFINE, CONSTANT, CONVEX
 from .model.expr import fmt_shape as _fmt_shape
@@ -36,13 +36,44 @@ def _refuse_bad_models(problem: Problem) -> None:
         raise bad_labels[0]
 
 
+def located(exc: ModelError, span: Any) -> ModelError:
+    """The error, located at ``span`` when it has no place of its own."""
+    if exc.span is None and span is not None:
+        exc.span = span
+    return exc
+
+
+def solver_errors(problem: Problem, name: str, options: dict[str, Any], span: Any) -> list[ModelError]:
+    """What is wrong with running ``name`` with ``options`` on ``problem``: an unknown name or
+    option, a bad option value (located at ``span``, the model line that names them), a
+    constraint the solver cannot take (located at the constraint)."""
+    if name == "auto":
+        return []
+    try:
+        cls = get_solver(name)
+    except SolverError as exc:
+        return [located(exc, span)]
+    errors: list[ModelError] = []
+    try:
+        cls.validate(options)
+    except SolverError as exc:
+        errors.append(located(exc, span))
+    refused = cls.refuse(problem.constraints)
+    if refused is not None:
+        errors.append(refused)
+    return errors
+
+
 def solve(problem: Problem, solver: str | None = None, k: int | None = None, **options: Any) -> Result:
     """Solve with a registered solver; see :meth:`Problem.solve`."""
     _refuse_bad_models(problem)
-    if solver is None and problem.solve_with is not None:
-        name, opts, _ = problem.solve_with
+    if problem.solve_with is not None and solver in (None, problem.solve_with[0]):
+        name, opts, span = problem.solve_with
         solver = name
         options = {**opts, **options}
+        errs = solver_errors(problem, name, options, span)
+        if errs:
+            raise errs[0]
     solver = solver or "auto"
     lp = lower(problem, k)
     if solver == "auto":
@@ -60,13 +91,23 @@ def compare(
     options: dict[str, dict[str, Any]] | None = None,
     progress: bool = True,
     sweep: Any = None,
+    csv: Any = None,
+    overwrite: bool = False,
 ):
     """Several solvers side by side over a sweep of the bound or of a param (see
     :func:`sparsemodel.compare.compare`)."""
     from .compare import compare as run_compare
 
     _refuse_bad_models(problem)
-    return run_compare(problem, solvers, k=k, options=options, progress=progress, sweep=sweep)
+    cw = problem.compare_with or {}
+    try:
+        return run_compare(
+            problem, solvers, k=k, options=options, progress=progress, sweep=sweep, csv=csv, overwrite=overwrite
+        )
+    except ModelError as exc:  # the model's compare line named them: point at it
+        if cw and list(solvers) == cw.get("solvers"):
+            raise located(exc, cw.get("span")) from None
+        raise
 
 
 # ---------------------------------------------------------------------- check
@@ -149,6 +190,15 @@ def check(problem: Problem) -> CheckReport:
     try:
         lp = LoweredProblem(problem)
         structure = lp.structure
+        why = lp.unbounded_direction()
+        if why is not None:
+            errors.append(
+                UnboundedError(
+                    why,
+                    problem.objective.span,
+                    "add a term with curvature along those coordinates (for example lam * sum_squares(w)), or check the signs",
+                )
+            )
         if ce is None:
             try:
                 default = auto_solver(lp)
@@ -174,6 +224,13 @@ def check(problem: Problem) -> CheckReport:
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
     applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if kinds <= cls.handles]
+    if problem.solve_with:
+        name, opts, span = problem.solve_with
+        errors.extend(solver_errors(problem, name, opts, span))
+    if problem.compare_with:
+        cw_ = problem.compare_with
+        for name in cw_["solvers"]:
+            errors.extend(solver_errors(problem, name, {}, cw_.get("span")))
     sw = None
     if problem.solve_with:
         name, opts, _ = problem.solve_with

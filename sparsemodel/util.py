@@ -7,13 +7,19 @@ from typing import Any
 
 import numpy as np
 
+MAX_RANGE = 100_000  # values in one START:STOP:STEP range
+
 
 def expand_range(start: float, stop: float, step: float = 1) -> list[float]:
     """START:STOP:STEP with STOP included (``5:50:5`` is 5, 10, ..., 50); integers stay integers.
     Raises ValueError for an empty range or a step that is not positive."""
+    if not all(math.isfinite(v) for v in (start, stop, step)):
+        raise ValueError(f"{start}:{stop}:{step} has a value that is not a finite number")
     if not step > 0 or stop < start:
         raise ValueError(f"{start}:{stop}:{step} is empty or invalid")
     count = int(math.floor((stop - start) / step * (1 + 1e-12))) + 1
+    if count > MAX_RANGE:
+        raise ValueError(f"{start}:{stop}:{step} has {count} values (at most {MAX_RANGE})")
     vals = [start + i * step for i in range(count)]
     if all(float(v).is_integer() for v in (start, stop, step)):
         return [int(v) for v in vals]

@@ -63,7 +63,7 @@ def test_same_problem_for_every_solver(sweep):
 
 def test_table_shows_objectives_errors_and_time_ratios(sweep):
     text = sweep.table()
-    assert "objective" in text and "time" in text and "median time / fastest" in text
+    assert "objective" in text and "time" in text and "time / fastest's (median)" in text and "fastest (k)" in text
     lines = text.splitlines()
     head = next(line for line in lines if line.split()[:1] == ["k"])
     assert head.split() == ["k", "grahtp", "lasso", "grasp", "foba"]
@@ -72,7 +72,17 @@ def test_table_shows_objectives_errors_and_time_ratios(sweep):
     assert "lasso at k=1:" in text
     summary = {r["solver"]: r for r in sweep.summary_rows()}
     assert summary["lasso"]["errors"] == 1 and summary["lasso"]["runs"] == 4
-    assert min(r["median time / fastest"] for r in summary.values()) >= 1.0
+    assert min(r["time / fastest's (median)"] for r in summary.values()) >= 1.0
+    # every point has a fastest solver, and a solver is called fastest only where it was
+    assert sum(r["fastest (k)"] for r in summary.values()) >= len(sweep.values)
+    for s, r in summary.items():
+        mine = [row for row in sweep.rows if row["solver"] == s and row["status"] != "error"]
+        quick = [
+            row
+            for row in mine
+            if all(row["time_s"] <= o["time_s"] for o in sweep.rows if o["k"] == row["k"] and o["status"] != "error")
+        ]
+        assert r["fastest (k)"] == len(quick)
 
 
 def test_writes_csv_json_png(sweep, tmp_path):

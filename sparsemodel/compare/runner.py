@@ -38,6 +38,7 @@ import numpy as np
 from ..compile.lowered import LoweredProblem
 from ..errors import ConstraintError, ModelError, SolverError
 from ..model.expr import Parameter
+from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..solvers import get_solver
 from ..util import jsonable
 
@@ -50,12 +51,6 @@ BOUND_NAMES = ("k", "r")  # names that mean "the bound" when no param has them
 ERROR = "error"
 
 
-class OutputError(ModelError):
-    """A report file that must not or cannot be written."""
-
-    kind = "output error"
-
-
 def compare(
     problem: Problem,
     solvers: Iterable[str] | str,
@@ -63,6 +58,8 @@ def compare(
     options: dict[str, dict[str, Any]] | None = None,
     progress: bool = True,
     sweep: tuple[str, Iterable[float]] | dict[str, Iterable[float]] | None = None,
+    csv: str | Path | None = None,
+    overwrite: bool = False,
 ) -> Comparison:
     """Run every solver at every point of a sweep on ``problem``; returns a :class:`Comparison`.
 
@@ -99,6 +96,8 @@ def compare(
     from tqdm import tqdm
 
     comp = Comparison(problem, names, values, options, column)
+    if csv is not None:
+        comp.sink = RowSink(csv, list(comp.columns), comp.protected, overwrite)
     bar = tqdm(total=len(names) * len(values), file=sys.stderr, disable=not progress, desc="compare", unit="run")
     base: LoweredProblem | None = None
     saved = param.value.copy() if param is not None else None
@@ -129,8 +128,14 @@ def compare(
                 else:
                     comp._add_result(n, at, res, time.perf_counter() - t0)
                 bar.update(1)
+    except KeyboardInterrupt as exc:
+        comp.interrupted = True
+        exc.comparison = comp  # type: ignore[attr-defined]
+        raise
     finally:
         bar.close()
+        if comp.sink is not None:
+            comp.sink.close()
         if param is not None:
             param.value = saved
     return comp
@@ -200,6 +205,8 @@ def _ks(k: Iterable[int] | int | None) -> list[int | None]:
             raise ConstraintError(
                 f"sparsity level k={v!r} is not an integer", hint="use k=10, k=[5, 10] or range(5, 55, 5)"
             )
+        if v < 0:
+            raise ConstraintError(f"the bound k={int(v)} is negative", hint="bounds are integers >= 0")
         if int(v) not in out:
             out.append(int(v))
     if not out:
@@ -239,15 +246,23 @@ class Comparison:
         self.rows: list[dict[str, Any]] = []
         self.results: dict[tuple[str, Any], Result] = {}
         self.protected = protected_paths(problem)
+        self.sink: RowSink | None = None  # rows written as they finish
+        self.interrupted = False
+        self.total = len(solvers) * len(values)
 
     @property
     def columns(self) -> tuple[str, ...]:
         return ("solver", self.column) + COLUMNS[2:]
 
     # ------------------------------------------------------------------ collecting
+    def _add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self.sink is not None:
+            self.sink.write(row)
+
     def _add_result(self, solver: str, v: Any, res: Result, elapsed: float) -> None:
         self.results[(solver, v)] = res
-        self.rows.append(
+        self._add(
             {
                 "solver": solver,
                 self.column: v,
@@ -263,7 +278,7 @@ class Comparison:
 
     def _add_error(self, solver: str, v: Any, budget: int | None, exc: ModelError, elapsed: float) -> None:
         msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-        self.rows.append(
+        self._add(
             {
                 "solver": solver,
                 self.column: v,
@@ -296,8 +311,10 @@ class Comparison:
 
     # ------------------------------------------------------------------ summaries
     def summary_rows(self) -> list[dict[str, Any]]:
-        """Per solver: median time, median ratio of its time to the fastest solver's at the same k,
-        wins (k where it reaches the best objective, within 1e-9 relative), runs and errors."""
+        """Per solver: median time; the median over the swept points of its time divided by the
+        fastest solver's time at the same point (1 = fastest); at how many points it was the
+        fastest, and at how many it reached the best objective (within 1e-9 relative); runs and
+        errors."""
         best: dict[Any, float] = {}
         fastest: dict[Any, float] = {}
         col = self.column
@@ -313,11 +330,13 @@ class Comparison:
             times = [r["time_s"] for r in mine]
             ratios = [r["time_s"] / fastest[r[col]] for r in mine if fastest[r[col]] > 0]
             wins = sum(1 for r in mine if r["objective"] <= best[r[col]] + 1e-9 * max(1.0, abs(best[r[col]])))
+            quickest = sum(1 for r in mine if r["time_s"] <= fastest[r[col]])
             out.append(
                 {
                     "solver": s,
                     "median time (s)": statistics.median(times) if times else None,
-                    "median time / fastest": statistics.median(ratios) if ratios else None,
+                    "time / fastest's (median)": statistics.median(ratios) if ratios else None,
+                    f"fastest ({col})": quickest,
                     f"best objective ({col})": wins,
                     "runs": len([r for r in self.rows if r["solver"] == s]),
                     "errors": len([r for r in self.rows if r["solver"] == s and r["status"] == ERROR]),
@@ -362,34 +381,12 @@ class Comparison:
 
     # ------------------------------------------------------------------ files
     def check_path(self, path: str | Path, overwrite: bool = False) -> Path:
-        """The output path, or an OutputError if it is an input of the problem, an existing file
-        (without overwrite=True) or in a missing directory."""
-        out = Path(path)
-        if out.resolve() in self.protected:
-            raise OutputError(
-                f"refusing to write to {path}: it is an input of this problem (model or data file)",
-                hint="choose another output file",
-            )
-        if out.is_dir():
-            raise OutputError(f"cannot write {path}: it is a directory")
-        if out.exists() and not overwrite:
-            raise OutputError(
-                f"refusing to overwrite the existing file {path}", hint="choose a new name, or pass overwrite=True"
-            )
-        if not out.parent.exists():
-            raise OutputError(f"cannot write {path}: the directory {out.parent} does not exist")
-        return out
+        """The output path, or an OutputError if it is an input of the problem (under any name),
+        an existing file (without overwrite=True), a directory or in a missing directory."""
+        return check_output(path, self.protected, overwrite)
 
     def _write(self, path: str | Path, overwrite: bool, data: str | bytes) -> Path:
-        out = self.check_path(path, overwrite)
-        try:
-            if isinstance(data, bytes):
-                out.write_bytes(data)
-            else:
-                out.write_text(data)
-        except OSError as exc:
-            raise OutputError(f"cannot write {path}: {exc.strerror}") from None
-        return out
+        return write_output(path, data, self.protected, overwrite)
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
         """One line per solver and k, columns ``COLUMNS`` (empty cells for failed runs)."""
@@ -435,6 +432,13 @@ class Comparison:
     def plot(self, path: str | Path, overwrite: bool = False) -> Path:
         """PNG with two panels: objective versus k per solver, and time versus k per solver."""
         out = self.check_path(path, overwrite)
+        fig = self.figure()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        return self._write(out, overwrite, buf.getvalue())
+
+    def figure(self) -> Any:
+        """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
@@ -455,10 +459,17 @@ class Comparison:
             positive = positive and all(v > 0 for v, good in zip(objs, ok) if good)
             ax_obj.plot(xs, objs, marker="o", label=s)
             ax_t.plot(xs, times, marker="o", label=s)
-        if positive and any(ax_obj.lines):
-            ax_obj.set_yscale("log")
-        if any(ax_t.lines):
-            ax_t.set_yscale("log")
+        for ax, vals in (
+            (ax_obj, [y for ln in ax_obj.lines for y in ln.get_ydata()]),
+            (ax_t, [y for ln in ax_t.lines for y in ln.get_ydata()]),
+        ):
+            vals = [v for v in vals if math.isfinite(v)]
+            if ax is ax_obj and not positive:
+                continue
+            # a log axis only when the values span more than a decade: over a narrow range its
+            # ticks are unreadable (plain numbers then)
+            if vals and min(vals) > 0 and max(vals) / min(vals) > 10:
+                ax.set_yscale("log")
         for ax, title, ylabel in ((ax_obj, "objective", "f(x)"), (ax_t, "time", "seconds")):
             ax.set_xlabel(self.column if self.column not in BOUND_NAMES else f"{self.column} (bound)")
             ax.set_ylabel(ylabel)
@@ -470,25 +481,4 @@ class Comparison:
             f"{Path(self.source).name if self.source != '<python>' else 'problem'}: solvers versus {self.column}"
         )
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        return self._write(out, overwrite, buf.getvalue())
-
-
-def protected_paths(problem: Any) -> set[Path]:
-    """The problem's input files: its model file (``Problem.source``) and every data file it read
-    (the ``path`` of each data symbol, when the front end recorded one; ``file.npz:member`` names
-    the file)."""
-    out: set[Path] = set()
-    src = getattr(problem, "source", None)
-    if src and not str(src).startswith("<") and Path(src).exists():
-        out.add(Path(src).resolve())
-    for d in getattr(problem, "data", {}).values():
-        p = getattr(d, "path", None)
-        if not p:
-            continue
-        p = str(p)
-        if not Path(p).exists() and ":" in p:
-            p = p.rsplit(":", 1)[0]
-        out.add(Path(p).resolve())
-    return out
+        return fig

@@ -413,6 +413,25 @@ def _view(e: Expr, layout: Layout) -> tuple[np.ndarray, tuple[int, ...]] | None:
     return None
 
 
+def _merge_blocks(blocks: list[Block]) -> list[Block]:
+    """Blocks that read the same view through the same operator become one (their scales add):
+    ``w[0] + 2 * w[0] + ...`` is one block, not one per term."""
+    out: dict[tuple, Block] = {}
+    for blk in blocks:
+        key = (id(blk.op), blk.coords.tobytes(), blk.vshape, id(blk.right), blk.scalar_out)
+        if key in out:
+            prev = out[key]
+            scale = (
+                float(prev.scale) + float(blk.scale)
+                if np.ndim(prev.scale) == 0 and np.ndim(blk.scale) == 0
+                else np.broadcast_to(prev.scale, prev.shape) + np.broadcast_to(blk.scale, blk.shape)
+            )
+            out[key] = Block(blk.coords, blk.vshape, blk.op, blk.shape, scale, blk.scalar_out, blk.right)
+        else:
+            out[key] = blk
+    return list(out.values())
+
+
 def linearize(e: Expr, layout: Layout) -> AffineMap:
     """The canonical block form of the affine expression ``e`` (raises NotCanonical)."""
     n = layout.n
@@ -447,12 +466,23 @@ def linearize(e: Expr, layout: Layout) -> AffineMap:
                 return AffineMap(blocks, Dd @ inner.b, shape, n)
         raise NotCanonical
     if isinstance(e, (Add, Sub)):
-        pa, pb = linearize(e.args[0], layout), linearize(e.args[1], layout)
-        sign = -1.0 if isinstance(e, Sub) else 1.0
-        blocks = [blk.scaled(1.0, shape) for blk in pa.blocks]
-        blocks += [blk.scaled(sign, shape) for blk in pb.blocks]
-        b = np.broadcast_to(pa.b.reshape(pa.shape), shape) + sign * np.broadcast_to(pb.b.reshape(pb.shape), shape)
-        return AffineMap(blocks, b, shape, n)
+        # a chain of + and - (10,000 terms long in a generated model) without recursion along it
+        blocks: list[Block] = []
+        b = np.zeros(shape)
+        stack = [(e, 1.0)]
+        while stack:
+            node, sign = stack.pop()
+            if isinstance(node, (Add, Sub)):
+                stack.append((node.args[1], -sign if isinstance(node, Sub) else sign))
+                stack.append((node.args[0], sign))
+                continue
+            if isinstance(node, Neg):
+                stack.append((node.args[0], -sign))
+                continue
+            part = linearize(node, layout)
+            blocks += [blk.scaled(sign, shape) for blk in part.blocks]
+            b = b + sign * np.broadcast_to(part.b.reshape(part.shape), shape)
+        return AffineMap(_merge_blocks(blocks), b, shape, n)
     if isinstance(e, Neg):
         pa = linearize(e.args[0], layout)
         return AffineMap([blk.scaled(-1.0, shape) for blk in pa.blocks], -pa.b, shape, n)
@@ -621,6 +651,75 @@ class Design:
             if n_s is not None and t.map.shape and t.map.shape[0] == n_s and t.map.reads_data()
         ]
         self.n_samples: int | None = n_s if n_s is not None and n_s > 1 else None
+        self._merge_small_terms()
+
+    MERGE_SIZE = 64  # terms with at most this many entries may be merged
+
+    def _merge_small_terms(self) -> None:
+        """Many small terms with the same loss (a model written by a program: one term per
+        feature, per group, per weight) become one term over a sparse operator, so that an
+        evaluation is one sparse product instead of a Python loop over terms."""
+        groups: dict[tuple, list[int]] = {}
+        for i, t in enumerate(self.terms):
+            if (
+                i in self.sample_terms
+                or t.rowwise
+                or t.coef <= 0
+                or t.map.size > self.MERGE_SIZE
+                or not getattr(t.map, "canonical", False)
+            ):
+                continue
+            key = (type(t.phi), getattr(t.phi, "M", None), id(getattr(t.phi, "fdef", None)))
+            groups.setdefault(key, []).append(i)
+        merged: list[Term] = []
+        drop: set[int] = set()
+        for idx in groups.values():
+            if len(idx) < 8:
+                continue
+            rows, bs, ws = [], [], []
+            for i in idx:
+                t = self.terms[i]
+                cols = (
+                    np.unique(np.concatenate([blk.coords for blk in t.map.blocks]))
+                    if t.map.blocks
+                    else np.zeros(0, int)
+                )
+                J = sp.csr_matrix(t.map.columns(cols)) if len(cols) else sp.csr_matrix((t.map.size, 0))
+                J = sp.csr_matrix((J.data, cols[J.indices], J.indptr), shape=(t.map.size, self.n))
+                rows.append(J)
+                bs.append(t.map.b)
+                w = t.weights if t.weights is not None else np.ones(t.map.size)
+                ws.append(t.coef * w)
+            J = sp.vstack(rows).tocsc()
+            size = J.shape[0]
+            m = AffineMap(
+                [Block(np.arange(self.n), (self.n,), DataOperator(J), (size,))], np.concatenate(bs), (size,), self.n
+            )
+            merged.append(Term(1.0, self.terms[idx[0]].phi, m, np.concatenate(ws)))
+            drop |= set(idx)
+        if merged:
+            keep = [t for i, t in enumerate(self.terms) if i not in drop]
+            sample = [self.terms[i] for i in self.sample_terms]
+            self.terms = keep + merged
+            self.sample_terms = [self.terms.index(t) for t in sample]
+
+    def curved_coordinates(self) -> np.ndarray:
+        """A mask of the coordinates some (nonlinear) term reads: the others carry only the linear
+        part ``lin``, so f is linear along them."""
+        touched = np.zeros(self.n, dtype=bool)
+        for t in self.terms:
+            for blk in getattr(t.map, "blocks", None) or []:
+                if blk.op is None or blk.right is not None or blk.scalar_out:
+                    touched[blk.coords] = True
+                elif len(blk.vshape) == 1:
+                    touched[blk.coords[blk.op.col_sq_norms() > 0]] = True
+                else:
+                    rows_used = blk.op.col_sq_norms() > 0
+                    touched[blk.coords.reshape(blk.vshape)[rows_used].ravel()] = True
+            if not getattr(t.map, "canonical", False):
+                for v in t.map.expr.variables():
+                    touched[self.layout.slice(v)] = True
+        return touched
 
     # ------------------------------------------------------------------ facts
     @property
@@ -795,6 +894,85 @@ class Design:
                 _, d1, _ = t.derivs(t.map.value(x), 1)
                 g += t.coef * t.map.vjp(d1)
         return self.layout.symmetrize_grad(g)
+
+    def sample_smoothness(self, top: int | None) -> float | None:
+        """l_s of paper 002's Assumption 2: a bound on the restricted smoothness of every f_i (f =
+        (1/n) sum_i f_i, f_i = n times sample i's share of the sample terms, plus the terms without
+        a sample axis) over directions with at most ``top`` nonzeros (None: any direction). For a
+        sample whose terms read the data row a_i through phi (phi'' <= c), the Hessian of f_i is
+        n c w_i a_i a_i' (times the identity over the columns of a matrix variable), so l_s is n c w_i
+        times the sum of the ``top`` largest a_ij^2, maximized over i (plus free and regularizer
+        contributions). None when a sample term has no canonical form or an unbounded phi''."""
+        n = self.n_samples
+        if n is None:
+            return None
+        per = np.zeros(n)
+        for i in self.sample_terms:
+            t = self.terms[i]
+            if not getattr(t.map, "canonical", False):
+                return None
+            if t.rowwise:
+                c = 0.5
+            elif isinstance(t.phi, (A.square, A.huber)):
+                c = 2.0
+            elif isinstance(t.phi, A.logistic):
+                c = 0.25
+            else:
+                return None
+            w = np.ones(t.map.shape[0])
+            if t.weights is not None:
+                ww = np.abs(t.weights).reshape(t.map.shape[0], -1)
+                w = ww.max(axis=1)
+            acc = np.zeros(n)
+            for blk in t.map.blocks:
+                sc = (
+                    np.abs(np.broadcast_to(blk.scale, blk.shape)).reshape(n, -1).max(axis=1)
+                    if np.ndim(blk.scale)
+                    else abs(float(blk.scale)) * np.ones(n)
+                )
+                if blk.op is None:  # a broadcast view (an intercept): each entry at most once per row
+                    acc += sc * sc * (int(np.prod(blk.vshape)) if top is None else min(top, int(np.prod(blk.vshape))))
+                    continue
+                if blk.scalar_out or blk.right is not None:
+                    return None
+                A_ = blk.op.A
+                if hasattr(A_, "tocsr"):
+                    A2 = A_.tocsr().multiply(A_.tocsr()).tocsr()
+                    rowtop = np.zeros(n)
+                    for r in range(n):
+                        d = A2.data[A2.indptr[r] : A2.indptr[r + 1]]
+                        rowtop[r] = (
+                            d.sum() if top is None or len(d) <= top else np.partition(d, len(d) - top)[-top:].sum()
+                        )
+                else:
+                    A2 = A_ * A_
+                    q = A2.shape[1]
+                    rowtop = (
+                        A2.sum(axis=1)
+                        if top is None or top >= q
+                        else np.partition(A2, q - top, axis=1)[:, -top:].sum(axis=1)
+                    )
+                acc += sc * sc * rowtop
+            per += n * abs(t.coef) * c * w * acc
+        rest = 0.0  # the terms without a sample axis: their own smoothness bound, exact in every f_i
+        for i, t in enumerate(self.terms):
+            if i in self.sample_terms:
+                continue
+            if not isinstance(t.phi, (A.square, A.huber)):
+                return None
+            wmax = float(np.abs(t.weights).max()) if t.weights is not None else 1.0
+            blocks = getattr(t.map, "blocks", None)
+            if blocks is not None and all(b.op is None and b.right is None for b in blocks):
+                # views of the variables (a ridge term): the Hessian is at most (sum of |scales|)^2
+                amp = sum(float(np.max(np.abs(b.scale))) for b in blocks)
+                rest += 2.0 * abs(t.coef) * wmax * amp * amp
+                continue
+            J = self.full_columns(i)
+            if J is None:
+                return None
+            G = (J.T @ J).toarray() if sp.issparse(J) else J.T @ J
+            rest += 2.0 * abs(t.coef) * wmax * float(np.abs(G).sum(axis=1).max())  # a Gershgorin bound
+        return float(per.max() + rest)
 
     def sample_nnz(self) -> int:
         """Stored data entries read by one pass over the samples (the cost unit of an IFO)."""

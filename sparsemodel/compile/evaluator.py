@@ -43,6 +43,17 @@ class Layout:
         o = self.offsets[v.uid]
         return o + (np.arange(v.size) if local is None else np.asarray(local))
 
+    def locate(self, j: int) -> tuple[str, str]:
+        """The variable name and the index (as the language writes it) of flat coordinate j."""
+        for v in self.variables:
+            sl = self.slices[v.uid]
+            if sl.start <= j < sl.stop:
+                if not v.shape:
+                    return v.name, ""
+                idx = np.unravel_index(j - sl.start, v.shape)
+                return v.name, "[" + ", ".join(str(int(i)) for i in idx) + "]"
+        raise IndexError(j)
+
     def get(self, x: np.ndarray, v: Variable) -> np.ndarray | float:
         s = x[self.slice(v)]
         return s.reshape(v.shape) if v.shape else float(s[0])

@@ -21,11 +21,15 @@ SPARSE_INPUT_FRACTION = 0.25  # use the column subset when at most this fraction
 class DataOperator:
     """A data matrix ``A`` (dense or sparse) with the operations solvers need."""
 
-    def __init__(self, A: Any):
+    def __init__(self, A: Any, rows_only: bool = False):
         if isinstance(A, DataOperator):
             A = A.A
         if sp.issparse(A):
-            self.A = A.tocsc() if A.format != "csc" else A
+            # CSC for column subsets (supports); a row subset (a mini-batch) only multiplies, so it
+            # stays CSR (no conversion: O(its stored entries))
+            self.A = A.tocsc() if A.format != "csc" and not rows_only else A
+            if rows_only and A.format != "csr":
+                self.A = A.tocsr()
             self.sparse = True
         else:
             self.A = np.asarray(A, dtype=float)
@@ -39,7 +43,7 @@ class DataOperator:
     @property
     def csr(self) -> sp.csr_matrix:
         if self._csr is None:
-            self._csr = self.A.tocsr()
+            self._csr = self.A if self.A.format == "csr" else self.A.tocsr()
         return self._csr
 
     @property
@@ -104,7 +108,7 @@ class DataOperator:
         """The row subset ``A[rows]`` as a new operator (CSR row slicing for sparse data)."""
         rows = np.asarray(rows, dtype=np.int64)
         if self.sparse:
-            return DataOperator(self.csr[rows])
+            return DataOperator(self.csr[rows], rows_only=True)
         return DataOperator(self.A[rows])
 
     def col_sq_norms(self) -> np.ndarray:

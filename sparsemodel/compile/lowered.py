@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from ..errors import ConstraintError, SolverError
+from ..errors import ConstraintError, SolverError, UnboundedError
 from . import kernels
 from .design import Design, Reduced
 from .evaluator import Evaluator, Layout
@@ -161,6 +161,57 @@ class LoweredProblem:
     def unpack(self, x: np.ndarray) -> dict[str, np.ndarray]:
         return self.layout.unpack(x)
 
+    def unbounded_direction(self) -> str | None:
+        """Why f is unbounded below on the feasible set, when a linear part makes it so: a
+        coordinate that the constraint lets move (a free one, or any constrained one when the
+        bound allows at least one) along which f is linear with a nonzero slope. None otherwise
+        (a restricted solve that runs away is caught at run time)."""
+        d = self.design
+        if d is None or self.side:
+            return None
+        flat = (d.lin != 0) & ~d.curved_coordinates()
+        if not flat.any():
+            return None
+        feasible = np.ones(self.n, dtype=bool)
+        if self.set is not None:
+            feasible[:] = False
+            feasible[self.set.free] = True
+            if self.set.k >= 1:
+                feasible[self.set.coords] = True
+        hit = np.flatnonzero(flat & feasible)
+        if hit.size == 0:
+            return None
+        j = int(hit[0])
+        var, idx = self.layout.locate(j)
+        return (
+            f"the objective is linear along {var}{idx} (slope {d.lin[j]:.4g}) and no other term of it reads "
+            f"{var}{idx}, so it decreases without bound as {var}{idx} moves{' up' if d.lin[j] < 0 else ' down'}; "
+            f"{len(hit)} coordinate(s) are like this"
+        )
+
+    def runs_away(self, x: np.ndarray, d: np.ndarray) -> bool:
+        """Whether f decreases without bound along the ray x + t d (a recession direction): f at
+        t = 1e4 and 1e8 (in units of max(1, |x|) / |d|) falls ever further below f(x), by more
+        than any scale of the problem. Used when a minimization fails to converge."""
+        nd = float(np.linalg.norm(d))
+        if not nd > 0:
+            return False
+        f0 = self.oracle.peek(x)
+        unit = max(1.0, float(np.linalg.norm(x))) / nd
+        f1, f2 = (self.oracle.peek(x + t * unit * d) for t in (1e4, 1e8))
+        if not (np.isfinite(f0) and np.isfinite(f1)):
+            return False
+        big = 1e3 * (1.0 + abs(f0))
+        return bool(f1 < f0 - big and (f2 == -np.inf or (np.isfinite(f2) and f2 < f1 - big)))
+
+    def _raise_unbounded(self, dim: int, x: np.ndarray, f: float | None) -> None:
+        raise UnboundedError(
+            f"the restricted problem on {dim} coordinates has no minimizer: the objective decreases without bound "
+            f"along a direction its iterates follow (|x| = {float(np.linalg.norm(x)):.3g}, "
+            f"f = {f if f is not None else self.oracle.peek(x):.4g}), so it is unbounded below on the feasible set",
+            hint="add a term with curvature (for example a ridge term lam * sum_squares(w)) or check the signs",
+        )
+
     # ------------------------------------------------------------------ restricted minimization
     def restricted_method(self, method: str = "auto") -> str:
         if method not in RESTRICTED_METHODS:
@@ -223,6 +274,14 @@ class LoweredProblem:
             ridge_part = 0.0
         else:
             x, f, its, converged, ridge_part = self._coord_minimize(sub.cols, x0, ridge, method, tol, give_up)
+        start = x0 if x0 is not None else np.zeros(self.n)
+        scale = 1.0 + float(np.linalg.norm(start))
+        if (f is not None and f == -np.inf) or float(np.linalg.norm(x)) > 1e12 * scale:
+            self._raise_unbounded(sub.dim, x, f)
+        far = float(np.linalg.norm(x - start)) > 1e4 * scale  # a Newton step into a flat region
+        # (a solve abandoned at give_up stopped on purpose: not a sign of an unbounded objective)
+        if (not converged or far) and give_up is None and self.runs_away(x, x - start):
+            self._raise_unbounded(sub.dim, x, f)
         g = None
         if grad:
             f, g = self.oracle.value_and_grad(x)
@@ -602,13 +661,27 @@ def _operator(m: Any, d: int) -> LinearOperator:
 
 
 class Clock:
-    """Wall-clock timer for solver histories."""
+    """Wall-clock timer for solver histories; time spent in ``paused()`` (logging the objective
+    for the history) is not counted."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
+        self.off = 0.0
 
     def __call__(self) -> float:
-        return time.perf_counter() - self.t0
+        return time.perf_counter() - self.t0 - self.off
+
+    def paused(self) -> Any:
+        clock = self
+
+        class _Pause:
+            def __enter__(self) -> None:
+                self.t = time.perf_counter()
+
+            def __exit__(self, *exc: Any) -> None:
+                clock.off += time.perf_counter() - self.t
+
+        return _Pause()
 
 
 def require_sparsity(lp: LoweredProblem, solver: str) -> CoordinateSparsity:

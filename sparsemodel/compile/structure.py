@@ -74,34 +74,39 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             return float(e.constant_value())
         return None
 
-    def visit(e: Expr, c: float) -> None:
+    work: list[tuple[str, Expr, float, np.ndarray | None]] = []  # an explicit stack: no recursion per term
+
+    def todo(kind: str, e: Expr, c: float, w: np.ndarray | None = None) -> None:
+        work.append((kind, e, c, w))
+
+    def visit(e: Expr, c: float, w: np.ndarray | None = None) -> None:
         if e.is_constant():
             const[0] += c * float(np.sum(dense(e.constant_value())))
             return
         if isinstance(e, Sub):
-            visit(e.args[0], c)
-            visit(e.args[1], -c)
+            todo("v", e.args[1], -c)
+            todo("v", e.args[0], c)
             return
         if isinstance(e, Add):
             if e.args[0].shape != e.shape or e.args[1].shape != e.shape:
                 raise _NotComposite
-            visit(e.args[0], c)
-            visit(e.args[1], c)
+            todo("v", e.args[1], c)
+            todo("v", e.args[0], c)
             return
         if isinstance(e, Neg):
-            visit(e.args[0], -c)
+            todo("v", e.args[0], -c)
             return
         if isinstance(e, Div):
             s = scalar_const(e.args[1])
             if s is None:
                 raise _NotComposite
-            visit(e.args[0], c / s)
+            todo("v", e.args[0], c / s)
             return
         if isinstance(e, Mul):
             for i in (0, 1):
                 s = scalar_const(e.args[i])
                 if s is not None:
-                    visit(e.args[1 - i], c * s)
+                    todo("v", e.args[1 - i], c * s)
                     return
             raise _NotComposite
         if e.shape != ():
@@ -111,7 +116,7 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             return
         if isinstance(e, (A.sum, A.mean)) and e.axis is None:
             scale = c / (e.args[0].size if isinstance(e, A.mean) else 1)
-            summand(e.args[0], scale, None)
+            todo("s", e.args[0], scale)
             return
         if isinstance(e, A.sum_squares) and e.args[0].curvature == AFFINE:
             terms.append(RawTerm(c, A.square(e.args[0]), e.args[0]))
@@ -147,11 +152,11 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             terms.append(RawTerm(c, e, e.args[0], weights=w, rowwise=True))
             return
         if isinstance(e, (Add, Sub)) and e.args[0].shape == e.shape and e.args[1].shape == e.shape:
-            summand(e.args[0], c, w)
-            summand(e.args[1], -c if isinstance(e, Sub) else c, w)
+            todo("s", e.args[1], -c if isinstance(e, Sub) else c, w)
+            todo("s", e.args[0], c, w)
             return
         if isinstance(e, Neg):
-            summand(e.args[0], -c, w)
+            todo("s", e.args[0], -c, w)
             return
         if isinstance(e, (Mul, Div)):
             a, b = e.args
@@ -167,17 +172,20 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             else:
                 raise _NotComposite
             if np.ndim(k) == 0:
-                summand(other, c * float(k), w)
+                todo("s", other, c * float(k), w)
                 return
             if other.shape != e.shape:
                 raise _NotComposite
             kk = np.broadcast_to(k, e.shape).ravel()
-            summand(other, c, kk if w is None else w * kk)
+            todo("s", other, c, kk if w is None else w * kk)
             return
         raise _NotComposite
 
+    todo("v", objective, 1.0)
     try:
-        visit(objective, 1.0)
+        while work:
+            kind, e, c, w = work.pop()
+            (visit if kind == "v" else summand)(e, c, w)
     except _NotComposite:
         return None
     return Composite(terms, const[0])

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import sympy
-from lark import Transformer, v_args
+from lark import Transformer_NonRecursive, v_args
 
 from ..errors import ModelError, NameResolutionError, Span
 from ..model.expr import Constant, Data, Parameter
@@ -18,7 +18,7 @@ from .parser import ModelBuilder, _did_you_mean, _span, _what
 
 
 @v_args(meta=True)
-class SympyBuilder(Transformer):
+class SympyBuilder(Transformer_NonRecursive):
     """Turns the body of ``func NAME(arg) = body`` into a sympy expression (params by value)."""
 
     def __init__(self, builder: ModelBuilder, fname: str, arg: str):

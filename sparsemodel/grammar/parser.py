@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from .. import io as smio
@@ -365,7 +365,7 @@ def _structural_name(obj: Any) -> str | None:
 
 
 @v_args(meta=True)
-class ExprBuilder(Transformer):
+class ExprBuilder(Transformer_NonRecursive):
     """Builds model expressions (``sparsemodel.model.expr`` nodes) from expression parse trees."""
 
     def __init__(self, builder: ModelBuilder):
@@ -545,9 +545,10 @@ class ModelBuilder:
             handler = getattr(self, f"_{stmt.data}")
             handler(stmt)
         if self.objective is None:
+            line, col = _end_position(self.source)  # point at the end: that is where it is missing
             raise ModelError(
                 f"{self.source.name} has no minimize statement",
-                None,
+                Span(self.source, line, max(1, col - 1), line, col),
                 "a model needs an objective: minimize EXPR",
             )
         self._check_k_range()
@@ -834,7 +835,7 @@ class ModelBuilder:
             if not e.is_constant() or e.shape != ():
                 raise ShapeError(f"the dimension {e} of var {name} must be a number", dspan)
             v = float(e.constant_value())
-            if v != int(v) or v <= 0:
+            if not np.isfinite(v) or v != int(v) or v <= 0:
                 raise ShapeError(
                     f"the dimension {e} of var {name} is {v:g}; dimensions must be positive integers", dspan
                 )
@@ -1010,9 +1011,9 @@ class ModelBuilder:
             else:
                 try:
                     values = expand_range(*vals)
-                except ValueError:
+                except ValueError as exc:
                     raise ModelError(
-                        f"the range {text} is empty or invalid",
+                        f"the range {text} is empty or invalid ({exc})",
                         rspan,
                         "write START:STOP:STEP with START <= STOP and STEP > 0 (STOP is included)",
                     ) from None

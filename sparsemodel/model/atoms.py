@@ -94,7 +94,7 @@ class Atom(Expr):
             )
         return f"{self} is {self.curvature}"
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         inner = ", ".join(str(a) for a in self.args)
         extra = self.extra_repr()
         return f"{self.name}({inner}{', ' + extra if extra else ''})"

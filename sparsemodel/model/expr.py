@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ModelError, ShapeError, Span
+from ..errors import DataError, ModelError, ShapeError, Span
 
 # curvature
 CONSTANT = "constant"
@@ -165,6 +165,7 @@ class Expr:
         self.uid = next(_ids)
         self._curv: str | None = None
         self._sign: str | None = None
+        self._text: str | None = None
 
     # ---------- structure ----------
     @property
@@ -197,17 +198,47 @@ class Expr:
         return self.curvature == CONSTANT
 
     # ---------- DCP ----------
+    def _fill(self, attr: str, compute: Any, deps: Any = None) -> Any:
+        """A cached per-node attribute, computed bottom-up without recursion (a sum of 10,000
+        terms is a chain 10,000 deep), descending only into nodes where it is still missing;
+        ``deps(node)`` names the children a node's value reads (default: all)."""
+        stack: list[tuple[Expr, bool]] = [(self, False)]
+        while stack:
+            node, ready = stack.pop()
+            if getattr(node, attr) is not None:
+                continue
+            if ready:
+                setattr(node, attr, compute(node))
+                continue
+            stack.append((node, True))
+            for a in node.args if deps is None else deps(node):
+                if getattr(a, attr) is None:
+                    stack.append((a, False))
+        return getattr(self, attr)
+
     @property
     def curvature(self) -> str:
         if self._curv is None:
-            self._curv = self._curvature()
+            self._fill("_curv", lambda n: n._curvature())
         return self._curv
 
     @property
     def sign(self) -> str:
         if self._sign is None:
-            self._sign = self._sign_of()
+            self._fill("_sign", lambda n: n._sign_of())
         return self._sign
+
+    def __str__(self) -> str:
+        """The expression as the model language writes it (computed once per node, bottom-up)."""
+        if self._text is None:
+            self._fill("_text", lambda n: n._render(), lambda n: n._text_deps())
+        return self._text
+
+    def _text_deps(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def _render(self) -> str:  # pragma: no cover - every subclass defines it
+        raise TypeError(type(self).__name__)
 
     def _curvature(self) -> str:  # pragma: no cover - every subclass defines it
         raise TypeError(type(self).__name__)
@@ -321,6 +352,14 @@ class Expr:
 class Leaf(Expr):
     precedence = 100
 
+    @property
+    def _text(self) -> str:  # a leaf's text is live: a front end may name it after creation
+        return self.__str__()
+
+    @_text.setter
+    def _text(self, value: str | None) -> None:
+        pass
+
     def __init__(self, shape: Shape, name: str | None, span: Span | None):
         super().__init__((), shape, span)
         self.name = name
@@ -339,7 +378,7 @@ class Variable(Leaf):
         symmetric: bool = False,
         span: Span | None = None,
     ):
-        shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+        shp = _dims(shape, name, span)
         if any(d <= 0 for d in shp):
             raise ShapeError(f"variable {name or ''} has dimensions {fmt_shape(shp)}; each must be positive", span)
         if symmetric and (len(shp) != 2 or shp[0] != shp[1]):
@@ -355,14 +394,47 @@ class Variable(Leaf):
         raise TypeError("variables are evaluated by the evaluator")
 
 
+def _dims(shape: Any, name: str | None, span: Span | None) -> tuple[int, ...]:
+    """A variable's shape from an int or a sequence of ints (a ShapeError otherwise)."""
+    items = shape if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for d in items:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise ShapeError(
+                f"variable {name or ''} has the dimension {d!r}; dimensions are positive integers",
+                span,
+                "write Variable(5), Variable((3, 4)) or Variable([3, 4])",
+            )
+        out.append(int(d))
+    return tuple(out)
+
+
 class Data(Leaf):
     """Data bound to a name (a matrix, vector or scalar; dense or scipy.sparse)."""
 
     def __init__(self, value: Any, name: str | None = None, span: Span | None = None, kind: str | None = None):
-        if sp.issparse(value):
-            v = value.tocsr().astype(float)
-        else:
-            v = np.asarray(value, dtype=float)
+        try:
+            if sp.issparse(value):
+                v = value.tocsr().astype(float)
+            else:
+                v = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise DataError(
+                f"data {name or ''} of type {type(value).__name__} is not numeric",
+                span,
+                "give numbers: an array or a scipy.sparse matrix",
+            ) from None
+        vals = v.data if sp.issparse(v) else v
+        bad = ~np.isfinite(vals)
+        if bad.any():
+            nan, inf = int(np.isnan(vals).sum()), int(bad.sum() - np.isnan(vals).sum())
+            what = " and ".join(t for t in (f"{nan} NaN" if nan else "", f"{inf} infinite" if inf else "") if t)
+            raise DataError(
+                f"data {name or f'of shape {fmt_shape(v.shape)}'} holds {what} value(s) (first at index "
+                f"{tuple(int(i) for i in np.argwhere(bad)[0])})",
+                span,
+                "remove or impute the missing values before building the model",
+            )
         super().__init__(v.shape, name, span)
         self.value = v
         self.kind = kind
@@ -442,9 +514,25 @@ class Add(Expr):
     def __init__(self, a: Expr, b: Expr, span: Span | None = None):
         super().__init__((a, b), broadcast_shapes(a.shape, b.shape, self.op, a, b, span), span or _join(a, b))
 
-    def __str__(self) -> str:
-        a, b = self.args
-        return f"{self.wrap(a)} {self.op} {self.wrap(b, self.precedence + 1)}"
+    def _spine(self) -> tuple[Expr, list[tuple[str, Expr]]]:
+        """The leftmost operand and the (operator, right operand) pairs of a chain of + and -."""
+        rights = []
+        node: Expr = self
+        while isinstance(node, Add):
+            rights.append((node.op, node.args[1]))
+            node = node.args[0]
+        rights.reverse()
+        return node, rights
+
+    def _text_deps(self) -> tuple[Expr, ...]:
+        first, rights = self._spine()
+        return (first,) + tuple(b for _, b in rights)
+
+    def _render(self) -> str:  # the whole chain at once: linear in its length
+        first, rights = self._spine()
+        parts = [self.wrap(first)]
+        parts += [f" {op} {self.wrap(b, self.precedence + 1)}" for op, b in rights]
+        return "".join(parts)
 
     def _curvature(self) -> str:
         a, b = self.args
@@ -495,7 +583,7 @@ class Neg(Expr):
     def __init__(self, a: Expr, span: Span | None = None):
         super().__init__((a,), a.shape, span or a.span)
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         return f"-{self.wrap(self.args[0])}"
 
     def _curvature(self) -> str:
@@ -520,7 +608,7 @@ class Mul(Expr):
     def __init__(self, a: Expr, b: Expr, span: Span | None = None):
         super().__init__((a, b), broadcast_shapes(a.shape, b.shape, self.op, a, b, span), span or _join(a, b))
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         a, b = self.args
         return f"{self.wrap(a)} {self.op} {self.wrap(b, self.precedence + 1)}"
 
@@ -560,6 +648,16 @@ class Mul(Expr):
 
 class Div(Mul):
     op = "/"
+
+    def __init__(self, a: Expr, b: Expr, span: Span | None = None):
+        super().__init__(a, b, span)
+        if b.is_constant():
+            with np.errstate(all="ignore"):
+                v = b.constant_value()
+                zero = not np.all(np.abs(dense(v)) > 0)
+            if zero:
+                what = f"{b} is 0" if b.shape == () else f"{b} has zero entries"
+                raise ModelError(f"division by zero in {self}: {what}", self.span, "divide by a nonzero constant")
 
     def _curvature(self) -> str:
         a, b = self.args
@@ -611,7 +709,7 @@ class MatMul(Expr):
         span = span or _join(a, b)
         super().__init__((a, b), matmul_shape(a.shape, b.shape, a, b, span), span)
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         a, b = self.args
         return f"{self.wrap(a)} @ {self.wrap(b, self.precedence + 1)}"
 
@@ -671,7 +769,7 @@ class Transpose(Expr):
     def __init__(self, a: Expr, span: Span | None = None):
         super().__init__((a,), a.shape[::-1], span or a.span)
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         return f"{self.wrap(self.args[0])}'"
 
     def _curvature(self) -> str:
@@ -733,7 +831,7 @@ class Index(Expr):
         super().__init__((a,), shape, span)
         self.key = k
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         return f"{self.wrap(self.args[0])}[{_fmt_key(self.key)}]"
 
     def flat_indices(self) -> np.ndarray:

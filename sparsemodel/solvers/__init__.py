@@ -10,6 +10,7 @@ from . import (
     iht,  # noqa: F401  (registers iht)
     lasso,  # noqa: F401  (registers lasso)
     nuclear,  # noqa: F401  (registers nuclear)
+    stochastic,  # noqa: F401  (registers hsg_ht, ahsg_ht, sg_ht, svrg_ht)
 )
 from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for
 
@@ -28,6 +29,10 @@ ORDER = (
     "foba",
     "lasso",
     "nuclear",
+    "hsg_ht",
+    "ahsg_ht",
+    "sg_ht",
+    "svrg_ht",
 )
 for _name in sorted(REGISTRY, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
     REGISTRY[_name] = REGISTRY.pop(_name)

@@ -169,19 +169,25 @@ class ARHT(Solver):
             "auto",
             "regularization weight: a number, or 'auto' = rho_2^+ over 2 constrained coordinates (truncated power)",
             "float_or_auto",
+            low=0,
+            open_low=True,
         ),
         "progress": Option(
-            "auto", "c in the progress test g(x_t)-g(x_t+1) >= c/s (g(x_t)-opt); 'auto' from settings", "float_or_auto"
+            "auto",
+            "c in the progress test g(x_t)-g(x_t+1) >= c/s (g(x_t)-opt); 'auto' from settings",
+            "float_or_auto",
+            low=0,
+            open_low=True,
         ),
-        "restarts": Option(None, "core runs per ARHT_robust call (none: from settings)", "int_or_none"),
-        "max_iter": Option(None, "iterations per core run (none: T = 2 s log((f(0)-B)/eps'))", "int_or_none"),
+        "restarts": Option(None, "core runs per ARHT_robust call (none: from settings)", "int_or_none", low=1),
+        "max_iter": Option(None, "iterations per core run (none: T = 2 s log((f(0)-B)/eps'))", "int_or_none", low=1),
         "eps": Option(
             "auto", "target error of the binary search: a number, or 'auto' = 1e-3 (f(x0) - B)", "float_or_auto"
         ),
         "lower": Option(
             "auto", "B, a lower bound on the optimal value: a number, or 'auto' = min_x f(x)", "float_or_auto"
         ),
-        "seed": Option(0, "seed of the sampling of line 21 (none: not reproducible)", "int_or_none"),
+        "seed": Option(0, "seed of the sampling of line 21 (none: not reproducible)", "int_or_none", low=0),
         "init": INIT,
         "polish": Option(True, "a core run returns the f-minimizer on its support (false: x(T), Algorithm 5)", bool),
         "all_restarts": Option(False, "run every restart even after one reached opt (Algorithm 6 verbatim)", bool),

@@ -57,18 +57,21 @@ class Auto(Solver):
             ("auto", "grahtp", "fgrahtp", "omp", "screen"),
         ),
         "search": Option(True, "run the swap search after the start (false: the start alone)", bool),
-        "exchange": Option(5, "most disjoint swaps tried at once (halved until a set lowers f; ABESS's C_max)", int),
-        "tries": Option(4, "single swaps checked exactly after the model's best one fails to lower f", int),
+        "exchange": Option(
+            5, "most disjoint swaps tried at once (halved until a set lowers f; ABESS's C_max)", int, low=1
+        ),
+        "tries": Option(4, "single swaps checked exactly after the model's best one fails to lower f", int, low=0),
         "candidates": Option(
-            64, "unselected units scored in pairs per step (widened until the model's best is exact)", int
+            64, "unselected units scored in pairs per step (widened until the model's best is exact)", int, low=1
         ),
         "pool": Option(
             256,
             "unselected units modelled per step: the pool of largest g_i^2 / H_ii (ABESS's forward "
             "sacrifice; ||g_I||^2 for groups); none: every unit",
             "int_or_none",
+            low=1,
         ),
-        "max_iter": Option(1000, "maximum number of accepted swap steps", int),
+        "max_iter": Option(1000, "maximum number of accepted swap steps (search=false: none)", int, low=1),
         "min_decrease": MIN_DECREASE,
         "restricted": RESTRICTED,
     }

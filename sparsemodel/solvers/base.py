@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..compile.lowered import RESTRICTED_METHODS
-from ..errors import SolverError
+from ..errors import SolverError, UnboundedError
 from ..util import jsonable
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ CONVERGED = "converged"
 MAX_ITER = "max_iter"
 DIVERGED = "diverged"
 INFEASIBLE = "infeasible"
+UNBOUNDED = "unbounded"
 
 # which family of paper handles constraint kinds not served by any registered solver yet
 PLANNED = {
@@ -43,6 +44,10 @@ class Option:
     help: str
     type: Callable[[Any], Any] | str = float
     choices: tuple[Any, ...] | None = None
+    low: float | None = None  # numeric values must be >= low (> low with open_low)
+    high: float | None = None  # and <= high (< high with open_high)
+    open_low: bool = False
+    open_high: bool = False
 
     def convert(self, name: str, solver: str, value: Any) -> Any:
         t = self.type
@@ -75,7 +80,22 @@ class Option:
             )
         if isinstance(v, float) and not math.isfinite(v):
             raise SolverError(f"option {name}={value!r} of {solver} must be finite")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            lo_bad = self.low is not None and (v <= self.low if self.open_low else v < self.low)
+            hi_bad = self.high is not None and (v >= self.high if self.open_high else v > self.high)
+            if lo_bad or hi_bad:
+                raise SolverError(
+                    f"{solver}: option {name} must be {self.range_text()}; got {name}={value!r}",
+                    hint=f"{name}: {self.help}",
+                )
         return v
+
+    def range_text(self) -> str:
+        if self.low == 0 and self.high is None:
+            return "positive" if self.open_low else "nonnegative"
+        lo = "" if self.low is None else f"{'>' if self.open_low else '>='} {self.low:g}"
+        hi = "" if self.high is None else f"{'<' if self.open_high else '<='} {self.high:g}"
+        return " and ".join(t for t in (lo, hi) if t)
 
 
 def _type_name(t: Any) -> str:
@@ -244,12 +264,19 @@ class Solver:
 
     def check(self, lp: LoweredProblem) -> None:
         """Refuse constraint kinds this solver cannot handle, naming the solvers that can."""
-        for kind in sorted(lp.kinds):
-            if kind not in self.handles:
-                raise SolverError(
-                    f"{self.name} does not handle {describe_kind(kind)} constraints",
-                    hint=suggest_for(kind),
+        err = self.refuse(lp.problem.constraints)
+        if err is not None:
+            raise err
+
+    @classmethod
+    def refuse(cls, constraints: Any) -> SolverError | None:
+        """The error for the first constraint this solver cannot take (located at it), or None."""
+        for c in sorted(constraints, key=lambda c: c.kind):
+            if c.kind not in cls.handles:
+                return SolverError(
+                    f"{cls.name} does not handle {describe_kind(c.kind)} constraints", c.span, suggest_for(c.kind)
                 )
+        return None
 
     def solve(self, lp: LoweredProblem) -> Result:
         """Run on a fresh copy of ``lp`` (its own counters). A budget of 0 on a thresholded set is
@@ -257,9 +284,26 @@ class Solver:
         fitted by one restricted solve."""
         self.check(lp)
         lp = lp.fresh()
-        if lp.set is not None and lp.set.thresholds and lp.set.k == 0:
+        why = lp.unbounded_direction()
+        if why is None and lp.set is not None and lp.set.thresholds and lp.set.k == 0:
             return zero_budget(lp, self)
-        return self.run(lp)
+        try:
+            if why is not None:
+                raise UnboundedError(why)
+            res = self.run(lp)
+            x = np.concatenate([np.ravel(v) for v in res.values.values()]) if res.values else None
+            if x is not None and x.size == lp.n and res.status in (CONVERGED, MAX_ITER):
+                if float(np.linalg.norm(x)) > 1e4 and lp.runs_away(x, x):  # the iterates ran away
+                    raise UnboundedError(
+                        f"{self.name} ended at |x| = {float(np.linalg.norm(x)):.3g} with objective {res.objective:.4g}, "
+                        "and the objective keeps decreasing without bound along that direction: it has no minimizer "
+                        "on the feasible set"
+                    )
+            return res
+        except UnboundedError as exc:  # no minimizer: say so instead of reporting a point as converged
+            from ..compile.lowered import Clock
+
+            return finish(lp, self, lp.zeros(), UNBOUNDED, 0, Clock(), f=-np.inf, message=exc.message)
 
     def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -342,14 +386,20 @@ def finish(
     The bound and the support come from the constraint set."""
     if f is None:
         f = lp.oracle.peek(x)
-    if not np.isfinite(f) and status != DIVERGED:
+    if not np.isfinite(f) and status not in (DIVERGED, UNBOUNDED):
         status = INFEASIBLE
         message = message or (
             f"the objective is {f} at the returned point: it lies outside the domain of the loss "
             "(for example logdet or log of a non-positive argument); start inside the domain with init=..."
         )
     s = lp.set
-    if certificate is None and gamma is not None and s is not None and s.thresholds and status != DIVERGED:
+    if (
+        certificate is None
+        and gamma is not None
+        and s is not None
+        and s.thresholds
+        and status not in (DIVERGED, UNBOUNDED)
+    ):
         certificate = ht_certificate(lp, x, gamma)
     var = lp.primary
     values = lp.unpack(x)

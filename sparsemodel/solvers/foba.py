@@ -75,8 +75,16 @@ class FoBa(Solver):
     summary = "adaptive forward-backward greedy selection (FoBa): add the best coordinate, drop cheap ones"
     reference = "Zhang (NIPS 2008; IEEE TIT 2011), Figure 1; baseline of paper 000, Section 6.1"
     options = {
-        "nu": Option(0.5, "backward steps remove while the increase of f is <= nu * forward gain (0 < nu < 1)", float),
-        "eps": Option(0.0, "stop when the best forward step decreases f by no more than eps", float),
+        "nu": Option(
+            0.5,
+            "backward steps remove while the increase of f is <= nu * forward gain (0 < nu < 1)",
+            float,
+            low=0,
+            high=1,
+            open_low=True,
+            open_high=True,
+        ),
+        "eps": Option(0.0, "stop when the best forward step decreases f by no more than eps", float, low=0),
         "scoring": Option(
             "exact",
             "exact: refit for every candidate (fully corrective); paper: Zhang's single-coordinate "
@@ -90,7 +98,7 @@ class FoBa(Solver):
             str,
             ("level", "last"),
         ),
-        "max_iter": Option(1000, "maximum number of forward steps", int),
+        "max_iter": Option(1000, "maximum number of forward steps", int, low=1),
         "init": Option(
             "zeros",
             "warm start of the first restricted solve (free coordinates only; the support starts empty): "

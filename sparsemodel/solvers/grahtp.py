@@ -65,7 +65,6 @@ class GraHTP(Solver):
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
-    default_debias = True
     default_eta = "local"  # what eta='auto' means (measured: see the module docstring)
     options = {
         "eta": Option(
@@ -76,9 +75,11 @@ class GraHTP(Solver):
             "(rank 2r for rank constraints); 'auto' = 'local' for GraHTP, 'bb' for FGraHTP",
             "float_or_name",
             STEP_RULES,
+            low=0,
+            open_low=True,
         ),
-        "max_iter": Option(500, "maximum number of iterations", int),
-        "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float),
+        "max_iter": Option(500, "maximum number of iterations", int, low=1),
+        "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float, low=0),
         "debias": Option(True, "S3 debiasing (GraHTP); false truncates instead (FGraHTP)", bool),
         "backtracking": Option(
             True, "halve eta when an iteration would increase f (false: the paper's fixed step)", bool
@@ -93,11 +94,6 @@ class GraHTP(Solver):
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
         "restricted": restricted_option("step S3"),
     }
-
-    def __init__(self, **opts: Any):
-        if "debias" not in opts:
-            opts["debias"] = self.default_debias
-        super().__init__(**opts)
 
     def _curvature_step(self, lp: LoweredProblem, x: np.ndarray) -> float:
         M = lp.mean_curvature(x=x)
@@ -264,5 +260,8 @@ class FGraHTP(GraHTP):
     name = "fgrahtp"
     summary = "Fast GraHTP: gradient step then truncation to the top k (nonlinear IHT)"
     reference = "paper 000, Algorithm 1 (FGraHTP)"
-    default_debias = False
     default_eta = "bb"
+    options = {
+        **GraHTP.options,
+        "debias": Option(False, "S3 debiasing (GraHTP); false truncates instead (FGraHTP)", bool),
+    }

@@ -82,8 +82,8 @@ class GraSP(Solver):
     summary = "Gradient Support Pursuit: debias over top-2k gradient ∪ current support, then prune to k"
     reference = "Bahmani, Raj, Boufounos (JMLR 2013), Algorithm 1; paper 000, Section 3.2"
     options = {
-        "max_iter": Option(100, "maximum number of iterations", int),
-        "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float),
+        "max_iter": Option(100, "maximum number of iterations", int, low=1),
+        "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float, low=0),
         "prune": Option(
             "debias",
             "step 5: 'debias' refits on b's top k entries every iteration (the default: on non-quadratic "

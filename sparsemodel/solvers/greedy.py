@@ -56,6 +56,7 @@ MIN_DECREASE = Option(
     1e-12,
     "a swap must lower f by more than min_decrease * max(1, |f|) to count (0: the papers' strict test)",
     float,
+    low=0,
 )
 
 
@@ -180,7 +181,7 @@ class Forward(_Stepwise):
 def _swap_options(max_iter_help: str) -> dict[str, Option]:
     return {
         "init": INIT,
-        "max_iter": Option(1000, max_iter_help, int),
+        "max_iter": Option(1000, max_iter_help, int, low=1),
         "min_decrease": MIN_DECREASE,
         "restricted": RESTRICTED,
     }

@@ -73,9 +73,11 @@ class IHT(Solver):
             "auto",
             "step size: a number, or 'auto' = 1/L_s with L_s = lp.smoothness(2s) (truncated power estimate)",
             "float_or_auto",
+            low=0,
+            open_low=True,
         ),
-        "max_iter": Option(5000, "maximum number of iterations (T of Algorithm 1)", int),
-        "tol": Option(1e-10, "stop when ||x(t+1)-x(t)|| <= tol ||x(t)|| (0: run max_iter iterations)", float),
+        "max_iter": Option(5000, "maximum number of iterations (T of Algorithm 1)", int, low=1),
+        "tol": Option(1e-10, "stop when ||x(t+1)-x(t)|| <= tol ||x(t)|| (0: run max_iter iterations)", float, low=0),
         "backtracking": Option(
             True,
             "halve gamma when an iteration would increase f (never fires when gamma <= 1/L_s); "

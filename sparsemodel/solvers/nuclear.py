@@ -59,7 +59,7 @@ class Nuclear(Solver):
     options = {
         "zero_tol": Option(1e-6, "a singular value counts when it exceeds zero_tol * sigma_1", float),
         **search_options("(N)"),
-        "tol": Option(1e-9, "proximal-gradient stopping tolerance on the relative step (numpy backend)", float),
+        "tol": Option(1e-9, "proximal-gradient stopping tolerance on the relative step (numpy backend)", float, low=0),
         "debias": Option(True, "refit f on the subspaces of the relaxed solution (false: report it itself)", bool),
         "backend": Option(
             "auto",

@@ -33,7 +33,7 @@ def search_options(problem: str) -> dict[str, Option]:
             1e-7, "stop the search when the lambda bracket is narrower than a factor 1 + lambda_tol", float
         ),
         "min_ratio": Option(1e-4, "smallest lambda tried, as a fraction of lambda_max", float),
-        "max_solves": Option(200, f"maximum number of solves of {problem} along the search", int),
+        "max_solves": Option(200, f"maximum number of solves of {problem} along the search", int, low=1),
     }
 
 
