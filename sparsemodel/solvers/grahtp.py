@@ -19,16 +19,36 @@ The same three steps run on any constraint set of :mod:`sparsemodel.compile.sets
 subspaces, S3 minimizes f over {U C} (the column space of the S2 point; see ``LowRank``), and the
 stopping rule F(t) = F(t-1) compares column spaces.
 
-Step size. ``eta='rss'`` is the paper's choice eta = 1/(2 M_2k) (Remark 6, Section 6.2.1), with
-M_2k estimated by the truncated power method; Lemma 13 then guarantees that f decreases. Deviation
-for accuracy (the default ``eta='auto'``): that step is so short that S2 rarely swaps coordinates
-and GraHTP stops early at poor supports (on the Section 6.1 problem, n=250, it stalled in 3 of 10
-trials at objectives 10-60 times the truth's), which the paper itself warns about below (3).
-'auto' takes the unit step of HTP for normalized columns (Foucart 2011), eta = 1 / mean diag(H)
-over the constrained coordinates (Hutchinson estimate), and keeps f monotone by backtracking:
-an iteration that would increase f is rejected and eta halved (``backtracking=true``).
-``backtracking=false`` runs the fixed-step iteration unchanged; it stops with status ``diverged``
-if f becomes non-finite or grows persistently.
+Step size (option ``eta``; measurements in docs/solvers.md, "The GraHTP step rule"). ``'rss'`` is
+the paper's choice eta = 1/(2 M_2k) (Remark 6, Section 6.2.1), with M_2k estimated by the truncated
+power method; Lemma 13 then guarantees that f decreases. Deviation for accuracy: that step is so
+short that S2 rarely swaps coordinates and GraHTP stops early at poor supports (on the Section 6.1
+problem, n=250, it stalled in 3 of 10 trials at objectives 10-60 times the truth's; on the Section
+6.2 logistic protocol it stopped after two iterations 10-30 times above ELS's objective), which the
+paper itself warns about below (3). The rules:
+
+* ``'local'`` (GraHTP's default): eta_t = 1 / mean_{j in C} H_jj(x_t), HTP's unit step for
+  normalized columns (Foucart 2011) at the curvature of the current iterate, recomputed every
+  iteration; the diagonal is exact from the design's columns for every loss (built-in atoms and
+  ``func``s alike, so one function spelled two ways gets one step), O(rows) per iteration. On least
+  squares (a constant Hessian) it is ``'htp'``.
+* ``'htp'``: the same at the start, then fixed (the former default).
+* ``'bb'`` (FGraHTP's default): Barzilai-Borwein, eta = s's / s'y for the last changes s of x and y
+  of the gradient (``'local'`` when s'y <= 0).
+
+Every rule keeps f monotone by backtracking: an iteration that would increase f is rejected and
+eta halved (``backtracking=true``; ``false`` runs the fixed step unchanged and stops with status
+``diverged`` if f becomes non-finite or grows persistently).
+
+Support-change line search (``search=true``, GraHTP only; a deviation, ``search=false`` is the
+paper's stopping rule): when the step leaves F(t) = F(t-1), eta is doubled until S2 selects another
+support (projections only), the debiased f there is computed, and that support is kept when f
+decreases; up to three supports are tried before GraHTP stops. The first one differs from F(t-1)
+by the largest gradient entry in and the smallest |x_j| out (OMPR's swap), so GraHTP no longer stops
+where OMPR would still improve f.
+
+The start is :meth:`LoweredProblem.inside_domain` (zero, or the free coordinates moved to where f is
+finite), and the curvature is measured there, never at a point outside the loss's domain.
 """
 
 from __future__ import annotations
