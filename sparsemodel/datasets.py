@@ -26,6 +26,20 @@ def sparse_linear_regression(
     return X, v, w
 
 
+def sparse_logistic_regression(
+    n: int, p: int = 500, k: int = 50, mean: float = 5.0, seed: int | None = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The simulation of paper 000, Section 6.2.1: the sparse w and the Gaussian design of Section
+    6.1 (:func:`sparse_linear_regression`), labels v in {-1, +1} drawn with
+    P(v = 1 | u) = exp(2 w'u) / (1 + exp(2 w'u)) (eq. 7). Returns (X, v, w)."""
+    X, _, w = sparse_linear_regression(n, p=p, k=k, mean=mean, seed=seed)
+    rng = np.random.default_rng(None if seed is None else seed + 10_000)
+    z = 2.0 * (X @ w)
+    prob = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
+    v = np.where(rng.random(n) < prob, 1.0, -1.0)
+    return X, v, w
+
+
 def low_rank_regression(
     n: int, p: int = 100, m: int = 30, r: int = 5, noise: float = 1.0, seed: int | None = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

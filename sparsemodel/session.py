@@ -202,6 +202,9 @@ def check(problem: Problem) -> CheckReport:
         if ce is None:
             try:
                 default = auto_solver(lp)
+                plan = getattr(REGISTRY[default], "plan", None)
+                if plan is not None:  # a pipeline: say what it runs on this problem
+                    default = f"{default} ({plan(lp)})"
             except SolverError as exc:
                 errors.append(exc)
     except ModelError as exc:

@@ -71,7 +71,11 @@ def test_solvers_registry(capsys):
 def test_check_reports_structure(capsys, model_dir):
     code, out, _ = run(capsys, "check", str(model_dir / "model.sm"))
     assert code == 0
-    assert "convexity   convex" in out and "least squares" in out and "auto        grahtp" in out
+    assert (
+        "convexity   convex" in out
+        and "least squares" in out
+        and "auto        auto (grahtp and screen starts, then the swap search)" in out
+    )
     assert "k = 5 of 40 coordinates" in out
 
 
@@ -83,7 +87,7 @@ def test_solve_json_has_the_documented_fields(capsys, model_dir):
         assert key in d
     w = np.load(model_dir / "w_true.npy")
     assert d["support"] == sorted(np.flatnonzero(w).tolist())
-    assert d["shape"] == [40] and len(d["x"]) == 40 and d["solver"] == "grahtp"
+    assert d["shape"] == [40] and len(d["x"]) == 40 and d["solver"] == "auto"
 
 
 def test_solve_options_k_and_data_rebinding(capsys, model_dir):
@@ -125,8 +129,10 @@ def test_bad_inputs_exit_2_with_a_message(capsys, model_dir):
     model = str(model_dir / "model.sm")
     code, _, err = run(capsys, "solve", model, "--solver", "grahpt")
     assert_user_error(code, err, "unknown solver 'grahpt'", "did you mean 'grahtp'")
-    code, _, err = run(capsys, "solve", model, "-o", "etta=1")
+    code, _, err = run(capsys, "solve", model, "--solver", "grahtp", "-o", "etta=1")
     assert_user_error(code, err, "no option 'etta'", "did you mean 'eta'")
+    code, _, err = run(capsys, "solve", model, "-o", "exchang=2")  # the default solver: auto
+    assert_user_error(code, err, "auto has no option 'exchang'", "did you mean 'exchange'")
     code, _, err = run(capsys, "solve", model, "--k", "41")
     assert_user_error(code, err, "has only 40 coordinates")
     code, _, err = run(capsys, "solve", model, "--data", "Y=foo.npy")

@@ -177,5 +177,9 @@ def test_pairs_refused_by_single_coordinate_solvers_and_infinite_objective_repor
     assert "allows none" in one.message and one.k == 1
     np.testing.assert_allclose(one.x, np.diag(np.diag(one.x)), atol=0)
     plain, _ = precision_problem(symmetric=False)  # x = 0 is outside the domain of logdet
-    r = plain.solve("omp")
+    r = plain.solve("omp")  # the start moves the free diagonal into the domain (O = I)
+    assert r.status == "converged" and np.isfinite(r.objective)
+    w = sm.Variable(3, name="w")  # no free coordinate to move: the infinite objective is reported
+    far = sm.Problem(sm.minimize(-sm.sum(sm.log(np.ones((4, 3)) @ w))), [sm.nnz(w) <= 1])
+    r = far.solve("omp")
     assert r.status == "infeasible" and "init" in r.message

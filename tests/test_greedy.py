@@ -481,3 +481,22 @@ def test_arht_rho_is_the_two_coordinate_smoothness_of_the_constrained_coordinate
         assert 0.8 * exact <= rho_2_plus(lp) <= exact * (1 + 1e-9)
     finally:
         arht_module.EXACT_RHO_BUDGET = saved
+
+
+def test_arht_reuse_of_core_runs_across_rounds_is_exact(monkeypatch):
+    """A round of the binary search reuses restart q's recorded run when its target leaves every
+    test of that run (line 12 and the progress test) unchanged: the answer, the bracket and the
+    history are exactly those of recomputing every run, with far fewer core runs computed."""
+    for seed, (make, k) in enumerate([(linreg, 5), (logreg, 4)]):
+        X, y, _ = correlated_regression(150, 30, 6, rho=0.6, noise=1.0, seed=seed)
+        prob = make(X, y if make is linreg else np.sign(y - np.median(y)), k)
+        fast = prob.solve("arht", seed=seed)
+        with monkeypatch.context() as mp:
+            mp.setattr(arht_module, "REPLAY", False)
+            slow = prob.solve("arht", seed=seed)
+        assert fast.extra["replayed_runs"] > 0 and slow.extra["replayed_runs"] == 0
+        assert fast.extra["core_runs"] + fast.extra["replayed_runs"] == slow.extra["core_runs"]
+        assert fast.objective == slow.objective and np.array_equal(fast.x, slow.x)
+        assert fast.history["lower"] == slow.history["lower"] and fast.extra["rounds"] == slow.extra["rounds"]
+        fresh = prob.solve("arht", seed=seed, reuse_runs=False)  # Algorithm 6's fresh randomness per run
+        assert fresh.extra["replayed_runs"] == 0 and fresh.objective <= fresh.extra["init_objective"] * (1 + 1e-12)

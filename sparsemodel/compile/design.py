@@ -284,8 +284,10 @@ class AffineMap:
                 continue
             if acc is None:
                 acc = M
-            elif sp.issparse(acc) or sp.issparse(M):
-                acc = sp.csc_matrix(acc) + sp.csc_matrix(M) if not (sp.issparse(acc) and sp.issparse(M)) else acc + M
+            elif sp.issparse(acc) and sp.issparse(M):
+                acc = acc + M
+            elif sp.issparse(acc) or sp.issparse(M):  # one block is dense: so is the sum
+                acc = (acc.toarray() if sp.issparse(acc) else acc) + (M.toarray() if sp.issparse(M) else M)
             else:
                 acc = acc + M
         if acc is None:
@@ -528,6 +530,14 @@ class Term:
         return isinstance(self.phi, A.square)
 
     @property
+    def curvature_sup(self) -> float | None:
+        """sup phi'' of the loss (a global curvature bound), as its atom states it (built-in or user
+        ``func``); 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2."""
+        if self.rowwise:
+            return 0.5
+        return getattr(self.phi, "curvature_sup", None)
+
+    @property
     def out_size(self) -> int:
         """Number of phi values: entries, or rows for a row-wise loss."""
         return self.map.shape[0] if self.rowwise else self.map.size
@@ -730,17 +740,14 @@ class Design:
         return f"sum of losses ({', '.join(names)}) of affine maps (Newton restricted solves)"
 
     def curvature_bound(self) -> float | None:
-        """max over terms of sup phi'' (None if some phi'' is unbounded, e.g. exp or log)."""
+        """max over terms of sup phi'' (None if some phi'' is unbounded, e.g. exp or log): each
+        term's :attr:`Term.curvature_sup`, which the atom states (built-in or user ``func``)."""
         bounds = []
         for t in self.terms:
-            if isinstance(t.phi, (A.square, A.huber)):
-                bounds.append(2.0)
-            elif isinstance(t.phi, A.logistic):
-                bounds.append(0.25)
-            elif t.rowwise:
-                bounds.append(0.5)  # the softmax Hessian diag(p) - p p' has norm <= 1/2
-            else:
+            b = t.curvature_sup
+            if b is None:
                 return None
+            bounds.append(b)
         return max(bounds, default=0.0)
 
     # ------------------------------------------------------------------ evaluation
@@ -766,12 +773,16 @@ class Design:
         """Hessian at x times v; with ``bound`` the Hessian with phi'' replaced by its global bound
         (for smoothness constants valid everywhere)."""
         out = np.zeros(self.n)
-        c = self.curvature_bound() if bound else None
+        use = bound and self.curvature_bound() is not None
         for t in self.terms:
             Jv = t.map.value(v) - t.map.b
-            if bound and c is not None and t.coef > 0:
-                cb = 2.0 if t.quadratic else c
-                r = cb * Jv if t.weights is None else cb * np.abs(t.weights) * Jv if not t.rowwise else cb * Jv
+            if use and t.coef > 0:  # each term's own bound: sup phi'' of its loss
+                cb = t.curvature_sup
+                if t.weights is None:
+                    r = cb * Jv
+                else:
+                    w = np.abs(t.weights)
+                    r = cb * (np.repeat(w, t.map.shape[1]) if t.rowwise else w) * Jv
             else:
                 z = t.map.value(x)
                 _, _, d2 = t.derivs(z, 2)
@@ -784,7 +795,10 @@ class Design:
         """Term i's whole Jacobian (n_i x n) when small enough to keep, else None."""
         if i not in self._full:
             t = self.terms[i]
-            self._full[i] = t.map.columns(np.arange(self.n)) if t.map.size * self.n <= FULL_LIMIT else None
+            # a map without data (a ridge, a selection of x) has a sparse Jacobian of at most size entries per block
+            sparse = getattr(t.map, "canonical", False) and all(b.op is None for b in t.map.blocks)
+            keep = t.map.size * self.n <= FULL_LIMIT or (sparse and t.map.size * len(t.map.blocks) <= FULL_LIMIT)
+            self._full[i] = t.map.columns(np.arange(self.n)) if keep else None
         return self._full[i]
 
     def term_columns(self, i: int, cols: np.ndarray) -> Any:
@@ -801,7 +815,9 @@ class Design:
         out = []
         for i in range(len(self.terms)):
             J = self.term_columns(i, cols)
-            if sp.issparse(J) and J.shape[0] * J.shape[1] <= DENSE_LIMIT:
+            size = J.shape[0] * J.shape[1]
+            # dense up to DENSE_LIMIT entries, except a large and mostly empty block (a ridge's selection)
+            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or size <= 200_000):
                 J = J.toarray()
             out.append(J)
         if len(self._cache) >= 8:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.linalg.lapack import dpotrf, dpotrs
 from scipy.sparse.linalg import LinearOperator
 
 from .design import Reduced
@@ -70,11 +71,19 @@ def evaluate(
 class _State:
     """Affine values and loss derivatives of m problems at their current coefficients."""
 
-    def __init__(self, rd: Reduced, U: np.ndarray, extra: list[np.ndarray] | None, ridge: np.ndarray | None):
+    def __init__(
+        self,
+        rd: Reduced,
+        U: np.ndarray,
+        extra: list[np.ndarray] | None,
+        ridge: np.ndarray | None,
+        extra_lin: np.ndarray | None = None,
+    ):
         self.rd = rd
         self.U = U.copy()
         self.d = rd.d
         self.extra = extra  # per term (m, size_t): the extra column of each problem
+        self.extra_lin = extra_lin  # (m,): the linear terms' coefficient of each extra column
         self.ridge = ridge
         self.Z = [self._z(t_i, self.U) for t_i in range(len(rd.terms))]
         self.D = [t.derivs(z, 2) for t, z in zip(rd.terms, self.Z)]
@@ -100,6 +109,9 @@ class _State:
             g[:, : self.d] += t.coef * _apply_t(rd.Js[t_i], d1[idx])
             if self.extra is not None:
                 g[:, self.d] += t.coef * np.einsum("ij,ij->i", self.extra[t_i][idx], d1[idx])
+        if self.extra_lin is not None:
+            f += U[:, self.d] * self.extra_lin[idx]
+            g[:, self.d] += self.extra_lin[idx]
         if self.ridge is not None:
             f += 0.5 * (U * U) @ self.ridge
             g += U * self.ridge
@@ -131,6 +143,11 @@ class _State:
                 for a in range(m):
                     if sp.issparse(J):
                         H[a, :d, :d] += t.coef * (J.T @ J.multiply(d2[a][:, None])).toarray()
+                    elif (
+                        d2[a].min() >= 0
+                    ):  # B'B with B = J sqrt(phi''): numpy runs syrk on a product with its transpose
+                        Bm = J * np.sqrt(d2[a])[:, None]
+                        H[a, :d, :d] += t.coef * (Bm.T @ Bm)
                     else:
                         H[a, :d, :d] += t.coef * (J.T @ (J * d2[a][:, None]))
             if self.extra is not None:
@@ -170,6 +187,8 @@ class _State:
             dv = t.derivs(z, 2)
             f += t.coef * dv[0].sum(axis=1)
             keep.append((z, dv))
+        if self.extra_lin is not None:
+            f += U[:, self.d] * self.extra_lin[idx]
         if self.ridge is not None:
             f += 0.5 * (U * U) @ self.ridge
         return f, keep
@@ -229,30 +248,52 @@ def newton(
     U0: np.ndarray,
     *,
     extra: list[np.ndarray] | None = None,
+    extra_lin: np.ndarray | None = None,
     fixed: np.ndarray | None = None,
     ridge: np.ndarray | None = None,
     l1: np.ndarray | None = None,
     tol: float = 1e-12,
     kkt_tol: float | None = None,
     max_iter: int = 100,
+    give_up: float | None = None,
 ) -> NewtonResult:
     """Minimize m problems  f(u) [+ ridge/2 ||u||^2] [+ sum l1_j |u_j|]  over u = U[a].
 
     ``U0`` (m, D): warm starts, D = d (+1 with ``extra``, the extra column of each problem per
-    term, (m, size_t)). ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
+    term, (m, size_t), and ``extra_lin`` (m,) the linear terms' coefficient of each extra column). ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
     holds them at 0). A problem stops when its Newton decrement is below ``2 tol (1 + |f|)`` (or,
     with ``l1``, when the minimum-norm subgradient is below ``kkt_tol``), or when the line search
-    finds no decrease (at the optimum numerically).
+    finds no decrease (at the optimum numerically). ``give_up`` (smooth problems): a problem is
+    abandoned (not converged) once its Newton model says it cannot get below this value,
+    f - 2 * decrement > give_up -- for searches that only want minima below a threshold.
     """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
+        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin)
+
+
+def _newton(
+    rd: Reduced,
+    U0: np.ndarray,
+    extra: list[np.ndarray] | None,
+    fixed: np.ndarray | None,
+    ridge: np.ndarray | None,
+    l1: np.ndarray | None,
+    tol: float,
+    kkt_tol: float | None,
+    max_iter: int,
+    give_up: float | None = None,
+    extra_lin: np.ndarray | None = None,
+) -> NewtonResult:
     U0 = np.atleast_2d(np.asarray(U0, dtype=float))
     m, D = U0.shape
-    st = _State(rd, U0, extra, ridge)
+    st = _State(rd, U0, extra, ridge, extra_lin)
     done = np.zeros(m, dtype=bool)
     conv = np.zeros(m, dtype=bool)
     vals = np.full(m, np.inf)
     iters = 0
     pen = np.zeros(D) if l1 is None else np.asarray(l1, dtype=float)
     stale = np.ones(m, dtype=bool)  # U changed since vals was computed
+    prev_dec = np.full(m, np.inf)  # each problem's last Newton decrement
     everyone = np.arange(m)
     for _ in range(max_iter):
         iters += 1
@@ -304,6 +345,10 @@ def newton(
         stop |= bad
         done[idx[stop]] = True
         conv[idx[stop & ~bad]] = True
+        if give_up is not None and l1 is None:
+            hopeless = ~stop & (f - 2.0 * dec > give_up)
+            done[idx[hopeless]] = True
+            stop |= hopeless
         go = np.flatnonzero(~stop)
         if len(go) == 0:
             break
@@ -342,6 +387,15 @@ def newton(
             fin = rows[accepted_full]
             done[fin] = True
             conv[fin] = True
+        elif l1 is None and not matrix_free:
+            # a full step after which the next decrement, predicted at the last rate as dec * (dec / dec_prev)
+            # (an overestimate when convergence is quadratic), is under the stopping test: skip the Hessian
+            # that would only confirm it
+            dg, bound = dec[go], 2 * tol * (1.0 + np.abs(f[go]))
+            quad = accepted_full & np.isfinite(prev_dec[rows]) & (dg * dg <= bound * prev_dec[rows])
+            done[rows[quad]] = True
+            conv[rows[quad]] = True
+        prev_dec[rows] = dec[go]
     idx = np.flatnonzero(stale)
     if len(idx):
         vals[idx] = st.fg(idx)[0]
@@ -350,16 +404,15 @@ def newton(
 
 def _newton_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m, D, _ = H.shape
-    if m == 1:  # the restricted solves: one Cholesky factorization (LAPACK, no batching overhead)
-        H0 = H[0]
-        try:
-            c = sla.cho_factor(H0 + (1e-14 * abs(np.trace(H0)) / D) * np.eye(D), check_finite=False)
-            step = -sla.cho_solve(c, g[0], check_finite=False)
+    if m == 1:  # the restricted solves: one Cholesky factorization (LAPACK called directly: small D is common)
+        H0 = H[0] + (1e-14 * abs(np.trace(H[0])) / D) * np.eye(D)
+        c, info = dpotrf(H0, lower=False, clean=False, overwrite_a=True)
+        if info == 0:
+            x, info = dpotrs(c, g[0])
+            step = -x
             dec = -float(g[0] @ step)
-            if dec >= 0:
+            if info == 0 and dec >= 0:
                 return step[None, :], np.array([dec])
-        except (np.linalg.LinAlgError, ValueError):
-            pass
     trace = np.einsum("mii->m", H)
     Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
     try:

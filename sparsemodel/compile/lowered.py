@@ -93,6 +93,9 @@ class LoweredProblem:
             self.set = self.set.with_budget(budget)
         self.kinds = {c.kind for c in problem.constraints}
         self._lowrank_cache: dict[Any, Any] = {}
+        self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
+        self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
+        self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
 
     # ------------------------------------------------------------------ copies
     def fresh(self) -> LoweredProblem:
@@ -244,13 +247,16 @@ class LoweredProblem:
         tol: float = 1e-12,
         cols: np.ndarray | None = None,
         grad: bool = False,
+        give_up: float | None = None,
     ) -> RestrictedResult:
         """min f(x) over the subspace of ``state`` (a support: positions into C; or the singular
         subspaces of a low-rank point); free coordinates are always optimized.
 
         ``ridge=(rho, R)`` adds rho/2 * ||x_{C[R]}||^2 (R positions into C; coordinate sets).
         ``cols`` gives the flat coordinates directly. ``grad=True`` also returns the full gradient
-        of f at the solution (``result.g``).
+        of f at the solution (``result.g``). ``give_up`` (Newton): stop early, not converged, once
+        the Newton model says the minimum cannot get below this value (a search that only wants
+        supports better than a threshold; the value returned is still attained by the x returned).
         """
         method = self.restricted_method(method)
         self.oracle.charge(solves=1)
@@ -267,13 +273,14 @@ class LoweredProblem:
             x, f, its, converged, method = self._lowrank_minimize(sub, x0, method, tol)
             ridge_part = 0.0
         else:
-            x, f, its, converged, ridge_part = self._coord_minimize(sub.cols, x0, ridge, method, tol)
+            x, f, its, converged, ridge_part = self._coord_minimize(sub.cols, x0, ridge, method, tol, give_up)
         start = x0 if x0 is not None else np.zeros(self.n)
         scale = 1.0 + float(np.linalg.norm(start))
         if (f is not None and f == -np.inf) or float(np.linalg.norm(x)) > 1e12 * scale:
             self._raise_unbounded(sub.dim, x, f)
         far = float(np.linalg.norm(x - start)) > 1e4 * scale  # a Newton step into a flat region
-        if (not converged or far) and self.runs_away(x, x - start):
+        # (a solve abandoned at give_up stopped on purpose: not a sign of an unbounded objective)
+        if (not converged or far) and give_up is None and self.runs_away(x, x - start):
             self._raise_unbounded(sub.dim, x, f)
         g = None
         if grad:
@@ -284,7 +291,7 @@ class LoweredProblem:
         return RestrictedResult(x, float(f), its, method, converged, g)
 
     def _coord_minimize(
-        self, cols: np.ndarray, x0: np.ndarray | None, ridge: Any, method: str, tol: float
+        self, cols: np.ndarray, x0: np.ndarray | None, ridge: Any, method: str, tol: float, give_up: float | None = None
     ) -> tuple[np.ndarray, float | None, int, bool, float]:
         r = None
         if ridge is not None and ridge[0] > 0:
@@ -310,7 +317,10 @@ class LoweredProblem:
                 u, its = kernels.lstsq(rd, r), 1
                 f = kernels.evaluate(rd, u, 0, r)[0]
             else:
-                res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol)
+                res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol, give_up=give_up)
+                if not np.isfinite(res.values[0]):  # the start lies outside the loss's domain
+                    u1 = self.inside_domain(_embed(cols, u0, self.n))[cols]
+                    res = kernels.newton(rd, u1[None, :], ridge=r, tol=tol, give_up=give_up)
                 u, its, converged, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
             self.oracle.charge(grads=its, ifo=self.n_samples * its)
         x = np.zeros(self.n)
@@ -338,6 +348,8 @@ class LoweredProblem:
                 return np.inf, np.zeros_like(u)
             return f, gu
 
+        if not np.isfinite(fun(u0)[0]):  # the start lies outside the loss's domain
+            u0 = self.inside_domain(_embed(cols, u0, self.n))[cols]
         u, its, ok, f = kernels.lbfgs(fun, u0, tol=tol)
         self.oracle.charge(grads=calls[0], ifo=self.n_samples * calls[0])
         return u, its, ok, f
@@ -490,14 +502,21 @@ class LoweredProblem:
         return kernels.power_method(hv, self.truncation(s), starts, iters=iters)
 
     def mean_curvature(self, probes: int = 8, x: np.ndarray | None = None, seed: int = 0) -> float:
-        """Average diagonal of the Hessian (bound) over the constrained coordinates, by Hutchinson's
-        trace estimator with Rademacher probes (exact from the design's columns when small): 1 / this
-        is the unit step of HTP for normalized columns (Foucart 2011)."""
+        """Average diagonal of the Hessian at x (default: the zero point) over the constrained
+        coordinates: exact from the design's stored columns (any elementwise loss, built-in or
+        ``func``, and the row-wise softmax), else Hutchinson's trace estimator with Rademacher
+        probes of the Hessian at x. 1 / this is the unit step of HTP for normalized columns
+        (Foucart 2011).
+
+        No global curvature bound enters: the design knows one only for built-in atoms, so using it
+        would give one function spelled two ways (``logistic(-z)`` and ``func phi(z) = log(1 +
+        exp(-z))``) two different steps."""
         C = self.set.coords if self.set is not None else np.arange(self.n)
-        exact = self._mean_curvature_exact(C) if x is None else None
+        x = self.zeros() if x is None else x
+        exact = self._mean_curvature_exact(C, x)
         if exact is not None:
             return exact
-        hv = self.hessian_operator(x)
+        hv = self.oracle.hessian_operator(x, bound=False)
         rng = np.random.default_rng(seed)
         acc = 0.0
         for _ in range(probes):
@@ -506,26 +525,129 @@ class LoweredProblem:
             acc += float(z @ hv(z))
         return acc / (probes * len(C))
 
-    def _mean_curvature_exact(self, C: np.ndarray) -> float | None:
-        """diag(H)_j = sum_t c_t sum_i bound_ti J_t[i, j]^2 from the design's columns (small
-        composite problems whose phi'' has a global bound)."""
+    def _mean_curvature_exact(self, C: np.ndarray, x: np.ndarray) -> float | None:
+        """mean_j diag(H(x))_j over C from the design's columns, in O(rows) per call: for an
+        elementwise term c sum_r w_r phi''(z_r) R_r with R_r = sum_{j in C} J[r, j]^2 (computed once);
+        for the row-wise softmax c sum_i w_i (sum_c P_ic R_(i,c) - p_i' G_i p_i) with G_i the Gram
+        matrix of the rows (i, .) of J[:, C] (computed once). None when some term's columns are
+        not stored."""
         d = self.design
-        if d is None or d.curvature_bound() is None:
+        if d is None:
             return None
-        total = np.zeros(len(C))
+        key = C.tobytes()
+        total = 0.0
         for i, t in enumerate(d.terms):
-            if t.coef <= 0 or t.rowwise:
-                return None
-            J = d.full_columns(i)
-            if J is None:
-                return None
-            JC = J[:, C]
-            d2 = np.full(t.map.size, 2.0 if t.quadratic else d.curvature_bound())
-            if t.weights is not None:
-                d2 = d2 * np.abs(t.weights)
-            sq = JC.multiply(JC) if sp.issparse(JC) else JC * JC
-            total += t.coef * np.asarray(sq.T @ d2).ravel()
-        return float(total.mean())
+            ck = (i, key)
+            if ck not in self._rowsq_cache:
+                stored = self.stored_columns(i)
+                if stored is None:
+                    return None
+                J, sq = stored
+                R = np.asarray(sq[:, C].sum(axis=1)).ravel()
+                G = None
+                if t.rowwise:
+                    m = t.map.shape[1]
+                    JC = J[:, C]
+                    JC = JC.toarray() if sp.issparse(JC) else np.asarray(JC)
+                    J3 = JC.reshape(-1, m, JC.shape[1])
+                    G = np.einsum("iaj,ibj->iab", J3, J3)
+                self._rowsq_cache[ck] = (R, G)
+            R, G = self._rowsq_cache[ck]
+            z = t.map.value(x)
+            if t.rowwise:
+                m = t.map.shape[1]
+                P = t.probs(z).reshape(-1, m)
+                w = t.weights if t.weights is not None else np.ones(P.shape[0])
+                first = float((P * w[:, None]).reshape(-1) @ R)
+                second = float(w @ np.einsum("ia,iab,ib->i", P, G, P))
+                total += t.coef * (first - second)
+            else:
+                total += t.coef * float(t.derivs(z, 2)[2] @ R)
+        return total / len(C)
+
+    def stored_columns(self, i: int) -> tuple[Any, Any] | None:
+        """(J, J * J): term i's whole Jacobian (``Design.full_columns``) and its entrywise square,
+        computed once; None when the Jacobian is too large to keep. The squares give diagonals of
+        Hessians (sum_r phi''_r J[r, j]^2) at the cost of one matrix-vector product."""
+        if i not in self._sq_cache:
+            J = self.design.full_columns(i)
+            self._sq_cache[i] = None if J is None else (J, J.multiply(J).tocsc() if sp.issparse(J) else J * J)
+        return self._sq_cache[i]
+
+    def hessian_columns(self, cols: np.ndarray) -> np.ndarray | None:
+        """H[:, cols] for an objective whose Hessian is constant (quadratic composite designs: least
+        squares, ridge terms), each column computed once from the stored Jacobians and cached; None
+        otherwise. A search that visits many supports (the swap search of ``auto``) then pays
+        O(n_coords) per Hessian entry it reads instead of O(n_samples)."""
+        d = self.design
+        if d is None or not d.quadratic:
+            return None
+        cols = np.asarray(cols, dtype=np.int64)
+        cache = self._hcol_cache
+        if "pos" not in cache:  # coordinate -> column of the store, and the store (n x capacity)
+            cache["pos"] = np.full(self.n, -1, dtype=np.int64)
+            cache["H"] = np.zeros((self.n, 16))
+            cache["used"] = 0
+        pos = cache["pos"]
+        missing = np.unique(cols[pos[cols] < 0]).tolist()
+        if missing:
+            acc = np.zeros((self.n, len(missing)))
+            for i, t in enumerate(d.terms):
+                stored = self.stored_columns(i)
+                if stored is None:
+                    return None
+                J = stored[0]
+                w2 = t.coef * t.derivs(t.map.b, 2)[2]  # constant: phi'' of a square is 2 (times weights)
+                Jm = J[:, missing]
+                Jm = Jm.toarray() if sp.issparse(Jm) else np.asarray(Jm)
+                acc += np.asarray(J.T @ (w2[:, None] * Jm))
+            used, H = cache["used"], cache["H"]
+            if used + len(missing) > H.shape[1]:
+                grown = np.zeros((self.n, max(2 * H.shape[1], used + len(missing))))
+                grown[:, :used] = H[:, :used]
+                cache["H"] = H = grown
+            H[:, used : used + len(missing)] = acc
+            pos[missing] = used + np.arange(len(missing))
+            cache["used"] = used + len(missing)
+        return cache["H"][:, pos[cols]]
+
+    # ------------------------------------------------------------------ the domain
+    def inside_domain(self, x: np.ndarray | None = None) -> np.ndarray:
+        """A point where the objective is finite: ``x`` (default the zero point) when it is one;
+        otherwise ``x`` with its free coordinates (an intercept, a diagonal, other variables) moved
+        to a common value c in +-1, +-0.1, +-10, ... (all together, then one at a time), so that a
+        loss such as -log(X w + b) or -logdet(O) is evaluated inside its domain. The constrained
+        coordinates are left as they are (zero for a start). Returns ``x`` unchanged when no such
+        point is found (the solvers then report the infinite objective)."""
+        x = self.zeros() if x is None else np.asarray(x, dtype=float)
+        if np.isfinite(self.oracle.peek(x)):
+            return x
+        free = getattr(self.set, "free", None) if self.set is not None else None
+        F = np.arange(self.n) if free is None else free
+        if len(F) == 0:
+            return x
+        for c in DOMAIN_TRIALS:
+            y = x.copy()
+            y[F] = c
+            if np.isfinite(self.oracle.peek(y)):
+                return y
+        if len(F) <= 16:
+            for c in DOMAIN_TRIALS:
+                for j in F:
+                    y = x.copy()
+                    y[j] = c
+                    if np.isfinite(self.oracle.peek(y)):
+                        return y
+        return x
+
+
+DOMAIN_TRIALS = (1.0, -1.0, 0.1, -0.1, 10.0, -10.0, 0.01, -0.01, 100.0, -100.0, 1e-3, -1e-3, 1e3, -1e3)
+
+
+def _embed(cols: np.ndarray, u: np.ndarray, n: int) -> np.ndarray:
+    x = np.zeros(n)
+    x[cols] = u
+    return x
 
 
 def _operator(m: Any, d: int) -> LinearOperator:

@@ -108,14 +108,14 @@ class Oracle:
             return self.design.hvp(x, v)
         return self._fd_hvp(x)(v)
 
-    def hessian_operator(self, x: np.ndarray | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    def hessian_operator(self, x: np.ndarray | None = None, bound: bool = True) -> Callable[[np.ndarray], np.ndarray]:
         """v -> H v with H an upper bound of the Hessian over the whole domain when one is known
-        (composite objectives whose phi'' is bounded), else the Hessian at x."""
+        (composite objectives whose phi'' is bounded) and ``bound`` is true, else the Hessian at x."""
         x = np.zeros(self.n) if x is None else x
         d = self.design
         if d is not None:
-            bound = d.curvature_bound() is not None
-            return lambda v: d.hvp(x, v, bound=bound)
+            use = bound and d.curvature_bound() is not None
+            return lambda v: d.hvp(x, v, bound=use)
         return self._fd_hvp(x)
 
     def _fd_hvp(self, x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

@@ -104,7 +104,11 @@ class Atom(Expr):
 
 
 class Elementwise(Atom):
-    """f applied to each entry; ``d1`` and ``d2`` are f' and f''."""
+    """f applied to each entry; ``d1`` and ``d2`` are f' and f''. ``curvature_sup`` is sup f'' over
+    f's domain (a global curvature bound, used for smoothness constants valid everywhere), or None
+    when f'' is unbounded or the bound is not known; a user ``func`` computes its own."""
+
+    curvature_sup: float | None = None
 
     def _shape(self, shapes, args, span):
         return shapes[0]
@@ -140,6 +144,7 @@ class Elementwise(Atom):
 class square(Elementwise):
     name = "square"
     curvature_kind = CONVEX
+    curvature_sup = 2.0
 
     def monotonicity(self, i):
         s = self.args[0].sign
@@ -192,6 +197,7 @@ class logistic(Elementwise):
 
     name = "logistic"
     curvature_kind = CONVEX
+    curvature_sup = 0.25  # at z = 0
 
     def _sign_of(self):
         return NONNEG
@@ -222,6 +228,7 @@ class huber(Elementwise):
 
     name = "huber"
     curvature_kind = CONVEX
+    curvature_sup = 2.0  # on |x| <= M
 
     def __init__(self, x: Any, M: Any = 1.0, span: Span | None = None):
         m = as_expr(M)

@@ -67,6 +67,16 @@ class FuncDef:
             how = "symbolically" if how2 == "symbolic" else "numerically on [-1000, 1000]"
             self.curvature_note = f"{name} is {self.curvature} ({how}: {name}'' = {self.exprs[2]})"
 
+    @property
+    def curvature_sup(self) -> float | None:
+        """sup phi'' over the real line, exactly (sympy's ``maximum`` of phi''), computed once; None
+        when phi'' is unbounded (exp, 1/z^2, ...) or sympy cannot decide. The same number a built-in
+        atom states for the same function (1/4 for log(1 + exp(-z))), so the two spellings get the
+        same smoothness constants."""
+        if not hasattr(self, "_curvature_sup"):
+            self._curvature_sup = _sup(self.exprs[2], self.z)
+        return self._curvature_sup
+
     @classmethod
     def parse(
         cls, name: str, param: str, text: str, consts: dict[str, float] | None = None, span: Span | None = None
@@ -93,6 +103,24 @@ class FuncDef:
         return f"func {self.name}({self.z}) = {self.text}"
 
 
+def _sup(expr: sympy.Expr, z: sympy.Symbol) -> float | None:
+    import sympy
+    from sympy.calculus.util import maximum
+
+    if sympy.count_ops(expr) > SUP_MAX_OPS:  # sympy's maximum can take very long on large bodies
+        return None
+    try:
+        m = maximum(expr, z, sympy.S.Reals)
+    except Exception:  # sympy raises many kinds of errors on what it cannot decide
+        return None
+    if m is None or not m.is_real or not m.is_finite:
+        return None
+    return float(m)
+
+
+SUP_MAX_OPS = 200
+
+
 class UserFunc(Elementwise):
     """phi(arg) for a :class:`FuncDef` phi."""
 
@@ -101,6 +129,10 @@ class UserFunc(Elementwise):
         self.name = fdef.name
         self.curvature_kind = fdef.curvature
         super().__init__(arg, span=span)
+
+    @property
+    def curvature_sup(self) -> float | None:  # type: ignore[override]
+        return self.fdef.curvature_sup
 
     def monotonicity(self, i: int) -> str:
         return self.fdef.monotone

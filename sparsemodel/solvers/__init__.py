@@ -2,6 +2,7 @@
 
 from . import (
     arht,  # noqa: F401  (registers arht)
+    auto,  # noqa: F401  (registers auto, the default pipeline)
     foba,  # noqa: F401  (registers foba)
     grahtp,  # noqa: F401  (registers grahtp, fgrahtp)
     grasp,  # noqa: F401  (registers grasp)
@@ -15,6 +16,7 @@ from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get
 
 # the order `sparsemodel solvers` and `check` list them in: paper 000, 001, 003, then baselines
 ORDER = (
+    "auto",
     "grahtp",
     "fgrahtp",
     "iht",

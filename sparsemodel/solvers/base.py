@@ -56,6 +56,8 @@ class Option:
                 v = None
             elif t == "float_or_auto":
                 v = value if isinstance(value, str) and value in ("auto", "rss") else float(value)
+            elif t == "float_or_name":  # a number, or one of the names in choices
+                v = value if isinstance(value, str) and value in (self.choices or ()) else float(value)
             elif t == "int_or_none":
                 v = None if isinstance(value, str) and value.lower() == "none" else _int(value)
             elif t is bool:
@@ -71,7 +73,7 @@ class Option:
                 f"option {name}={value!r} of {solver} is not a valid {_type_name(t)}",
                 hint=f"{name}: {self.help}",
             ) from None
-        if self.choices is not None and v not in self.choices:
+        if self.choices is not None and v not in self.choices and not (t == "float_or_name" and isinstance(v, float)):
             raise SolverError(
                 f"option {name}={value!r} of {solver} is not one of {', '.join(map(str, self.choices))}",
                 hint=f"{name}: {self.help}",
@@ -103,6 +105,7 @@ def _type_name(t: Any) -> str:
         bool: "boolean (true/false)",
         str: "string",
         "float_or_auto": "number (or 'auto'/'rss')",
+        "float_or_name": "number (or one of the names listed)",
         "int_or_none": "integer (or none)",
     }.get(t, str(t))
 
@@ -348,7 +351,7 @@ def get_solver(name: str) -> type[Solver]:
     return REGISTRY[name]
 
 
-AUTO_ORDER = ("grahtp",)
+AUTO_ORDER = ("auto", "grahtp")
 
 
 def auto_solver(lp: LoweredProblem) -> str:
@@ -487,7 +490,7 @@ check_k = check_budget  # the name the sparsity solvers use
 
 def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
     if init is None or (isinstance(init, str) and init == "zeros"):
-        return lp.zeros()
+        return lp.inside_domain()  # zero, or zero with the free coordinates moved into the loss's domain
     x = np.asarray(init, dtype=float).ravel()
     if x.shape == (lp.primary.size,) and lp.n != lp.primary.size:
         full = lp.zeros()

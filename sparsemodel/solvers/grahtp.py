@@ -19,19 +19,41 @@ The same three steps run on any constraint set of :mod:`sparsemodel.compile.sets
 subspaces, S3 minimizes f over {U C} (the column space of the S2 point; see ``LowRank``), and the
 stopping rule F(t) = F(t-1) compares column spaces.
 
-Step size. ``eta='rss'`` is the paper's choice eta = 1/(2 M_2k) (Remark 6, Section 6.2.1), with
-M_2k estimated by the truncated power method; Lemma 13 then guarantees that f decreases. Deviation
-for accuracy (the default ``eta='auto'``): that step is so short that S2 rarely swaps coordinates
-and GraHTP stops early at poor supports (on the Section 6.1 problem, n=250, it stalled in 3 of 10
-trials at objectives 10-60 times the truth's), which the paper itself warns about below (3).
-'auto' takes the unit step of HTP for normalized columns (Foucart 2011), eta = 1 / mean diag(H)
-over the constrained coordinates (Hutchinson estimate), and keeps f monotone by backtracking:
-an iteration that would increase f is rejected and eta halved (``backtracking=true``).
-``backtracking=false`` runs the fixed-step iteration unchanged; it stops with status ``diverged``
-if f becomes non-finite or grows persistently.
+Step size (option ``eta``; measurements in docs/solvers.md, "The GraHTP step rule"). ``'rss'`` is
+the paper's choice eta = 1/(2 M_2k) (Remark 6, Section 6.2.1), with M_2k estimated by the truncated
+power method; Lemma 13 then guarantees that f decreases. Deviation for accuracy: that step is so
+short that S2 rarely swaps coordinates and GraHTP stops early at poor supports (on the Section 6.1
+problem, n=250, it stalled in 3 of 10 trials at objectives 10-60 times the truth's; on the Section
+6.2 logistic protocol it stopped after two iterations 10-30 times above ELS's objective), which the
+paper itself warns about below (3). The rules:
+
+* ``'local'`` (GraHTP's default): eta_t = 1 / mean_{j in C} H_jj(x_t), HTP's unit step for
+  normalized columns (Foucart 2011) at the curvature of the current iterate, recomputed every
+  iteration; the diagonal is exact from the design's columns for every loss (built-in atoms and
+  ``func``s alike, so one function spelled two ways gets one step), O(rows) per iteration. On least
+  squares (a constant Hessian) it is ``'htp'``.
+* ``'htp'``: the same at the start, then fixed (the former default).
+* ``'bb'`` (FGraHTP's default): Barzilai-Borwein, eta = s's / s'y for the last changes s of x and y
+  of the gradient (``'local'`` when s'y <= 0).
+
+Every rule keeps f monotone by backtracking: an iteration that would increase f is rejected and
+eta halved (``backtracking=true``; ``false`` runs the fixed step unchanged and stops with status
+``diverged`` if f becomes non-finite or grows persistently).
+
+Support-change line search (``search=true``, GraHTP only; a deviation, ``search=false`` is the
+paper's stopping rule): when the step leaves F(t) = F(t-1), eta is doubled until S2 selects another
+support (projections only), the debiased f there is computed, and that support is kept when f
+decreases; up to three supports are tried before GraHTP stops. The first one differs from F(t-1)
+by the largest gradient entry in and the smallest |x_j| out (OMPR's swap), so GraHTP no longer stops
+where OMPR would still improve f.
+
+The start is :meth:`LoweredProblem.inside_domain` (zero, or the free coordinates moved to where f is
+finite), and the curvature is measured there, never at a point outside the loss's domain.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +75,9 @@ from .base import (
     restricted_option,
 )
 
+STEP_RULES = ("auto", "local", "bb", "htp", "rss")
+SEARCH_TRIES = 3  # supports tried by one support-change line search
+
 
 @register
 class GraHTP(Solver):
@@ -60,12 +85,16 @@ class GraHTP(Solver):
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
+    default_eta = "local"  # what eta='auto' means (measured: see the module docstring)
     options = {
         "eta": Option(
             "auto",
-            "step size: a number; 'auto' = 1/mean diag(H) with backtracking (HTP's unit step); "
-            "'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration (rank 2r for rank constraints)",
-            "float_or_auto",
+            "step size: a number, or a rule: 'local' = 1/mean diag of the Hessian at the current iterate "
+            "(recomputed every iteration); 'htp' = the same at the start, then fixed (HTP's unit step); "
+            "'bb' = Barzilai-Borwein; 'rss' = the paper's 1/(2 M_2k), M_2k by truncated power iteration "
+            "(rank 2r for rank constraints); 'auto' = 'local' for GraHTP, 'bb' for FGraHTP",
+            "float_or_name",
+            STEP_RULES,
             low=0,
             open_low=True,
         ),
@@ -75,9 +104,25 @@ class GraHTP(Solver):
         "backtracking": Option(
             True, "halve eta when an iteration would increase f (false: the paper's fixed step)", bool
         ),
+        "search": Option(
+            True,
+            "support-change line search (GraHTP): when a step leaves the support unchanged, double eta until "
+            "the support changes and keep the new support if its debiased f is lower (up to 3 supports); "
+            "false: stop at F(t) = F(t-1) as the paper does",
+            bool,
+        ),
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
         "restricted": restricted_option("step S3"),
     }
+
+    def _curvature_step(self, lp: LoweredProblem, x: np.ndarray) -> float:
+        M = lp.mean_curvature(x=x)
+        if not np.isfinite(M) or M <= 0:
+            raise SolverError(
+                f"could not estimate the curvature of the objective at the current point (got {M})",
+                hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
+            )
+        return 1.0 / M
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
@@ -88,23 +133,13 @@ class GraHTP(Solver):
         check_k(lp, self.name)
         s = lp.set
         debias = o["debias"]
+        search = o["search"] and debias
+        rule = o["eta"] if isinstance(o["eta"], str) else "fixed"
+        if rule == "auto":
+            rule = self.default_eta
+        if rule == "local" and lp.design is not None and lp.design.quadratic:
+            rule = "htp"  # a constant Hessian: the step at the start is the step at every iterate
         x = initial_point(lp, o["init"])
-        if o["eta"] in ("auto", "rss"):
-            at = None if lp.design is not None else x  # general objectives: curvature at the start
-            if o["eta"] == "auto":
-                M = lp.mean_curvature(x=at)
-            else:
-                M = 2.0 * lp.smoothness(lp.power_budget(2 * s.k), x=at)
-            if not np.isfinite(M) or M <= 0:
-                raise SolverError(
-                    f"could not estimate the curvature of the objective at the starting point (got {M})",
-                    hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
-                )
-            eta = 1.0 / M
-        else:
-            eta = float(o["eta"])
-            if eta <= 0:
-                raise SolverError(f"eta must be positive; got {eta}")
         hist = History(lp, clock)
         st_prev = s.state(x)
         if debias:
@@ -112,8 +147,8 @@ class GraHTP(Solver):
             x = r.x
         f, g = lp.value_and_grad(x)
         f0 = f
-        hist.log(f, eta=eta)
         if not np.isfinite(f):
+            hist.log(f)
             return finish(
                 lp,
                 self,
@@ -125,10 +160,35 @@ class GraHTP(Solver):
                 f=f,
                 message=f"the objective is not finite at the starting point ({f})",
             )
-        status, it, grow = MAX_ITER, 0, 0
+        if rule == "fixed":
+            eta = float(o["eta"])
+            if eta <= 0:
+                raise SolverError(f"eta must be positive; got {eta}")
+        elif rule == "rss":
+            M = 2.0 * lp.smoothness(lp.power_budget(2 * s.k), x=x)
+            if not np.isfinite(M) or M <= 0:
+                raise SolverError(
+                    f"could not estimate the restricted smoothness M_2k of the objective (got {M / 2})",
+                    hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
+                )
+            eta = 1.0 / M
+        else:  # local, bb, htp: the unit step at the start
+            eta = self._curvature_step(lp, x)
+        hist.log(f, eta=eta)
+        status, it, grow, searches = MAX_ITER, 0, 0, 0
+        x_old = g_old = None
         message = ""
+        retry = False  # a rejected step is retried with eta halved (not recomputed by the rule)
         while it < o["max_iter"]:
             it += 1
+            if not retry:
+                if rule == "local" and it > 1:
+                    eta = self._curvature_step(lp, x)
+                elif rule == "bb" and x_old is not None:
+                    sx, sg = x - x_old, g - g_old
+                    sy = float(sx @ sg)
+                    eta = float(sx @ sx) / sy if sy > 0 else self._curvature_step(lp, x)
+            retry = False
             xt = x - eta * g  # S1
             warm, st = s.project(xt)  # S2: the projection, and F(t)
             lp.oracle.thresholded()
@@ -145,15 +205,27 @@ class GraHTP(Solver):
                     status, message = DIVERGED, divergence_message(self.name, f0, fn, eta)
                     break
                 it -= 1  # a rejected step is not an iteration
+                retry = True
                 continue
             if not np.isfinite(fn):
                 x, f = xn, fn
                 status, message = DIVERGED, divergence_message(self.name, f0, fn, eta)
                 break
+            increased = fn > f + 1e-12 * max(1.0, abs(f))
             grow = grow + 1 if increased else 0
+            same_support = s.same(st, st_prev)
+            if search and same_support:  # the step did not move the support: search for one that does
+                found = self._support_change(lp, x, g, f, eta, st_prev)
+                if found is None:  # F(t) = F(t-1) and no larger step helps: x(t) = x(t-1) from now on
+                    status = CONVERGED
+                    hist.log(f, eta=eta)
+                    break
+                searches += 1
+                xn, fn, gn, st = found
+                same_support = False
             dx = float(np.linalg.norm(xn - x))
             nx = float(np.linalg.norm(x))
-            same_support = s.same(st, st_prev)
+            x_old, g_old = x, g
             x, f, g, st_prev = xn, fn, gn, st
             hist.log(f, eta=eta)
             if grow >= 10 and f > f0:
@@ -165,7 +237,42 @@ class GraHTP(Solver):
             if dx <= o["tol"] * max(nx, 1e-300) or (nx == 0 and dx == 0):
                 status = CONVERGED
                 break
-        return finish(lp, self, x, status, it, clock, hist, f=f, gamma=eta, message=message, extra={"eta": eta})
+        return finish(
+            lp,
+            self,
+            x,
+            status,
+            it,
+            clock,
+            hist,
+            f=f,
+            gamma=eta,
+            message=message,
+            extra={"eta": eta, "step_rule": rule, "support_searches": searches},
+        )
+
+    def _support_change(
+        self, lp: LoweredProblem, x: np.ndarray, g: np.ndarray, f: float, eta: float, st_now: Any
+    ) -> tuple[np.ndarray, float, np.ndarray, Any] | None:
+        """The support-change line search: double eta until S2 selects a support other than the
+        current one, debias on it, and return it when f decreases; up to SEARCH_TRIES supports."""
+        s = lp.set
+        tried: list[Any] = [st_now]
+        e = eta
+        for _ in range(60):
+            e *= 2.0
+            warm, st = s.project(x - e * g)
+            if any(s.same(st, t) for t in tried):
+                continue
+            lp.oracle.thresholded()
+            tried.append(st)
+            bar = f - 1e-12 * max(1.0, abs(f))
+            r = lp.restricted_minimize(st, x0=warm, method=self.opts["restricted"], grad=True, give_up=bar)
+            if np.isfinite(r.f) and r.f < bar:
+                return r.x, r.f, r.g, st
+            if len(tried) > SEARCH_TRIES:
+                break
+        return None
 
 
 @register
@@ -173,6 +280,7 @@ class FGraHTP(GraHTP):
     name = "fgrahtp"
     summary = "Fast GraHTP: gradient step then truncation to the top k (nonlinear IHT)"
     reference = "paper 000, Algorithm 1 (FGraHTP)"
+    default_eta = "bb"
     options = {
         **GraHTP.options,
         "debias": Option(False, "S3 debiasing (GraHTP); false truncates instead (FGraHTP)", bool),

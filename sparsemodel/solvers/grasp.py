@@ -24,13 +24,16 @@ the top k entries of the resultant vector".
 
 Variants (option ``prune``):
 
-* ``truncate`` (default, the algorithm as both papers state it): step 5 keeps b's values on the k
-  selected coordinates, without a refit. The returned x(t) is therefore not the minimizer on its
-  own support.
-* ``debias``: step 5 is followed by a restricted solve on the selected k coordinates,
+* ``debias`` (default): step 5 is followed by a restricted solve on the selected k coordinates,
   x(t) = argmin { f(x) : supp(x_C) within supp(b_k) } (the Subspace-Pursuit form of the final
   step; then x(t) depends only on the pruned support, and the iteration stops as soon as that
-  support repeats).
+  support repeats). Deviation for accuracy: on non-quadratic losses b's entries on the pruned
+  support are far from its minimizer, and the next gradient is taken there. Measured on data from
+  abess's generators (n = 100-300, p = 20-100; binomial, Poisson, Gamma, multinomial): with
+  ``truncate`` the returned objective was 0.3 % to 16000 % above GraHTP's (a binomial fit at 333
+  against 6.82), with ``debias`` it matched GraHTP's in 10 of 16 cases and was within 1.7 % in 13.
+* ``truncate`` (the algorithm as both papers state it): step 5 keeps b's values on the k selected
+  coordinates, without a refit. The returned x(t) is therefore not the minimizer on its own support.
 * ``final``: the paper's iteration, then one refit on the support of the last iterate, so that the
   reported objective is that of the support GraSP found.
 
@@ -82,9 +85,10 @@ class GraSP(Solver):
         "max_iter": Option(100, "maximum number of iterations", int, low=1),
         "tol": Option(1e-6, "stop when ||x(t)-x(t-1)|| <= tol ||x(t-1)||", float, low=0),
         "prune": Option(
-            "truncate",
-            "step 5: 'truncate' keeps b's top k entries (the paper); 'debias' refits on them every "
-            "iteration; 'final' truncates while iterating and refits once at the end",
+            "debias",
+            "step 5: 'debias' refits on b's top k entries every iteration (the default: on non-quadratic "
+            "losses the unrefitted entries are far from optimal); 'truncate' keeps them as they are (the paper); "
+            "'final' truncates while iterating and refits once at the end",
             str,
             ("truncate", "debias", "final"),
         ),

@@ -95,8 +95,8 @@ class IHT(Solver):
         s = lp.set
         clock = Clock()
         x = initial_point(lp, o["init"])
-        # general objectives (e.g. logdet) have no global Hessian bound: estimate at the start
-        L = restricted_smoothness(lp, 2 * s.k, x=None if lp.design is not None else x)
+        # the Hessian bound when the losses have one, else the Hessian at the start (inside the domain)
+        L = restricted_smoothness(lp, 2 * s.k, x=x)
         if o["gamma"] in ("auto", "rss"):
             if not np.isfinite(L) or L <= 0:
                 raise SolverError(

@@ -1,0 +1,254 @@
+"""The default pipeline (``auto``), its swap model, GraHTP's step rules and starts inside the loss's
+domain (issue 9, first half). The GLM recoveries and the two spellings of logistic are in
+tests/test_auto_glm.py."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+from sparsemodel.compile import kernels
+from sparsemodel.compile.scoring import SwapModel
+from sparsemodel.errors import SolverError
+
+
+def least_squares(seed: int = 0, n: int = 40, p: int = 12, k: int = 3, intercept: bool = True) -> sm.Problem:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + 0.8 * rng.standard_normal((n, 1))  # correlated columns
+    beta = np.zeros(p)
+    beta[rng.choice(p, k, replace=False)] = rng.choice([-1.0, 1.0], k) * (0.5 + rng.random(k))
+    y = X @ beta + 0.7 * rng.standard_normal(n) + 2.0
+    w = sm.Variable(p + 1, name="w")
+    fit = X @ w[1:] + w[0] if intercept else X @ w[1:]
+    return sm.Problem(sm.minimize(sm.sum_squares(fit - y) + 0.1 * sm.sum_squares(w[1:])), [sm.nnz(w[1:]) <= k])
+
+
+def softmax(seed: int = 0, n: int = 60, p: int = 10, M: int = 3, k: int = 2, ridge: float = 0.2) -> tuple:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    Wt = np.zeros((p, M))
+    rows = rng.choice(p, k, replace=False)
+    Wt[rows] = 2.5 * rng.standard_normal((k, M))
+    Z = X @ Wt
+    P = np.exp(Z - Z.max(1, keepdims=True))
+    P /= P.sum(1, keepdims=True)
+    Y = np.eye(M)[[rng.choice(M, p=pi) for pi in P]]
+    W = sm.Variable((p, M), name="W")
+    b = sm.Variable(M, name="b")
+    Zs = X @ W + b
+    loss = sm.sum(sm.logsumexp(Zs, axis=1)) - sm.sum(Y * Zs) + ridge / 2 * sm.sum_squares(W)
+    prob = sm.Problem(sm.minimize(loss), [sm.nnz(W, groups=np.repeat(np.arange(p), M)) <= k])
+    return prob, set(rows.tolist())
+
+
+def units_of(lp, x):
+    s = lp.sparsity
+    pos = s.support(x)
+    return np.unique(s.unit_of[pos]) if s.unit_of is not None else pos
+
+
+def members_of(lp):
+    from sparsemodel.solvers.auto import _members
+
+    return _members(lp.sparsity)
+
+
+# ---------------------------------------------------------------------- the swap model
+
+
+def test_swap_model_is_exact_on_least_squares():
+    """On least squares the model of every swap, insertion and removal is f itself (the closed
+    forms of orthogonal least squares): checked against restricted solves, free intercept refitted."""
+    lp = least_squares(1).lower()
+    members = members_of(lp)
+    units = np.array([0, 4, 7])
+    r = lp.restricted_minimize(units, grad=True)
+    model = SwapModel(lp, r.x, r.g, units, members, candidates=3)
+    for J, I, delta in model.swaps(limit=8):
+        new = np.sort([u for u in units if u != J] + [I])
+        assert r.f + delta == pytest.approx(lp.restricted_minimize(new).f, rel=1e-9)
+    best_in = model.units_out[np.argmax(model.gain)]
+    assert r.f - model.gain.max() == pytest.approx(lp.restricted_minimize(np.union1d(units, [best_in])).f, rel=1e-9)
+    for j, J in enumerate(model.units_in):
+        rest = np.setdiff1d(units, [J])
+        assert r.f + model.removal[j] == pytest.approx(lp.restricted_minimize(rest).f, rel=1e-9)
+    # the candidates left out of the pair table (candidates=3) cannot beat its best swap
+    best = model.delta.min()
+    left_out = np.setdiff1d(np.arange(len(model.units_out)), model.cand)
+    assert np.all(-model.gain[left_out] >= best - 1e-12)
+    # the warm start of a swap is its exact minimizer on least squares
+    J, I, _ = model.swaps(limit=1)[0]
+    new = np.sort([u for u in units if u != J] + [I])
+    np.testing.assert_allclose(model.warm([(J, I)]), lp.restricted_minimize(new).x, atol=1e-9)
+
+
+def test_swap_model_on_groups_is_second_order():
+    """Row groups of a softmax: the model's swap values are Newton-model values (close to the exact
+    ones for small changes), and the best predicted swap is a true decrease here."""
+    prob, rows = softmax(3)
+    lp = prob.lower()
+    members = members_of(lp)
+    wrong = min(set(range(10)) - rows)
+    units = np.sort([min(rows), wrong])  # one true row, one wrong
+    sel = np.sort(members[units].ravel())
+    r = lp.restricted_minimize(sel, grad=True)
+    model = SwapModel(lp, r.x, r.g, units, members)
+    J, I, delta = model.swaps(limit=1)[0]
+    new = np.sort(members[np.sort([u for u in units if u != J] + [I])].ravel())
+    exact = lp.restricted_minimize(new).f - r.f
+    assert delta < 0 and exact < 0
+    assert exact == pytest.approx(delta, rel=0.3)
+
+
+# ---------------------------------------------------------------------- the pipeline
+
+
+def test_auto_reports_its_pipeline_and_never_ends_above_its_start():
+    prob = least_squares(2)
+    r = prob.solve()
+    assert r.solver == "auto" and r.status == "converged"
+    # least squares: two starts (solves are cheap), the better end point kept
+    assert [s["start"] for s in r.extra["starts"]] == ["grahtp", "screen"]
+    assert r.objective == min(s["objective"] for s in r.extra["starts"])
+    assert r.extra["pipeline"] == [r.extra["start"], "swap search"]
+    assert all(s["objective"] <= s["start_objective"] + 1e-12 for s in r.extra["starts"])
+    g = prob.solve("auto", start="grahtp")
+    assert g.extra["pipeline"] == ["grahtp", "swap search"] and len(g.extra["starts"]) == 1
+    assert len(r.support) == 3
+    o = prob.solve("auto", start="omp")
+    assert o.extra["pipeline"] == ["omp", "swap search"]
+    g = prob.solve("auto", search=False)  # the start alone
+    assert g.extra["pipeline"] == ["grahtp"] and g.objective == pytest.approx(prob.solve("grahtp").objective, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_auto_ends_at_a_one_swap_local_minimum_on_least_squares(seed):
+    """No exchange of one selected for one unselected coordinate lowers f at auto's answer (every
+    swap solved exactly), and the answer is never worse than GraHTP's, OMPR's or ELS's."""
+    prob = least_squares(seed, k=4)
+    lp = prob.lower()
+    r = prob.solve("auto")
+    units = np.asarray(r.support) - 1  # positions into w[1:]
+    for J, I in itertools.product(units, np.setdiff1d(np.arange(12), units)):
+        new = np.sort(np.append(np.setdiff1d(units, [J]), I))
+        assert lp.restricted_minimize(new).f >= r.objective - 1e-9 * abs(r.objective)
+    for other in ("grahtp", "ompr", "els"):
+        assert r.objective <= prob.solve(other).objective * (1 + 1e-12)
+    assert r.extra["starts"][0]["start_objective"] == pytest.approx(prob.solve("grahtp").objective, rel=1e-12)
+
+
+def test_auto_on_row_groups_recovers_the_rows():
+    """A softmax with all classes free and row groups (nnz(W, groups = g) <= k, one label per row of
+    W): auto, and every group solver, returns a finite objective; auto finds the true rows."""
+    prob, rows = softmax(0, n=150)
+    lp = prob.lower()
+    r = prob.solve("auto")
+    assert set(np.unique(np.asarray(r.support) // 3).tolist()) == rows
+    for name in ("grahtp", "fgrahtp", "iht", "grasp"):
+        o = prob.solve(name)
+        assert np.isfinite(o.objective) and o.objective >= r.objective - 1e-9 * abs(r.objective)
+    assert lp.kinds == {"nnz_groups"}
+
+
+def test_auto_without_a_composite_form_runs_the_start_alone():
+    rng = np.random.default_rng(0)
+    S = np.cov(rng.standard_normal((100, 5)).T)
+    O = sm.Variable((5, 5), name="O")
+    prob = sm.Problem(sm.minimize(-sm.logdet(O) + sm.trace(S @ O)), [sm.nnz(sm.offdiag(O)) <= 4])
+    r = prob.solve()
+    assert r.extra["pipeline"] == ["grahtp"] and "swap search needs" in r.extra["note"]
+    assert np.isfinite(r.objective)
+
+
+# ---------------------------------------------------------------------- domains, curvature, steps
+
+
+def gamma_problem() -> tuple[sm.Problem, np.ndarray]:
+    """A Gamma log-likelihood written out by hand, canonical link: sum(y z - log z), z = X w + b > 0;
+    at w = 0, b = 0 it is +inf (log 0)."""
+    rng = np.random.default_rng(1)
+    n, p = 400, 10
+    X = rng.standard_normal((n, p)) / 4
+    beta = np.zeros(p)
+    beta[[1, 4, 7]] = [1.5, -1.0, 1.2]
+    theta = 3.0 + X @ beta  # > 0
+    y = rng.gamma(shape=20.0, scale=1.0 / (20.0 * theta))
+    w = sm.Variable(p + 1, name="w")
+    z = X @ w[1:] + w[0]
+    return sm.Problem(sm.minimize(sm.sum(y * z - sm.log(z))), [sm.nnz(w[1:]) <= 3]), np.array([2, 5, 8])
+
+
+@pytest.mark.parametrize("solver", ["auto", "grahtp", "fgrahtp", "iht", "grasp", "omp", "ompr", "els"])
+def test_a_hand_written_gamma_likelihood_starts_inside_its_domain(solver):
+    prob, truth = gamma_problem()
+    r = prob.solve(solver)
+    assert np.isfinite(r.objective) and r.status in ("converged", "max_iter")
+    if solver in ("auto", "grahtp", "els", "ompr"):
+        assert list(r.support) == list(truth)
+
+
+def test_inside_domain_moves_only_the_free_coordinates():
+    prob, _ = gamma_problem()
+    lp = prob.lower()
+    assert not np.isfinite(lp.oracle.peek(lp.zeros()))
+    x = lp.inside_domain()
+    assert np.isfinite(lp.oracle.peek(x)) and np.all(x[lp.sparsity.coords] == 0) and x[0] != 0
+
+
+@pytest.mark.parametrize("kind", ["logistic", "softmax"])
+def test_mean_curvature_is_the_exact_hessian_diagonal_at_the_point(kind):
+    rng = np.random.default_rng(0)
+    if kind == "softmax":
+        prob, _ = softmax(1)
+    else:
+        X = rng.standard_normal((30, 6))
+        v = np.sign(rng.standard_normal(30))
+        w = sm.Variable(7, name="w")
+        prob = sm.Problem(
+            sm.minimize(sm.sum(sm.logistic(-v * (X @ w[1:] + w[0]))) + 0.3 * sm.sum_squares(w[1:])),
+            [sm.nnz(w[1:]) <= 2],
+        )
+    lp = prob.lower()
+    x = 0.4 * rng.standard_normal(lp.n)
+    C = lp.set.coords
+    diag = np.array([lp.oracle.hvp(x, e)[c] for c, e in zip(C, np.eye(lp.n)[C])])
+    assert lp.mean_curvature(x=x) == pytest.approx(diag.mean(), rel=1e-10)
+
+
+def test_step_rules_and_the_support_change_search():
+    """'local' is 'htp' on least squares (a constant Hessian); every rule keeps f monotone; the
+    support-change line search never ends above the paper's stopping rule; a bad rule name is a
+    clear error."""
+    prob = least_squares(5, k=4)
+    local = prob.solve("grahtp")
+    assert local.extra["step_rule"] == "htp"
+    for eta in ("local", "bb", "htp", "rss"):
+        for search in (True, False):
+            r = prob.solve("grahtp", eta=eta, search=search)
+            h = np.asarray(r.history["objective"])
+            assert np.all(np.diff(h) <= 1e-12 * np.abs(h[:-1]) + 1e-12)
+    assert prob.solve("grahtp", eta="rss").objective >= prob.solve("grahtp", eta="rss", search=True).objective - 1e-12
+    with pytest.raises(SolverError, match="eta"):
+        prob.solve("grahtp", eta="steepest")
+    assert prob.solve("fgrahtp").extra["step_rule"] == "bb"
+
+
+def test_newton_give_up_abandons_only_problems_that_cannot_reach_the_bar():
+    prob = least_squares(0)
+    lp = prob.lower()
+    v = np.sign(np.random.default_rng(0).standard_normal(40))
+    w = sm.Variable(13, name="w")
+    X = np.random.default_rng(1).standard_normal((40, 12))
+    lg = sm.Problem(sm.minimize(sm.sum(sm.logistic(-v * (X @ w[1:] + w[0])))), [sm.nnz(w[1:]) <= 3]).lower()
+    for problem in (lp, lg):
+        cols = problem.sparsity.flat(np.array([0, 3, 6]))
+        rd = problem.design.reduced(cols)
+        full = kernels.newton(rd, np.zeros((1, len(cols))))
+        f_min = float(full.values[0])
+        below = kernels.newton(rd, np.zeros((1, len(cols))), give_up=f_min + 1.0)  # reachable: solved
+        assert below.values[0] == pytest.approx(f_min, rel=1e-12) and below.converged[0]
+        above = kernels.newton(rd, np.zeros((1, len(cols))), give_up=f_min - 1.0)  # unreachable: abandoned
+        assert above.values[0] >= f_min and above.iterations <= full.iterations
