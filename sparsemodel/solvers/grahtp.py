@@ -59,7 +59,7 @@ from .base import (
 @register
 class GraHTP(Solver):
     name = "grahtp"
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
     default_debias = True
