@@ -1,7 +1,8 @@
-"""Sessions: lower, solve, compare and check a problem (what ``Problem.solve`` and the CLI call).
+"""Sessions: lower, solve, compare, check, path and select (what ``Problem.solve`` and the CLI call).
 
 This module sits above the solvers and the reports. The model layer never imports the lowerings,
-the solvers or the reports: ``Problem.solve`` / ``compare`` / ``check`` / ``lower`` delegate here.
+the solvers or the reports: ``Problem.solve`` / ``compare`` / ``check`` / ``lower`` / ``path`` /
+``select`` delegate here.
 """
 
 from __future__ import annotations
@@ -67,6 +68,41 @@ def compare(
 
     _refuse_bad_models(problem)
     return run_compare(problem, solvers, k=k, options=options, progress=progress, sweep=sweep)
+
+
+def _with_default_solver(problem: Problem, solver: str | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The solver name and options: the given ones, else the model file's ``solve with`` line, else auto."""
+    if solver is None and problem.solve_with is not None:
+        name, opts, _ = problem.solve_with
+        return name, {**opts, **options}
+    return solver or "auto", options
+
+
+def solver_class(lp: LoweredProblem, name: str) -> type[Any]:
+    """The registered solver class for ``name``; ``auto`` is the registry's ``auto`` solver when one
+    is registered, else the default for the problem's constraint kinds (``auto_solver``)."""
+    if name == "auto" and "auto" not in REGISTRY:
+        name = auto_solver(lp)
+    return get_solver(name)
+
+
+def path(
+    problem: Problem,
+    k: Iterable[int] | int,
+    solver: str | None = None,
+    start: str = "best",
+    progress: bool = False,
+    **options: Any,
+):
+    """A warm-started path over the bound (see :mod:`sparsemodel.compare.path`): one lowering,
+    ``lp.with_budget(k)`` at each k, each point started from its neighbour's solution; returns a
+    :class:`~sparsemodel.compare.path.SolutionPath`."""
+    from .compare.path import run_path
+
+    _refuse_bad_models(problem)
+    solver, options = _with_default_solver(problem, solver, options)
+    lp = lower(problem)
+    return run_path(problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress)
 
 
 # ---------------------------------------------------------------------- check
@@ -202,4 +238,4 @@ def check(problem: Problem) -> CheckReport:
     )
 
 
-__all__ = ["CheckReport", "check", "compare", "lower", "solve"]
+__all__ = ["CheckReport", "check", "compare", "lower", "path", "solve", "solver_class"]

@@ -364,32 +364,10 @@ class Comparison:
     def check_path(self, path: str | Path, overwrite: bool = False) -> Path:
         """The output path, or an OutputError if it is an input of the problem, an existing file
         (without overwrite=True) or in a missing directory."""
-        out = Path(path)
-        if out.resolve() in self.protected:
-            raise OutputError(
-                f"refusing to write to {path}: it is an input of this problem (model or data file)",
-                hint="choose another output file",
-            )
-        if out.is_dir():
-            raise OutputError(f"cannot write {path}: it is a directory")
-        if out.exists() and not overwrite:
-            raise OutputError(
-                f"refusing to overwrite the existing file {path}", hint="choose a new name, or pass overwrite=True"
-            )
-        if not out.parent.exists():
-            raise OutputError(f"cannot write {path}: the directory {out.parent} does not exist")
-        return out
+        return check_output(path, self.protected, overwrite)
 
     def _write(self, path: str | Path, overwrite: bool, data: str | bytes) -> Path:
-        out = self.check_path(path, overwrite)
-        try:
-            if isinstance(data, bytes):
-                out.write_bytes(data)
-            else:
-                out.write_text(data)
-        except OSError as exc:
-            raise OutputError(f"cannot write {path}: {exc.strerror}") from None
-        return out
+        return write_output(path, self.protected, overwrite, data)
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
         """One line per solver and k, columns ``COLUMNS`` (empty cells for failed runs)."""
@@ -473,6 +451,39 @@ class Comparison:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=110)
         return self._write(out, overwrite, buf.getvalue())
+
+
+def check_output(path: str | Path, protected: set[Path], overwrite: bool = False) -> Path:
+    """The output path of a report, or an OutputError if it is an input of the problem
+    (``protected``), an existing file (without overwrite=True) or in a missing directory. Every
+    report (compare, path, select) writes through this and :func:`write_output`."""
+    out = Path(path)
+    if out.resolve() in protected:
+        raise OutputError(
+            f"refusing to write to {path}: it is an input of this problem (model or data file)",
+            hint="choose another output file",
+        )
+    if out.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory")
+    if out.exists() and not overwrite:
+        raise OutputError(
+            f"refusing to overwrite the existing file {path}", hint="choose a new name, or pass overwrite=True"
+        )
+    if not out.parent.exists():
+        raise OutputError(f"cannot write {path}: the directory {out.parent} does not exist")
+    return out
+
+
+def write_output(path: str | Path, protected: set[Path], overwrite: bool, data: str | bytes) -> Path:
+    out = check_output(path, protected, overwrite)
+    try:
+        if isinstance(data, bytes):
+            out.write_bytes(data)
+        else:
+            out.write_text(data)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror}") from None
+    return out
 
 
 def protected_paths(problem: Any) -> set[Path]:

@@ -173,6 +173,22 @@ class Problem:
 
         return session.compare(self, list(solvers), k=k, options=options, **kw)
 
+    def path(
+        self,
+        k: Iterable[int] | int,
+        solver: str | None = None,
+        start: str = "best",
+        progress: bool = False,
+        **options: Any,
+    ):
+        """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
+        started from its neighbour's solution; ``start`` = ``best`` (also solve cold, keep the lower
+        objective: never worse than ``solve(k=k)``), ``cold`` (identical to ``solve(k=k)``) or
+        ``warm``. Returns a :class:`sparsemodel.compare.path.SolutionPath`; see docs/selection.md."""
+        from .. import session
+
+        return session.path(self, k, solver=solver, start=start, progress=progress, **options)
+
     def __str__(self) -> str:
         lines = [str(self.objective)]
         if self.constraints:
