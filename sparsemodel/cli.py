@@ -266,6 +266,36 @@ def cmd_path(args: argparse.Namespace) -> int:
     return 0 if not result.failed() else 1
 
 
+def cmd_select(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    outs = report_outputs(args, problem)
+    name, opts = solver_and_options(args, problem)
+    ks = parse_k_range(args.k)
+    fold_ids = None
+    if args.fold_ids:
+        from .io import read_data
+
+        fold_ids = read_data(args.fold_ids, "vector", base_dir=Path.cwd())
+    sel = problem.select(
+        k=ks,
+        by=args.by,
+        solver=name or "auto",
+        folds=args.folds,
+        seed=args.seed,
+        fold_ids=fold_ids,
+        rule=args.rule,
+        gamma=args.gamma,
+        start=args.start,
+        progress=not args.quiet,
+        **opts,
+    )
+    print(sel.table())
+    print()
+    print(sel.result.summary())
+    write_reports(sel, outs)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -340,6 +370,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="best: cold and warm solve, keep the lower objective (default); cold: = single solves; warm: fastest",
     )
     pa.set_defaults(func=cmd_path)
+
+    se = sub.add_parser("select", help="choose k: cross-validation or an information criterion over a path")
+    model_args(se)
+    report_args(se, "curve")
+    se.add_argument(
+        "--by", choices=("cv", "aic", "bic", "ebic", "gic"), default="cv", help="how to choose (default cv)"
+    )
+    se.add_argument("--folds", type=int, default=5, help="number of folds of cross-validation (default 5)")
+    se.add_argument("--seed", type=int, default=0, help="seed of the random folds (default 0)")
+    se.add_argument(
+        "--fold-ids", metavar="FILE", help="a vector file with one fold label per sample (instead of --folds)"
+    )
+    se.add_argument("--rule", choices=("min", "1se"), default="min", help="min, or 1se: the smallest k within one se")
+    se.add_argument("--gamma", type=float, default=1.0, help="the EBIC constant gamma (default 1)")
+    se.add_argument("--start", choices=("best", "cold", "warm"), default="best", help="how path points are started")
+    se.set_defaults(func=cmd_select)
 
     v = sub.add_parser("solvers", help="the solver registry: names, constraint kinds, options")
     v.add_argument("--json", action="store_true", help="print the registry as JSON")

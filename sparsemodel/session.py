@@ -105,6 +105,45 @@ def path(
     return run_path(problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress)
 
 
+def select(
+    problem: Problem,
+    k: Iterable[int] | int,
+    by: str = "cv",
+    solver: str | None = None,
+    folds: int = 5,
+    seed: int | None = 0,
+    fold_ids: Any = None,
+    rule: str = "min",
+    gamma: float = 1.0,
+    start: str = "best",
+    progress: bool = False,
+    **options: Any,
+):
+    """Choose the bound among ``k`` by cross-validation (``by="cv"``) or an information criterion
+    (``aic``, ``bic``, ``ebic``, ``gic``) over a warm-started path (see
+    :mod:`sparsemodel.compare.select`); returns a :class:`~sparsemodel.compare.select.Selection`."""
+    from .compare.select import run_select
+
+    _refuse_bad_models(problem)
+    solver, options = _with_default_solver(problem, solver, options)
+    lp = lower(problem)
+    return run_select(
+        problem,
+        lp,
+        solver_class(lp, solver),
+        k,
+        by=by,
+        options=options,
+        start=start,
+        folds=folds,
+        seed=seed,
+        fold_ids=fold_ids,
+        rule=rule,
+        gamma=gamma,
+        progress=progress,
+    )
+
+
 # ---------------------------------------------------------------------- check
 
 
@@ -238,4 +277,4 @@ def check(problem: Problem) -> CheckReport:
     )
 
 
-__all__ = ["CheckReport", "check", "compare", "lower", "path", "solve", "solver_class"]
+__all__ = ["CheckReport", "check", "compare", "lower", "path", "select", "solve", "solver_class"]
