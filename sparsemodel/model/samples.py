@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ModelError, ShapeError
 from . import atoms as A
-from .expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Sub, Transpose
+from .expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Transpose
 from .userfunc import UserFunc
 
 
