@@ -12,7 +12,8 @@ inside l_i). L(x) = sum_i l_i(x) is taken as the negative log-likelihood, so the
     D = n log(RSS / n)   when every data term is a square (Gaussian, unknown variance; RSS = L)
     D = 2 L              otherwise (logistic, Poisson, softmax, Huber, user funcs)
 
-and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
+with n the number of samples, or the sum of the sample weights when every data term carries them
+(frequency weights: a weight of 2 counts as a repeated sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
 always-selected indices, other variables; coordinates fixed by a box with lo = hi not counted), p
 the number of selectable units (coordinates, or groups) and s the units used,
 
@@ -27,7 +28,7 @@ Rank constraints use df = r (p + m - r) + free coordinates and AIC or BIC only.
 
 **Cross-validation** (``by="cv"``). The n samples are split into K folds (a random permutation
 with a fixed ``seed``, cut into K nearly equal parts; or the user's ``fold_ids``, one label per
-sample, one fold per label). For each fold the model is rebuilt on the training rows (every data
+sample, one fold per label; or ``folds`` given as the (train, test) row indices of each split). For each fold the model is rebuilt on the training rows (every data
 node with n rows subset: :func:`sparsemodel.model.samples.rebind_rows`; training-only terms such as
 a ridge stay), its path is computed over the same k, and the held-out loss at k is the data term
 evaluated on the held-out rows at that fold's solution: the model's own loss, whatever its
@@ -44,6 +45,7 @@ import csv
 import io
 import json
 import math
+import numbers
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -84,14 +86,14 @@ def log_binom(p: int, s: int) -> float:
     return float(gammaln(p + 1) - gammaln(s + 1) - gammaln(p - s + 1))
 
 
-def deviance(loss: float, n: int, gaussian: bool) -> float:
+def deviance(loss: float, n: float, gaussian: bool) -> float:
     """D = n log(RSS/n) (Gaussian, ``loss`` = RSS) or 2 L (``loss`` = the negative log-likelihood)."""
     if gaussian:
         return n * math.log(max(loss, 1e-300 * n) / n)
     return 2.0 * loss
 
 
-def criterion(by: str, loss: float, n: int, df: int, p: int, s: int, gaussian: bool, gamma: float = 1.0) -> float:
+def criterion(by: str, loss: float, n: float, df: int, p: int, s: int, gaussian: bool, gamma: float = 1.0) -> float:
     """The information criterion ``by`` (see the module docstring for every constant)."""
     D = deviance(loss, n, gaussian)
     if by == "aic":
@@ -117,6 +119,7 @@ class DataTerm:
     n: int
     scale: float | None  # c: data term = c * sum_i l_i (None when the sample terms disagree)
     gaussian: bool
+    n_eff: float  # n of the criteria: the rows, or the sum of the sample weights
 
 
 def data_term(problem: Problem, lp: LoweredProblem) -> DataTerm:
@@ -129,13 +132,21 @@ def data_term(problem: Problem, lp: LoweredProblem) -> DataTerm:
         )
     n = d.n_samples
     nodes = sample_nodes(problem.objective.expr, n)
+    n_eff = float(n)
+    sums = []
+    for i in d.sample_terms:
+        t = d.terms[i]
+        if t.weights is not None:  # frequency weights: the sample count is their sum
+            sums.append(float(np.sum(t.weights)) * n / t.out_size)
+    if sums and len(sums) == len(d.sample_terms) and np.allclose(sums, sums[0], rtol=1e-10):
+        n_eff = sums[0]
     expr, _ = split_data_term(problem.objective.expr, nodes)
     if expr is None or not nodes:
         raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
     coefs = [d.terms[i].coef for i in d.sample_terms]
     scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
     gaussian = all(d.terms[i].quadratic for i in d.sample_terms)
-    return DataTerm(expr, nodes, n, scale, gaussian)
+    return DataTerm(expr, nodes, n, scale, gaussian, n_eff)
 
 
 def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
@@ -156,6 +167,30 @@ def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int
 
 
 # ====================================================================== selection
+
+
+def splits_of(n: int, folds: Any, seed: int | None, fold_ids: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (training rows, held-out rows) of each fold: from ``fold_ids`` or an int ``folds`` (see
+    :func:`folds_of`), or ``folds`` given as the splits themselves (an iterable of (train, test)
+    index arrays, e.g. a scikit-learn splitter's ``split(X)``)."""
+    if fold_ids is None and folds is not None and not isinstance(folds, (numbers.Integral, float, bool)):
+        out = []
+        try:
+            pairs = list(folds)
+        except TypeError:
+            raise SelectionError(
+                f"folds={folds!r} is not a number of folds or a list of (train, test) splits"
+            ) from None
+        for tr, te in pairs:
+            tr, te = np.asarray(tr, dtype=np.int64).ravel(), np.asarray(te, dtype=np.int64).ravel()
+            if len(tr) == 0 or len(te) == 0 or min(tr.min(), te.min()) < 0 or max(tr.max(), te.max()) >= n:
+                raise SelectionError(f"a split of folds= has empty or out-of-range rows (the model has {n} samples)")
+            out.append((tr, te))
+        if not out:
+            raise SelectionError("folds= holds no split")
+        return out
+    of = folds_of(n, folds, seed, fold_ids)
+    return [(np.flatnonzero(of != f), np.flatnonzero(of == f)) for f in range(int(of.max()) + 1)]
 
 
 def folds_of(n: int, folds: int | None, seed: int | None, fold_ids: Any) -> np.ndarray:
@@ -213,7 +248,7 @@ def run_select(
         raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
     dt = data_term(problem, lp)
-    fold_of = folds_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
+    splits = splits_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
     full = run_path(problem, lp, cls, ks, options, start=start, progress=progress)
     loss_of = Evaluator(dt.expr, lp.layout)
     curve: list[dict[str, Any]] = []
@@ -241,11 +276,11 @@ def run_select(
                         hint="write the loss as one mean(...) or sum(...) over the samples, or use by='cv'",
                     )
                 total = row["loss"] / dt.scale
-                row["value"] = criterion(by, total, dt.n, df, p, s, dt.gaussian, gamma)
+                row["value"] = criterion(by, total, dt.n_eff, df, p, s, dt.gaussian, gamma)
         curve.append(row)
     per_fold = None
     if by == "cv":
-        per_fold = _cross_validate(problem, cls, ks, options, start, dt, fold_of, progress)
+        per_fold = _cross_validate(problem, cls, ks, options, start, dt, splits, progress)
         K = per_fold.shape[0]
         for j, row in enumerate(curve):
             vals = per_fold[:, j]
@@ -273,18 +308,17 @@ def _cross_validate(
     options: dict[str, Any] | None,
     start: str,
     dt: DataTerm,
-    fold_of: np.ndarray,
+    splits: list[tuple[np.ndarray, np.ndarray]],
     progress: bool,
 ) -> np.ndarray:
     """(K, len(ks)) held-out losses: the data term on each fold's held-out rows at that fold's
     training path (NaN where the training solve failed)."""
     from tqdm import tqdm
 
-    K = int(fold_of.max()) + 1
+    K = len(splits)
     out = np.full((K, len(ks)), np.nan)
     for f in tqdm(range(K), file=sys.stderr, disable=not progress, desc="cross-validation", unit="fold"):
-        test = np.flatnonzero(fold_of == f)
-        train = np.flatnonzero(fold_of != f)
+        train, test = splits[f]
         train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
         held = rebind_rows(dt.expr, dt.nodes, test)
         tp = Problem(Objective(train_obj), problem.constraints, source=problem.source)
@@ -329,6 +363,7 @@ class Selection:
         self.path = path
         self.curve = curve
         self.n = dt.n
+        self.n_eff = dt.n_eff
         self.gaussian = dt.gaussian
         self.per_fold = per_fold
         self.gamma = gamma
@@ -344,18 +379,16 @@ class Selection:
 
     def describe(self) -> str:
         """The formula with its constants, as the table prints it."""
-        n = self.n
+        n = f"{self.n_eff:g}"
         if self.by == "cv":
             K = self.per_fold.shape[0] if self.per_fold is not None else 0
-            return (
-                f"{K}-fold cross-validation: mean held-out loss (the model's data term on the held-out rows), n = {n}"
-            )
+            return f"{K}-fold cross-validation: mean held-out loss (the model's data term on the held-out rows), n = {self.n}"
         D = "n log(RSS/n)" if self.gaussian else "2 L (L = sum of per-sample losses)"
         pen = {
             "aic": "2 df",
-            "bic": f"log(n) df = {math.log(n):.4g} df",
+            "bic": f"log(n) df = {math.log(self.n_eff):.4g} df",
             "ebic": f"log(n) df + 2 gamma log binom(p, s), gamma = {self.gamma:g}",
-            "gic": f"log(log n) log(p) df = {math.log(math.log(n)):.4g} log(p) df",
+            "gic": f"log(log n) log(p) df = {math.log(math.log(self.n_eff)):.4g} log(p) df",
         }[self.by]
         return f"{self.by.upper()} = {D} + {pen}; n = {n}, df = nonzeros + free coordinates"
 
@@ -460,6 +493,7 @@ __all__ = [
     "data_term",
     "degrees_of_freedom",
     "folds_of",
+    "splits_of",
     "log_binom",
     "run_select",
 ]
