@@ -237,7 +237,8 @@ def check(problem: Problem) -> CheckReport:
     if lp is not None:
         for s in [lp.set] + lp.side:
             if s is not None:
-                sets[id(s.constraint)] = s
+                for c in getattr(s, "constraints", [s.constraint]):  # a Box holds every bound
+                    sets[id(c)] = s
     for c in problem.constraints:
         kinds.add(c.kind)
         s = sets.get(id(c))
