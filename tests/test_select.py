@@ -212,3 +212,14 @@ def test_cli_select_prints_curve_choice_and_solution(tmp_path, capsys):
     assert code == 0 and "4-fold cross-validation" in out and "chosen k = 4" in out
     code = main(["select", str(model), "--k", "1:8", "--quiet", "--plot", str(model)])
     assert code == 2 and "input of this model" in capsys.readouterr().err
+
+
+def test_explicit_splits_equal_fold_ids():
+    X, y, _ = separated(n=40, p=8)
+    ids = np.arange(40) % 4
+    splits = [(np.flatnonzero(ids != f), np.flatnonzero(ids == f)) for f in range(4)]
+    a = ls(X, y).select(k=[1, 2, 3, 4], fold_ids=ids)
+    b = ls(X, y).select(k=[1, 2, 3, 4], folds=splits)
+    assert np.array_equal(a.per_fold, b.per_fold) and a.k == b.k
+    with pytest.raises(SelectionError, match="out-of-range"):
+        ls(X, y).select(k=[1, 2], folds=[(np.arange(30), np.arange(30, 45))])

@@ -246,7 +246,8 @@ def newton(
 
     ``U0`` (m, D): warm starts, D = d (+1 with ``extra``, the extra column of each problem per
     term, (m, size_t)). The step that meets the stopping test is still taken when it does not
-    increase f (:func:`_polish`), so the returned coefficients are accurate to rounding. ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
+    increase f (:func:`_polish`) when m = 1 (a restricted solve, whose coefficients are used; batched
+    scoring needs only values), so the returned coefficients are accurate to rounding. ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
     holds them at 0). A problem stops when its Newton decrement is below ``2 tol (1 + |f|)`` (or,
     with ``l1``, when the minimum-norm subgradient is below ``kkt_tol``), or when the line search
     finds no decrease (at the optimum numerically).
@@ -311,7 +312,7 @@ def newton(
         stop |= bad
         done[idx[stop]] = True
         conv[idx[stop & ~bad]] = True
-        if l1 is None and fixed is None and not matrix_free:
+        if m == 1 and l1 is None and not matrix_free:  # one solve whose coefficients are used (not scoring)
             _polish(st, idx[stop & ~bad], step[stop & ~bad], f[stop & ~bad], stale)
         go = np.flatnonzero(~stop)
         if len(go) == 0:
@@ -358,7 +359,8 @@ def newton(
 
 
 def _polish(st: _State, rows: np.ndarray, step: np.ndarray, f: np.ndarray, stale: np.ndarray) -> None:
-    """The Newton step that met the stopping test is taken too when it does not increase f: at
+    """The Newton step that met the stopping test is taken too when it does not increase f (beyond
+    rounding): at
     quadratic convergence it brings a decrement of 2 tol (1 + |f|) down to rounding, so that
     coefficients, not only values, are accurate (x to ~1e-12 instead of ~sqrt(tol)). One trial
     evaluation per problem."""
@@ -366,7 +368,7 @@ def _polish(st: _State, rows: np.ndarray, step: np.ndarray, f: np.ndarray, stale
         return
     Ut = st.U[rows] + step
     ft, keep = st.trial(rows, Ut)
-    ok = np.isfinite(ft) & (ft <= f)
+    ok = np.isfinite(ft) & (ft <= f + 4 * np.finfo(float).eps * (1.0 + np.abs(f)))  # f is flat here: rounding
     if ok.any():
         st.accept(rows[ok], Ut[ok], [(z[ok], tuple(a[ok] if a is not None else None for a in dv)) for z, dv in keep])
         stale[rows[ok]] = True
@@ -688,7 +690,7 @@ def box_newton(
             converged = True
             un = np.clip(u + step, lo, hi)  # the last step too when it does not increase f (as newton)
             fn = evaluate(rd, un, 0, ridge)[0]
-            if np.isfinite(fn) and fn <= f:
+            if np.isfinite(fn) and fn <= f + 4 * np.finfo(float).eps * (1.0 + abs(f)):
                 u, f = un, fn
             break
         a, accepted = 1.0, False
