@@ -12,7 +12,7 @@ import pytest
 import sparsemodel as sm
 from sparsemodel.compile.kernels import kkt_residual
 from sparsemodel.compile.l1 import l1_minimize
-from sparsemodel.errors import ConstraintError, ModelError, ShapeError, SolverError
+from sparsemodel.errors import ConstraintError, ModelError, ParseError, ShapeError, SolverError
 
 RNG = np.random.default_rng(11)
 BOX_SOLVERS = ["grahtp", "fgrahtp", "iht", "grasp", "omp", "ompr", "els", "forward", "lasso"]
@@ -277,6 +277,8 @@ def test_located_errors_of_free():
     assert "diagonal is already free" in e.message
     e = perr("nnz(w, free = [0, w]) <= 2")
     assert "a list holds numbers" in e.message and at(e) == (5, 17)
+    e = perr("nnz(w, free = []) <= 2", ParseError)
+    assert at(e) == (5, 18) and "unexpected ']'" in e.message and e.hint == "expected an expression"
 
 
 def test_located_errors_of_boxes():

@@ -163,7 +163,7 @@ def _terminal_display() -> dict[str, str]:
     return out
 
 
-_EXPRESSION_START = {"NAME", "NUMBER", "LPAR", "MINUS", "PLUS"}
+_EXPRESSION_START = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS", "PLUS"}  # LSQB: a list [1, 2]
 _OPERATOR_TEXT = {"'+'", "'-'", "'*'", "'/'", "'@'", "** or ^", "'''", ".T", "'['"}
 _STATEMENTS = {k.upper() for k in STATEMENT_KEYWORDS}
 
