@@ -30,7 +30,7 @@ from .model.atoms import (
     sum_squares,
     trace,
 )
-from .model.constraints import eig, nnz, offdiag, rank
+from .model.constraints import box, eig, nnz, offdiag, rank
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, Problem, minimize
 from .solvers import REGISTRY as registry
@@ -51,6 +51,7 @@ __all__ = [
     "Objective",
     "minimize",
     "nnz",
+    "box",
     "rank",
     "eig",
     "offdiag",

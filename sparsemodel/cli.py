@@ -1,4 +1,4 @@
-"""Command line: ``sparsemodel demo | check | solve | compare | solvers``.
+"""Command line: ``sparsemodel demo | check | solve | compare | path | select | solvers``.
 
 Every error a user can cause is printed as one paragraph (what, where, what was expected) on
 stderr with exit status 2; no traceback reaches the terminal (set SPARSEMODEL_DEBUG=1 to see one
@@ -234,6 +234,65 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0 if not failed else 1
 
 
+def report_outputs(args: argparse.Namespace, problem: Any) -> dict[str, Path]:
+    """--csv / --json / --plot of path and select, checked before anything runs."""
+    protected = protected_paths(problem)
+    distinct({"--csv": args.csv, "--json": args.json_out, "--plot": args.plot})
+    return {
+        kind: check_output(p, protected, args.force, "--force")
+        for kind, p in (("csv", args.csv), ("json", args.json_out), ("plot", args.plot))
+        if p
+    }
+
+
+def write_reports(report: Any, outs: dict[str, Path]) -> None:
+    writers = {"csv": report.to_csv, "json": report.to_json, "plot": report.plot}
+    for kind, path in outs.items():
+        writers[kind](path, overwrite=True)
+        print(f"wrote {kind}: {path}")
+
+
+def cmd_path(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    outs = report_outputs(args, problem)
+    name, opts = solver_and_options(args, problem)
+    ks = parse_k_range(args.k)
+    result = problem.path(k=ks, solver=name or "auto", start=args.start, progress=not args.quiet, **opts)
+    print(result.table())
+    write_reports(result, outs)
+    return 0 if not result.failed() else 1
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    outs = report_outputs(args, problem)
+    name, opts = solver_and_options(args, problem)
+    ks = parse_k_range(args.k)
+    fold_ids = None
+    if args.fold_ids:
+        from .io import read_data
+
+        fold_ids = read_data(args.fold_ids, "vector", base_dir=Path.cwd())
+    sel = problem.select(
+        k=ks,
+        by=args.by,
+        solver=name or "auto",
+        folds=args.folds,
+        seed=args.seed,
+        fold_ids=fold_ids,
+        rule=args.rule,
+        gamma=args.gamma,
+        start=args.start,
+        progress=not args.quiet,
+        **opts,
+    )
+    print(sel.table())
+    print()
+    print(sel.result.summary())
+    write_reports(sel, outs)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -287,6 +346,43 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
     m.set_defaults(func=cmd_compare)
+
+    def report_args(q: argparse.ArgumentParser, what: str) -> None:
+        q.add_argument("--k", required=True, help="values of the bound: 1:40 (inclusive), 1:40:2 or 1,2,5")
+        q.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
+        q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
+        q.add_argument("--csv", help=f"write the {what} as CSV")
+        q.add_argument("--json", dest="json_out", help=f"write the {what} as JSON")
+        q.add_argument("--plot", help=f"write the {what} as PNG")
+        q.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
+        q.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    pa = sub.add_parser("path", help="a warm-started path over the bound k with one solver")
+    model_args(pa)
+    report_args(pa, "path")
+    pa.add_argument(
+        "--start",
+        choices=("best", "cold", "warm"),
+        default="best",
+        help="best: cold and warm solve, keep the lower objective (default); cold: = single solves; warm: fastest",
+    )
+    pa.set_defaults(func=cmd_path)
+
+    se = sub.add_parser("select", help="choose k: cross-validation or an information criterion over a path")
+    model_args(se)
+    report_args(se, "curve")
+    se.add_argument(
+        "--by", choices=("cv", "aic", "bic", "ebic", "gic"), default="cv", help="how to choose (default cv)"
+    )
+    se.add_argument("--folds", type=int, default=5, help="number of folds of cross-validation (default 5)")
+    se.add_argument("--seed", type=int, default=0, help="seed of the random folds (default 0)")
+    se.add_argument(
+        "--fold-ids", metavar="FILE", help="a vector file with one fold label per sample (instead of --folds)"
+    )
+    se.add_argument("--rule", choices=("min", "1se"), default="min", help="min, or 1se: the smallest k within one se")
+    se.add_argument("--gamma", type=float, default=1.0, help="the EBIC constant gamma (default 1)")
+    se.add_argument("--start", choices=("best", "cold", "warm"), default="best", help="how path points are started")
+    se.set_defaults(func=cmd_select)
 
     v = sub.add_parser("solvers", help="the solver registry: names, constraint kinds, options")
     v.add_argument("--json", action="store_true", help="print the registry as JSON")

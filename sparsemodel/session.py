@@ -1,7 +1,8 @@
-"""Sessions: lower, solve, compare and check a problem (what ``Problem.solve`` and the CLI call).
+"""Sessions: lower, solve, compare, check, path and select (what ``Problem.solve`` and the CLI call).
 
 This module sits above the solvers and the reports. The model layer never imports the lowerings,
-the solvers or the reports: ``Problem.solve`` / ``compare`` / ``check`` / ``lower`` delegate here.
+the solvers or the reports: ``Problem.solve`` / ``compare`` / ``check`` / ``lower`` / ``path`` /
+``select`` delegate here.
 """
 
 from __future__ import annotations
@@ -110,6 +111,80 @@ def compare(
         raise
 
 
+def _with_default_solver(problem: Problem, solver: str | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The solver name and options: the given ones, else the model file's ``solve with`` line, else auto."""
+    if solver is None and problem.solve_with is not None:
+        name, opts, _ = problem.solve_with
+        return name, {**opts, **options}
+    return solver or "auto", options
+
+
+def solver_class(lp: LoweredProblem, name: str) -> type[Any]:
+    """The registered solver class for ``name``; ``auto`` is the default for the problem's
+    constraint kinds (``auto_solver``: the ``auto`` solver when it handles them all)."""
+    if name == "auto":
+        name = auto_solver(lp)
+    return get_solver(name)
+
+
+def path(
+    problem: Problem,
+    k: Iterable[int] | int,
+    solver: str | None = None,
+    start: str = "best",
+    progress: bool = False,
+    **options: Any,
+):
+    """A warm-started path over the bound (see :mod:`sparsemodel.compare.path`): one lowering,
+    ``lp.with_budget(k)`` at each k, each point started from its neighbour's solution; returns a
+    :class:`~sparsemodel.compare.path.SolutionPath`."""
+    from .compare.path import run_path
+
+    _refuse_bad_models(problem)
+    solver, options = _with_default_solver(problem, solver, options)
+    lp = lower(problem)
+    return run_path(problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress)
+
+
+def select(
+    problem: Problem,
+    k: Iterable[int] | int,
+    by: str = "cv",
+    solver: str | None = None,
+    folds: int = 5,
+    seed: int | None = 0,
+    fold_ids: Any = None,
+    rule: str = "min",
+    gamma: float = 1.0,
+    start: str = "best",
+    progress: bool = False,
+    **options: Any,
+):
+    """Choose the bound among ``k`` by cross-validation (``by="cv"``) or an information criterion
+    (``aic``, ``bic``, ``ebic``, ``gic``) over a warm-started path (see
+    :mod:`sparsemodel.compare.select`); returns a :class:`~sparsemodel.compare.select.Selection`."""
+    from .compare.select import run_select
+
+    _refuse_bad_models(problem)
+    solver, options = _with_default_solver(problem, solver, options)
+    lp = lower(problem)
+    return run_select(
+        problem,
+        lp,
+        solver_class(lp, solver),
+        k,
+        by=by,
+        options=options,
+        start=start,
+        folds=folds,
+        seed=seed,
+        fold_ids=fold_ids,
+        rule=rule,
+        gamma=gamma,
+        progress=progress,
+    )
+
+
 # ---------------------------------------------------------------------- check
 
 
@@ -215,7 +290,8 @@ def check(problem: Problem) -> CheckReport:
     if lp is not None:
         for s in [lp.set] + lp.side:
             if s is not None:
-                sets[id(s.constraint)] = s
+                for c in getattr(s, "constraints", [s.constraint]):  # a Box holds every bound
+                    sets[id(c)] = s
     for c in problem.constraints:
         kinds.add(c.kind)
         s = sets.get(id(c))
@@ -262,4 +338,4 @@ def check(problem: Problem) -> CheckReport:
     )
 
 
-__all__ = ["CheckReport", "check", "compare", "lower", "solve"]
+__all__ = ["CheckReport", "check", "compare", "lower", "path", "select", "solve", "solver_class"]

@@ -141,7 +141,7 @@ def test_logistic_with_free_intercept_is_unpenalized():
 
 def test_capabilities_and_registry():
     cls = sm.registry["lasso"]
-    assert cls.handles == frozenset({"nnz"})
+    assert cls.handles == frozenset({"nnz", "box"})
     assert cls.convex_relaxation is True
     X, y = small()
     # never chosen by auto: it is a relaxation

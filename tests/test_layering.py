@@ -57,3 +57,11 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     f = PKG / "model" / "problem.py"
     mods = [m for m, _ in imports(f)]
     assert "sparsemodel.session" in mods  # Problem.solve delegates downward through the session
+
+
+def test_the_estimators_use_only_the_builder():
+    """sparsemodel/sklearn.py builds models with the Python builder and solves them through Problem:
+    it imports nothing from the lowerings, the solvers, the reports or the session."""
+    below = ("sparsemodel.compile", "sparsemodel.solvers", "sparsemodel.compare", "sparsemodel.session")
+    mods = [m for m, _ in imports(PKG / "sklearn.py")]
+    assert mods and not [m for m in mods if any(m == p or m.startswith(p + ".") for p in below)]

@@ -140,3 +140,23 @@ def test_vector_data_times_variable_and_solvers_subpackage():
     assert rel_gap(lp.restricted_minimize(sel).f, lp.restricted_minimize(sel, method="cvxpy").f) < REL
     assert importlib.import_module("sparsemodel.solvers.iht").__name__ == "sparsemodel.solvers.iht"
     assert "grahtp" in sm.registry
+
+
+def test_newton_coefficients_are_accurate_to_rounding():
+    """The Newton kernel also takes the step that met its stopping test (decrement <= 2 tol (1 + |f|)),
+    so the gradient at the returned point is at rounding level (~1e-16), not ~sqrt(tol) (1e-8 to
+    1e-7 on these softmax problems without that step); likewise the projected gradient of the
+    bounded solve."""
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        n, p, K = 15, 30, 3
+        X = rng.random((n, p))
+        Y = np.eye(K)[rng.integers(0, K, n)]
+        W = sm.Variable((p, K), name="W")
+        obj = sm.mean(sm.logsumexp(X @ W, axis=1) - sm.sum(Y * (X @ W), axis=1)) + 1 / (2 * n) * sm.sum_squares(W)
+        for extra in ([], [W >= -0.05]):
+            lp = sm.Problem(sm.minimize(obj), [sm.nnz(W) <= 90, *extra]).lower()
+            x = lp.restricted_minimize(None, cols=np.arange(lp.n)).x
+            g = lp.grad(x)
+            pg = x - (lp.box.clip(x - g) if lp.box is not None else x - g)
+            assert np.abs(pg).max() < 1e-13

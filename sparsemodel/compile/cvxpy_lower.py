@@ -168,18 +168,37 @@ def solve_cvxpy(problem: Any, solver: str | None = None) -> str:
 
 
 def restricted_cvxpy(
-    objective: Expr, layout: Layout, cols: np.ndarray | None, ridge: np.ndarray | None = None, embed: Any = None
+    objective: Expr,
+    layout: Layout,
+    cols: np.ndarray | None,
+    ridge: np.ndarray | None = None,
+    embed: Any = None,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, int]:
     """min f over x supported on ``cols`` (+ 1/2 sum ridge_j x_j^2), or over x = embed @ u, in
-    cvxpy: the reference path."""
+    cvxpy: the reference path. ``bounds`` = (lo, hi) keeps u in a box (infinite entries: open)."""
     cp = _cp()
     u = cp.Variable(len(cols) if embed is None else embed.shape[1])
     obj = lower_expr(objective, layout, u, cols, embed=embed)
     if ridge is not None:
         obj = obj + 0.5 * cp.sum(cp.multiply(ridge, cp.square(u)))
-    prob = cp.Problem(cp.Minimize(obj))
+    prob = cp.Problem(cp.Minimize(obj), box_constraints(u, bounds))
     solve_cvxpy(prob)
     return np.asarray(u.value, dtype=float).ravel(), int(prob.solver_stats.num_iters or 0)
+
+
+def box_constraints(u: Any, bounds: tuple[np.ndarray, np.ndarray] | None) -> list[Any]:
+    """cvxpy constraints lo <= u <= hi on the entries with a finite bound."""
+    if bounds is None:
+        return []
+    lo, hi = (np.asarray(b, dtype=float) for b in bounds)
+    out = []
+    il, ih = np.flatnonzero(np.isfinite(lo)), np.flatnonzero(np.isfinite(hi))
+    if il.size:
+        out.append(u[il] >= lo[il])
+    if ih.size:
+        out.append(u[ih] <= hi[ih])
+    return out
 
 
 def sympy_to_cvxpy(e: sympy.Expr, z: sympy.Symbol, arg: Any, name: str, span: Span | None) -> Any:

@@ -256,11 +256,21 @@ def newton(
     kkt_tol: float | None = None,
     max_iter: int = 100,
     give_up: float | None = None,
+    lower: np.ndarray | None = None,
+    upper: np.ndarray | None = None,
 ) -> NewtonResult:
     """Minimize m problems  f(u) [+ ridge/2 ||u||^2] [+ sum l1_j |u_j|]  over u = U[a].
 
+    With ``l1``, ``lower`` / ``upper`` (D,) keep every coordinate in a box (the starts must be in
+    it): each model step is then coordinate descent with clipping, and the line search moves
+    between two points of the box (for boxes without l1, see :func:`box_newton`).
+
     ``U0`` (m, D): warm starts, D = d (+1 with ``extra``, the extra column of each problem per
-    term, (m, size_t), and ``extra_lin`` (m,) the linear terms' coefficient of each extra column). ``fixed`` (m, d) bool: coordinates held at their start (removal scoring
+    term, (m, size_t), and ``extra_lin`` (m,) the linear terms' coefficient of each extra column).
+    The step that meets the stopping test is still taken when it does not increase f
+    (:func:`_polish`) when m = 1 (a restricted solve, whose coefficients are used; batched scoring
+    needs only values), so the returned coefficients are accurate to rounding. ``fixed`` (m, d) bool:
+    coordinates held at their start (removal scoring
     holds them at 0). A problem stops when its Newton decrement is below ``2 tol (1 + |f|)`` (or,
     with ``l1``, when the minimum-norm subgradient is below ``kkt_tol``), or when the line search
     finds no decrease (at the optimum numerically). ``give_up`` (smooth problems): a problem is
@@ -268,7 +278,7 @@ def newton(
     f - 2 * decrement > give_up -- for searches that only want minima below a threshold.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
-        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin)
+        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin, lower, upper)
 
 
 def _newton(
@@ -283,6 +293,8 @@ def _newton(
     max_iter: int,
     give_up: float | None = None,
     extra_lin: np.ndarray | None = None,
+    lower: np.ndarray | None = None,
+    upper: np.ndarray | None = None,
 ) -> NewtonResult:
     U0 = np.atleast_2d(np.asarray(U0, dtype=float))
     m, D = U0.shape
@@ -327,7 +339,7 @@ def _newton(
                 dec = np.empty(len(idx))
                 for a in range(len(idx)):
                     u = st.U[idx[a]]
-                    z = cd_quadratic_l1(u, g[a], H[a], pen)
+                    z = cd_quadratic_l1(u, g[a], H[a], pen, lo=lower, hi=upper)
                     step[a] = z - u
                     dec[a] = -float(g[a] @ step[a] + pen @ (np.abs(z) - np.abs(u)))
             else:
@@ -335,7 +347,7 @@ def _newton(
         if l1 is not None:
             stop = np.array(
                 [
-                    kkt_residual(st.U[i], g[a], pen) <= (kkt_tol if kkt_tol is not None else 0.0)
+                    kkt_residual(st.U[i], g[a], pen, lower, upper) <= (kkt_tol if kkt_tol is not None else 0.0)
                     for a, i in enumerate(idx)
                 ]
             )
@@ -345,6 +357,8 @@ def _newton(
         stop |= bad
         done[idx[stop]] = True
         conv[idx[stop & ~bad]] = True
+        if m == 1 and l1 is None and not matrix_free:  # one solve whose coefficients are used (not scoring)
+            _polish(st, idx[stop & ~bad], step[stop & ~bad], f[stop & ~bad], stale)
         if give_up is not None and l1 is None:
             hopeless = ~stop & (f - 2.0 * dec > give_up)
             done[idx[hopeless]] = True
@@ -387,8 +401,9 @@ def _newton(
             fin = rows[accepted_full]
             done[fin] = True
             conv[fin] = True
-        elif l1 is None and not matrix_free:
-            # a full step after which the next decrement, predicted at the last rate as dec * (dec / dec_prev)
+        elif l1 is None and not matrix_free and m > 1:
+            # batched scoring (values only; a single solve's coefficients are used, so it confirms and
+            # polishes): a full step after which the next decrement, predicted at the last rate as dec * (dec / dec_prev)
             # (an overestimate when convergence is quadratic), is under the stopping test: skip the Hessian
             # that would only confirm it
             dg, bound = dec[go], 2 * tol * (1.0 + np.abs(f[go]))
@@ -400,6 +415,22 @@ def _newton(
     if len(idx):
         vals[idx] = st.fg(idx)[0]
     return NewtonResult(vals, st.U, iters, conv)
+
+
+def _polish(st: _State, rows: np.ndarray, step: np.ndarray, f: np.ndarray, stale: np.ndarray) -> None:
+    """The Newton step that met the stopping test is taken too when it does not increase f (beyond
+    rounding): at
+    quadratic convergence it brings a decrement of 2 tol (1 + |f|) down to rounding, so that
+    coefficients, not only values, are accurate (x to ~1e-12 instead of ~sqrt(tol)). One trial
+    evaluation per problem."""
+    if len(rows) == 0:
+        return
+    Ut = st.U[rows] + step
+    ft, keep = st.trial(rows, Ut)
+    ok = np.isfinite(ft) & (ft <= f + 4 * np.finfo(float).eps * (1.0 + np.abs(f)))  # f is flat here: rounding
+    if ok.any():
+        st.accept(rows[ok], Ut[ok], [(z[ok], tuple(a[ok] if a is not None else None for a in dv)) for z, dv in keep])
+        stale[rows[ok]] = True
 
 
 def _newton_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -565,13 +596,25 @@ def lstsq_dense(M: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 def cd_quadratic_l1(
-    u: np.ndarray, g: np.ndarray, H: np.ndarray, pen: np.ndarray, tol: float = 1e-13, max_sweeps: int = 5000
+    u: np.ndarray,
+    g: np.ndarray,
+    H: np.ndarray,
+    pen: np.ndarray,
+    tol: float = 1e-13,
+    max_sweeps: int = 5000,
+    lo: np.ndarray | None = None,
+    hi: np.ndarray | None = None,
 ) -> np.ndarray:
-    """argmin_z g'(z-u) + 1/2 (z-u)'H(z-u) + sum_j pen_j |z_j| by cyclic coordinate descent.
+    """argmin_z g'(z-u) + 1/2 (z-u)'H(z-u) + sum_j pen_j |z_j| [lo <= z <= hi] by cyclic
+    coordinate descent.
 
     Each coordinate step is exact: z_j <- S(z_j - (g_j + [H(z-u)]_j) / H_jj, pen_j / H_jj), with S
-    the soft-thresholding operator. Stops when a sweep moves no coordinate by more than
-    tol * (1 + max |z|)."""
+    the soft-thresholding operator, then clipped to [lo_j, hi_j] (the one-dimensional problem is
+    convex, so clipping its unconstrained minimizer gives the constrained one). Stops when a sweep
+    moves no coordinate by more than tol * (1 + max |z|)."""
+    if lo is not None or hi is not None:
+        lo = np.full(len(u), -np.inf) if lo is None else lo
+        hi = np.full(len(u), np.inf) if hi is None else hi
     z = u.copy()
     r = np.zeros_like(u)  # H (z - u)
     diag = np.diag(H).copy()
@@ -583,6 +626,8 @@ def cd_quadratic_l1(
             c = z[j] - (g[j] + r[j]) / a
             t = pen[j] / a
             new = c - t if c > t else (c + t if c < -t else 0.0)
+            if lo is not None:
+                new = min(max(new, lo[j]), hi[j])
             dz = new - z[j]
             if dz != 0.0:
                 z[j] = new
@@ -593,27 +638,134 @@ def cd_quadratic_l1(
     return z
 
 
-def kkt_residual(u: np.ndarray, g: np.ndarray, pen: np.ndarray) -> float:
-    """Largest entry of the minimum-norm subgradient of g'x + sum pen_j |x_j| at u."""
+def kkt_residual(
+    u: np.ndarray, g: np.ndarray, pen: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None
+) -> float:
+    """Largest entry of the minimum-norm element of g + pen * d|u| (+ the normal cone of the box
+    [lo, hi] at u, when given): zero exactly at a minimizer of g'x + sum pen_j |x_j| over the box."""
     on = u != 0
-    r_on = np.abs(g[on] + pen[on] * np.sign(u[on]))
-    r_off = np.maximum(np.abs(g[~on]) - pen[~on], 0.0)
-    return float(max(r_on.max(initial=0.0), r_off.max(initial=0.0)))
+    a = np.where(on, g + pen * np.sign(u), g - pen)  # the subdifferential interval [a, b] per coordinate
+    b = np.where(on, a, g + pen)
+    if lo is not None:
+        a = np.where(u <= lo, -np.inf, a)  # at the lower bound the normal cone adds (-inf, 0]
+    if hi is not None:
+        b = np.where(u >= hi, np.inf, b)
+    r = np.where(a > 0, a, np.where(b < 0, -b, 0.0))
+    return float(r.max(initial=0.0))
 
 
 # ====================================================================== L-BFGS
 
 
 def lbfgs(
-    fun: Callable[[np.ndarray], tuple[float, np.ndarray]], u0: np.ndarray, tol: float = 1e-12, max_iter: int = 2000
+    fun: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    u0: np.ndarray,
+    tol: float = 1e-12,
+    max_iter: int = 2000,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, int, bool, float]:
-    """L-BFGS-B on a smooth function (value and gradient); returns (u, iterations, success, f)."""
+    """L-BFGS-B on a smooth function (value and gradient), optionally within ``bounds`` = (lo, hi)
+    (infinite entries: unbounded); returns (u, iterations, success, f)."""
+    from scipy.optimize import Bounds
     from scipy.optimize import minimize as sp_minimize
 
+    b = None
+    if bounds is not None:
+        b = Bounds(bounds[0], bounds[1])
+        u0 = np.clip(u0, bounds[0], bounds[1])
     res = sp_minimize(
-        fun, u0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-10, "maxcor": 30}
+        fun,
+        u0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=b,
+        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-10, "maxcor": 30},
     )
-    return res.x, int(res.nit), bool(res.success), float(res.fun)
+    x = res.x if bounds is None else np.clip(res.x, bounds[0], bounds[1])
+    return x, int(res.nit), bool(res.success), float(res.fun)
+
+
+# ====================================================================== box constraints
+
+
+@dataclass
+class BoxResult:
+    u: np.ndarray
+    f: float
+    iterations: int
+    converged: bool
+
+
+def box_newton(
+    rd: Reduced,
+    u0: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    ridge: np.ndarray | None = None,
+    tol: float = 1e-12,
+    max_iter: int = 200,
+) -> BoxResult:
+    """min f(u) [+ ridge/2 ||u||^2] over lo <= u <= hi for a reduced composite design: the
+    projected Newton method of Bertsekas (1982, "Projected Newton methods for optimization
+    problems with simple constraints", SIAM J. Control Optim. 20(2)).
+
+    Each iteration splits the coordinates into the binding set B (within eps of a bound, with the
+    gradient pushing outward; eps = min(1e-8 (1 + |u|_inf), |u - clip(u - g)|)) and the rest F; the
+    direction is Newton's on F (the exact Hessian block H_FF) and a diagonally scaled gradient on B;
+    the step is an Armijo search along the projection arc u(a) = clip(u + a d) with Bertsekas's
+    sufficient decrease a g_F'd_F + g_B'(u_B - u_B(a)). It stops when the Newton decrement on F is
+    below 2 tol (1 + |f|) with every binding coordinate at its bound (|u - clip(u - g)| <= tol), or when the arc
+    search finds no decrease (the optimum up to rounding). On a quadratic it ends once the active
+    set is identified (one full Newton step on F). Large or matrix-free designs use L-BFGS-B with
+    bounds instead (:func:`lbfgs`)."""
+    d = rd.d
+    u = np.clip(np.asarray(u0, dtype=float), lo, hi)
+    if d == 0:
+        return BoxResult(u, evaluate(rd, u, 0, ridge)[0], 0, True)
+    if d > MATRIX_FREE_DIM or any(map(is_operator, rd.Js)):
+
+        def fun(v: np.ndarray) -> tuple[float, np.ndarray]:
+            f, g, _ = evaluate(rd, v, 1, ridge)
+            return (f, g) if np.isfinite(f) else (np.inf, np.zeros_like(v))
+
+        v, its, ok, f = lbfgs(fun, u, tol=tol, bounds=(lo, hi))
+        return BoxResult(v, f, its, ok)
+    f, g, H = evaluate(rd, u, 2, ridge)
+    its, converged = 0, False
+    while its < max_iter and np.isfinite(f):
+        its += 1
+        pg = u - np.clip(u - g, lo, hi)
+        eps = min(1e-8 * (1.0 + float(np.max(np.abs(u)))), float(np.linalg.norm(pg)))
+        B = ((u <= lo + eps) & (g > 0)) | ((u >= hi - eps) & (g < 0))
+        F = ~B
+        step = np.zeros(d)
+        if F.any():
+            step[F] = _newton_direction(H[np.ix_(F, F)][None], g[F][None])[0][0]
+        if B.any():
+            step[B] = -g[B] / np.maximum(np.diag(H)[B], 1e-300)
+        dec = -float(g[F] @ step[F])
+        if dec <= 2 * tol * (1.0 + abs(f)) and float(np.max(np.abs(pg[B]), initial=0.0)) <= tol * (1.0 + eps):
+            converged = True
+            un = np.clip(u + step, lo, hi)  # the last step too when it does not increase f (as newton)
+            fn = evaluate(rd, un, 0, ridge)[0]
+            if np.isfinite(fn) and fn <= f + 4 * np.finfo(float).eps * (1.0 + abs(f)):
+                u, f = un, fn
+            break
+        a, accepted = 1.0, False
+        for _ in range(60):
+            un = np.clip(u + a * step, lo, hi)
+            fn = evaluate(rd, un, 0, ridge)[0]
+            pred = a * dec + float(g[B] @ (u[B] - un[B]))
+            if np.isfinite(fn) and fn <= f - 1e-4 * pred:
+                accepted = True
+                break
+            a *= 0.5
+        if not accepted or np.array_equal(un, u):
+            converged = True  # no decrease along the arc: the optimum up to rounding
+            break
+        u = un
+        f, g, H = evaluate(rd, u, 2, ridge)
+    return BoxResult(u, float(f), its, converged)
 
 
 # ====================================================================== power method
@@ -719,7 +871,9 @@ def svt(M: np.ndarray, tau: float) -> np.ndarray:
 
 
 __all__ = [
+    "BoxResult",
     "NewtonResult",
+    "box_newton",
     "cd_quadratic_l1",
     "evaluate",
     "kkt_residual",

@@ -31,7 +31,7 @@ from . import kernels
 from .design import Design, Reduced
 from .evaluator import Evaluator, Layout
 from .oracle import Oracle
-from .sets import ConstraintSet, CoordinateSparsity, CoordSubspace, LowRank, LowRankSubspace, build_set, top_k
+from .sets import Box, ConstraintSet, CoordinateSparsity, CoordSubspace, LowRank, LowRankSubspace, build_set, top_k
 from .structure import decompose
 
 if TYPE_CHECKING:
@@ -75,6 +75,11 @@ class LoweredProblem:
         self.design: Design | None = Design(comp, self.layout) if comp is not None else None
         self.oracle = Oracle(self.ev, self.design, self.layout)
         sets = [build_set(c, self.layout) for c in problem.constraints]
+        # every coordinate box (w >= 0, lo <= w <= hi) is one Box: their intersection
+        self.box: Box | None = None
+        for b in [s for s in sets if isinstance(s, Box)]:
+            self.box = b if self.box is None else self.box.merge(b)
+        sets = [s for s in sets if not isinstance(s, Box)] + ([self.box] if self.box is not None else [])
         thresh = [s for s in sets if s.thresholds]
         if len(thresh) > 1:
             raise ConstraintError(
@@ -85,6 +90,15 @@ class LoweredProblem:
             )
         self.set: ConstraintSet | None = thresh[0] if thresh else None
         self.side: list[ConstraintSet] = [s for s in sets if not s.thresholds]
+        if self.box is not None and self.set is not None:
+            if not isinstance(self.set, CoordinateSparsity):
+                raise ConstraintError(
+                    f"{self.box.constraint} together with {self.set.constraint}: box constraints combine with "
+                    "nnz(...) <= k, not with rank constraints",
+                    self.box.span,
+                    "drop the bounds, or constrain the sparsity instead of the rank",
+                )
+            self.set = self.set.with_box(self.box)
         if budget is not None:
             if self.set is None:
                 raise ConstraintError(
@@ -301,6 +315,8 @@ class LoweredProblem:
             r = rmask[cols]
             if not r.any():
                 r = None
+        if self.box is not None and self.box.bounded(cols):
+            return self._box_minimize(cols, x0, r, method, tol)
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
         converged = True
         f = None
@@ -328,16 +344,60 @@ class LoweredProblem:
         ridge_part = 0.5 * float(np.sum(r * u * u)) if r is not None else 0.0
         return x, f, its, converged, ridge_part
 
+    def _box_minimize(
+        self, cols: np.ndarray, x0: np.ndarray | None, r: np.ndarray | None, method: str, tol: float
+    ) -> tuple[np.ndarray, float | None, int, bool, float]:
+        """The restricted solve on ``cols`` within the box: coordinates with lo = hi are fixed at
+        their value; the others by projected Newton (``lstsq``/``newton``: :func:`kernels.box_newton`),
+        L-BFGS-B with bounds (``lbfgs``) or cvxpy with the bounds as constraints (``cvxpy``)."""
+        lo, hi = self.box.lo[cols], self.box.hi[cols]
+        if method == "cvxpy":
+            from .cvxpy_lower import restricted_cvxpy
+
+            u, its = restricted_cvxpy(self.objective, self.layout, cols, r, bounds=(lo, hi))
+            self.oracle.charge(ifo=self.n_samples * its)
+            u = np.clip(u, lo, hi)  # interior-point solutions may sit 1e-9 outside
+            x = np.zeros(self.n)
+            x[cols] = u
+            return x, None, its, True, 0.5 * float(np.sum(r * u * u)) if r is not None else 0.0
+        fixed = lo == hi
+        base = np.zeros(self.n)
+        base[cols[fixed]] = lo[fixed]
+        vc, lo_v, hi_v = cols[~fixed], lo[~fixed], hi[~fixed]
+        r_v = r[~fixed] if r is not None else None
+        if r_v is not None and not r_v.any():
+            r_v = None
+        u0 = np.clip(x0[vc] if x0 is not None else np.zeros(len(vc)), lo_v, hi_v)
+        f = None
+        if method == "lbfgs":
+            u, its, converged, f = self._lbfgs(vc, u0, r_v, tol, bounds=(lo_v, hi_v), base=base)
+        else:
+            rd = self.design.reduced(vc, x_fixed=base if base.any() else None)
+            res = kernels.box_newton(rd, u0, lo_v, hi_v, ridge=r_v, tol=tol)
+            u, its, converged, f = res.u, res.iterations, res.converged, res.f
+            self.oracle.charge(grads=its, ifo=self.n_samples * its)
+        x = base
+        x[vc] = u
+        ridge_part = 0.5 * float(np.sum(r_v * u * u)) if r_v is not None else 0.0
+        return x, f, its, converged, ridge_part
+
     def _lbfgs(
-        self, cols: np.ndarray, u0: np.ndarray, r: np.ndarray | None, tol: float
+        self,
+        cols: np.ndarray,
+        u0: np.ndarray,
+        r: np.ndarray | None,
+        tol: float,
+        bounds: tuple[np.ndarray, np.ndarray] | None = None,
+        base: np.ndarray | None = None,
     ) -> tuple[np.ndarray, int, bool, float]:
         x = np.zeros(self.n)
+        x0 = base if base is not None else x.copy()
         ev = self.ev
         calls = [0]
 
         def fun(u: np.ndarray) -> tuple[float, np.ndarray]:
             calls[0] += 1
-            x[:] = 0.0
+            x[:] = x0
             x[cols] = u
             f, g = ev.value_and_grad(x, coords=cols)
             gu = g[cols]
@@ -349,8 +409,10 @@ class LoweredProblem:
             return f, gu
 
         if not np.isfinite(fun(u0)[0]):  # the start lies outside the loss's domain
-            u0 = self.inside_domain(_embed(cols, u0, self.n))[cols]
-        u, its, ok, f = kernels.lbfgs(fun, u0, tol=tol)
+            xs = x0.copy()
+            xs[cols] = u0
+            u0 = self.inside_domain(xs)[cols]
+        u, its, ok, f = kernels.lbfgs(fun, u0, tol=tol, bounds=bounds)
         self.oracle.charge(grads=calls[0], ifo=self.n_samples * calls[0])
         return u, its, ok, f
 
@@ -442,7 +504,7 @@ class LoweredProblem:
         (:mod:`sparsemodel.compile.relax`); ``solve(lam)`` returns the flat x."""
         from .relax import Relaxation
 
-        return Relaxation(self.objective, self.layout, self.set, kind, solver)
+        return Relaxation(self.objective, self.layout, self.set, kind, solver, box=self.box)
 
     # ------------------------------------------------------------------ smoothness
     def hessian_operator(self, x: np.ndarray | None = None):

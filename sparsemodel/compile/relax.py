@@ -1,7 +1,7 @@
 """Convex relaxations built with cvxpy from the model: a penalty in place of the structural bound.
 
 * ``l1`` -- the LASSO relaxation of ``nnz(x_C) <= k``:  min f(x) + lambda ||x_C||_1  (paper 003,
-  eq. (1)); free coordinates are not penalized.
+  eq. (1)); free coordinates are not penalized. A box (``w >= 0``) stays a constraint.
 * ``nuclear`` -- the relaxation of ``rank(W) <= r``:  min f(x) + lambda ||W||_*  (the nuclear norm,
   the sum of singular values; Fazel 2002, Recht, Fazel & Parrilo 2010).
 
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError, SolverError
-from .cvxpy_lower import lower_expr, solve_cvxpy
+from .cvxpy_lower import box_constraints, lower_expr, solve_cvxpy
 from .evaluator import Layout
-from .sets import ConstraintSet, CoordinateSparsity, LowRank
+from .sets import Box, ConstraintSet, CoordinateSparsity, LowRank
 
 RELAXATIONS = ("l1", "nuclear")
 
@@ -26,7 +26,15 @@ RELAXATIONS = ("l1", "nuclear")
 class Relaxation:
     """min f(x) + lambda * penalty(x) in cvxpy; ``solve(lam)`` returns the flat x."""
 
-    def __init__(self, objective: Any, layout: Layout, cset: ConstraintSet, kind: str, solver: str = "auto"):
+    def __init__(
+        self,
+        objective: Any,
+        layout: Layout,
+        cset: ConstraintSet,
+        kind: str,
+        solver: str = "auto",
+        box: Box | None = None,
+    ):
         import cvxpy as cp
 
         self.cp = cp
@@ -53,7 +61,8 @@ class Relaxation:
                 pen = cp.normNuc(W)
             else:  # pragma: no cover - guarded by RELAXATIONS
                 raise SolverError(f"unknown relaxation {kind!r}")
-            self.problem = cp.Problem(cp.Minimize(loss + self.lam * pen))
+            cons = box_constraints(self.u, (box.lo, box.hi)) if box is not None else []
+            self.problem = cp.Problem(cp.Minimize(loss + self.lam * pen), cons)
         except (cp.error.DCPError, ValueError, TypeError, NotImplementedError) as exc:
             raise SolverError(
                 f"the objective cannot be expressed in cvxpy for the {what} relaxation ({exc})",
@@ -67,6 +76,7 @@ class Relaxation:
                 hint=f"the {what} relaxation needs a DCP-representable convex loss; use an l0 solver (grahtp, iht)",
             )
         self.solves = 0
+        self.box = box
 
     def solve(self, lam: float) -> np.ndarray:
         self.lam.value = lam
@@ -77,7 +87,8 @@ class Relaxation:
             raise SolverError(f"the relaxation at lambda = {lam:.6g} could not be solved: {exc.message}") from None
         if self.u.value is None:
             raise SolverError(f"the relaxation at lambda = {lam:.6g} returned no solution")
-        return np.asarray(self.u.value, dtype=float).ravel().copy()
+        x = np.asarray(self.u.value, dtype=float).ravel().copy()
+        return self.box.clip(x) if self.box is not None else x  # interior points may sit 1e-9 outside
 
 
 __all__ = ["RELAXATIONS", "Relaxation"]

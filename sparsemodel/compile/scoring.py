@@ -108,7 +108,12 @@ class ActiveSet:
         sps = lp.sparsity
         self.C = sps.coords if sps is not None else np.arange(lp.n)
         self.F = sps.free if sps is not None else np.empty(0, dtype=np.int64)
-        self.ls = _LeastSquares(lp, self.C) if self.method == "lstsq" and lp.design is not None else None
+        # the incremental factorization and the batched scoring ignore bounds: with a box, every
+        # value is an exact bounded restricted solve instead
+        self.bounded = lp.box is not None
+        self.ls = (
+            _LeastSquares(lp, self.C) if self.method == "lstsq" and lp.design is not None and not self.bounded else None
+        )
         self.sel = np.empty(0, dtype=np.int64)
         self.ridge: tuple[float, np.ndarray] | None = None
         self.x = lp.zeros()
@@ -166,7 +171,7 @@ class ActiveSet:
             out[fresh] = self.ls.insertion_values(self.C, cand_new, self.f)
             return out
         self._require_no_ridge("insertion_values")
-        if self.lp.design is not None and self.method == "newton":
+        if self.lp.design is not None and self.method == "newton" and not self.bounded:
             base = self._base_cols()
             U0 = np.zeros((len(cand_new), len(base) + 1))
             U0[:, : len(base)] = self.x[base]
@@ -187,7 +192,7 @@ class ActiveSet:
         if self.ls is not None:
             return self.ls.removal_values(self.C[self.sel], self.f)
         self._require_no_ridge("removal_values")
-        if self.lp.design is not None and self.method == "newton":
+        if self.lp.design is not None and self.method == "newton" and not self.bounded:
             base = self._base_cols()
             m = len(self.sel)
             U0 = np.tile(self.x[base], (m, 1))

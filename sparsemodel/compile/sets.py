@@ -23,6 +23,7 @@ docs/architecture.md, with :class:`LowRank` as the worked example).
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConstraintError
-from ..model.constraints import Constraint, EigBoxConstraint, NnzConstraint, RankConstraint
+from ..model.constraints import BoxConstraint, Constraint, EigBoxConstraint, NnzConstraint, RankConstraint
 from .evaluator import Layout
 
 # ====================================================================== projections
@@ -282,8 +283,9 @@ class CoordinateSparsity(ConstraintSet):
     nonzero), ``units``, ``flat``, ``project``.
     """
 
-    def __init__(self, constraint: NnzConstraint, layout: Layout, budget: int | None = None):
+    def __init__(self, constraint: NnzConstraint, layout: Layout, budget: int | None = None, box: Box | None = None):
         super().__init__(constraint, layout, constraint.k if budget is None else None)
+        self.box = box  # a Box side set composed with the projection (None: no bounds)
         c = constraint
         self.coords = layout.coords(c.variable, c.coords)
         self.size = len(self.coords)
@@ -315,7 +317,42 @@ class CoordinateSparsity(ConstraintSet):
         return self.budget // self.unit_size
 
     def with_budget(self, b: int) -> CoordinateSparsity:
-        return CoordinateSparsity(self.constraint, self.layout, b)
+        return CoordinateSparsity(self.constraint, self.layout, b, self.box)
+
+    def with_box(self, box: Box | None) -> CoordinateSparsity:
+        """The same set intersected with a box (``w >= 0``, ``lo <= w <= hi``). The box must allow 0
+        on every constrained coordinate (they are set to zero when not selected)."""
+        if box is not None:
+            lo, hi = box.lo[self.coords], box.hi[self.coords]
+            bad = np.flatnonzero((lo > 0) | (hi < 0))
+            if bad.size:
+                c = box.constraint_at(self.coords[bad[0]])
+                raise ConstraintError(
+                    f"{c} excludes 0 on coordinates that {self.constraint} may set to zero",
+                    c.span,
+                    "bound those coordinates so that 0 is allowed (w >= 0, -1 <= w <= 1), or make them always "
+                    "selected: nnz(w, free = [...]) <= k",
+                )
+        return CoordinateSparsity(self.constraint, self.layout, self.budget, box)
+
+    def gains(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each constrained coordinate: the value it takes if kept (z clipped to the box) and
+        the gain of keeping it, ||z_i - 0||^2 - ||z_i - clip(z_i)||^2 = v_i (2 z_i - v_i) >= 0 (the
+        box contains 0). Without a box: (z_C, z_C^2)."""
+        zc = z[self.coords]
+        if self.box is None:
+            return zc, zc * zc
+        v = np.clip(zc, self.box.lo[self.coords], self.box.hi[self.coords])
+        return v, np.maximum(v * (2.0 * zc - v), 0.0)
+
+    def descent_scores(self, gc: np.ndarray) -> np.ndarray:
+        """|gradient| on the constrained coordinates, zero where the descent direction -g leaves the
+        box at 0 (w >= 0 and g_i > 0): what the greedy rules (OMP, OMPR, GraSP) rank."""
+        score = np.abs(gc)
+        if self.box is not None:
+            lo, hi = self.box.lo[self.coords], self.box.hi[self.coords]
+            score[((gc > 0) & (lo >= 0)) | ((gc < 0) & (hi <= 0))] = 0.0
+        return score
 
     def target_text(self) -> str:
         return self.constraint.nnz.target_text
@@ -344,10 +381,20 @@ class CoordinateSparsity(ConstraintSet):
 
     # ---- the protocol
     def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Hard thresholding on C (free coordinates untouched): (projected z, selected positions)."""
+        """Hard thresholding on C (free coordinates untouched): (projected z, selected positions).
+
+        With a box, the exact projection onto {nnz <= k} ∩ box: a kept coordinate takes its
+        clipped value, so the k kept units are those of largest gain z_i^2 - (z_i - clip(z_i))^2
+        (summed over a group's members: the box is separable); free coordinates are clipped."""
         k = self.k if budget is None else budget // self.unit_size
-        sel = self.select(z[self.coords], k)
-        out = z.copy()
+        if self.box is None:
+            sel = self.select(z[self.coords], k)
+            out = z.copy()
+        else:
+            v, gain = self.gains(z)
+            sel = self.select(np.sqrt(gain), k)
+            out = self.box.clip(z)
+            out[self.coords] = v
         drop = np.ones(self.size, dtype=bool)
         drop[sel] = False
         out[self.coords[drop]] = 0.0
@@ -375,6 +422,8 @@ class CoordinateSparsity(ConstraintSet):
         entries, so a point with fewer than s nonzeros needs a zero gradient off its support).
         With groups, magnitudes are group Euclidean norms (pairs count as groups of two)."""
         s = self.k
+        if self.box is not None:
+            return self._box_certificate(x, g, gamma, rtol)
         xc, gc = x[self.coords], g[self.coords]
         if self.unit_of is not None:
             nu = self.n_units
@@ -404,6 +453,44 @@ class CoordinateSparsity(ConstraintSet):
             "verdict": verdict,
         }
 
+    def _box_certificate(self, x: np.ndarray, g: np.ndarray, gamma: float, rtol: float) -> dict[str, Any]:
+        """Definition 4 with a box: x is stationary when the projected gradient x - clip(x - g)
+        vanishes on its support and on the free coordinates, and HT-stable when moreover it is a
+        fixed point of the projected step x = P(x - gamma g) onto {nnz <= k} ∩ box: the s kept
+        units' gains (of keeping their clipped values) are at least every other unit's gain."""
+        box = self.box
+        pg = x - box.clip(x - g)
+        on_c = x[self.coords] != 0
+        grad_on = max(
+            float(np.max(np.abs(pg[self.coords][on_c]), initial=0.0)),
+            float(np.max(np.abs(pg[self.free]), initial=0.0)),
+        )
+        _, gain = self.gains(x - gamma * g)
+        if self.unit_of is not None:
+            gain = np.bincount(self.unit_of, weights=gain, minlength=self.n_units)
+            on = np.bincount(self.unit_of, weights=on_c.astype(float), minlength=self.n_units) > 0
+        else:
+            on = on_c
+        top = np.sort(gain[on])[::-1][: self.k]
+        kept = float(top[-1]) if len(top) == self.k and self.k > 0 else 0.0
+        off = float(np.max(gain[~on], initial=0.0))
+        scale = max(
+            float(np.max(np.abs(g), initial=0.0)), float(np.max(np.abs(x), initial=0.0)) / max(gamma, 1e-300), 1e-300
+        )
+        stationary = grad_on <= rtol * scale
+        stable = stationary and kept >= off * (1 - 1e-12)
+        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        return {
+            "definition": "paper 001, Definition 4 (fixed point of the projected step onto {nnz <= k} ∩ box)",
+            "gamma": float(gamma),
+            "projected_grad_on_support_inf": grad_on,
+            "min_gain_kept": kept,
+            "max_gain_off_support": off,
+            "stationary": bool(stationary),
+            "ht_stable": bool(stable),
+            "verdict": verdict,
+        }
+
     def describe(self) -> str:
         c = self.constraint
         var = c.variable.name
@@ -419,6 +506,10 @@ class CoordinateSparsity(ConstraintSet):
         nfree = c.variable.size - self.size
         if nfree:
             text += f"; {nfree} coordinate(s) of {var} free" + (" (the diagonal)" if c.nnz.offdiag else "")
+            if c.nnz.free is not None:
+                text += f" ({len(c.nnz.free)} always selected by free=)"
+        if self.box is not None:
+            text += "; projection onto {nnz <= k} ∩ box (keeps the largest gains of the clipped values)"
         return text
 
 
@@ -660,6 +751,103 @@ class EigBox(ConstraintSet):
         return f"eigenvalues of {self.variable.name} in [{self.alpha:g}, {self.beta:g}]"
 
 
+# ---------------------------------------------------------------------- coordinate box
+
+
+class Box(ConstraintSet):
+    """``lo <= x <= hi`` coordinatewise over the flat vector (every box constraint of a problem,
+    intersected: ``merge``). A convex side set (``thresholds = False``): its projection clips; the
+    restricted solves keep their coordinates in it (projected Newton, L-BFGS-B with bounds, cvxpy);
+    next to ``nnz(...) <= k`` the sparsity set composes its projection with it
+    (:meth:`CoordinateSparsity.with_box`). Coordinates with lo = hi are fixed."""
+
+    kind = "box"
+    unit = ""
+    thresholds = False
+
+    def __init__(self, constraint: BoxConstraint, layout: Layout):
+        super().__init__(constraint, layout, None)
+        self.constraints = [constraint]
+        self.lo = np.full(layout.n, -np.inf)
+        self.hi = np.full(layout.n, np.inf)
+        idx = layout.coords(constraint.variable, constraint.coords)
+        lo, hi = constraint.bounds()
+        self.lo[idx] = lo
+        self.hi[idx] = hi
+        self.owner = np.full(layout.n, -1, dtype=np.int64)
+        self.owner[idx] = 0
+
+    def merge(self, other: Box) -> Box:
+        """The intersection of two boxes (an empty one is refused, at the second constraint)."""
+        out = copy.copy(self)
+        out.constraints = self.constraints + other.constraints
+        out.lo = np.maximum(self.lo, other.lo)
+        out.hi = np.minimum(self.hi, other.hi)
+        out.owner = np.where(other.owner >= 0, other.owner + len(self.constraints), self.owner)
+        bad = np.flatnonzero(out.lo > out.hi)
+        if bad.size:
+            c = out.constraint_at(int(bad[0]))
+            raise ConstraintError(
+                f"{c} leaves no feasible value for a coordinate of {c.variable} together with "
+                f"{' and '.join(str(b) for b in self.constraints)} (lower {out.lo[bad[0]]:g} > upper {out.hi[bad[0]]:g})",
+                c.span,
+                "the boxes on one variable intersect; make them overlap",
+            )
+        return out
+
+    def constraint_at(self, i: int) -> BoxConstraint:
+        """The (last) box constraint that bounds flat coordinate i."""
+        j = int(self.owner[i])
+        return self.constraints[j if j >= 0 else -1]
+
+    @property
+    def limit(self) -> int:
+        return 0
+
+    def with_budget(self, b: int) -> Box:
+        raise ConstraintError(f"{self.constraint} has no bound to change", self.span)
+
+    def clip(self, z: np.ndarray) -> np.ndarray:
+        return np.clip(z, self.lo, self.hi)
+
+    def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, Any]:
+        return self.clip(z), None
+
+    def contains(self, x: np.ndarray, tol: float = 0.0) -> bool:
+        return bool(np.all(x >= self.lo - tol) and np.all(x <= self.hi + tol))
+
+    def bounded(self, cols: np.ndarray) -> bool:
+        """Whether any of the flat coordinates ``cols`` has a finite bound."""
+        return bool(np.any(np.isfinite(self.lo[cols])) or np.any(np.isfinite(self.hi[cols])))
+
+    def state(self, x: np.ndarray) -> None:
+        return None
+
+    def used(self, state: Any) -> int:
+        return 0
+
+    def same(self, a: Any, b: Any) -> bool:
+        return True
+
+    def empty(self) -> None:
+        return None
+
+    def subspace(self, state: Any) -> CoordSubspace:
+        return CoordSubspace(np.arange(self.n), self.n)
+
+    def certificate(self, x: np.ndarray, g: np.ndarray, gamma: float, rtol: float = 1e-6) -> dict[str, Any]:
+        pg = x - self.clip(x - g)
+        return {"projected_grad_inf": float(np.max(np.abs(pg), initial=0.0)), "in_box": self.contains(x, 1e-12)}
+
+    def describe(self) -> str:
+        nb = int(np.sum(np.isfinite(self.lo) | np.isfinite(self.hi)))
+        fixed = int(np.sum(self.lo == self.hi))
+        text = f"{nb} coordinate(s) bounded; projection: clipping; restricted solves: projected Newton / L-BFGS-B"
+        if fixed:
+            text += f"; {fixed} fixed (lo = hi)"
+        return text
+
+
 def build_set(c: Constraint, layout: Layout) -> ConstraintSet:
     """The set for a model constraint (the registration point of a new constraint kind)."""
     if isinstance(c, NnzConstraint):
@@ -668,10 +856,13 @@ def build_set(c: Constraint, layout: Layout) -> ConstraintSet:
         return LowRank(c, layout)
     if isinstance(c, EigBoxConstraint):
         return EigBox(c, layout)
+    if isinstance(c, BoxConstraint):
+        return Box(c, layout)
     raise ConstraintError(f"no constraint set for {c}", c.span)  # pragma: no cover
 
 
 __all__ = [
+    "Box",
     "ConstraintSet",
     "CoordSubspace",
     "CoordinateSparsity",

@@ -36,6 +36,7 @@ from ..errors import ConstraintError, DataError, ModelError, NameResolutionError
 from ..model import atoms as atoms_mod
 from ..model.atoms import ATOMS, DATA_FUNCTIONS, Atom
 from ..model.constraints import (
+    BoxConstraint,
     EigBoxConstraint,
     EigExpr,
     NnzConstraint,
@@ -162,7 +163,7 @@ def _terminal_display() -> dict[str, str]:
     return out
 
 
-_EXPRESSION_START = {"NAME", "NUMBER", "LPAR", "MINUS", "PLUS"}
+_EXPRESSION_START = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS", "PLUS"}  # LSQB: a list [1, 2]
 _OPERATOR_TEXT = {"'+'", "'-'", "'*'", "'/'", "'@'", "** or ^", "'''", ".T", "'['"}
 _STATEMENTS = {k.upper() for k in STATEMENT_KEYWORDS}
 
@@ -447,6 +448,23 @@ class ExprBuilder(Transformer_NonRecursive):
             span,
             "use square(...), sum_squares(...), exp/log, or define the function with func, e.g. func quartic(z) = z^4",
         )
+
+    def list_literal(self, meta, children):
+        """``[0, 3, 5]``: a data vector of numbers (for example the indices of ``nnz(w, free = [0, 3])``)."""
+        span = self._sp(meta)
+        vals = []
+        for c in children:
+            if c is None:
+                continue
+            e = self._operand(c, "[ ]", span)
+            if not e.is_constant() or e.shape != ():
+                raise ModelError(
+                    f"a list holds numbers; {e} is {'not a number' if e.shape != () else 'not constant'}",
+                    span,
+                    "write a list of numbers, e.g. [0, 3, 5]",
+                )
+            vals.append(float(e.constant_value()))
+        return Data(np.array(vals), span=span)
 
     def transpose(self, meta, children):
         span = self._sp(meta)
@@ -905,7 +923,25 @@ class ModelBuilder:
         c = self.expr(c_t) if c_t is not None else None
         ops = [str(op1)] + ([str(op2)] if op2 is not None else [])
         text = span.text if span is not None else "this constraint"
-        usage = "nnz(EXPR) <= k, nnz(w, groups = g) <= k, rank(W) <= r, alpha <= eig(O) <= beta"
+        usage = (
+            "nnz(EXPR) <= k, nnz(w, groups = g) <= k, nnz(w, free = [0, 3]) <= k, rank(W) <= r, "
+            "alpha <= eig(O) <= beta, w >= 0, lo <= w <= hi"
+        )
+        if c is not None and isinstance(b, Expr) and not b.is_constant():
+            if ops[0] != ops[1]:
+                raise ConstraintError(f"'{text}': a two-sided bound needs the same comparison twice", span)
+            lo, hi = (a, c) if ops[0] == "<=" else (c, a)
+            for side in (lo, hi):
+                if not isinstance(side, Expr) or not side.is_constant():
+                    raise ConstraintError(
+                        f"'{text}': the bounds of {b} must be constants (numbers, params or data)",
+                        span,
+                        "write lo <= w <= hi",
+                    )
+            self.constraints.append(
+                BoxConstraint(b, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span)
+            )
+            return
         if c is not None:
             if not isinstance(b, EigExpr):
                 raise ConstraintError(
@@ -936,11 +972,18 @@ class ModelBuilder:
             bound = self._bound(b, text, span)
             lower, upper = (bound, None) if op == ">=" else (None, bound)
             self.constraints.append(EigBoxConstraint(a.var, lower=lower, upper=upper, span=span))
+        elif isinstance(a, Expr) and isinstance(b, Expr) and (a.is_constant() != b.is_constant()):
+            if a.is_constant():  # 0 <= w reads w >= 0
+                a, b = b, a
+                op = ">=" if op == "<=" else "<="
+            bound = self._bound(b, text, span)
+            lower, upper = (bound, None) if op == ">=" else (None, bound)
+            self.constraints.append(BoxConstraint(a, lower=lower, upper=upper, span=span))
         else:
             raise ConstraintError(
                 f"'{text}' is not a structural constraint",
                 span,
-                f"sparsemodel handles sparsity, rank and eigenvalue constraints: {usage}",
+                f"sparsemodel handles sparsity, rank, eigenvalue and box constraints: {usage}",
             )
 
     def _bound(self, x: Any, text: str, span: Span | None) -> Expr:

@@ -1,4 +1,4 @@
-"""Structural constraints: sparsity, group sparsity, rank, eigenvalue box.
+"""Structural constraints: sparsity, group sparsity, rank, eigenvalue box, and coordinate boxes.
 
 Each constraint says which variable and which coordinates of it it governs and validates its
 bound as written. It is declarative: the projection, the state of a point, the subspace of the
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConstraintError, ModelError, ShapeError, Span
-from .expr import Expr, Index, Variable, as_expr, dense, fmt_shape
+from .expr import Constant, Data, Expr, Index, Variable, as_expr, dense, fmt_shape
 
 
 def _variable_view(target: Expr, what: str, span: Span | None) -> tuple[Variable, np.ndarray]:
@@ -65,9 +65,13 @@ class Offdiag:
 
 
 class NnzExpr:
-    """``nnz(target[, groups=g])``; compare it with ``<= k`` to get a constraint."""
+    """``nnz(target[, groups=g][, free=idx])``; compare it with ``<= k`` to get a constraint.
 
-    def __init__(self, target: Any, groups: Any = None, span: Span | None = None):
+    ``free``: positions (0-based, into the flattened target) that are always selected: they are
+    optimized in every solve, never thresholded, and not counted by the bound (like the intercept
+    ``w[0]`` of ``nnz(w[1:]) <= k``, but any index set)."""
+
+    def __init__(self, target: Any, groups: Any = None, span: Span | None = None, free: Any = None):
         self.span = span
         self.pairs = False
         if isinstance(target, Offdiag):
@@ -110,6 +114,58 @@ class NnzExpr:
                 raise ConstraintError(f"group labels in {g} must be integers", span)
             self.groups = gv.astype(np.int64)
             self.groups_text = str(g)
+        self.free: np.ndarray | None = None
+        self.free_text: str | None = None
+        if free is not None:
+            self._set_free(free)
+
+    def _set_free(self, free: Any) -> None:
+        """Drop the always-selected positions ``free`` from the constrained coordinates."""
+        f = as_expr(free)
+        literal = isinstance(f, Data) and not f.name and f.span is not None  # [0, 3] written in the call
+        fspan = f.span if literal else self.span
+        text = fspan.text if literal and fspan.line == fspan.end_line else str(f)
+        where = f"nnz({self.target_text}, free={text})"
+        if self.offdiag:
+            raise ConstraintError(
+                f"{where}: free= does not apply to offdiag(...), whose diagonal is already free",
+                fspan,
+                "constrain a variable or a slice of one: nnz(w, free = [0, 3]) <= k",
+            )
+        if not f.is_constant():
+            raise ConstraintError(f"{where}: free= must be data (indices); {f} depends on a variable", fspan)
+        fv = np.atleast_1d(dense(f.constant_value())).ravel()
+        size = len(self.coords)
+        usage = (
+            f"free= lists 0-based positions in {self.target_text} (integers from 0 to {size - 1}), "
+            "as a literal list free = [0, 3] or a data vector"
+        )
+        if fv.size and (not np.all(np.isfinite(fv)) or not np.all(fv == np.round(fv))):
+            bad = fv[~(np.isfinite(fv) & (fv == np.round(fv)))][0]
+            raise ConstraintError(f"{where}: the index {bad:g} is not an integer", fspan, usage)
+        idx = fv.astype(np.int64)
+        out = idx[(idx < 0) | (idx >= size)]
+        if out.size:
+            raise ConstraintError(
+                f"{where}: the index {int(out[0])} is out of range; {self.target_text} has {size} coordinates",
+                fspan,
+                usage,
+            )
+        uniq, counts = np.unique(idx, return_counts=True)
+        if np.any(counts > 1):
+            raise ConstraintError(f"{where}: the index {int(uniq[counts > 1][0])} is listed twice", fspan, usage)
+        keep = np.ones(size, dtype=bool)
+        keep[idx] = False
+        self.coords = self.coords[keep]
+        if self.groups is not None:
+            self.groups = self.groups[keep]
+        self.free = np.sort(idx)
+        unnamed = isinstance(f, Constant) or (isinstance(f, Data) and not f.name)
+        if unnamed:
+            shown = ", ".join(str(int(i)) for i in idx[:8]) + (", ..." if idx.size > 8 else "")
+            self.free_text = f"[{shown}]"
+        else:
+            self.free_text = text
 
     def __le__(self, k: Any) -> NnzConstraint:
         return NnzConstraint(self, as_expr(k), span=self.span)
@@ -121,6 +177,7 @@ class NnzExpr:
 
     def __str__(self) -> str:
         g = f", groups={self.groups_text}" if self.groups_text else ""
+        g += f", free={self.free_text}" if self.free_text else ""
         return f"nnz({self.target_text}{g})"
 
 
@@ -174,8 +231,9 @@ class NnzConstraint(Constraint):
         if k < 0:
             raise ConstraintError(f"{self.nnz} <= {k}: the bound must be nonnegative", self.span)
         if k > limit:
+            outside = " outside free=" if self.nnz.free is not None else ""
             raise ConstraintError(
-                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {limit} {unit}",
+                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {limit} {unit}{outside}",
                 self.span,
                 f"k must be between 0 and {limit}",
             )
@@ -296,9 +354,104 @@ class EigBoxConstraint(Constraint):
         return f"{lo}eig({self.O}){hi}"
 
 
-def nnz(target: Any, groups: Any = None, span: Span | None = None) -> NnzExpr:
-    """``sm.nnz(w) <= k``, ``sm.nnz(w[1:]) <= k``, ``sm.nnz(w, groups=g) <= k``, ``sm.nnz(sm.offdiag(O)) <= 2*k``."""
-    return NnzExpr(target, groups=groups, span=span)
+class BoxConstraint(Constraint):
+    """``lo <= target <= hi`` elementwise on a variable or a slice of one (``w >= 0``,
+    ``-1 <= w[1:] <= 1``); ``lower`` / ``upper`` are constant scalars or arrays that broadcast to
+    the target's shape (either may be None: one-sided). A convex side constraint: the projection
+    clips, the restricted solves keep their coordinates in the box, and next to ``nnz(...) <= k``
+    the projection onto both ranks coordinates by the gain of keeping their clipped value (see
+    ``sparsemodel.compile.sets.Box``)."""
+
+    kind = "box"
+
+    def __init__(self, target: Any, lower: Any = None, upper: Any = None, span: Span | None = None):
+        e = as_expr(target)
+        self.span = span or e.span
+        if not isinstance(e, (Variable, Index)) or not _is_view(e):
+            raise ConstraintError(
+                f"a bound applies to a variable or a slice of one; {e} is an expression",
+                self.span,
+                "write w >= 0, lo <= w <= hi or w[1:] <= 1 (lo, hi numbers, params or data of w's shape)",
+            )
+        self.target = e
+        self.var, self.coords = _variable_view(e, "a bound", self.span)
+        self.target_text = str(e)
+        self.lower = None if lower is None else as_expr(lower)
+        self.upper = None if upper is None else as_expr(upper)
+        self.validate()
+
+    @property
+    def variable(self) -> Variable:
+        return self.var
+
+    def _side(self, b: Expr | None, default: float) -> np.ndarray:
+        if b is None:
+            return np.full(len(self.coords), default)
+        if not b.is_constant():
+            raise ConstraintError(f"{self}: the bound {b} depends on a variable; bounds are constants", self.span)
+        v = dense(b.constant_value())
+        try:
+            full = np.broadcast_to(v, self.target.shape)
+        except ValueError:
+            raise ShapeError(
+                f"{self}: the bound {b} of shape {fmt_shape(np.shape(v))} does not broadcast to "
+                f"{self.target_text} of shape {fmt_shape(self.target.shape)}",
+                self.span,
+                "give a number, or one bound per coordinate",
+            ) from None
+        full = np.asarray(full, dtype=float).ravel()
+        if np.any(np.isnan(full)):
+            raise ConstraintError(f"{self}: the bound {b} contains NaN", self.span)
+        return full.copy()
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper), one entry per coordinate of the target (flattened, -inf/inf when open)."""
+        return self._side(self.lower, -np.inf), self._side(self.upper, np.inf)
+
+    def validate(self) -> None:
+        lo, hi = self.bounds()
+        bad = np.flatnonzero(lo > hi)
+        if bad.size:
+            i = int(bad[0])
+            raise ConstraintError(
+                f"{self}: the lower bound {lo[i]:g} exceeds the upper bound {hi[i]:g} at position {i} of {self.target_text}",
+                self.span,
+                "an empty box has no feasible point",
+            )
+        if np.any(lo == np.inf) or np.any(hi == -np.inf):
+            raise ConstraintError(f"{self}: a bound is infinite on the wrong side", self.span)
+
+    def __str__(self) -> str:
+        if self.upper is None and self.lower is not None:
+            return f"{self.target_text} >= {self.lower}"
+        lo = f"{self.lower} <= " if self.lower is not None else ""
+        hi = f" <= {self.upper}" if self.upper is not None else ""
+        return f"{lo}{self.target_text}{hi}"
+
+
+def _is_view(e: Expr) -> bool:
+    while isinstance(e, Index):
+        e = e.args[0]
+    return isinstance(e, Variable)
+
+
+def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
+    """``target <= value`` (op ``<=``) or ``target >= value``: the comparison operators of
+    expressions, e.g. ``w >= 0`` in the Python builder."""
+    if op == "<=":
+        return BoxConstraint(target, upper=value, span=span)
+    return BoxConstraint(target, lower=value, span=span)
+
+
+def box(target: Any, lower: Any = None, upper: Any = None, span: Span | None = None) -> BoxConstraint:
+    """``sm.box(w, lo, hi)``: lo <= w <= hi elementwise (the model file writes ``lo <= w <= hi``)."""
+    return BoxConstraint(target, lower=lower, upper=upper, span=span)
+
+
+def nnz(target: Any, groups: Any = None, free: Any = None, span: Span | None = None) -> NnzExpr:
+    """``sm.nnz(w) <= k``, ``sm.nnz(w[1:]) <= k``, ``sm.nnz(w, groups=g) <= k``, ``sm.nnz(sm.offdiag(O)) <= 2*k``;
+    ``sm.nnz(w, free=[0, 3]) <= k`` keeps w[0] and w[3] always selected (not counted by k)."""
+    return NnzExpr(target, groups=groups, span=span, free=free)
 
 
 def rank(W: Any, span: Span | None = None) -> RankExpr:
@@ -318,6 +471,8 @@ __all__ = [
     "NnzConstraint",
     "RankConstraint",
     "EigBoxConstraint",
+    "BoxConstraint",
+    "box",
     "nnz",
     "rank",
     "eig",

@@ -342,6 +342,14 @@ class Expr:
     def __eq__(self, other: object) -> bool:  # identity semantics; == is not a constraint here
         return self is other
 
+    def __le__(self, other: Any) -> Any:
+        """``w <= hi`` (or ``lo <= w``, reflected): a box constraint on a variable or a slice of one."""
+        return _bound(self, other, "<=")
+
+    def __ge__(self, other: Any) -> Any:
+        """``w >= lo``: a box constraint on a variable or a slice of one."""
+        return _bound(self, other, ">=")
+
     def __bool__(self) -> bool:
         return True
 
@@ -853,6 +861,17 @@ class Index(Expr):
         z = np.zeros(self.args[0].shape)
         z[self.key] = g
         return [z]
+
+
+def _bound(a: Expr, other: Any, op: str) -> Any:
+    if not isinstance(other, (Expr, int, float, np.integer, np.floating, np.ndarray, list, tuple)):
+        return NotImplemented  # nnz(w), rank(W), eig(O) answer the reflected comparison
+    from .constraints import bound
+
+    b = as_expr(other)
+    if a.is_constant() and not b.is_constant():
+        a, b, op = b, a, (">=" if op == "<=" else "<=")
+    return bound(a, op, b)
 
 
 def _join(a: Expr, b: Expr) -> Span | None:

@@ -173,6 +173,43 @@ class Problem:
 
         return session.compare(self, list(solvers), k=k, options=options, **kw)
 
+    def path(
+        self,
+        k: Iterable[int] | int,
+        solver: str | None = None,
+        start: str = "best",
+        progress: bool = False,
+        **options: Any,
+    ):
+        """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
+        started from its neighbour's solution; ``start`` = ``best`` (also solve cold, keep the lower
+        objective: never worse than ``solve(k=k)``), ``cold`` (identical to ``solve(k=k)``) or
+        ``warm``. Returns a :class:`sparsemodel.compare.path.SolutionPath`; see docs/selection.md."""
+        from .. import session
+
+        return session.path(self, k, solver=solver, start=start, progress=progress, **options)
+
+    def select(
+        self,
+        k: Iterable[int] | int,
+        by: str = "cv",
+        solver: str | None = None,
+        folds: int = 5,
+        seed: int | None = 0,
+        fold_ids: Any = None,
+        rule: str = "min",
+        **kw: Any,
+    ):
+        """Choose the bound among ``k``: ``by="cv"`` (K-fold cross-validation with a fixed ``seed``,
+        or the user's ``fold_ids``; the held-out loss is the model's own data term on the held-out
+        rows) or ``"aic"``, ``"bic"``, ``"ebic"``, ``"gic"``; ``rule`` = ``min`` or ``1se``. Other
+        keywords: ``gamma`` (EBIC), ``start`` and ``progress`` (the path), solver options. Returns
+        a :class:`sparsemodel.compare.select.Selection` (``.k``, ``.result``, ``.curve``); see
+        docs/selection.md."""
+        from .. import session
+
+        return session.select(self, k, by=by, solver=solver, folds=folds, seed=seed, fold_ids=fold_ids, rule=rule, **kw)
+
     def __str__(self) -> str:
         lines = [str(self.objective)]
         if self.constraints:

@@ -224,6 +224,8 @@ class ARHT(Solver):
                 f"arht: the objective is not finite at the start ({fb}); the binary search on opt cannot start",
                 hint="check the data, or start elsewhere with init=...",
             )
+        if o["lower"] == "auto" and B > fb:  # min_x f is solved to a tolerance: f(start) is a valid lower value too
+            B = fb
         if B > fb + 1e-12 * max(1.0, abs(fb)):
             raise SolverError(
                 f"arht: the binary search cannot bracket the optimum: the lower bound B = {B:.6g} is above "

@@ -123,7 +123,7 @@ class Auto(Solver):
             "starts": runs,
             **best["stats"],
         }
-        return finish(lp, self, best["x"], best["status"], best["swaps"], clock, hist, f=best["objective"], extra=extra)
+        return finish(lp, self, best["x"], best["status"], best["iterations"], clock, hist, f=best["objective"], extra=extra)
 
     def _starts(self, lp: LoweredProblem) -> list[str]:
         """The starts to search from: the option, or with 'auto' GraHTP, and on quadratic objectives
@@ -146,10 +146,13 @@ class Auto(Solver):
             if start.status == DIVERGED or not np.isfinite(start.objective):
                 return None
             x = lp.layout.pack(start.values)
+            start_its = start.iterations
         elif how == "omp":
             x, _, _ = omp_steps(lp, act, sps.k)
+            start_its = sps.k
         else:  # screen: the free coordinates fitted, then the units of largest gain
             x, _ = act.solve(np.empty(0, dtype=np.int64), x0=lp.inside_domain())
+            start_its = 1
         units = _units_of(sps, x)
         x, f = act.solve(_positions(units, members), x0=x)
         if not np.isfinite(f):
@@ -194,6 +197,7 @@ class Auto(Solver):
             "x": x,
             "status": status,
             "swaps": steps,
+            "iterations": start_its + steps,
             "stats": {
                 "exact_solves": stats["solves"],
                 "models": stats["models"],

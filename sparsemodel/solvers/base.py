@@ -1,7 +1,7 @@
 """What every solver shares: options, the registry, the run history and the common ``Result``.
 
 A solver is a subclass of :class:`Solver` registered with :func:`register`. It declares the
-constraint kinds it handles (``nnz``, ``nnz_groups``, ``nnz_pairs``, ``rank``, ``eig_box``), its
+constraint kinds it handles (``nnz``, ``nnz_groups``, ``nnz_pairs``, ``rank``, ``eig_box``, ``box``), its
 options with defaults and help, and implements ``run(lp) -> Result`` on a
 :class:`~sparsemodel.compile.lowered.LoweredProblem`: it sees the oracle (``lp.oracle``), the
 design (``lp.design``) and the constraint set (``lp.set``), never cvxpy or the grammar.
@@ -324,6 +324,7 @@ def describe_kind(kind: str) -> str:
         "nnz_pairs": "symmetric off-diagonal sparsity (nnz(offdiag(O)) <= 2k on a symmetric O: entries in pairs)",
         "rank": "rank (rank(W) <= r)",
         "eig_box": "eigenvalue-box (alpha <= eig(O) <= beta)",
+        "box": "box (w >= 0, lo <= w <= hi)",
     }.get(kind, kind)
 
 

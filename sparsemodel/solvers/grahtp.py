@@ -82,7 +82,7 @@ SEARCH_TRIES = 3  # supports tried by one support-change line search
 @register
 class GraHTP(Solver):
     name = "grahtp"
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
     default_eta = "local"  # what eta='auto' means (measured: see the module docstring)

@@ -78,7 +78,7 @@ def outside_domain(f: float) -> str:
 @register
 class GraSP(Solver):
     name = "grasp"
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "box"})
     summary = "Gradient Support Pursuit: debias over top-2k gradient ∪ current support, then prune to k"
     reference = "Bahmani, Raj, Boufounos (JMLR 2013), Algorithm 1; paper 000, Section 3.2"
     options = {
@@ -122,7 +122,7 @@ class GraSP(Solver):
         extra: dict[str, Any] = {"prune": o["prune"]}
         while it < o["max_iter"]:
             it += 1
-            Z = sps.select(g[C], 2 * k)  # step 2
+            Z = sps.select(sps.descent_scores(g[C]), 2 * k)  # step 2 (|g|; with a box, feasible directions)
             T = np.union1d(Z, sps.support(x))  # step 3
             b = lp.restricted_minimize(T, x0=x, method=method).x  # step 4
             xn, sel = sps.project(b)  # step 5: b_k (free coordinates kept)

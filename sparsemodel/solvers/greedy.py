@@ -77,7 +77,7 @@ def omp_steps(
     x, f = act.solve(sel)
     for _ in range(k):
         g = act.grad()
-        score = np.abs(g[C])
+        score = lp.sparsity.descent_scores(g[C])
         score[sel] = -np.inf
         i = int(np.argmax(score))
         sel = np.union1d(sel, [i])
@@ -132,7 +132,7 @@ def start_support(lp: LoweredProblem, act: ActiveSet, init: Any, solver: str) ->
 
 
 class _GreedyBase(Solver):
-    handles = frozenset({"nnz"})
+    handles = frozenset({"nnz", "box"})
 
     def _setup(self, lp: LoweredProblem) -> ActiveSet:
         check_k(lp, self.name)
@@ -230,7 +230,7 @@ class OMPR(_SwapSearch):
     options = _swap_options("maximum number of swaps (a safeguard; Algorithm 3 loops until no decrease)")
 
     def propose(self, act, C, x, sel):
-        score = np.abs(act.grad()[C])
+        score = act.lp.sparsity.descent_scores(act.grad()[C])
         score[sel] = -np.inf
         i = int(np.argmax(score))  # line 8
         j = int(sel[np.argmin(np.abs(x[C[sel]]))])  # line 9

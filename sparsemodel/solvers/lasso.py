@@ -6,7 +6,9 @@ on exactly the constrained coordinates C (paper 003, eq. (1)):
     min_x  f(x) + lambda * ||x_C||_1                                              (1)
 
 Free coordinates F (an intercept, other variables) are optimized but never penalized, counted or
-thresholded. f is any convex loss of the model; the relaxation is built in cvxpy by
+thresholded. Box constraints (``w >= 0``, ``lo <= w <= hi``) stay constraints of (1) in both
+backends (coordinate descent clips, cvxpy keeps them as constraints); lambda_max then counts only
+the directions the box allows (with w >= 0, max_j -grad_j f). f is any convex loss of the model; the relaxation is built in cvxpy by
 :mod:`sparsemodel.compile.relax` (``lp.relaxation("l1")``) with lambda a ``cvxpy.Parameter``, so
 (1) is compiled once and only re-solved while lambda changes.
 
@@ -54,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compile.l1 import entering
 from ..compile.lowered import Clock, LoweredProblem, require_sparsity
 from ..errors import SolverError
 from .base import CONVERGED, History, Option, Result, Solver, check_k, finish, register, restricted_option
@@ -63,7 +66,7 @@ from .tuning import check_search_options, choose_backend, search_lambda, search_
 @register
 class Lasso(Solver):
     name = "lasso"
-    handles = frozenset({"nnz"})
+    handles = frozenset({"nnz", "box"})
     convex_relaxation = True
     summary = "LASSO (l1 relaxation) with lambda tuned by binary search to exactly k nonzeros, then debiased"
     reference = "paper 003, Section 2.2.1 eq. (1) and Section 6.3.2"
@@ -102,7 +105,10 @@ class Lasso(Solver):
         if not np.isfinite(r0.f):  # x = 0 outside the domain (e.g. logdet): cvxpy needs no start
             r0 = lp.restricted_minimize(np.empty(0, dtype=np.int64), method="cvxpy")
         _, g0 = lp.value_and_grad(r0.x)
-        lam_max = float(np.max(np.abs(g0[C])))
+        box = lp.box  # with bounds, only the directions they allow count (w >= 0: -g_j)
+        lam_max = float(
+            np.max(entering(g0[C], 0.0, box.lo[C] if box else None, box.hi[C] if box else None), initial=0.0)
+        )
         if not np.isfinite(lam_max):
             raise SolverError(
                 f"the gradient at the free-coordinate minimizer is not finite ({lam_max}); cannot scale lambda"

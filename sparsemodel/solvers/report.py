@@ -29,7 +29,14 @@ def format_result(r: Result, max_support: int = 30) -> str:
         f"time        {r.time_s:.4g} s",
     ]
     c = r.certificate
-    if c:
+    if c and "min_gain_kept" in c:  # the box form of Definition 4
+        lines.append(
+            f"certificate {c.get('verdict')} for gamma = {c.get('gamma', float('nan')):.4g} "
+            f"(|projected grad| on support {c.get('projected_grad_on_support_inf', float('nan')):.2e}, "
+            f"min gain kept {c.get('min_gain_kept', float('nan')):.4g} vs max gain off "
+            f"{c.get('max_gain_off_support', float('nan')):.4g}; {c.get('definition', '')})"
+        )
+    elif c:
         lines.append(
             f"certificate {c.get('verdict')} for gamma = {c.get('gamma', float('nan')):.4g} "
             f"(|grad| on support {c.get('grad_on_support_inf', float('nan')):.2e}, "

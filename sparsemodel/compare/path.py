@@ -1,0 +1,363 @@
+"""A warm-started path over the bound: one solver at k = k_1, k_2, ... on one lowering.
+
+:func:`run_path` lowers the problem once and solves ``lp.with_budget(k)`` at each k in the order
+given (data, Jacobian columns and factorizations shared). Each point is warm-started from its
+neighbour, the solution at the previous k: the start is that solution plus, on the coordinates
+outside its support, a gradient step scaled below its smallest kept entry, so that a solver which
+thresholds its start to k entries keeps the neighbour's support and adds the coordinates of
+largest gradient (the descent directions a box allows). Solvers without an ``init`` option are
+solved cold at every point.
+
+Warm starts and single solves (abess issue #502: ``support_size=[1, 2]`` gave another model at 2
+than ``support_size=2``, because the path warm-starts). ``start`` says what a point is:
+
+* ``best`` (default): solve cold (exactly what ``prob.solve(k=k)`` computes) and warm, and keep the
+  lower objective; a tie keeps the cold answer. The answer at k is therefore the single solve's,
+  or one with a strictly lower objective, and the point records both objectives and which won.
+  It costs a second (warm, usually short) solve per point.
+* ``cold``: single solves sharing the lowering: identical to ``prob.solve(k=k)`` at every k.
+* ``warm``: the warm solve only (fastest); it may differ from the single solve in either direction.
+
+``benchmarks/path_vs_single.py`` measures how often and by how much the warm answer differs.
+Each point keeps its own :class:`~sparsemodel.solvers.base.Result` (status, iterations,
+certificate); a point that fails with a :class:`~sparsemodel.errors.ModelError` records the error
+and the path goes on (the next point starts from the last solution found).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..compile.lowered import LoweredProblem
+from ..compile.sets import CoordinateSparsity
+from ..errors import ConstraintError, ModelError
+from ..outputs import check_output, protected_paths, write_output
+from ..util import jsonable
+from .runner import ERROR, _ks
+
+if TYPE_CHECKING:
+    from ..model.problem import Problem
+    from ..solvers.base import Result, Solver
+
+STARTS = ("best", "cold", "warm")
+PATH_COLUMNS = ("k", "objective", "nnz", "status", "start", "cold_objective", "warm_objective", "time_s", "message")
+
+
+@dataclass
+class PathPoint:
+    """One point of a path: the bound, its result (None if the solve failed), how it was started
+    (``cold``, ``warm``; with start='best' the winner), both objectives when both ran, the time of
+    the point (all its solves) and the error message of a failed point."""
+
+    k: int
+    result: Result | None
+    start: str
+    cold_objective: float | None
+    warm_objective: float | None
+    time_s: float
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None
+
+    def row(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "k": self.k,
+            "objective": float(r.objective) if r is not None else None,
+            "nnz": int(len(r.support)) if r is not None else None,
+            "status": r.status if r is not None else ERROR,
+            "start": self.start,
+            "cold_objective": self.cold_objective,
+            "warm_objective": self.warm_objective,
+            "time_s": self.time_s,
+            "message": self.message or (r.message if r is not None else ""),
+        }
+
+
+def neighbour_start(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
+    """The warm start at a new bound from the neighbour's solution x (flat): x itself on its
+    support, and on the other constrained coordinates a step along -grad f(x) scaled so that its
+    largest entry is half of x's smallest nonzero one (thresholding to k keeps x's support first,
+    then the coordinates of largest admissible gradient). Rank sets: x itself."""
+    s = lp.set
+    if not isinstance(s, CoordinateSparsity):
+        return x.copy()
+    z = x.copy()
+    C = s.coords
+    on = z[C] != 0
+    _, g = lp.oracle.value_and_grad(x)
+    score = s.descent_scores(g[C])
+    score[on] = 0.0
+    top = float(np.max(score, initial=0.0))
+    if top > 0 and np.all(np.isfinite(score)):
+        m = float(np.min(np.abs(z[C][on]))) if on.any() else 1.0
+        z[C] -= np.sign(g[C]) * (score / top) * 0.5 * m
+    return z
+
+
+def run_path(
+    problem: Problem,
+    lp: LoweredProblem,
+    cls: type[Solver],
+    k: Iterable[int] | int,
+    options: dict[str, Any] | None = None,
+    start: str = "best",
+    progress: bool = False,
+) -> SolutionPath:
+    """Solve with ``cls`` at every bound in ``k`` (in order) on ``lp`` (lowered once); see the
+    module docstring for ``start``."""
+    if start not in STARTS:
+        raise ConstraintError(f"start={start!r} is not one of {', '.join(STARTS)}", hint="best (default), cold or warm")
+    if lp.set is None or not lp.set.thresholds:
+        raise ConstraintError(
+            "a path sweeps the bound of nnz(...) <= k or rank(W) <= r; this problem has none",
+            hint="add a sparsity or rank constraint",
+        )
+    ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]  # every bound checked before anything runs
+    options = dict(options or {})
+    if "init" in options and start != "cold":
+        raise ConstraintError(
+            "init= is chosen by the path at every point after the first (the neighbour's solution)",
+            hint="drop init=, or use start='cold' to give every point the same start",
+        )
+    cls.validate(options)
+    warmable = "init" in cls.options
+    from tqdm import tqdm
+
+    out = SolutionPath(problem, cls.name, options, start)
+    prev: np.ndarray | None = None
+    bar = tqdm(total=len(ks), file=sys.stderr, disable=not progress, desc=f"path {cls.name}", unit="k")
+    try:
+        for kv in ks:
+            bar.set_postfix_str(f"k={kv}")
+            t0 = time.perf_counter()
+            try:
+                lpk = lp.with_budget(kv)
+                point = _solve_point(lpk, cls, options, kv, prev if warmable else None, start)
+            except ModelError as exc:
+                msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+                point = PathPoint(kv, None, start, None, None, 0.0, msg)
+            point.time_s = time.perf_counter() - t0
+            if point.ok:
+                prev = lp.layout.pack(point.result.values)
+                if not warmable and start != "cold" and not point.message:
+                    point.message = f"{cls.name} takes no starting point: solved cold"
+            out.points.append(point)
+            bar.update(1)
+    finally:
+        bar.close()
+    return out
+
+
+def _solve_point(
+    lp: LoweredProblem, cls: type[Solver], options: dict[str, Any], k: int, prev: np.ndarray | None, start: str
+) -> PathPoint:
+    if lp.set.budget >= lp.set.limit:  # every unit allowed: the constraint does nothing
+        return PathPoint(k, full_model(lp, cls(**options)), "cold", None, None, 0.0)
+    cold = warm = None
+    if start in ("cold", "best") or prev is None:
+        cold = cls(**options).solve(lp)
+    if start in ("warm", "best") and prev is not None:
+        try:
+            warm = cls(**{**options, "init": neighbour_start(lp, prev)}).solve(lp)
+        except ModelError:
+            if cold is None:
+                raise
+    fc = cold.objective if cold is not None else None
+    fw = warm.objective if warm is not None else None
+    if warm is not None and (cold is None or _better(warm, cold)):
+        return PathPoint(k, warm, "warm", fc, fw, 0.0)
+    return PathPoint(k, cold, "cold", fc, fw, 0.0)
+
+
+def full_model(lp: LoweredProblem, solver: Solver) -> Result:
+    """The point at the largest bound (every unit may be nonzero): one restricted solve over every
+    coordinate (box constraints kept), reported as the solver's result at that bound."""
+    from ..compile.lowered import Clock
+    from ..solvers.base import CONVERGED, finish
+
+    clock = Clock()
+    lp = lp.fresh()
+    r = lp.restricted_minimize(None, cols=np.arange(lp.n))
+    msg = f"{lp.set.bound_text()}: the bound allows every unit, so this is the unconstrained minimizer"
+    return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
+
+
+def _better(a: Result, b: Result) -> bool:
+    """a is strictly better than b: a usable status and a lower objective beyond rounding."""
+    usable = ("converged", "max_iter")
+    if a.status not in usable:
+        return False
+    if b.status not in usable or not math.isfinite(b.objective):
+        return math.isfinite(a.objective)
+    return a.objective < b.objective - 1e-12 * max(1.0, abs(b.objective))
+
+
+class SolutionPath:
+    """The points of :func:`run_path`: ``points`` (one :class:`PathPoint` per k), ``at(k)`` (the
+    Result at k), a table, CSV, JSON and a PNG plot (objective and time versus k)."""
+
+    def __init__(self, problem: Any, solver: str, options: dict[str, Any], start: str):
+        self.source = getattr(problem, "source", "<python>")
+        self.solver = solver
+        self.options = options
+        self.start = start
+        self.points: list[PathPoint] = []
+        self.protected = protected_paths(problem)
+
+    # ------------------------------------------------------------------ access
+    @property
+    def ks(self) -> list[int]:
+        return [p.k for p in self.points]
+
+    @property
+    def objectives(self) -> list[float | None]:
+        return [p.result.objective if p.ok else None for p in self.points]
+
+    @property
+    def results(self) -> dict[int, Result]:
+        return {p.k: p.result for p in self.points if p.ok}
+
+    def at(self, k: int) -> Result:
+        for p in self.points:
+            if p.k == k:
+                if p.result is None:
+                    raise ConstraintError(f"the path failed at k={k}: {p.message}")
+                return p.result
+        raise ConstraintError(f"k={k} is not on this path", hint=f"the path has k = {self.ks}")
+
+    def failed(self) -> list[PathPoint]:
+        return [p for p in self.points if not p.ok]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [p.row() for p in self.points]
+
+    def __repr__(self) -> str:
+        return f"SolutionPath(solver={self.solver!r}, start={self.start!r}, k={self.ks}, errors={len(self.failed())})"
+
+    # ------------------------------------------------------------------ reports
+    def table(self, fmt: str = "simple") -> str:
+        from tabulate import tabulate
+
+        body = []
+        for r in self.rows():
+            body.append(
+                [
+                    r["k"],
+                    "error" if r["objective"] is None else f"{r['objective']:.8g}",
+                    "" if r["nnz"] is None else r["nnz"],
+                    r["status"],
+                    r["start"],
+                    f"{r['time_s']:.3g}",
+                ]
+            )
+        head = ["k", "objective", "nnz", "status", "start", "time (s)"]
+        parts = [f"path of {self.solver} (start={self.start})", tabulate(body, headers=head, tablefmt=fmt)]
+        if self.start == "best":
+            won = sum(1 for p in self.points if p.ok and p.start == "warm")
+            parts.append(f"the warm start was strictly better at {won} of {len(self.points)} points")
+        notes = [f"  k={p.k}: {p.message}" for p in self.points if p.message]
+        if notes:
+            parts += ["notes"] + notes
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_dict(self) -> dict[str, Any]:
+        details = []
+        for p in self.points:
+            d = p.row()
+            if p.ok:
+                r = p.result
+                d.update(
+                    {
+                        "support": [int(i) for i in r.support],
+                        "x": np.asarray(r.x).tolist(),
+                        "iterations": int(r.iterations),
+                        "certificate": r.certificate,
+                    }
+                )
+            details.append(d)
+        return jsonable(
+            {
+                "source": self.source,
+                "solver": self.solver,
+                "start": self.start,
+                "options": self.options,
+                "points": details,
+            }
+        )
+
+    def to_json(self, path: str | Path, overwrite: bool = False) -> Path:
+        return write_output(
+            path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", self.protected, overwrite
+        )
+
+    def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(PATH_COLUMNS), lineterminator="\n")
+        w.writeheader()
+        for r in self.rows():
+            w.writerow(
+                {c: ("" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in PATH_COLUMNS}
+            )
+        return write_output(path, buf.getvalue(), self.protected, overwrite)
+
+    def plot(self, path: str | Path, overwrite: bool = False) -> Path:
+        """PNG: objective versus k (log scale when positive) and seconds per point."""
+        check_output(path, self.protected, overwrite)
+        fig, (ax_o, ax_t) = new_figure(2)
+        ks = [p.k for p in self.points]
+        objs = [p.result.objective if p.ok else math.nan for p in self.points]
+        ax_o.plot(ks, objs, marker="o", label=self.solver)
+        warm = [(p.k, p.result.objective) for p in self.points if p.ok and p.start == "warm"]
+        if warm and self.start == "best":
+            ax_o.plot(*zip(*warm), "s", mfc="none", ms=10, label="warm start better")
+        if all(v > 0 for v in objs if not math.isnan(v)) and any(not math.isnan(v) for v in objs):
+            ax_o.set_yscale("log")
+        ax_t.plot(ks, [max(p.time_s, 1e-6) for p in self.points], marker="o")
+        ax_t.set_yscale("log")
+        for ax, title, ylabel in ((ax_o, "objective", "f(x)"), (ax_t, "time per point", "seconds")):
+            ax.set_xlabel("k (bound)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(title)
+            ax.grid(True, alpha=0.3)
+        ax_o.legend(fontsize="small")
+        name = Path(self.source).name if not self.source.startswith("<") else "problem"
+        fig.suptitle(f"{name}: path of {self.solver} over k (start={self.start})")
+        return write_output(path, png_bytes(fig), self.protected, overwrite)
+
+
+def new_figure(panels: int, width: float = 5.5, height: float = 4.2) -> tuple[Any, list[Any]]:
+    """A matplotlib Figure on the Agg canvas (pyplot's global backend untouched) with ``panels`` axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * panels, height))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels)
+    return fig, list(np.atleast_1d(axes))
+
+
+def png_bytes(fig: Any) -> bytes:
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+__all__ = ["PathPoint", "STARTS", "SolutionPath", "neighbour_start", "run_path"]

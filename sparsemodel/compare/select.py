@@ -1,0 +1,500 @@
+"""Choosing the bound k: information criteria and K-fold cross-validation over a warm-started path.
+
+Everything starts from the path of :mod:`sparsemodel.compare.path` on all the data (one lowering,
+each point warm-started from its neighbour). Then, at every k on the path:
+
+**Information criteria** (``by`` = ``aic``, ``bic``, ``ebic``, ``gic``). The objective's *data
+term* is its additive terms that read sample data (a ridge ``lam * sum_squares(w)`` is not in it,
+see :func:`sparsemodel.model.samples.split_data_term`), written as c * sum_i l_i(x) over the n
+samples (``mean(...)`` has c = 1/n, ``sum_squares(...) / (2 n)`` has c = 1/(2n), sample weights stay
+inside l_i). L(x) = sum_i l_i(x) is taken as the negative log-likelihood, so the deviance is
+
+    D = n log(RSS / n)   when every data term is a square (Gaussian, unknown variance; RSS = L)
+    D = 2 L              otherwise (logistic, Poisson, softmax, Huber, user funcs)
+
+with n the number of samples, or the sum of the sample weights when every data term carries them
+(frequency weights: a weight of 2 counts as a repeated sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
+always-selected indices, other variables; coordinates fixed by a box with lo = hi not counted), p
+the number of selectable units (coordinates, or groups) and s the units used,
+
+    AIC  = D + 2 df                                   (Akaike 1974)
+    BIC  = D + log(n) df                              (Schwarz 1978)
+    EBIC = D + log(n) df + 2 gamma log binom(p, s)    (Chen & Chen 2008; gamma = 1 by default,
+                                                       which satisfies their consistency condition
+                                                       gamma > 1 - 1/(2 kappa) for every p = O(n^kappa))
+    GIC  = D + log(log n) log(p) df                   (Fan & Tang 2013, a_n = log(log n) log p)
+
+Rank constraints use df = r (p + m - r) + free coordinates and AIC or BIC only.
+
+**Cross-validation** (``by="cv"``). The n samples are split into K folds (a random permutation
+with a fixed ``seed``, cut into K nearly equal parts; or the user's ``fold_ids``, one label per
+sample, one fold per label; or ``folds`` given as the (train, test) row indices of each split). For each fold the model is rebuilt on the training rows (every data
+node with n rows subset: :func:`sparsemodel.model.samples.rebind_rows`; training-only terms such as
+a ridge stay), its path is computed over the same k, and the held-out loss at k is the data term
+evaluated on the held-out rows at that fold's solution: the model's own loss, whatever its
+composite form. The curve is the mean over folds, with the standard error std / sqrt(K).
+
+``rule="min"`` chooses the k of lowest value; ``rule="1se"`` (cross-validation only) the smallest k
+whose mean is within one standard error of the minimum (Breiman et al. 1984). The solution reported
+is the all-data path's point at the chosen k.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import numbers
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.special import gammaln
+
+from ..compile.evaluator import Evaluator
+from ..compile.lowered import LoweredProblem
+from ..compile.sets import CoordinateSparsity, LowRank
+from ..errors import ModelError
+from ..model.problem import Objective, Problem
+from ..model.samples import rebind_rows, sample_nodes, split_data_term
+from ..outputs import check_output, protected_paths, write_output
+from ..util import jsonable
+from .path import SolutionPath, new_figure, png_bytes, run_path
+from .runner import _ks
+
+if TYPE_CHECKING:
+    from ..model.expr import Data, Expr
+    from ..solvers.base import Result, Solver
+
+CRITERIA = ("aic", "bic", "ebic", "gic")
+METHODS = ("cv",) + CRITERIA
+RULES = ("min", "1se")
+SELECT_COLUMNS = ("k", "value", "se", "nnz", "df", "loss", "objective", "status")
+
+
+class SelectionError(ModelError):
+    kind = "selection error"
+
+
+# ====================================================================== the formulas
+
+
+def log_binom(p: int, s: int) -> float:
+    return float(gammaln(p + 1) - gammaln(s + 1) - gammaln(p - s + 1))
+
+
+def deviance(loss: float, n: float, gaussian: bool) -> float:
+    """D = n log(RSS/n) (Gaussian, ``loss`` = RSS) or 2 L (``loss`` = the negative log-likelihood)."""
+    if gaussian:
+        return n * math.log(max(loss, 1e-300 * n) / n)
+    return 2.0 * loss
+
+
+def criterion(by: str, loss: float, n: float, df: int, p: int, s: int, gaussian: bool, gamma: float = 1.0) -> float:
+    """The information criterion ``by`` (see the module docstring for every constant)."""
+    D = deviance(loss, n, gaussian)
+    if by == "aic":
+        return D + 2.0 * df
+    if by == "bic":
+        return D + math.log(n) * df
+    if by == "ebic":
+        return D + math.log(n) * df + 2.0 * gamma * log_binom(p, s)
+    if by == "gic":
+        return D + math.log(math.log(n)) * math.log(p) * df
+    raise SelectionError(f"unknown criterion {by!r}", hint=f"choose one of: {', '.join(METHODS)}")
+
+
+# ====================================================================== the data term
+
+
+@dataclass
+class DataTerm:
+    """The objective's data term and what the criteria need to read it as a likelihood."""
+
+    expr: Expr  # the data term over all n samples
+    nodes: list[Data]  # the sample data nodes (n rows)
+    n: int
+    scale: float | None  # c: data term = c * sum_i l_i (None when the sample terms disagree)
+    gaussian: bool
+    n_eff: float  # n of the criteria: the rows, or the sum of the sample weights
+
+
+def data_term(problem: Problem, lp: LoweredProblem) -> DataTerm:
+    d = lp.design
+    if d is None or d.n_samples is None or not d.sample_terms:
+        raise SelectionError(
+            "choosing k needs a loss that is a sum over samples (rows of data), "
+            f"and this objective is a {lp.structure}",
+            hint="write the loss as mean(...) or sum(...) of a per-sample loss of affine maps of the data",
+        )
+    n = d.n_samples
+    nodes = sample_nodes(problem.objective.expr, n)
+    n_eff = float(n)
+    sums = []
+    for i in d.sample_terms:
+        t = d.terms[i]
+        if t.weights is not None:  # frequency weights: the sample count is their sum
+            sums.append(float(np.sum(t.weights)) * n / t.out_size)
+    if sums and len(sums) == len(d.sample_terms) and np.allclose(sums, sums[0], rtol=1e-10):
+        n_eff = sums[0]
+    expr, _ = split_data_term(problem.objective.expr, nodes)
+    if expr is None or not nodes:
+        raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
+    coefs = [d.terms[i].coef for i in d.sample_terms]
+    scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
+    gaussian = all(d.terms[i].quadratic for i in d.sample_terms)
+    return DataTerm(expr, nodes, n, scale, gaussian, n_eff)
+
+
+def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
+    """(df, units used s, selectable units p) of the flat point x under the problem's set."""
+    s = lp.set
+    fixed = np.zeros(lp.n, dtype=bool)
+    if lp.box is not None:
+        fixed = lp.box.lo == lp.box.hi
+    free = int(np.sum(~fixed[s.free]))
+    if isinstance(s, LowRank):
+        r = s.state(x).rank
+        p, m = s.shape
+        return r * (p + m - r) + free, r, min(p, m)
+    assert isinstance(s, CoordinateSparsity)
+    on = np.flatnonzero(x[s.coords] != 0)
+    used = s.units(on) * s.unit_size
+    return len(on) + free, used // s.unit_size, s.n_units
+
+
+# ====================================================================== selection
+
+
+def splits_of(n: int, folds: Any, seed: int | None, fold_ids: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (training rows, held-out rows) of each fold: from ``fold_ids`` or an int ``folds`` (see
+    :func:`folds_of`), or ``folds`` given as the splits themselves (an iterable of (train, test)
+    index arrays, e.g. a scikit-learn splitter's ``split(X)``)."""
+    if fold_ids is None and folds is not None and not isinstance(folds, (numbers.Integral, float, bool)):
+        out = []
+        try:
+            pairs = list(folds)
+        except TypeError:
+            raise SelectionError(
+                f"folds={folds!r} is not a number of folds or a list of (train, test) splits"
+            ) from None
+        for tr, te in pairs:
+            tr, te = np.asarray(tr, dtype=np.int64).ravel(), np.asarray(te, dtype=np.int64).ravel()
+            if len(tr) == 0 or len(te) == 0 or min(tr.min(), te.min()) < 0 or max(tr.max(), te.max()) >= n:
+                raise SelectionError(f"a split of folds= has empty or out-of-range rows (the model has {n} samples)")
+            out.append((tr, te))
+        if not out:
+            raise SelectionError("folds= holds no split")
+        return out
+    of = folds_of(n, folds, seed, fold_ids)
+    return [(np.flatnonzero(of != f), np.flatnonzero(of == f)) for f in range(int(of.max()) + 1)]
+
+
+def folds_of(n: int, folds: int | None, seed: int | None, fold_ids: Any) -> np.ndarray:
+    """One fold label per sample: the user's ``fold_ids`` (labels 0..K-1 after renumbering), or a
+    random permutation (``seed``) cut into ``folds`` nearly equal parts."""
+    if fold_ids is not None:
+        ids = np.asarray(fold_ids).ravel()
+        if ids.shape[0] != n:
+            raise SelectionError(
+                f"fold_ids has {ids.shape[0]} labels but the model has {n} samples",
+                hint="give one fold label per sample (row)",
+            )
+        labels, out = np.unique(ids, return_inverse=True)
+        if len(labels) < 2:
+            raise SelectionError("fold_ids has a single label; cross-validation needs at least two folds")
+        return out
+    if folds is None or isinstance(folds, bool) or int(folds) != folds or not 2 <= int(folds) <= n:
+        raise SelectionError(f"folds={folds!r}: cross-validation needs between 2 and n = {n} folds")
+    rng = np.random.default_rng(seed)
+    out = np.empty(n, dtype=np.int64)
+    for f, part in enumerate(np.array_split(rng.permutation(n), int(folds))):
+        out[part] = f
+    return out
+
+
+def run_select(
+    problem: Problem,
+    lp: LoweredProblem,
+    cls: type[Solver],
+    k: Iterable[int] | int,
+    by: str = "cv",
+    options: dict[str, Any] | None = None,
+    start: str = "best",
+    folds: int = 5,
+    seed: int | None = 0,
+    fold_ids: Any = None,
+    rule: str = "min",
+    gamma: float = 1.0,
+    progress: bool = False,
+) -> Selection:
+    """Choose the bound among ``k`` by ``by`` (see the module docstring); returns a :class:`Selection`."""
+    if by not in METHODS:
+        raise SelectionError(f"by={by!r} is not a way to choose k", hint=f"choose one of: {', '.join(METHODS)}")
+    if rule not in RULES:
+        raise SelectionError(f"rule={rule!r} is not one of {', '.join(RULES)}")
+    if rule == "1se" and by != "cv":
+        raise SelectionError("rule='1se' needs the standard errors of cross-validation", hint="use by='cv'")
+    if lp.set is None or not lp.set.thresholds:
+        raise SelectionError(
+            "choosing k needs a bound to vary: nnz(...) <= k or rank(W) <= r", hint="add a sparsity or rank constraint"
+        )
+    if isinstance(lp.set, LowRank) and by in ("ebic", "gic"):
+        raise SelectionError(f"{by} counts selected units; with a rank constraint use aic, bic or cv")
+    if not (isinstance(gamma, (int, float)) and 0 <= gamma):
+        raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
+    ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
+    dt = data_term(problem, lp)
+    splits = splits_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
+    full = run_path(problem, lp, cls, ks, options, start=start, progress=progress)
+    loss_of = Evaluator(dt.expr, lp.layout)
+    curve: list[dict[str, Any]] = []
+    for pt in full.points:
+        row: dict[str, Any] = {
+            "k": pt.k,
+            "value": math.nan,
+            "se": None,
+            "nnz": None,
+            "df": None,
+            "loss": None,
+            "objective": None,
+            "status": pt.row()["status"],
+        }
+        if pt.ok:
+            x = lp.layout.pack(pt.result.values)
+            df, s, p = degrees_of_freedom(lp, x)
+            row.update(nnz=int(len(pt.result.support)), df=df, objective=float(pt.result.objective))
+            row["loss"] = float(loss_of.value(x))
+            if by in CRITERIA:
+                if dt.scale is None or dt.scale <= 0:
+                    raise SelectionError(
+                        "the information criteria read the data term as c * sum_i l_i(x) with one c; the terms of "
+                        "this objective that read sample data are scaled differently",
+                        hint="write the loss as one mean(...) or sum(...) over the samples, or use by='cv'",
+                    )
+                total = row["loss"] / dt.scale
+                row["value"] = criterion(by, total, dt.n_eff, df, p, s, dt.gaussian, gamma)
+        curve.append(row)
+    per_fold = None
+    if by == "cv":
+        per_fold = _cross_validate(problem, cls, ks, options, start, dt, splits, progress)
+        K = per_fold.shape[0]
+        for j, row in enumerate(curve):
+            vals = per_fold[:, j]
+            if np.all(np.isfinite(vals)):
+                row["value"] = float(vals.mean())
+                row["se"] = float(vals.std(ddof=1) / math.sqrt(K)) if K > 1 else 0.0
+    valid = [r for r in curve if math.isfinite(r["value"]) and r["objective"] is not None]
+    if not valid:
+        raise SelectionError(
+            "no k could be evaluated (every point failed)",
+            hint="; ".join(f"k={p.k}: {p.message}" for p in full.points if p.message)[:500] or None,
+        )
+    best = min(valid, key=lambda r: r["value"])
+    chosen = best
+    if rule == "1se":
+        cut = best["value"] + (best["se"] or 0.0)
+        chosen = min((r for r in valid if r["value"] <= cut), key=lambda r: r["k"])
+    return Selection(problem, cls.name, by, rule, chosen["k"], full.at(chosen["k"]), full, curve, dt, per_fold, gamma)
+
+
+def _cross_validate(
+    problem: Problem,
+    cls: type[Solver],
+    ks: list[int],
+    options: dict[str, Any] | None,
+    start: str,
+    dt: DataTerm,
+    splits: list[tuple[np.ndarray, np.ndarray]],
+    progress: bool,
+) -> np.ndarray:
+    """(K, len(ks)) held-out losses: the data term on each fold's held-out rows at that fold's
+    training path (NaN where the training solve failed)."""
+    from tqdm import tqdm
+
+    K = len(splits)
+    out = np.full((K, len(ks)), np.nan)
+    for f in tqdm(range(K), file=sys.stderr, disable=not progress, desc="cross-validation", unit="fold"):
+        train, test = splits[f]
+        train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
+        held = rebind_rows(dt.expr, dt.nodes, test)
+        tp = Problem(Objective(train_obj), problem.constraints, source=problem.source)
+        tlp = LoweredProblem(tp)
+        path = run_path(tp, tlp, cls, ks, options, start=start)
+        ev = Evaluator(held, tlp.layout)
+        for j, pt in enumerate(path.points):
+            if pt.ok:
+                out[f, j] = float(ev.value(tlp.layout.pack(pt.result.values)))
+    return out
+
+
+# ====================================================================== the report
+
+
+class Selection:
+    """The outcome of :func:`run_select`: the chosen ``k``, its all-data ``result``, the ``curve``
+    (one dict per k: value of the criterion or the mean held-out loss, its standard error, nnz, df,
+    the data loss on all rows, the objective), the all-data ``path``, the per-fold held-out losses
+    (``per_fold``, K x len(k), cross-validation only); a table, CSV, JSON and a PNG plot."""
+
+    def __init__(
+        self,
+        problem: Any,
+        solver: str,
+        by: str,
+        rule: str,
+        k: int,
+        result: Result,
+        path: SolutionPath,
+        curve: list[dict[str, Any]],
+        dt: DataTerm,
+        per_fold: np.ndarray | None,
+        gamma: float,
+    ):
+        self.source = getattr(problem, "source", "<python>")
+        self.solver = solver
+        self.by = by
+        self.rule = rule
+        self.k = k
+        self.result = result
+        self.path = path
+        self.curve = curve
+        self.n = dt.n
+        self.n_eff = dt.n_eff
+        self.gaussian = dt.gaussian
+        self.per_fold = per_fold
+        self.gamma = gamma
+        self.protected = protected_paths(problem)
+
+    @property
+    def ks(self) -> list[int]:
+        return [r["k"] for r in self.curve]
+
+    @property
+    def values(self) -> list[float]:
+        return [r["value"] for r in self.curve]
+
+    def describe(self) -> str:
+        """The formula with its constants, as the table prints it."""
+        n = f"{self.n_eff:g}"
+        if self.by == "cv":
+            K = self.per_fold.shape[0] if self.per_fold is not None else 0
+            return f"{K}-fold cross-validation: mean held-out loss (the model's data term on the held-out rows), n = {self.n}"
+        D = "n log(RSS/n)" if self.gaussian else "2 L (L = sum of per-sample losses)"
+        pen = {
+            "aic": "2 df",
+            "bic": f"log(n) df = {math.log(self.n_eff):.4g} df",
+            "ebic": f"log(n) df + 2 gamma log binom(p, s), gamma = {self.gamma:g}",
+            "gic": f"log(log n) log(p) df = {math.log(math.log(self.n_eff)):.4g} log(p) df",
+        }[self.by]
+        return f"{self.by.upper()} = {D} + {pen}; n = {n}, df = nonzeros + free coordinates"
+
+    def table(self, fmt: str = "simple") -> str:
+        from tabulate import tabulate
+
+        name = "mean held-out loss" if self.by == "cv" else self.by.upper()
+        head = ["k", name] + (["se"] if self.by == "cv" else []) + ["nnz", "df", "data loss", "objective", "status"]
+        body = []
+        for r in self.curve:
+            mark = " *" if r["k"] == self.k else ""
+            line = [f"{r['k']}{mark}", "-" if not math.isfinite(r["value"]) else f"{r['value']:.8g}"]
+            if self.by == "cv":
+                line.append("-" if r["se"] is None else f"{r['se']:.3g}")
+            line += [
+                "-" if r["nnz"] is None else r["nnz"],
+                "-" if r["df"] is None else r["df"],
+                "-" if r["loss"] is None else f"{r['loss']:.8g}",
+                "-" if r["objective"] is None else f"{r['objective']:.8g}",
+                r["status"],
+            ]
+            body.append(line)
+        parts = [
+            f"choosing k by {self.by} ({self.describe()})",
+            tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True),
+            f"chosen k = {self.k} (rule: {self.rule}; path of {self.solver}, start={self.path.start})",
+        ]
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return f"Selection(by={self.by!r}, k={self.k}, solver={self.solver!r}, ks={self.ks})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable(
+            {
+                "source": self.source,
+                "solver": self.solver,
+                "by": self.by,
+                "rule": self.rule,
+                "formula": self.describe(),
+                "k": self.k,
+                "curve": self.curve,
+                "per_fold": self.per_fold.tolist() if self.per_fold is not None else None,
+                "result": self.result.to_dict(),
+            }
+        )
+
+    def to_json(self, path: str | Path, overwrite: bool = False) -> Path:
+        return write_output(
+            path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", self.protected, overwrite
+        )
+
+    def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(SELECT_COLUMNS), lineterminator="\n")
+        w.writeheader()
+        for r in self.curve:
+            w.writerow(
+                {c: "" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in SELECT_COLUMNS}
+            )
+        return write_output(path, buf.getvalue(), self.protected, overwrite)
+
+    def plot(self, path: str | Path, overwrite: bool = False) -> Path:
+        """PNG: the curve versus k (with standard-error bars for cross-validation), the chosen k
+        marked; beside it the all-data objective versus k."""
+        check_output(path, self.protected, overwrite)
+        fig, (ax, ax_o) = new_figure(2)
+        ks = self.ks
+        vals = [r["value"] for r in self.curve]
+        if self.by == "cv":
+            se = [r["se"] if r["se"] is not None else math.nan for r in self.curve]
+            ax.errorbar(ks, vals, yerr=se, marker="o", capsize=3, label="mean held-out loss ± se")
+        else:
+            ax.plot(ks, vals, marker="o", label=self.by.upper())
+        chosen = next(r for r in self.curve if r["k"] == self.k)
+        ax.axvline(self.k, color="tab:red", alpha=0.5, ls="--")
+        ax.plot([self.k], [chosen["value"]], "o", color="tab:red", ms=9, label=f"chosen k = {self.k}")
+        objs = [r["objective"] if r["objective"] is not None else math.nan for r in self.curve]
+        ax_o.plot(ks, objs, marker="o")
+        if all(v > 0 for v in objs if not math.isnan(v)):
+            ax_o.set_yscale("log")
+        ax.set_title("mean held-out loss" if self.by == "cv" else self.by.upper())
+        ax_o.set_title("objective on all the data")
+        for a in (ax, ax_o):
+            a.set_xlabel("k (bound)")
+            a.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+        name = Path(self.source).name if not self.source.startswith("<") else "problem"
+        fig.suptitle(f"{name}: choosing k by {self.by} ({self.solver})")
+        return write_output(path, png_bytes(fig), self.protected, overwrite)
+
+
+__all__ = [
+    "CRITERIA",
+    "METHODS",
+    "Selection",
+    "SelectionError",
+    "criterion",
+    "data_term",
+    "degrees_of_freedom",
+    "folds_of",
+    "splits_of",
+    "log_binom",
+    "run_select",
+]

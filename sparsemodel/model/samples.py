@@ -1,0 +1,121 @@
+"""The rows of a model: the same objective on a subset of the samples, and its data term.
+
+Cross-validation and the information criteria need two things from an objective written for all n
+samples (:mod:`sparsemodel.compare.select`):
+
+* the same model on a subset of the rows -- :func:`rebind_rows` rebuilds the expression tree with
+  every *sample* data node (a data node whose leading dimension is the number of samples n) replaced
+  by its rows; means, weights and labels follow, params and other data stay;
+* its data term -- :func:`split_data_term` separates the top-level additive terms that read sample
+  data (the loss) from those that do not (a ridge ``lam * sum_squares(w)``, which belongs to
+  training only): the held-out loss of a fold is the data term on the held-out rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelError, ShapeError
+from . import atoms as A
+from .expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Transpose
+from .userfunc import UserFunc
+
+
+def sample_nodes(e: Expr, n: int) -> list[Data]:
+    """The data nodes of ``e`` with n rows (their leading dimension is the sample axis)."""
+    return [d for d in e.walk() if isinstance(d, Data) and d.ndim >= 1 and d.shape[0] == n]
+
+
+def reads_samples(e: Expr, nodes: set[int]) -> bool:
+    return any(d.uid in nodes for d in e.walk())
+
+
+def rebuild(node: Expr, args: list[Expr]) -> Expr:
+    """The node applied to new arguments (same operation, options and span)."""
+    span = node.span
+    if isinstance(node, UserFunc):
+        return UserFunc(node.fdef, args[0], span=span)
+    if isinstance(node, A.huber):
+        return A.huber(args[0], M=node.M, span=span)
+    if isinstance(node, A._Reduction):
+        return type(node)(args[0], axis=node.axis, span=span)
+    if isinstance(node, A.Atom):
+        return type(node)(*args, span=span)
+    if isinstance(node, Index):
+        return Index(args[0], node.key, span=span)
+    if isinstance(node, (Neg, Transpose)):
+        return type(node)(args[0], span=span)
+    if isinstance(node, (Add, Mul, MatMul)):  # Sub, Div: subclasses
+        return type(node)(args[0], args[1], span=span)
+    raise ModelError(f"cannot rebuild {type(node).__name__} on a subset of the samples")  # pragma: no cover
+
+
+def rebind_rows(e: Expr, nodes: list[Data], rows: np.ndarray) -> Expr:
+    """``e`` with each data node of ``nodes`` replaced by its rows ``rows`` (the other leaves and
+    every unchanged subtree shared). A shape error means that a node with n rows was not on the
+    sample axis (for example weights of length p = n): it is reported with the node's name."""
+    rows = np.asarray(rows, dtype=np.int64)
+    ids = {d.uid for d in nodes}
+    done: dict[int, Expr] = {}
+    for node in e.walk():
+        if node.uid in ids:
+            done[node.uid] = Data(node.value[rows], name=node.name, span=node.span, kind=node.kind)
+            continue
+        if not node.args:
+            done[node.uid] = node
+            continue
+        args = [done[a.uid] for a in node.args]
+        if all(a is b for a, b in zip(args, node.args)):
+            done[node.uid] = node
+            continue
+        try:
+            done[node.uid] = rebuild(node, args)
+        except ShapeError as exc:
+            names = ", ".join(sorted({d.name or "a data value" for d in nodes}))
+            raise ModelError(
+                f"cannot take a subset of the samples of this model: with the rows of {names} subset, {exc.message}",
+                exc.span,
+                "every data value with as many rows as there are samples is taken as sample data; rename the "
+                "problem so that other data (weights over coordinates, a square matrix) has another size, "
+                "or choose k by an information criterion",
+            ) from None
+    return done[e.uid]
+
+
+def split_data_term(e: Expr, nodes: list[Data]) -> tuple[Expr | None, Expr | None]:
+    """(data term, the rest) of a scalar objective: its top-level additive terms (through +, -,
+    unary -, and scaling by scalar constants) that read sample data, and the others."""
+    ids = {d.uid for d in nodes}
+
+    def scalar(x: Expr) -> bool:
+        return x.is_constant() and x.shape == ()
+
+    def combine(a: Expr | None, b: Expr | None, op: type) -> Expr | None:
+        if a is None:
+            return b if op is Add else (Neg(b) if b is not None else None)
+        if b is None:
+            return a
+        return op(a, b)
+
+    def go(x: Expr) -> tuple[Expr | None, Expr | None]:
+        if isinstance(x, Add):  # Sub too
+            op = type(x)
+            (da, ra), (db, rb) = go(x.args[0]), go(x.args[1])
+            return combine(da, db, op), combine(ra, rb, op)
+        if isinstance(x, Neg):
+            d, r = go(x.args[0])
+            return (Neg(d) if d is not None else None), (Neg(r) if r is not None else None)
+        if isinstance(x, Mul) and not isinstance(x, Div) and (scalar(x.args[0]) or scalar(x.args[1])):
+            c, inner = (x.args[0], x.args[1]) if scalar(x.args[0]) else (x.args[1], x.args[0])
+            d, r = go(inner)
+            return (Mul(c, d) if d is not None else None), (Mul(c, r) if r is not None else None)
+        if isinstance(x, Div) and scalar(x.args[1]):
+            d, r = go(x.args[0])
+            c = x.args[1]
+            return (Div(d, c) if d is not None else None), (Div(r, c) if r is not None else None)
+        return (x, None) if reads_samples(x, ids) else (None, x)
+
+    return go(e)
+
+
+__all__ = ["rebind_rows", "rebuild", "sample_nodes", "split_data_term"]

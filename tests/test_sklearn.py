@@ -1,0 +1,169 @@
+"""scikit-learn estimators: check_estimator, recovery on data with a known truth (generated as abess's
+tests do), always-selected features, sample weights, the ConvergenceWarning, and one code path (the
+same answer as the Python builder)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
+
+import sparsemodel as sm  # noqa: E402
+from sparsemodel.sklearn import (  # noqa: E402
+    SparseLinearRegression,
+    SparseLogisticRegression,
+    SparsePoissonRegression,
+)
+
+ESTIMATORS = [SparseLinearRegression(), SparseLogisticRegression(), SparsePoissonRegression()]
+VARIANTS = [
+    SparseLinearRegression(k=2, always_select=[0]),
+    SparseLinearRegression(k="cv", solver="omp"),
+    SparseLogisticRegression(k="cv"),
+    SparseLogisticRegression(multinomial="reference"),
+    SparsePoissonRegression(k="ebic"),
+]
+
+
+def failures(est) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = check_estimator(est, on_fail=None)
+    return [f"{r['check_name']}: {str(r['exception'])[:200]}" for r in res if r["status"] == "failed"]
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_check_estimator(est):
+    assert failures(est) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("est", VARIANTS, ids=repr)
+def test_check_estimator_variants(est):
+    assert failures(est) == []
+
+
+def make_glm(family: str, n: int = 300, p: int = 30, k: int = 3, seed: int = 0):
+    """Data as abess's tests make it (abess.datasets.make_glm_data): Gaussian X, k coefficients
+    drawn away from zero, responses from the family's link."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    support = np.sort(rng.choice(p, k, replace=False))
+    beta = np.zeros(p)
+    beta[support] = rng.choice([-1.0, 1.0], k) * rng.uniform(1.0, 2.0, k)
+    z = X @ beta
+    if family == "gaussian":
+        y = z + 1.0 + 0.5 * rng.standard_normal(n)
+    elif family == "binomial":
+        y = (rng.uniform(size=n) < 1 / (1 + np.exp(-2 * z))).astype(int)
+    else:
+        beta *= 0.3
+        y = rng.poisson(np.exp(X @ beta + 0.5))
+    return X, y, support
+
+
+@pytest.mark.parametrize(
+    "family, cls",
+    [
+        ("gaussian", SparseLinearRegression),
+        ("binomial", SparseLogisticRegression),
+        ("poisson", SparsePoissonRegression),
+    ],
+)
+@pytest.mark.parametrize("k", ["ebic", 3])
+def test_recovery(family, cls, k):
+    X, y, support = make_glm(family)
+    m = cls(k=k).fit(X, y)
+    assert np.flatnonzero(m.support_).tolist() == support.tolist()
+    assert m.k_ == 3 and m.n_iter_ >= 1 and m.n_features_in_ == 30
+
+
+def test_multinomial_row_groups_and_reference_class():
+    rng = np.random.default_rng(1)
+    n, p = 400, 20
+    X = rng.standard_normal((n, p))
+    B = np.zeros((p, 3))
+    B[4] = [2.5, -2.5, 0]
+    B[9] = [0, 2.5, -2.5]
+    y = np.array(["a", "b", "c"])[np.argmax(X @ B + rng.gumbel(size=(n, 3)), axis=1)]
+    g = SparseLogisticRegression().fit(X, y)
+    assert np.flatnonzero(g.support_).tolist() == [4, 9] and g.coef_.shape == (3, p)
+    P = g.predict_proba(X)
+    assert np.allclose(P.sum(axis=1), 1) and np.array_equal(g.classes_[P.argmax(axis=1)], g.predict(X))
+    assert abs(g.intercept_.sum()) < 1e-12  # centered
+    r = SparseLogisticRegression(k=3, multinomial="reference").fit(X, y)
+    assert np.all(r.coef_[0] == 0) and r.intercept_[0] == 0  # class "a" is the reference
+    assert np.count_nonzero(r.coef_) == 3 and set(np.flatnonzero(r.support_)) <= {4, 9}
+    assert g.score(X, y) > 0.7 and r.score(X, y) > 0.7
+
+
+def test_always_selected_features_are_never_dropped():
+    X, y, support = make_glm("gaussian")
+    noise = [0, 1] if 0 not in support and 1 not in support else [28, 29]
+    for k in (0, 2, "ebic"):
+        m = SparseLinearRegression(k=k, always_select=noise).fit(X, y)
+        assert np.all(m.coef_[noise] != 0) and np.all(m.support_[noise])
+        assert np.count_nonzero(np.delete(m.coef_, noise)) == (m.k_ if k != "ebic" else 3)
+
+
+def test_the_estimator_solves_the_builder_model():
+    """No second code path: the fitted coefficients are those of the same model built by hand."""
+    X, y, _ = make_glm("binomial", n=120, p=10)
+    sw = np.random.default_rng(2).uniform(0.5, 2.0, len(y))
+    m = SparseLogisticRegression(k=2, alpha=0.5).fit(X, y, sample_weight=sw)
+    w, b = sm.Variable(10, name="w"), sm.Variable((), name="b")
+    v = np.where(y == 1, 1.0, -1.0)
+    obj = sm.sum(sw * sm.logistic(-v * (X @ w + b))) / sw.sum() + 0.5 / (2 * sw.sum()) * sm.sum_squares(w)
+    res = sm.Problem(sm.minimize(obj), [sm.nnz(w) <= 2]).solve()
+    assert np.allclose(m.coef_[0], res.values["w"], atol=1e-10) and m.intercept_[0] == pytest.approx(
+        float(res.values["b"])
+    )
+
+
+def test_sample_weights_equal_repetition():
+    X, y, _ = make_glm("poisson", n=80, p=8)
+    sw = np.random.default_rng(3).integers(0, 3, len(y))
+    a = SparsePoissonRegression(k="bic").fit(X, y, sample_weight=sw)
+    b = SparsePoissonRegression(k="bic").fit(np.repeat(X, sw, axis=0), np.repeat(y, sw))
+    assert a.k_ == b.k_ and np.allclose(a.coef_, b.coef_, atol=1e-9)
+
+
+def test_convergence_warning_on_max_iter():
+    X, y, _ = make_glm("binomial")
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        SparseLogisticRegression(k=3, solver="iht", solver_options={"max_iter": 2}).fit(X, y)
+
+
+def test_in_a_pipeline_with_a_grid_search():
+    X, y, support = make_glm("gaussian", n=120, p=12)
+    pipe = make_pipeline(StandardScaler(), SparseLinearRegression())
+    grid = GridSearchCV(pipe, {"sparselinearregression__k": [1, 3, 6]}, cv=3).fit(X, y)
+    assert grid.best_params_["sparselinearregression__k"] in (3, 6)
+    assert set(support) <= set(np.flatnonzero(grid.best_estimator_[-1].support_))
+
+
+def test_bad_parameters_raise_value_errors():
+    X, y, _ = make_glm("gaussian", n=40, p=6)
+    for bad in (
+        dict(k=-1),
+        dict(k="loo"),
+        dict(k=1.5),
+        dict(always_select=[9]),
+        dict(always_select=[1, 1]),
+        dict(alpha=-1),
+    ):
+        with pytest.raises(ValueError):
+            SparseLinearRegression(**bad).fit(X, y)
+    with pytest.raises(ValueError, match="nonnegative"):
+        SparsePoissonRegression().fit(X, y - 100)
+    with pytest.raises(ValueError, match="does not handle group-sparsity"):
+        SparseLogisticRegression(k=2, solver="els").fit(X, np.arange(40) % 3)
