@@ -32,11 +32,13 @@ class DataOperator:
                 self.A = A.tocsr()
             self.sparse = True
         else:
+            rows_only = False
             self.A = np.asarray(A, dtype=float)
             if self.A.ndim == 1:
                 self.A = self.A[None, :]
             self.sparse = False
         self._csr: sp.csr_matrix | None = None
+        self.rows_only = rows_only
         self.shape: tuple[int, int] = tuple(self.A.shape)  # type: ignore[assignment]
         self._col_sq_norms: np.ndarray | None = None
 
@@ -61,7 +63,7 @@ class DataOperator:
             if len(cols) == 0:
                 return np.zeros(self.shape[0])
             return np.asarray(self.A[:, cols] @ x).ravel() if self.sparse else self.A[:, cols] @ x
-        if self.shape[1] > 64:
+        if self.shape[1] > 64 and not self.rows_only:
             nz = np.flatnonzero(x)
             if nz.size <= SPARSE_INPUT_FRACTION * x.size:
                 return self.matvec(x[nz], nz)
@@ -72,7 +74,7 @@ class DataOperator:
     def matmat(self, X: np.ndarray) -> np.ndarray:
         """``A @ X`` for a (q, m) array, using only the rows of X that are not all zero when few are."""
         X = np.asarray(X, dtype=float)
-        if self.shape[1] > 64:
+        if self.shape[1] > 64 and not self.rows_only:
             nz = np.flatnonzero(np.any(X != 0, axis=1))
             if nz.size <= SPARSE_INPUT_FRACTION * X.shape[0]:
                 if nz.size == 0:
