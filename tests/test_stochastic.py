@@ -147,3 +147,29 @@ def test_bad_input(capsys, tmp_path):
     assert main(["solve", str(tmp_path / "m.sm"), "-o", "omega=0.9"]) == 2
     err = capsys.readouterr().err
     assert "omega must be > 1" in err and "Traceback" not in err
+
+
+def test_the_papers_constants_are_reachable_by_name(capsys, tmp_path):
+    X, y, S = noiseless(n=600, p=40, k=3, seed=6)
+    prob = linreg(X, y, 3)
+    r = prob.solve("ahsg_ht", nu="theorem3", epochs=40)  # Theorem 3: f is quadratic here
+    kappa, ls, rho = r.extra["kappa"], r.extra["l_s"], r.extra["rho"]
+    assert kappa == pytest.approx(ls / rho) and 0 < rho <= ls
+    assert r.extra["nu"] == pytest.approx(((math.sqrt(kappa) - 1) / (math.sqrt(kappa) + 1)) ** 2)
+    assert r.extra["eta"] == pytest.approx(4 / (math.sqrt(ls) + math.sqrt(rho)) ** 2)
+    assert set(r.support.tolist()) == S and r.objective < 1e-10
+    p = prob.solve("hsg_ht", eta="paper", epochs=2)
+    assert p.extra["eta"] == pytest.approx(1 / (6 * p.extra["l_s"])) and p.extra["step_rule"].startswith("1/(6 l_s)")
+    for bad in ({"eta": "rss"}, {"nu": 1.5}, {"nu": "theory"}):
+        with pytest.raises(SolverError, match="not a valid number|must be"):
+            prob.solve("ahsg_ht", **bad)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    (tmp_path / "m.sm").write_text(
+        'data X : matrix from "X.npy"\ndata y : vector from "y.npy"\nvar w[cols(X)]\n'
+        "minimize sum_squares(X @ w - y) / 2\nsubject to\n    nnz(w) <= 3\n"
+    )
+    assert main(["solve", str(tmp_path / "m.sm"), "--solver", "ahsg_ht", "-o", "nu=theorem3", "--json"]) == 0
+    assert "kappa" in json.loads(capsys.readouterr().out)["extra"]
+    assert main(["solve", str(tmp_path / "m.sm"), "--solver", "hsg_ht", "-o", "eta=rss"]) == 2
+    assert "'auto'/'paper'" in capsys.readouterr().err

@@ -37,9 +37,9 @@ the large mini-batches of HSG-HT crawl. Deviation (the default ``eta="auto"``): 
 1/(L + l_s/s) for its mini-batch of s samples, a bound on the restricted smoothness of the average
 of s functions f_i: 1/l_s for single samples (SG-HT, SVRG-HT's inner steps), 1/L for a full
 gradient, so every method, FG-HT included, follows one rule. A number is used as given. ``ahsg_ht`` with ``nu="theorem3"`` takes Theorem 3's heavy-ball
-constants, eta = 4 / (sqrt(L) + sqrt(rho))^2 and nu = ((sqrt(kappa) - 1) / (sqrt(kappa) + 1))^2,
-kappa = L / rho, with rho the restricted strong convexity estimated by the truncated power method
-on L I - H (a number for ``nu`` is used as given).
+constants, eta = 4 / (sqrt(l_s) + sqrt(rho))^2 and nu = ((sqrt(kappa) - 1) / (sqrt(kappa) + 1))^2,
+kappa = l_s / rho (l_s: Assumption 2's per-sample constant, which Theorem 3 uses), with rho the
+restricted strong convexity estimated by the truncated power method on l_s I - H (a number for ``nu`` is used as given).
 
 Stopping: ``epochs`` (an IFO budget of epochs * n), ``max_iter`` iterations, or, once the gradient
 is full, ||x_{t+1} - x_t|| <= tol ||x_t|| (status converged). The objective is logged (uncounted)
@@ -71,12 +71,28 @@ from .base import (
     register,
 )
 
+
+class NumberOr:
+    """An option type: a number, or one of the given words (``eta='paper'``, ``nu='theorem3'``)."""
+
+    def __init__(self, *words: str):
+        self.words = words
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str) and value in self.words:
+            return value
+        return float(value)
+
+    def __str__(self) -> str:
+        return "number (or " + "/".join(f"'{w}'" for w in self.words) + ")"
+
+
 COMMON = {
     "eta": Option(
         "auto",
         "step size: a number; 'auto' = 1/(L + l_s/s) for a mini-batch of s samples (L: restricted smoothness of f, "
         "as iht; l_s: of every f_i); 'paper' = Theorem 1's fixed 1/(6 l_s)",
-        "float_or_auto",
+        NumberOr("auto", "paper"),
         low=0,
         open_low=True,
     ),
@@ -275,7 +291,10 @@ class AHSGHT(HSGHT):
         "nu": Option(
             0.3,
             "momentum strength in [0, 1), or 'theorem3' = ((sqrt(kappa)-1)/(sqrt(kappa)+1))^2 with Theorem 3's step",
-            "float_or_auto",
+            NumberOr("theorem3"),
+            low=0,
+            high=1,
+            open_high=True,
         ),
     }
 
@@ -286,9 +305,10 @@ class AHSGHT(HSGHT):
                 raise SolverError(
                     f"ahsg_ht: nu={nu!r} is not a number or 'theorem3'", hint="nu in [0, 1), or nu='theorem3'"
                 )
-            L = state["L"]
+            L = state["L"]  # l_s: Theorem 3's l is the per-sample RSS constant of Assumption 2
             rho = restricted_convexity(lp, L)
             kappa = L / rho
+            state["kappa"] = kappa
             state["nu"] = ((math.sqrt(kappa) - 1) / (math.sqrt(kappa) + 1)) ** 2
             state["eta"] = 4.0 / (math.sqrt(L) + math.sqrt(rho)) ** 2
             state["fixed_eta"] = True
@@ -302,6 +322,7 @@ class AHSGHT(HSGHT):
         out = super().summary_extra(state)
         if "rho" in state:
             out["rho"] = state["rho"]
+            out["kappa"] = state["kappa"]
         return out
 
 
