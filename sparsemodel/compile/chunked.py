@@ -97,6 +97,11 @@ def persisted(X: Any, persist: bool | str = "auto") -> Any:
     return _PERSISTED[key]
 
 
+def forget_persisted() -> None:
+    """Drop the persisted copies (at the end of a scheduler's use: its memory is released)."""
+    _PERSISTED.clear()
+
+
 def _tree_sum(parts: list[Any]) -> Any:
     while len(parts) > 1:
         parts = [
@@ -383,4 +388,13 @@ def as_dask(A: Any, rows_per_block: int | None = None) -> Any:
     return da.from_array(A, chunks=(rows_per_block or _block_rows(A), A.shape[1]))
 
 
-__all__ = ["DaskOperator", "FAN_IN", "TOTAL_PASSES", "as_dask", "by_rows", "persisted", "scheduler_memory"]
+__all__ = [
+    "DaskOperator",
+    "forget_persisted",
+    "FAN_IN",
+    "TOTAL_PASSES",
+    "as_dask",
+    "by_rows",
+    "persisted",
+    "scheduler_memory",
+]

@@ -110,6 +110,7 @@ class LoweredProblem:
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
         self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
+        self.progress: Any = None  # a callable(iteration, f) the solvers' History reports to
 
     # ------------------------------------------------------------------ copies
     def fresh(self) -> LoweredProblem:
