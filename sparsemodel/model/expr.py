@@ -469,7 +469,9 @@ class Data(Leaf):
             da.isnan(v).sum(), (~da.isfinite(v)).sum(), da.nanmin(v), da.nanmax(v)
         )  # one pass: the four reductions share every block read
         if n_bad:
-            first = np.asarray(da.argwhere(~da.isfinite(v))[:1].compute())
+            row = int(np.argmax(np.asarray((~da.isfinite(v)).any(axis=1).compute())))
+            col = int(np.argmax(~np.isfinite(np.asarray(v[row].compute()))))
+            first = [(row, col)]
             what = " and ".join(
                 t for t in (f"{n_nan} NaN" if n_nan else "", f"{n_bad - n_nan} infinite" if n_bad > n_nan else "") if t
             )
