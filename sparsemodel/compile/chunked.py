@@ -59,19 +59,34 @@ def by_rows(X: Any) -> Any:
 
 def scheduler_memory() -> float:
     """The memory the current scheduler has: the workers' limits of a distributed client, else
-    this machine's physical memory (bytes; inf when unknown)."""
+    this process's: the smallest of the physical memory, the address-space limit (``ulimit -v``)
+    and ``SPARSEMODEL_MEMORY_LIMIT`` (bytes; inf when unknown)."""
+    limits = [float("inf")]
+    env = os.environ.get("SPARSEMODEL_MEMORY_LIMIT")
+    if env:
+        try:
+            limits.append(float(env))
+        except ValueError:
+            pass
     try:
         from distributed import get_client
 
         client = get_client()
         info = client.scheduler_info()
-        return float(sum(w.get("memory_limit", 0) or 0 for w in info.get("workers", {}).values())) or float("inf")
+        total = float(sum(w.get("memory_limit", 0) or 0 for w in info.get("workers", {}).values()))
+        return min(limits + [total or float("inf")])
     except (ImportError, ValueError):
         pass
     try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
-        return float("inf")
+        limits.append(float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append(float(soft))
+    except (ValueError, OSError, AttributeError, ImportError):  # pragma: no cover - not a POSIX system
+        pass
+    return min(limits)
 
 
 def _scheduler_key() -> Any:

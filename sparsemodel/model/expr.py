@@ -465,9 +465,9 @@ class Data(Leaf):
                 "give a numeric dask array",
             )
         v = value.astype(float) if value.dtype != np.float64 else value
-        n_nan, n_bad, lo, hi = dask.compute(
-            da.isnan(v).sum(), (~da.isfinite(v)).sum(), da.nanmin(v), da.nanmax(v)
-        )  # one pass: the four reductions share every block read
+        parts = dask.compute(*[dask.delayed(_block_summary)(b) for b in v.to_delayed().ravel()])
+        n_nan, n_bad = sum(r[0] for r in parts), sum(r[1] for r in parts)  # one pass, one task per block
+        lo, hi = min(r[2] for r in parts), max(r[3] for r in parts)
         if n_bad:
             row = int(np.argmax(np.asarray((~da.isfinite(v)).any(axis=1).compute())))
             col = int(np.argmax(~np.isfinite(np.asarray(v[row].compute()))))
@@ -500,6 +500,19 @@ class Data(Leaf):
 
     def forward(self, vals: list[Any]) -> Any:
         return self.value
+
+
+def _block_summary(B: np.ndarray) -> tuple[int, int, float, float]:
+    """(NaN count, non-finite count, min, max) of one block of a dask matrix."""
+    B = np.asarray(B, dtype=float)
+    if B.size == 0:
+        return 0, 0, 0.0, 0.0
+    fin = np.isfinite(B)
+    if fin.all():
+        return 0, 0, float(B.min()), float(B.max())
+    vals = B[fin]
+    lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 0.0)
+    return int(np.isnan(B).sum()), int(B.size - fin.sum()), lo, hi
 
 
 class Parameter(Leaf):
