@@ -107,7 +107,9 @@ def logdet_form(objective: Expr, variables: list[Variable] | None = None) -> Log
     return LogdetForm(var, (S + S.T) / 2, scale)
 
 
-def edge_gains(S: np.ndarray, Sigma: np.ndarray, O: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def edge_gains(
+    S: np.ndarray, Sigma: np.ndarray, O: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """For each off-diagonal pair (i, j): the exact minimum over t of
     L(O + t (e_i e_j' + e_j e_i')) - L(O) (with L = -logdet + <S, .>) and the minimizing t.
 

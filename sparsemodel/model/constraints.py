@@ -374,8 +374,16 @@ class EigBoxConstraint(Constraint):
                     "give numbers for the bounds",
                 )
             a_auto, b_auto = auto_box(S, self.xi)
-        lo = -np.inf if self.lower is None else (a_auto if self.lower == AUTO else _bound_value(self.lower, str(self), self.span))
-        hi = np.inf if self.upper is None else (b_auto if self.upper == AUTO else _bound_value(self.upper, str(self), self.span))
+        lo = (
+            -np.inf
+            if self.lower is None
+            else (a_auto if self.lower == AUTO else _bound_value(self.lower, str(self), self.span))
+        )
+        hi = (
+            np.inf
+            if self.upper is None
+            else (b_auto if self.upper == AUTO else _bound_value(self.upper, str(self), self.span))
+        )
         return lo, hi
 
     def validate(self, S: np.ndarray | None = None) -> tuple[float, float] | None:

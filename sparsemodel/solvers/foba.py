@@ -197,7 +197,6 @@ class FoBa(Solver):
         }
         return finish(lp, self, x, status, forward + backward, clock, hist, f=f, message=message, extra=extra)
 
-
     def _run_edges(self, lp: LoweredProblem, clock: Clock) -> Result:
         """FoBa on the edges of a precision matrix (the baseline of paper 000, Section 6.3; Jalali
         et al. 2011 for graphs): forward, the edge of the best single-edge exact line search
@@ -234,7 +233,9 @@ class FoBa(Solver):
             gain = f - f_new
             if not gain > eps:
                 status = CONVERGED
-                message = f"stopped with {len(units)} of k={k} edges: no forward step decreases f by more than eps={eps:g}"
+                message = (
+                    f"stopped with {len(units)} of k={k} edges: no forward step decreases f by more than eps={eps:g}"
+                )
                 break
             forward += 1
             units, x, f = new, x_new, f_new

@@ -66,7 +66,9 @@ class GLasso(Solver):
         "tol": Option(1e-9, "ADMM stopping tolerance (numpy backend)", float, low=0, open_low=True),
         "max_iter": Option(10000, "ADMM iterations per lambda (numpy backend)", int, low=1),
         "debias": Option(True, "refit on the edge set under the model's constraints (false: (G) itself)", bool),
-        "backend": Option("auto", "solver of (G): auto (= numpy), numpy (ADMM), cvxpy", str, ("auto", "numpy", "cvxpy")),
+        "backend": Option(
+            "auto", "solver of (G): auto (= numpy), numpy (ADMM), cvxpy", str, ("auto", "numpy", "cvxpy")
+        ),
         "cvxpy_solver": Option("auto", "cvxpy solver for (G): auto (Clarabel, then SCS), CLARABEL or SCS", str),
         "restricted": restricted_option("the refit"),
     }
