@@ -917,7 +917,8 @@ def admm_logdet(
     Omega = Theta
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    while it < max_iter:
+        it += 1
         M = Theta - (S - Gamma) / rho
         lam, V = np.linalg.eigh((M + M.T) / 2)
         lt = np.clip((lam + np.sqrt(lam * lam + 4.0 / rho)) / 2.0, alpha, beta)
