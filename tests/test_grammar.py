@@ -180,7 +180,7 @@ def test_one_sided_eig_reversed_nnz_groups_and_slices():
     text = """
     data X : matrix
     data g : vector
-    var O[3, 3]
+    var O[3, 3] symmetric
     var w[4]
     minimize -logdet(O) + sum_squares(X @ w)
     subject to

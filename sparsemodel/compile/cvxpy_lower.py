@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ModelError, Span
+from ..errors import ModelError, SolverError, Span
 from ..model import atoms as A
 from ..model.expr import Add, Div, Expr, Index, MatMul, Mul, Neg, Sub, Transpose, Variable, dense
 from ..model.userfunc import UserFunc
@@ -185,6 +185,39 @@ def restricted_cvxpy(
     prob = cp.Problem(cp.Minimize(obj), box_constraints(u, bounds))
     solve_cvxpy(prob)
     return np.asarray(u.value, dtype=float).ravel(), int(prob.solver_stats.num_iters or 0)
+
+
+def precision_cvxpy(
+    S: np.ndarray,
+    mask: np.ndarray | None,
+    alpha: float = 0.0,
+    beta: float = np.inf,
+    lam: float | None = None,
+    solver: str | None = None,
+) -> tuple[np.ndarray, int]:
+    """The reference for the precision-matrix problems of paper 000, Section 5.3:
+    min -logdet(O) + <S, O> [+ lam * sum_{i != j} |O_ij|] over symmetric O with supp(O) within
+    ``mask`` (None: any) and alpha I <= O <= beta I as semidefinite constraints (infinite beta:
+    none). Subproblem (13) with a mask; the graphical LASSO with ``lam``."""
+    cp = _cp()
+    p = S.shape[0]
+    O = cp.Variable((p, p), symmetric=True)
+    obj = -cp.log_det(O) + cp.trace(S @ O)
+    if lam is not None:
+        off = np.ones((p, p)) - np.eye(p)
+        obj = obj + lam * cp.sum(cp.abs(cp.multiply(off, O)))
+    cons = []
+    if mask is not None and not mask.all():
+        cons.append(cp.multiply((~mask).astype(float), O) == 0)
+    if alpha > 0:
+        cons.append(O >> alpha * np.eye(p))
+    if np.isfinite(beta):
+        cons.append(O << beta * np.eye(p))
+    prob = cp.Problem(cp.Minimize(obj), cons)
+    solve_cvxpy(prob, solver)
+    if O.value is None:
+        raise SolverError(f"cvxpy could not solve the precision-matrix problem (status {prob.status})")
+    return np.asarray(O.value, dtype=float), int(prob.solver_stats.num_iters or 0)
 
 
 def box_constraints(u: Any, bounds: tuple[np.ndarray, np.ndarray] | None) -> list[Any]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
@@ -31,13 +32,25 @@ from . import kernels
 from .design import Design, Reduced
 from .evaluator import Evaluator, Layout
 from .oracle import Oracle
-from .sets import Box, ConstraintSet, CoordinateSparsity, CoordSubspace, LowRank, LowRankSubspace, build_set, top_k
+from .precision import LogdetForm, logdet_form
+from .sets import (
+    Box,
+    ConstraintSet,
+    CoordinateSparsity,
+    CoordSubspace,
+    EigBox,
+    LowRank,
+    LowRankSubspace,
+    build_set,
+    top_k,
+)
 from .structure import decompose
 
 if TYPE_CHECKING:
     from ..model.problem import Problem
 
-RESTRICTED_METHODS = ("auto", "lstsq", "newton", "lbfgs", "cvxpy")
+RESTRICTED_METHODS = ("auto", "lstsq", "newton", "lbfgs", "cvxpy", "admm")
+ADMM_DEFAULTS = {"tol": 1e-9, "rho": 1.0, "max_iter": 5000, "adaptive": True}  # subproblem (13), App. D.2
 MATERIALIZE_LIMIT = 4_000_000  # entries of J B formed explicitly for a low-rank restricted solve
 
 
@@ -74,7 +87,10 @@ class LoweredProblem:
         comp = decompose(self.objective, self.layout)
         self.design: Design | None = Design(comp, self.layout) if comp is not None else None
         self.oracle = Oracle(self.ev, self.design, self.layout)
-        sets = [build_set(c, self.layout) for c in problem.constraints]
+        # the Gaussian log-likelihood c (-logdet(O) + <S, O>) of a precision matrix (paper 000, 5.3)
+        self.precision: LogdetForm | None = logdet_form(self.objective, problem.variables)
+        S = self.precision.S if self.precision is not None else None
+        sets = [build_set(c, self.layout, S) for c in problem.constraints]
         # every coordinate box (w >= 0, lo <= w <= hi) is one Box: their intersection
         self.box: Box | None = None
         for b in [s for s in sets if isinstance(s, Box)]:
@@ -105,7 +121,18 @@ class LoweredProblem:
                     f"a bound ({budget}) was given but the problem has no nnz(...) <= k or rank(W) <= r constraint"
                 )
             self.set = self.set.with_budget(budget)
+        eig = [s for s in self.side if isinstance(s, EigBox)]
+        if len(eig) > 1:
+            raise ConstraintError(
+                f"two eigenvalue boxes ({eig[0].constraint}; {eig[1].constraint}); write one: alpha <= eig(O) <= beta",
+                eig[1].span,
+            )
+        self.eigbox: EigBox | None = eig[0] if eig else None
+        if self.eigbox is not None:
+            self._check_eigbox()
         self.kinds = {c.kind for c in problem.constraints}
+        self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
+        self.admm_options: dict[str, Any] = dict(ADMM_DEFAULTS)  # a solver's admm_* options (set per run)
         self._lowrank_cache: dict[Any, Any] = {}
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
@@ -117,7 +144,27 @@ class LoweredProblem:
         """A copy for one run: its own oracle (zeroed counters); data, design and caches shared."""
         lp = copy.copy(self)
         lp.oracle = self.oracle.fresh()
+        lp._admm_warm = {}
+        lp.admm_options = dict(ADMM_DEFAULTS)
         return lp
+
+    def _check_eigbox(self) -> None:
+        """An eigenvalue box needs the diagonal free: a matrix with eigenvalues >= alpha > 0 has a
+        positive diagonal, so a sparsity bound that may zero diagonal entries admits no matrix in
+        the box on most supports."""
+        box, s = self.eigbox, self.set
+        if s is None or s.variable is not box.variable or box.alpha <= 0:
+            return
+        p = box.shape[0]
+        diag = box.W[np.arange(p) * (p + 1)]
+        if np.isin(diag, s.coords).any():
+            raise ConstraintError(
+                f"{s.constraint} counts the diagonal of {box.variable.name}, but {box.constraint} needs every "
+                f"diagonal entry positive (eigenvalues >= {box.alpha:g}): supports without the whole diagonal "
+                "contain no matrix in the box",
+                s.span,
+                f"bound the off-diagonal only: nnz(offdiag({box.variable.name})) <= 2 * k",
+            )
 
     def with_budget(self, budget: int) -> LoweredProblem:
         lp = self.fresh()
@@ -147,6 +194,11 @@ class LoweredProblem:
 
     @property
     def structure(self) -> str:
+        if self.precision is not None:
+            return (
+                f"Gaussian log-likelihood of the precision matrix {self.precision.var.name} "
+                "(-logdet + trace(S @ .); restricted solves: the ADMM of paper 000, Appendix D.2)"
+            )
         if self.design is not None:
             return self.design.describe()
         return "general smooth objective (L-BFGS restricted solves)"
@@ -234,6 +286,21 @@ class LoweredProblem:
                 f"unknown restricted-solve method {method!r}",
                 hint=f"choose one of: {', '.join(RESTRICTED_METHODS)}",
             )
+        if method == "admm" and self.precision is None:
+            raise SolverError(
+                "restricted method 'admm' solves the precision-matrix problem -logdet(O) + trace(S @ O) "
+                "(paper 000, Appendix D.2); this objective is not of that form",
+                hint="use method='auto'",
+            )
+        if self.precision is not None and method in ("auto", "admm"):
+            return "admm"
+        if self.eigbox is not None and self.precision is None:
+            raise SolverError(
+                f"restricted solves under {self.eigbox.constraint} need the objective c * (-logdet(O) + "
+                "trace(S @ O)) in the one variable O (the Gaussian log-likelihood, paper 000, Section 5.3)",
+                self.eigbox.span,
+                "write the objective as -logdet(O) + trace(S @ O)",
+            )
         if method == "auto":
             if self.design is None:
                 return "lbfgs"
@@ -284,7 +351,10 @@ class LoweredProblem:
             if isinstance(self.set, CoordinateSparsity):
                 st = np.asarray(st, dtype=np.int64)
             sub = self.set.subspace(st)
-        if isinstance(sub, LowRankSubspace):
+        if self.precision is not None and (method == "admm" or self.eigbox is not None):
+            x, f, its, converged = self._precision_minimize(sub.cols, x0, method, ridge)
+            ridge_part = 0.0
+        elif isinstance(sub, LowRankSubspace):
             x, f, its, converged, method = self._lowrank_minimize(sub, x0, method, tol)
             ridge_part = 0.0
         else:
@@ -355,6 +425,76 @@ class LoweredProblem:
         x[cols] = u
         ridge_part = 0.5 * float(np.sum(r * u * u)) if r is not None else 0.0
         return x, f, its, converged, ridge_part
+
+    def precision_mask(self, cols: np.ndarray) -> np.ndarray:
+        """The support (p x p bool, symmetric) of the precision matrix spanned by flat coordinates."""
+        pf = self.precision
+        p = pf.p
+        W = self.layout.coords(pf.var)
+        local = np.asarray(cols, dtype=np.int64) - W[0]
+        local = local[(local >= 0) & (local < p * p)]
+        mask = np.zeros(p * p, dtype=bool)
+        mask[local] = True
+        mask = mask.reshape(p, p)
+        return mask | mask.T
+
+    def _precision_minimize(
+        self, cols: np.ndarray, x0: np.ndarray | None, method: str, ridge: Any = None
+    ) -> tuple[np.ndarray, float | None, int, bool]:
+        """Subproblem (13) of paper 000: min c (-logdet(O) + <S, O>) over alpha I <= O <= beta I
+        (the eigenvalue box, when the problem has one) with supp(O) within the support of ``cols``.
+
+        ``admm``: the ADMM of Appendix D.2 (:func:`kernels.admm_logdet`), warm-started from ``x0``
+        restricted to the support and from the previous solve's multiplier and rho; options
+        ``admm_tol`` / ``admm_rho`` / ``admm_max_iter`` / ``admm_adaptive`` of :attr:`admm_options`.
+        The exactly sparse iterate Theta is returned, its eigenvalues moved into the box by a
+        diagonal shift of at most the ADMM's primal residual (a deviation for exact feasibility:
+        the diagonal is always in the support). ``cvxpy``: the same problem with the box as
+        semidefinite constraints (the reference)."""
+        if ridge is not None and ridge[0] > 0:
+            raise SolverError("a ridge on the restricted solve is not available for the precision-matrix problem")
+        pf = self.precision
+        p = pf.p
+        W = self.layout.coords(pf.var)
+        mask = self.precision_mask(cols)
+        alpha, beta = (self.eigbox.alpha, self.eigbox.beta) if self.eigbox is not None else (0.0, np.inf)
+        x = np.zeros(self.n)
+        if not mask[np.diag_indices(p)].all():  # a zero diagonal entry: no positive definite matrix
+            return x, np.inf, 0, False
+        if method == "cvxpy":
+            from .cvxpy_lower import precision_cvxpy
+
+            O, its = precision_cvxpy(pf.S, mask, alpha, beta)
+            O = np.where(mask, (O + O.T) / 2, 0.0)
+            converged = True
+        else:
+            o = self.admm_options
+            Theta0 = None
+            if x0 is not None:
+                T = x0[W].reshape(p, p)
+                T = np.where(mask, (T + T.T) / 2, 0.0)
+                if np.all(np.isfinite(T)):
+                    Theta0 = T
+            warm = self._admm_warm
+            Gamma0 = warm.get("Gamma")
+            res = kernels.admm_logdet(
+                pf.S,
+                kernels.support_prox(mask),
+                alpha,
+                beta,
+                rho=warm.get("rho", o["rho"]),
+                Theta0=Theta0,
+                Gamma0=Gamma0,
+                tol=o["tol"],
+                max_iter=o["max_iter"],
+                adaptive=o["adaptive"],
+            )
+            warm["Gamma"], warm["rho"] = res.Gamma, res.rho
+            O, its, converged = res.Theta, res.iterations, res.converged
+            self.oracle.charge(eigs=its)
+        O = kernels.shift_into_box(O, alpha, beta)
+        x[W] = O.ravel()
+        return x, None, its, converged
 
     def _box_minimize(
         self, cols: np.ndarray, x0: np.ndarray | None, r: np.ndarray | None, method: str, tol: float
@@ -511,12 +651,14 @@ class LoweredProblem:
         return red
 
     # ------------------------------------------------------------------ relaxations
-    def relaxation(self, kind: str, solver: str = "auto") -> Any:
-        """The convex relaxation ``kind`` ('l1', 'nuclear') of this problem, built in cvxpy
-        (:mod:`sparsemodel.compile.relax`); ``solve(lam)`` returns the flat x."""
+    def relaxation(self, kind: str, solver: str = "auto", eigbox: bool = True) -> Any:
+        """The convex relaxation ``kind`` ('l1', 'nuclear', 'glasso') of this problem, built in cvxpy
+        (:mod:`sparsemodel.compile.relax`); ``solve(lam)`` returns the flat x. ``eigbox=False``
+        drops the eigenvalue box from the relaxation."""
         from .relax import Relaxation
 
-        return Relaxation(self.objective, self.layout, self.set, kind, solver, box=self.box)
+        eb = self.eigbox if eigbox else None
+        return Relaxation(self.objective, self.layout, self.set, kind, solver, box=self.box, eigbox=eb)
 
     # ------------------------------------------------------------------ smoothness
     def hessian_operator(self, x: np.ndarray | None = None):
@@ -570,6 +712,9 @@ class LoweredProblem:
         Hessian (bound) over the directions a budget-s point uses (s coordinates of C, or rank s),
         free coordinates always allowed, by the truncated power method (Yuan & Zhang 2013) from
         two starting points."""
+        if self.precision is not None and self.eigbox is not None and self.eigbox.alpha > 0:
+            # on the box, -logdet is alpha^-2-smooth (paper 000, Section 5.3): the theory's constant
+            return self.precision.scale / self.eigbox.alpha**2
         hv = self.hessian_operator(x)
         rng = np.random.default_rng(seed)
         starts = [np.ones(self.n), rng.standard_normal(self.n)]
@@ -587,6 +732,8 @@ class LoweredProblem:
         exp(-z))``) two different steps."""
         C = self.set.coords if self.set is not None else np.arange(self.n)
         x = self.zeros() if x is None else x
+        if self.precision is not None:
+            return self._precision_curvature(x)
         exact = self._mean_curvature_exact(C, x)
         if exact is not None:
             return exact
@@ -598,6 +745,25 @@ class LoweredProblem:
             z[C] = rng.choice((-1.0, 1.0), size=len(C))
             acc += float(z @ hv(z))
         return acc / (probes * len(C))
+
+    def _precision_curvature(self, x: np.ndarray) -> float:
+        """The mean over off-diagonal pairs (i, j) of the curvature of c (-logdet O) along the
+        symmetric unit direction (e_i e_j' + e_j e_i') / sqrt 2: c (Sigma_ii Sigma_jj + Sigma_ij^2),
+        Sigma = O^{-1} (the Hessian is Sigma (x) Sigma). inf outside the domain."""
+        pf = self.precision
+        O = x[self.layout.coords(pf.var)].reshape(pf.p, pf.p)
+        try:
+            L = np.linalg.cholesky((O + O.T) / 2)
+        except np.linalg.LinAlgError:
+            return np.inf
+        Li = sla.solve_triangular(L, np.eye(pf.p), lower=True)
+        Sig = Li.T @ Li
+        d = np.diag(Sig)
+        p = pf.p
+        if p < 2:
+            return pf.scale * float(d[0] ** 2)
+        total = (d.sum() ** 2 - (d * d).sum()) + (float(np.sum(Sig * Sig)) - (d * d).sum())
+        return pf.scale * total / (p * (p - 1))
 
     def _mean_curvature_exact(self, C: np.ndarray, x: np.ndarray) -> float | None:
         """mean_j diag(H(x))_j over C from the design's columns, in O(rows) per call: for an

@@ -33,6 +33,7 @@ class Counters:
     ifo: int = 0
     ht: int = 0
     restricted_solves: int = 0
+    eig_decomps: int = 0  # eigen-decompositions (the ADMM of precision-matrix restricted solves)
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in fields(self)}
@@ -56,8 +57,11 @@ class Oracle:
         return o
 
     # ------------------------------------------------------------------ counting
-    def charge(self, *, ifo: int = 0, grads: int = 0, funcs: int = 0, solves: int = 0, hvps: int = 0) -> None:
+    def charge(
+        self, *, ifo: int = 0, grads: int = 0, funcs: int = 0, solves: int = 0, hvps: int = 0, eigs: int = 0
+    ) -> None:
         c = self.counters
+        c.eig_decomps += int(eigs)
         c.ifo += int(ifo)
         c.grad_evals += int(grads)
         c.func_evals += int(funcs)

@@ -4,6 +4,10 @@
   eq. (1)); free coordinates are not penalized. A box (``w >= 0``) stays a constraint.
 * ``nuclear`` -- the relaxation of ``rank(W) <= r``:  min f(x) + lambda ||W||_*  (the nuclear norm,
   the sum of singular values; Fazel 2002, Recht, Fazel & Parrilo 2010).
+* ``glasso`` -- the graphical LASSO (Friedman, Hastie & Tibshirani 2008) of
+  ``nnz(offdiag(O)) <= 2k``: min f(O) + lambda sum_{i != j} |O_ij| over symmetric O (the diagonal
+  not penalized, as scikit-learn's GraphicalLasso); an eigenvalue box, when given to it, stays as
+  the semidefinite constraints alpha I <= O <= beta I.
 
 Each is built and compiled once with lambda as a ``cvxpy.Parameter`` (DPP), so a search over
 lambda re-solves without recompiling. Solvers reach cvxpy only through this module.
@@ -18,9 +22,9 @@ import numpy as np
 from ..errors import ModelError, SolverError
 from .cvxpy_lower import box_constraints, lower_expr, solve_cvxpy
 from .evaluator import Layout
-from .sets import Box, ConstraintSet, CoordinateSparsity, LowRank
+from .sets import Box, ConstraintSet, CoordinateSparsity, EigBox, LowRank
 
-RELAXATIONS = ("l1", "nuclear")
+RELAXATIONS = ("l1", "nuclear", "glasso")
 
 
 class Relaxation:
@@ -34,6 +38,7 @@ class Relaxation:
         kind: str,
         solver: str = "auto",
         box: Box | None = None,
+        eigbox: EigBox | None = None,
     ):
         import cvxpy as cp
 
@@ -47,7 +52,7 @@ class Relaxation:
         self.kind = kind
         self.u = cp.Variable(layout.n)
         self.lam = cp.Parameter(nonneg=True)
-        what = {"l1": "LASSO", "nuclear": "nuclear-norm"}[kind]
+        what = {"l1": "LASSO", "nuclear": "nuclear-norm", "glasso": "graphical LASSO"}[kind]
         try:
             loss = lower_expr(objective, layout, self.u, np.arange(layout.n))
             if kind == "l1":
@@ -59,9 +64,22 @@ class Relaxation:
                     raise SolverError("the nuclear-norm relaxation needs a rank(W) <= r constraint")
                 W = cp.reshape(self.u[cset.W], cset.shape, order="C")
                 pen = cp.normNuc(W)
+            elif kind == "glasso":
+                if not isinstance(cset, CoordinateSparsity) or not cset.pairs:
+                    raise SolverError("the graphical LASSO needs nnz(offdiag(O)) <= 2 * k on a symmetric O")
+                pen = cp.norm1(self.u[cset.coords])  # both (i, j) and (j, i): sum over i != j
             else:  # pragma: no cover - guarded by RELAXATIONS
                 raise SolverError(f"unknown relaxation {kind!r}")
             cons = box_constraints(self.u, (box.lo, box.hi)) if box is not None else []
+            if kind == "glasso":
+                W = cp.reshape(self.u[cset.layout.coords(cset.variable)], (cset.variable.shape), order="C")
+                cons.append(W == W.T)
+                if eigbox is not None:
+                    eye = np.eye(cset.variable.shape[0])
+                    if eigbox.alpha > 0:
+                        cons.append(W >> eigbox.alpha * eye)
+                    if np.isfinite(eigbox.beta):
+                        cons.append(W << eigbox.beta * eye)
             self.problem = cp.Problem(cp.Minimize(loss + self.lam * pen), cons)
         except (cp.error.DCPError, ValueError, TypeError, NotImplementedError) as exc:
             raise SolverError(

@@ -695,9 +695,10 @@ class EigBox(ConstraintSet):
     unit = ""
     thresholds = False
 
-    def __init__(self, constraint: EigBoxConstraint, layout: Layout):
+    def __init__(self, constraint: EigBoxConstraint, layout: Layout, S: np.ndarray | None = None):
         super().__init__(constraint, layout, None)
-        self.alpha, self.beta = constraint.bounds()
+        self.alpha, self.beta = constraint.validate(S) or constraint.bounds(S)  # 'auto' needs the objective's S
+        self.auto = constraint.auto
         self.shape = tuple(constraint.variable.shape)
         self.W = layout.coords(constraint.variable)
         mask = np.ones(layout.n, dtype=bool)
@@ -748,7 +749,8 @@ class EigBox(ConstraintSet):
         return {"eig_min": float(lam[0]), "eig_max": float(lam[-1]), "alpha": self.alpha, "beta": self.beta}
 
     def describe(self) -> str:
-        return f"eigenvalues of {self.variable.name} in [{self.alpha:g}, {self.beta:g}]"
+        how = f" (auto: Lu's rule, xi = {self.constraint.xi:g})" if self.auto else ""
+        return f"eigenvalues of {self.variable.name} in [{self.alpha:.6g}, {self.beta:.6g}]{how}"
 
 
 # ---------------------------------------------------------------------- coordinate box
@@ -848,14 +850,15 @@ class Box(ConstraintSet):
         return text
 
 
-def build_set(c: Constraint, layout: Layout) -> ConstraintSet:
-    """The set for a model constraint (the registration point of a new constraint kind)."""
+def build_set(c: Constraint, layout: Layout, S: np.ndarray | None = None) -> ConstraintSet:
+    """The set for a model constraint (the registration point of a new constraint kind). ``S``:
+    the covariance of a Gaussian log-likelihood objective (resolves ``auto`` eigenvalue bounds)."""
     if isinstance(c, NnzConstraint):
         return CoordinateSparsity(c, layout)
     if isinstance(c, RankConstraint):
         return LowRank(c, layout)
     if isinstance(c, EigBoxConstraint):
-        return EigBox(c, layout)
+        return EigBox(c, layout, S)
     if isinstance(c, BoxConstraint):
         return Box(c, layout)
     raise ConstraintError(f"no constraint set for {c}", c.span)  # pragma: no cover

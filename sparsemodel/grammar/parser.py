@@ -36,6 +36,7 @@ from ..errors import ConstraintError, DataError, ModelError, NameResolutionError
 from ..model import atoms as atoms_mod
 from ..model.atoms import ATOMS, DATA_FUNCTIONS, Atom
 from ..model.constraints import (
+    AUTO,
     BoxConstraint,
     EigBoxConstraint,
     EigExpr,
@@ -919,8 +920,8 @@ class ModelBuilder:
                 "write 'subject to' on a line of its own (or before the first constraint)",
             )
         a_t, op1, b_t, op2, c_t = stmt.children
-        a, b = self.expr(a_t), self.expr(b_t)
-        c = self.expr(c_t) if c_t is not None else None
+        a, b = self._side(a_t), self._side(b_t)
+        c = self._side(c_t) if c_t is not None else None
         ops = [str(op1)] + ([str(op2)] if op2 is not None else [])
         text = span.text if span is not None else "this constraint"
         usage = (
@@ -951,10 +952,18 @@ class ModelBuilder:
                 raise ConstraintError(f"'{text}': a two-sided bound needs the same comparison twice", span)
             lo, hi = (a, c) if ops[0] == "<=" else (c, a)
             self.constraints.append(
-                EigBoxConstraint(b.var, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span)
+                EigBoxConstraint(
+                    b.var, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span, xi=b.xi
+                )
             )
             return
         op = ops[0]
+        if AUTO in (a, b) and not isinstance(a if b == AUTO else b, EigExpr):
+            raise ConstraintError(
+                f"'{text}': auto is a bound of eig(...) only (the box of paper 000, Section 5.3)",
+                span,
+                "write: auto <= eig(O) <= auto, or give a number",
+            )
         if isinstance(b, (NnzExpr, RankExpr, EigExpr)) and not isinstance(a, (NnzExpr, RankExpr, EigExpr)):
             a, b = b, a
             op = ">=" if op == "<=" else "<="
@@ -971,7 +980,7 @@ class ModelBuilder:
         elif isinstance(a, EigExpr):
             bound = self._bound(b, text, span)
             lower, upper = (bound, None) if op == ">=" else (None, bound)
-            self.constraints.append(EigBoxConstraint(a.var, lower=lower, upper=upper, span=span))
+            self.constraints.append(EigBoxConstraint(a.var, lower=lower, upper=upper, span=span, xi=a.xi))
         elif isinstance(a, Expr) and isinstance(b, Expr) and (a.is_constant() != b.is_constant()):
             if a.is_constant():  # 0 <= w reads w >= 0
                 a, b = b, a
@@ -986,7 +995,16 @@ class ModelBuilder:
                 f"sparsemodel handles sparsity, rank, eigenvalue and box constraints: {usage}",
             )
 
-    def _bound(self, x: Any, text: str, span: Span | None) -> Expr:
+    def _side(self, t: Any) -> Any:
+        """A side of a constraint: an expression, or the word ``auto`` (an eigenvalue bound computed
+        from the data) when no symbol of that name is defined."""
+        if isinstance(t, Tree) and t.data == "name" and str(t.children[0]) == AUTO and AUTO not in self.env:
+            return AUTO
+        return self.expr(t)
+
+    def _bound(self, x: Any, text: str, span: Span | None) -> Any:
+        if isinstance(x, str) and x == AUTO:
+            return x
         if isinstance(x, Expr):
             with np.errstate(all="ignore"):
                 finite = not (x.is_constant() and x.shape == ()) or np.isfinite(float(x.constant_value()))

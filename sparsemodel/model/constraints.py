@@ -291,54 +291,123 @@ class RankConstraint(Constraint):
         return f"rank({self.W}) <= {self.r_expr}"
 
 
-class EigExpr:
-    """``eig(O)``: bound it below and/or above (``alpha <= eig(O) <= beta`` in a model file)."""
+AUTO = "auto"  # a bound of the eigenvalue box computed from the data (paper 000, Section 5.3)
 
-    def __init__(self, O: Any, span: Span | None = None):
+
+class EigExpr:
+    """``eig(O)``: bound it below and/or above (``alpha <= eig(O) <= beta`` in a model file; either
+    bound may be ``auto``, the rule of paper 000, Section 5.3, with ``eig(O, xi = 0.01)``)."""
+
+    def __init__(self, O: Any, xi: Any = None, span: Span | None = None):
         e = as_expr(O)
         if not isinstance(e, Variable) or e.ndim != 2 or e.shape[0] != e.shape[1]:
             raise ConstraintError(
                 f"eig() applies to a square matrix variable; got {e} of shape {fmt_shape(e.shape)}", span
             )
+        if not e.symmetric:
+            raise ConstraintError(
+                f"eig({e}) bounds the eigenvalues of a symmetric matrix; {e} is not declared symmetric",
+                span,
+                f"declare it with: var {e}[{e.shape[0]}, {e.shape[1]}] symmetric (Python: symmetric=True)",
+            )
         self.var = e
         self.span = span
+        self.xi = 1e-2 if xi is None else _bound_value(as_expr(xi), f"eig({e}, xi = ...)", span)
+        if not self.xi > 0:
+            raise ConstraintError(f"eig({e}, xi = {self.xi:g}): xi must be positive", span)
+
+    def _bound(self, v: Any) -> Any:
+        return AUTO if isinstance(v, str) and v == AUTO else as_expr(v)
 
     def __ge__(self, alpha: Any) -> EigBoxConstraint:
-        return EigBoxConstraint(self.var, lower=as_expr(alpha), span=self.span)
+        return EigBoxConstraint(self.var, lower=self._bound(alpha), span=self.span, xi=self.xi)
 
     def __le__(self, beta: Any) -> EigBoxConstraint:
-        return EigBoxConstraint(self.var, upper=as_expr(beta), span=self.span)
+        return EigBoxConstraint(self.var, upper=self._bound(beta), span=self.span, xi=self.xi)
 
     def between(self, alpha: Any, beta: Any) -> EigBoxConstraint:
-        return EigBoxConstraint(self.var, lower=as_expr(alpha), upper=as_expr(beta), span=self.span)
+        return EigBoxConstraint(self.var, lower=self._bound(alpha), upper=self._bound(beta), span=self.span, xi=self.xi)
 
     def __str__(self) -> str:
         return f"eig({self.var})"
 
 
 class EigBoxConstraint(Constraint):
+    """alpha I <= O <= beta I on a symmetric matrix variable. A bound is a constant expression, or
+    ``"auto"``: alpha = 1 / (||S||_2 + p xi) and beta = (p - alpha tr S) / xi (Lu 2009, Prop. 3.1,
+    as paper 000, Section 5.3 uses it; the paper writes n where the dimension p is meant), computed
+    by the lowering from the S of the objective -logdet(O) + trace(S @ O)."""
+
     kind = "eig_box"
 
-    def __init__(self, O: Variable, lower: Expr | None = None, upper: Expr | None = None, span: Span | None = None):
+    def __init__(
+        self,
+        O: Variable,
+        lower: Expr | str | None = None,
+        upper: Expr | str | None = None,
+        span: Span | None = None,
+        xi: float = 1e-2,
+    ):
         self.O = O
         self.lower = lower
         self.upper = upper
         self.span = span
+        self.xi = xi
         self.validate()
 
     @property
     def variable(self) -> Variable:
         return self.O
 
-    def bounds(self) -> tuple[float, float]:
-        lo = -np.inf if self.lower is None else _bound_value(self.lower, str(self), self.span)
-        hi = np.inf if self.upper is None else _bound_value(self.upper, str(self), self.span)
+    @property
+    def auto(self) -> bool:
+        return AUTO in (self.lower, self.upper)
+
+    def bounds(self, S: np.ndarray | None = None) -> tuple[float, float]:
+        """(alpha, beta); ``S`` (the covariance of the objective) resolves ``auto`` bounds."""
+        if self.auto:
+            if S is None:
+                raise ConstraintError(
+                    f"{self}: 'auto' computes the box from the S of an objective -logdet(O) + trace(S @ O); "
+                    "this objective has no such S",
+                    self.span,
+                    "give numbers for the bounds",
+                )
+            a_auto, b_auto = auto_box(S, self.xi)
+        lo = (
+            -np.inf
+            if self.lower is None
+            else (a_auto if self.lower == AUTO else _bound_value(self.lower, str(self), self.span))
+        )
+        hi = (
+            np.inf
+            if self.upper is None
+            else (b_auto if self.upper == AUTO else _bound_value(self.upper, str(self), self.span))
+        )
         return lo, hi
 
-    def validate(self) -> None:
-        lo, hi = self.bounds()
-        if lo > hi:
-            raise ConstraintError(f"{self}: the lower bound {lo:g} exceeds the upper bound {hi:g}", self.span)
+    def validate(self, S: np.ndarray | None = None) -> tuple[float, float] | None:
+        if self.auto and S is None:
+            if self.lower not in (None, AUTO):
+                self._check_alpha(_bound_value(self.lower, str(self), self.span))
+            return None
+        lo, hi = self.bounds(S)
+        self._check_alpha(lo)
+        if lo >= hi:
+            raise ConstraintError(
+                f"{self}: the lower bound {lo:g} is not below the upper bound {hi:g}",
+                self.span,
+                "the box needs alpha < beta",
+            )
+        return lo, hi
+
+    def _check_alpha(self, lo: float) -> None:
+        if self.lower is not None and not lo > 0:
+            raise ConstraintError(
+                f"{self}: the lower bound {lo:g} must be positive (a precision matrix is positive definite)",
+                self.span,
+                "use alpha > 0, or auto",
+            )
 
     def merge(self, other: EigBoxConstraint) -> EigBoxConstraint:
         return EigBoxConstraint(
@@ -346,6 +415,7 @@ class EigBoxConstraint(Constraint):
             lower=other.lower if other.lower is not None else self.lower,
             upper=other.upper if other.upper is not None else self.upper,
             span=self.span or other.span,
+            xi=other.xi if other.auto else self.xi,
         )
 
     def __str__(self) -> str:
@@ -429,6 +499,15 @@ class BoxConstraint(Constraint):
         return f"{lo}{self.target_text}{hi}"
 
 
+def auto_box(S: np.ndarray, xi: float = 1e-2) -> tuple[float, float]:
+    """Lu (2009), Proposition 3.1, as paper 000, Section 5.3 states it, with p (the dimension) where
+    the text writes n: alpha = 1 / (||S||_2 + p xi), beta = (p - alpha tr S) / xi."""
+    p = S.shape[0]
+    alpha = 1.0 / (float(np.linalg.norm(S, 2)) + p * xi)
+    beta = (p - alpha * float(np.trace(S))) / xi
+    return alpha, beta
+
+
 def _is_view(e: Expr) -> bool:
     while isinstance(e, Index):
         e = e.args[0]
@@ -458,8 +537,10 @@ def rank(W: Any, span: Span | None = None) -> RankExpr:
     return RankExpr(W, span=span)
 
 
-def eig(O: Any, span: Span | None = None) -> EigExpr:
-    return EigExpr(O, span=span)
+def eig(O: Any, xi: float | None = None, span: Span | None = None) -> EigExpr:
+    """``alpha <= sm.eig(O) <= beta``; a bound may be ``"auto"`` (Lu's box from the objective's S,
+    with the constant ``xi``, default 1e-2)."""
+    return EigExpr(O, xi=xi, span=span)
 
 
 def offdiag(O: Any, span: Span | None = None) -> Offdiag:

@@ -4,6 +4,7 @@ from . import (
     arht,  # noqa: F401  (registers arht)
     auto,  # noqa: F401  (registers auto, the default pipeline)
     foba,  # noqa: F401  (registers foba)
+    glasso,  # noqa: F401  (registers glasso)
     grahtp,  # noqa: F401  (registers grahtp, fgrahtp)
     grasp,  # noqa: F401  (registers grasp)
     greedy,  # noqa: F401  (registers omp, ompr, els, forward)
@@ -29,6 +30,7 @@ ORDER = (
     "foba",
     "lasso",
     "nuclear",
+    "glasso",
     "hsg_ht",
     "ahsg_ht",
     "sg_ht",

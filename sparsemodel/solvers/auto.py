@@ -123,7 +123,9 @@ class Auto(Solver):
             "starts": runs,
             **best["stats"],
         }
-        return finish(lp, self, best["x"], best["status"], best["iterations"], clock, hist, f=best["objective"], extra=extra)
+        return finish(
+            lp, self, best["x"], best["status"], best["iterations"], clock, hist, f=best["objective"], extra=extra
+        )
 
     def _starts(self, lp: LoweredProblem) -> list[str]:
         """The starts to search from: the option, or with 'auto' GraHTP, and on quadratic objectives

@@ -413,6 +413,20 @@ def finish(
         support = np.sort(local[np.flatnonzero(x[s.coords] != 0)])
     else:
         support = np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
+    if lp.eigbox is not None or lp.precision is not None:  # a precision matrix: its spectrum and its graph
+        O = lp.layout.get(x, (lp.eigbox or lp.precision).variable if lp.eigbox else lp.precision.var)
+        lam = np.linalg.eigvalsh((O + O.T) / 2)
+        iu = np.triu_indices(O.shape[0], 1)
+        nz = np.flatnonzero(O[iu] != 0)
+        extra.setdefault("edges", int(len(nz)))
+        extra.setdefault("eig_min", float(lam[0]))
+        extra.setdefault("eig_max", float(lam[-1]))
+        extra.setdefault("symmetric", bool(np.array_equal(O, O.T)))
+        if lp.eigbox is not None:
+            extra.setdefault("eig_box", [lp.eigbox.alpha, lp.eigbox.beta])
+            extra.setdefault("in_box", bool(lp.eigbox.contains(x)))
+        if lp.oracle.counters.eig_decomps:
+            extra.setdefault("eig_decomps", lp.oracle.counters.eig_decomps)
     if s is not None and s.kind == "rank":
         st = s.state(x)
         extra.setdefault("rank", st.rank)
@@ -494,6 +508,8 @@ check_k = check_budget  # the name the sparsity solvers use
 
 def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
     if init is None or (isinstance(init, str) and init == "zeros"):
+        if lp.eigbox is not None:
+            return _into_side_sets(lp, lp.zeros())
         return lp.inside_domain()  # zero, or zero with the free coordinates moved into the loss's domain
     x = np.asarray(init, dtype=float).ravel()
     if x.shape == (lp.primary.size,) and lp.n != lp.primary.size:
@@ -506,4 +522,12 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
         )
     if lp.set is not None and lp.set.thresholds:
         x, _ = lp.set.project(x)
+    return _into_side_sets(lp, x)
+
+
+def _into_side_sets(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
+    """A start inside the eigenvalue box: its projection (zero becomes alpha I, Algorithm 2's
+    Omega(0) of paper 000), sparse whenever the start is diagonal."""
+    if lp.eigbox is not None and not lp.eigbox.contains(x):
+        x, _ = lp.eigbox.project(x)
     return x

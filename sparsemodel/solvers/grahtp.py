@@ -82,7 +82,7 @@ SEARCH_TRIES = 3  # supports tried by one support-change line search
 @register
 class GraHTP(Solver):
     name = "grahtp"
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box", "eig_box"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
     default_eta = "local"  # what eta='auto' means (measured: see the module docstring)
@@ -280,6 +280,7 @@ class FGraHTP(GraHTP):
     name = "fgrahtp"
     summary = "Fast GraHTP: gradient step then truncation to the top k (nonlinear IHT)"
     reference = "paper 000, Algorithm 1 (FGraHTP)"
+    handles = GraHTP.handles - {"eig_box"}  # truncation leaves the box: Algorithm 2 debiases (use grahtp)
     default_eta = "bb"
     options = {
         **GraHTP.options,

@@ -78,7 +78,7 @@ def outside_domain(f: float) -> str:
 @register
 class GraSP(Solver):
     name = "grasp"
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "box"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "box", "eig_box"})
     summary = "Gradient Support Pursuit: debias over top-2k gradient ∪ current support, then prune to k"
     reference = "Bahmani, Raj, Boufounos (JMLR 2013), Algorithm 1; paper 000, Section 3.2"
     options = {

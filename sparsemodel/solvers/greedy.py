@@ -42,7 +42,19 @@ import numpy as np
 from ..compile.lowered import Clock, LoweredProblem
 from ..compile.scoring import ActiveSet
 from ..errors import SolverError
-from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register, restricted_option
+from .base import (
+    CONVERGED,
+    MAX_ITER,
+    History,
+    Option,
+    Result,
+    Solver,
+    check_k,
+    finish,
+    initial_point,
+    register,
+    restricted_option,
+)
 
 RESTRICTED = restricted_option("the restricted solves (least squares: an incremental Cholesky factor)")
 INIT = Option(
@@ -151,11 +163,55 @@ class _Stepwise(_GreedyBase):
     def run(self, lp: LoweredProblem) -> Result:
         if lp.sparsity is None:
             return solve_unconstrained(lp, self, self.opts["restricted"])
+        if self.name == "forward" and edge_problem(lp):
+            return edge_forward(lp, self)
+        if lp.sparsity.pairs:
+            raise SolverError(
+                f"{self.name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
+                "-logdet(O) + trace(S @ O)",
+                lp.sparsity.span,
+                "use grahtp, grasp or iht for other objectives",
+            )
         act = self._setup(lp)
         clock = Clock()
         hist = History(lp, clock)
         x, f, sel = self.steps(lp, act, lp.sparsity.k, hist)
         return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
+
+
+def edge_problem(lp: LoweredProblem) -> bool:
+    """A sparse precision matrix (paper 000, Section 5.3): the Gaussian log-likelihood with the
+    off-diagonal bounded in pairs; the greedy baselines then move whole edges."""
+    return lp.precision is not None and lp.sparsity is not None and lp.sparsity.pairs
+
+
+def edge_forward(lp: LoweredProblem, solver: Solver) -> Result:
+    """Forward selection of edges (FBS, the baseline of paper 000, Section 6.3): k times add the
+    edge whose single-edge exact line search lowers f the most (:class:`EdgeMoves`; scoring every
+    candidate by a full refit would cost one ADMM per candidate), then refit on the support with
+    the restricted solve (ADMM of Appendix D.2, in the eigenvalue box when there is one)."""
+    from ..compile.precision import EdgeMoves
+
+    check_k(lp, solver.name)
+    clock = Clock()
+    moves = EdgeMoves(lp)
+    method = solver.opts["restricted"]
+    hist = History(lp, clock)
+    units = np.empty(0, dtype=np.int64)
+    r = lp.restricted_minimize(moves.positions(units), x0=initial_point(lp, "zeros"), method=method)
+    x, f = r.x, r.f
+    hist.log(f)
+    for _ in range(lp.sparsity.k):
+        cand = np.setdiff1d(np.arange(moves.n_units), units)
+        if len(cand) == 0:
+            break
+        best = int(cand[int(np.argmin(moves.add_values(x, f, cand)))])
+        units = np.union1d(units, [best])
+        lp.oracle.thresholded()
+        r = lp.restricted_minimize(moves.positions(units), x0=x, method=method)
+        x, f = r.x, r.f
+        hist.log(f)
+    return finish(lp, solver, x, CONVERGED, len(units), clock, hist, f=f, extra={"scoring": "edge line search"})
 
 
 @register
@@ -175,6 +231,7 @@ class Forward(_Stepwise):
     name = "forward"
     summary = "forward selection: add the coordinate whose refit lowers f the most (OLS / FBS), s steps"
     reference = "paper 000, Section 3.2 (FBS baseline); exact scoring shared with ELS (paper 003, Algorithm 4)"
+    handles = frozenset({"nnz", "box", "nnz_pairs", "eig_box"})  # pairs: precision matrices (edge moves)
     steps = staticmethod(forward_steps)
 
 
@@ -199,6 +256,15 @@ class _SwapSearch(_GreedyBase, ABC):
     def run(self, lp: LoweredProblem) -> Result:
         if lp.sparsity is None:
             return solve_unconstrained(lp, self, self.opts["restricted"])
+        if self.name == "forward" and edge_problem(lp):
+            return edge_forward(lp, self)
+        if lp.sparsity.pairs:
+            raise SolverError(
+                f"{self.name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
+                "-logdet(O) + trace(S @ O)",
+                lp.sparsity.span,
+                "use grahtp, grasp or iht for other objectives",
+            )
         act = self._setup(lp)
         clock = Clock()
         C = lp.sparsity.coords

@@ -1,0 +1,263 @@
+"""Sparse precision matrices with an eigenvalue box (paper 000, Section 5.3, Algorithm 2, App. D.2):
+the ADMM of subproblem (13) against cvxpy, feasibility of every solver's answer, recovery, the
+graphical LASSO's two backends, the auto box, the model-file and builder spellings, bad input."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+from sparsemodel.cli import main
+from sparsemodel.compile import kernels
+from sparsemodel.compile.cvxpy_lower import precision_cvxpy
+from sparsemodel.compile.precision import edge_gains
+from sparsemodel.errors import ConstraintError, SolverError
+
+
+def truth(p: int, seed: int) -> np.ndarray:
+    """Section 6.3.1: Theta off-diagonal entries 1 w.p. 0.1 (upper triangle, mirrored), sigma so
+    that cond(Theta + sigma I) = p."""
+    rng = np.random.default_rng(seed)
+    T = np.triu((rng.random((p, p)) < 0.1).astype(float), 1)
+    T = T + T.T
+    lam = np.linalg.eigvalsh(T)
+    return T + (lam[-1] - p * lam[0]) / (p - 1) * np.eye(p)
+
+
+def sample_cov(O: np.ndarray, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    Z = rng.multivariate_normal(np.zeros(len(O)), np.linalg.inv(O), size=n)
+    return np.cov(Z, rowvar=False)
+
+
+def problem(S: np.ndarray, k: int, alpha="auto", beta="auto", spelling="trace") -> sm.Problem:
+    p = len(S)
+    O = sm.Variable((p, p), symmetric=True, name="O")
+    lin = sm.trace(S @ O) if spelling == "trace" else sm.sum(S * O)
+    cons = [sm.nnz(sm.offdiag(O)) <= 2 * k]
+    if alpha is not None:
+        cons.append(sm.eig(O).between(alpha, beta))
+    return sm.Problem(sm.minimize(-sm.logdet(O) + lin), cons)
+
+
+def edges(O: np.ndarray) -> set[tuple[int, int]]:
+    i, j = np.nonzero(np.triu(O, 1))
+    return set(zip(i.tolist(), j.tolist()))
+
+
+def test_admm_solves_subproblem_13_as_cvxpy_does_with_an_active_box():
+    p = 10
+    S = sample_cov(truth(p, 0), 40, 1)
+    rng = np.random.default_rng(2)
+    mask = np.triu(rng.random((p, p)) < 0.3, 1)
+    mask = mask | mask.T | np.eye(p, dtype=bool)
+    free = kernels.admm_logdet(S, kernels.support_prox(mask), tol=1e-11)
+    lam = np.linalg.eigvalsh(free.Theta)
+    alpha, beta = lam[0] * 1.3, lam[-1] * 0.8  # both ends of the box active
+    res = kernels.admm_logdet(S, kernels.support_prox(mask), alpha, beta, tol=1e-11)
+    ref, _ = precision_cvxpy(S, mask, alpha, beta)
+    assert res.converged
+    assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 1e-6
+    assert np.all(res.Theta[~mask] == 0) and np.array_equal(res.Theta, res.Theta.T)
+    ev = np.linalg.eigvalsh(kernels.shift_into_box(res.Theta, alpha, beta))
+    assert ev[0] >= alpha - 1e-8 and ev[-1] <= beta + 1e-8
+    assert ev[0] == pytest.approx(alpha, abs=1e-6) and ev[-1] == pytest.approx(beta, abs=1e-6)  # active
+
+
+def test_the_restricted_solve_of_the_model_matches_cvxpy():
+    S = sample_cov(truth(12, 3), 30, 4)
+    lp = problem(S, 6, 0.3, 5.0).lower()
+    sel = lp.set.select(np.abs(lp.grad(np.eye(12).ravel()))[lp.set.coords], 6)
+    a = lp.restricted_minimize(sel, method="admm")
+    b = lp.restricted_minimize(sel, method="cvxpy")
+    assert abs(a.f - b.f) <= 1e-6 * max(1.0, abs(b.f))
+    assert np.linalg.norm(a.x - b.x) <= 1e-5 * np.linalg.norm(b.x)
+
+
+@pytest.mark.parametrize("solver", ["grahtp", "grasp", "forward", "foba", "glasso"])
+def test_every_answer_is_symmetric_in_the_box_with_at_most_k_edges(solver):
+    p, k = 20, 15
+    S = sample_cov(truth(p, 5), 60, 6)
+    prob = problem(S, k)
+    lp = prob.lower()
+    alpha, beta = lp.eigbox.alpha, lp.eigbox.beta
+    r = prob.solve(solver=solver)
+    O = r.x
+    ev = np.linalg.eigvalsh(O)
+    assert np.array_equal(O, O.T)
+    assert alpha - 1e-8 <= ev[0] and ev[-1] <= beta + 1e-8
+    assert len(edges(O)) <= k and r.extra["edges"] == len(edges(O))
+    assert r.extra["in_box"] and r.extra["eig_min"] == pytest.approx(ev[0])
+    assert r.objective == pytest.approx(-np.linalg.slogdet(O)[1] + np.sum(S * O), rel=1e-10)
+
+
+def test_grahtp_recovers_the_true_graph_from_2000_samples():
+    O0 = truth(30, 0)
+    S = sample_cov(O0, 2000, 1)
+    k = len(edges(O0))
+    r = problem(S, k).solve(solver="grahtp")
+    assert edges(r.x) == edges(O0)
+    assert r.counters["eig_decomps"] > 0 and r.status == "converged"
+
+
+def test_theory_step_is_alpha_squared_over_two_and_algorithm_2_decreases_f():
+    S = sample_cov(truth(15, 2), 50, 3)
+    prob = problem(S, 10, 0.2, 10.0)
+    r = prob.solve(solver="grahtp", eta="rss", backtracking=False, search=False)
+    assert r.extra["eta"] == pytest.approx(0.2**2 / 2)
+    f = np.array(r.history["objective"])
+    assert np.all(np.diff(f) <= 1e-10 * np.abs(f[:-1]))
+
+
+def test_starting_point_is_alpha_identity():
+    S = sample_cov(truth(8, 1), 40, 2)
+    lp = problem(S, 4, 0.25, 9.0).lower()
+    from sparsemodel.solvers.base import initial_point
+
+    np.testing.assert_allclose(initial_point(lp, "zeros").reshape(8, 8), 0.25 * np.eye(8), atol=1e-12)
+
+
+def test_auto_box_is_lus_rule_with_the_dimension():
+    S = sample_cov(truth(10, 0), 30, 0)
+    lp = problem(S, 5).lower()
+    p, xi = 10, 1e-2
+    a = 1 / (np.linalg.norm(S, 2) + p * xi)
+    assert lp.eigbox.alpha == pytest.approx(a) and lp.eigbox.beta == pytest.approx((p - a * np.trace(S)) / xi)
+
+
+def test_glasso_admm_matches_cvxpy_and_scikit_learn():
+    S = sample_cov(truth(12, 7), 40, 8)
+    lam = 0.1
+    res = kernels.admm_logdet(S, kernels.soft_offdiag_prox(lam), tol=1e-11)
+    ref, _ = precision_cvxpy(S, None, lam=lam)
+    assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 1e-6
+    skc = pytest.importorskip("sklearn.covariance")
+    _, prec = skc.graphical_lasso(S, alpha=lam, tol=1e-10, max_iter=1000, enet_tol=1e-10)
+    assert np.linalg.norm(res.Theta - prec) / np.linalg.norm(prec) < 1e-4  # sklearn's own tolerance
+
+
+def test_glasso_hits_k_edges_with_both_backends():
+    S = sample_cov(truth(10, 9), 50, 10)
+    prob = problem(S, 6)
+    a = prob.solve(solver="glasso")
+    b = prob.solve(solver="glasso", backend="cvxpy")
+    assert a.extra["edges"] == b.extra["edges"] == 6
+    assert edges(a.x) == edges(b.x)
+    assert a.objective == pytest.approx(b.objective, rel=1e-6)
+    raw = prob.solve(solver="glasso", debias=False)
+    assert raw.objective >= a.objective - 1e-9  # the refit on the same graph only lowers f
+
+
+def test_edge_gains_are_exact_line_searches():
+    S = sample_cov(truth(7, 4), 30, 5)
+    O = np.diag(1 / np.diag(S))
+    O[0, 3] = O[3, 0] = 0.1
+    Sigma = np.linalg.inv(O)
+    pairs = (np.array([0, 1, 2]), np.array([3, 5, 6]))
+    gain, t = edge_gains(S, Sigma, O, pairs)
+
+    def L(M):
+        return -np.linalg.slogdet(M)[1] + np.sum(S * M)
+
+    for n in range(3):
+        i, j = pairs[0][n], pairs[1][n]
+        E = np.zeros_like(O)
+        E[i, j] = E[j, i] = 1.0
+        grid = np.linspace(t[n] - 0.05, t[n] + 0.05, 201)
+        vals = [L(O + s * E) if np.linalg.eigvalsh(O + s * E)[0] > 0 else np.inf for s in grid]
+        assert L(O + t[n] * E) - L(O) == pytest.approx(gain[n], abs=1e-10)
+        assert min(vals) >= L(O + t[n] * E) - 1e-12
+
+
+def test_model_file_builder_and_two_spellings_agree(tmp_path):
+    rng = np.random.default_rng(0)
+    Z = rng.multivariate_normal(np.zeros(8), np.linalg.inv(truth(8, 2)), size=80)
+    np.savetxt(tmp_path / "genes.csv", Z, delimiter=",")
+    text = textwrap.dedent(
+        """
+        data Z : matrix from "genes.csv"
+        let S = cov(Z)
+        var O[cols(Z), cols(Z)] symmetric
+        minimize -logdet(O) + trace(S @ O)
+        subject to
+            nnz(offdiag(O)) <= 2 * 4
+            auto <= eig(O) <= auto
+        """
+    )
+    (tmp_path / "m.sm").write_text(text)
+    a = sm.load(tmp_path / "m.sm").solve(solver="grahtp")
+    S = np.cov(Z, rowvar=False, bias=True)  # the language's cov divides by n
+    b = problem(S, 4).solve(solver="grahtp")
+    c = problem(S, 4, spelling="sum").solve(solver="grahtp")
+    np.testing.assert_allclose(a.x, b.x, atol=1e-8)
+    np.testing.assert_allclose(b.x, c.x, atol=1e-8)
+
+
+def test_cli_check_prints_the_box_and_solve_compare_run(tmp_path, capsys):
+    Z = np.random.default_rng(1).standard_normal((60, 6))
+    np.save(tmp_path / "Z.npy", Z)
+    (tmp_path / "m.sm").write_text(
+        'data Z : matrix from "Z.npy"\nlet S = cov(Z)\nvar O[cols(Z), cols(Z)] symmetric\n'
+        "minimize -logdet(O) + trace(S @ O)\nsubject to\n  nnz(offdiag(O)) <= 4\n  0.5 <= eig(O) <= 20\n"
+    )
+    assert main(["check", str(tmp_path / "m.sm")]) == 0
+    out = capsys.readouterr().out
+    assert "eigenvalues of O in [0.5, 20]" in out
+    assert main(["solve", str(tmp_path / "m.sm"), "--solver", "grahtp"]) == 0
+    out = capsys.readouterr().out
+    assert "edges       2" in out and "in_box      True" in out
+    assert main(["compare", str(tmp_path / "m.sm"), "--solvers", "grahtp,glasso,foba", "--k", "2,4", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ("  nnz(offdiag(O)) <= 4\n  3 <= eig(O) <= 2\n", "not below the upper bound"),
+        ("  nnz(offdiag(O)) <= 4\n  0 <= eig(O) <= 2\n", "must be positive"),
+        ("  nnz(offdiag(O)) <= 4\n  -1 <= eig(O) <= 2\n", "must be positive"),
+        ("  nnz(O) <= 20\n  0.5 <= eig(O) <= 20\n", "counts the diagonal"),
+        ("  nnz(offdiag(O)) <= 4\n  auto <= nnz(O)\n", "auto is a bound of eig"),
+    ],
+)
+def test_bad_boxes_are_located_errors_with_exit_2(tmp_path, capsys, body, fragment):
+    np.save(tmp_path / "Z.npy", np.random.default_rng(1).standard_normal((30, 5)))
+    text = (
+        'data Z : matrix from "Z.npy"\nlet S = cov(Z)\nvar O[cols(Z), cols(Z)] symmetric\n'
+        "minimize -logdet(O) + trace(S @ O)\nsubject to\n" + body
+    )
+    (tmp_path / "m.sm").write_text(text)
+    code = main(["solve", str(tmp_path / "m.sm"), "--solver", "grahtp"])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err and "Traceback" not in err
+    assert "m.sm:" in err  # located
+
+
+def test_non_symmetric_and_non_square_eig_and_solvers_without_the_box():
+    O = sm.Variable((3, 3), name="O")
+    with pytest.raises(ConstraintError, match="not declared symmetric"):
+        sm.eig(O)
+    with pytest.raises(ConstraintError, match="square matrix"):
+        sm.eig(sm.Variable((3, 2), name="W"))
+    S = sample_cov(truth(6, 1), 30, 1)
+    with pytest.raises(SolverError, match="(?s)fgrahtp does not handle eigenvalue-box.*grahtp"):
+        problem(S, 3).solve(solver="fgrahtp")
+    with pytest.raises(ConstraintError, match="needs the objective|'auto' computes the box"):
+        x = sm.Variable((6, 6), symmetric=True, name="X")
+        sm.Problem(sm.minimize(sm.sum_squares(x)), [sm.eig(x).between("auto", 3.0)]).lower()
+
+
+def test_the_auto_box_refuses_an_objective_without_s():
+    X = sm.Variable((4, 4), symmetric=True, name="X")
+    prob = sm.Problem(sm.minimize(sm.sum_squares(X)), [sm.eig(X).between(0.5, 3.0)])
+    with pytest.raises(SolverError, match="need the objective"):
+        prob.solve(solver="grahtp")
+
+
+def test_a_covariance_with_nan_is_refused():
+    S = np.eye(4)
+    S[1, 2] = np.nan
+    with pytest.raises(sm.errors.DataError, match="NaN"):
+        problem(S, 2, 0.1, 10.0)
