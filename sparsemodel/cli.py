@@ -155,7 +155,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output(args.out, protected, args.force, "--force")
     name, opts = solver_and_options(args, problem)
-    result = problem.solve(name or "auto", k=args.k, **opts)
+    result = problem.solve(name or "auto", k=args.k, progress=not args.quiet, **opts)
     payload = result.to_dict()
     payload["model"] = str(args.model)
     text = json.dumps(payload, indent=None if args.json else 2, allow_nan=False)
@@ -319,6 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("model", help="model file (.sm)")
         q.add_argument("--data", action="append", metavar="NAME=PATH", help="rebind a data name to another file")
         q.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a param")
+        q.add_argument(
+            "--scheduler",
+            metavar="WHERE",
+            help="where passes over dask data run: threads (default), synchronous, local (an embedded "
+            "LocalCluster) or a scheduler address such as tcp://host:8786",
+        )
 
     c = sub.add_parser("check", help="parse, shapes, convexity, and which solvers apply")
     model_args(c)
@@ -332,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     s.add_argument("--out", help="also write the JSON result to this file")
     s.add_argument("--force", action="store_true", help="allow --out to replace an existing file")
+    s.add_argument("--quiet", action="store_true", help="no progress bar (shown on a terminal for long solves)")
     s.set_defaults(func=cmd_solve)
 
     m = sub.add_parser("compare", help="run several solvers on one model, optionally over a range of k")
@@ -413,7 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("once")
             warnings.showwarning = _show_warning
-            code = int(args.func(args) or 0)
+            from .scheduler import use_scheduler
+
+            with use_scheduler(getattr(args, "scheduler", None)):  # loading reads dask data too
+                code = int(args.func(args) or 0)
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
             return code
     except ModelError as exc:

@@ -20,7 +20,19 @@ from Python or the CLI):
 ``libsvm:a9a.txt``        the extensions ``.svm``, ``.libsvm``, ``.svmlight`` or the explicit
                           ``libsvm:`` prefix select it.  Kind ``matrix`` gives the features as
                           a sparse CSR matrix, ``vector``/``labels`` the labels.
+``dir/*.npy``             data larger than memory (needs the ``[dask]`` extra): the ``.npy``
+                          files matching the pattern, in natural order (``part2`` before
+                          ``part10``), stacked by rows as one dask array, each file one row
+                          block read only when a pass reaches it
+``X.zarr`` / ``X.zarr:a`` a Zarr array (or the array ``a`` of a Zarr group), as a dask array
+``X.h5:name``             a dataset of an HDF5 file (``.h5``/``.hdf5``; ``name`` may be a path
+                          ``group/dataset``; optional when the file holds one dataset), read in
+                          row blocks as a dask array
 ========================  ==============================================================
+
+A dask matrix stays lazy: ``matrix`` data is never loaded whole (the solvers run on it through
+:class:`~sparsemodel.compile.chunked.DaskOperator`); a ``vector``/``labels``/``scalar`` read from
+these sources is loaded (a vector of length n is what the solvers hold anyway).
 
 Recoding: ``exclude`` (the model's ``except "col", ...``) drops CSV columns; ``mapping`` (the
 model's ``map {"Yes": 1, "No": -1}``) replaces text cells by numbers and numbers by numbers.
@@ -47,6 +59,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import DataError, Span
+from .util import is_dask_array
 
 KINDS = ("matrix", "vector", "scalar", "labels")
 LIBSVM_EXTENSIONS = (".svm", ".libsvm", ".svmlight")
@@ -57,8 +70,13 @@ FORMATS = {
     ".tsv": "csv",
     ".txt": "csv",
     ".mtx": "mtx",
+    ".zarr": "zarr",
+    ".h5": "hdf5",
+    ".hdf5": "hdf5",
     **{ext: "libsvm" for ext in LIBSVM_EXTENSIONS},
 }
+CHUNKED_FORMATS = ("npyglob", "zarr", "hdf5")  # read lazily as dask arrays (the [dask] extra)
+BLOCK_BYTES = 128 * 2**20  # rows per block of an HDF5 dataset: about this many bytes
 MISSING = ("", "NA", "N/A", "NaN", "nan", "NAN", "null", "NULL", "?")
 
 Value = np.ndarray | sp.csr_matrix
@@ -89,8 +107,17 @@ def parse_spec(
     if body.lower().startswith("libsvm:"):
         fmt, body = "libsvm", body[len("libsvm:") :]
     m = re.match(r"^(.*?\.(?:csv|tsv|txt|npz))(?::([^:/\\]+))$", body, flags=re.IGNORECASE)
+    m = m or re.match(r"^(.*?\.(?:h5|hdf5|zarr))(?::([^:\\]+))$", body, flags=re.IGNORECASE)
     if m and fmt is None:
         body, key = m.group(1), m.group(2)
+    if fmt is None and any(c in Path(body).name for c in "*?["):
+        if not Path(body).name.lower().endswith(".npy"):
+            raise DataError(
+                f"{_who(name)}the pattern {text!r} does not end in .npy",
+                span,
+                'a pattern names row blocks saved with numpy.save: write "dir/*.npy"',
+            )
+        fmt = "npyglob"
     path = Path(body).expanduser()
     if not path.is_absolute():
         path = Path(base_dir) / path
@@ -104,9 +131,10 @@ def parse_spec(
                 span,
                 f'supported: {known}; write "libsvm:{text}" for a libsvm file with another extension',
             )
-    if key is not None and fmt not in ("csv", "npz"):
+    if key is not None and fmt not in ("csv", "npz", "hdf5", "zarr"):
         raise DataError(
-            f"{_who(name)}{text!r}: ':{key}' picks a column or key, which only .csv and .npz files have", span
+            f"{_who(name)}{text!r}: ':{key}' picks a column or key, which only .csv, .npz, .h5 and .zarr files have",
+            span,
         )
     return DataSpec(fmt, path, key, text)
 
@@ -144,6 +172,10 @@ def load_spec(
 ) -> tuple[Value, np.ndarray | None]:
     """Read the file of a parsed spec; returns the raw value and (for CSV) each row's line number."""
     who = _who(name)
+    if ds.fmt in CHUNKED_FORMATS:
+        if exclude or mapping:
+            raise DataError(f"{who}'except' and 'map' recode CSV tables; {ds.describe()} is read lazily as is", span)
+        return read_chunked(ds, kind, name=name, span=span), None
     if not ds.path.exists():
         raise DataError(
             f"{who}the data file {ds.describe()} does not exist (looked for {ds.path.absolute()})",
@@ -188,6 +220,172 @@ def load_spec(
     except (OSError, ValueError, TypeError, EOFError, csv.Error, zipfile.BadZipFile) as exc:
         raise DataError(f"{who}cannot read {ds.describe()} as {ds.fmt}: {exc}", span) from None
     return _numeric(_map_numbers(value, mapping, who, ds, span), who, ds, span), None
+
+
+# ---------------------------------------------------------------------------- chunked sources (dask)
+
+
+def _natural_key(p: Path) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]
+
+
+def _load_npy(path: str) -> np.ndarray:
+    return np.asarray(np.load(path, allow_pickle=False), dtype=float)
+
+
+def _load_h5(path: str, key: str, lo: int, hi: int) -> np.ndarray:
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return np.asarray(f[key][lo:hi], dtype=float)
+
+
+def _need_dask(ds: DataSpec, who: str, span: Span | None) -> Any:
+    try:
+        import dask.array as da
+    except ImportError:
+        raise DataError(
+            f"{who}{ds.describe()} is read as a chunked (dask) array, and dask is not installed",
+            span,
+            "pip install 'sparsemodel[dask]'",
+        ) from None
+    return da
+
+
+def _numeric_dtype(dtype: Any, where: str, who: str, span: Span | None) -> None:
+    if np.dtype(dtype).kind not in "biuf":
+        raise DataError(f"{who}{where} holds {np.dtype(dtype)} values, not numbers", span)
+
+
+def read_chunked(ds: DataSpec, kind: str, *, name: str | None = None, span: Span | None = None) -> Any:
+    """A ``dir/*.npy`` pattern, a Zarr array or an HDF5 dataset as a lazy dask array (row blocks).
+
+    Only the headers are read here (shapes, types); a file whose shape or type does not fit the
+    others is refused with its name. The values are read when a pass over the data needs them."""
+    who = _who(name)
+    da = _need_dask(ds, who, span)
+    import dask
+
+    if ds.fmt == "npyglob":
+        folder = ds.path.parent
+        if not folder.is_dir():
+            raise DataError(f"{who}the folder of {ds.describe()} does not exist (looked for {folder.absolute()})", span)
+        files = sorted((p for p in folder.glob(ds.path.name) if p.is_file()), key=_natural_key)
+        if not files:
+            raise DataError(
+                f"{who}no file matches {ds.describe()} (looked in {folder.absolute()})",
+                span,
+                "save the row blocks with numpy.save(f'dir/part{i}.npy', block)",
+            )
+        parts = []
+        width: tuple[int, ...] | None = None
+        first: tuple[int, ...] = ()
+        for f in files:
+            try:
+                head = np.load(f, mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{who}cannot read {f.name} (matched by {ds.describe()}): {exc}", span) from None
+            _numeric_dtype(head.dtype, f"{f.name} (matched by {ds.describe()})", who, span)
+            if head.ndim not in (1, 2) or head.shape[0] == 0:
+                raise DataError(
+                    f"{who}{f.name} (matched by {ds.describe()}) holds an array of shape {_fmt_shape(head.shape)}; "
+                    "each file is a block of rows (2-D, or 1-D for a vector)",
+                    span,
+                )
+            if width is None:
+                width, first = head.shape[1:], head.shape
+            elif head.shape[1:] != width:
+                raise DataError(
+                    f"{who}{f.name} (matched by {ds.describe()}) has shape {_fmt_shape(head.shape)}, but "
+                    f"{files[0].name} has {_fmt_shape(first)}: "
+                    "the row blocks must have the same number of columns",
+                    span,
+                )
+            parts.append(da.from_delayed(dask.delayed(_load_npy)(str(f)), shape=head.shape, dtype=float))
+            del head
+        return da.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+    if not ds.path.exists():
+        raise DataError(
+            f"{who}the data {'store' if ds.fmt == 'zarr' else 'file'} {ds.describe()} does not exist "
+            f"(looked for {ds.path.absolute()})",
+            span,
+        )
+    if ds.fmt == "zarr":
+        try:
+            import zarr
+
+            z = zarr.open(str(ds.path), mode="r")
+            if ds.key is not None and hasattr(z, "shape"):
+                raise DataError(
+                    f"{who}{ds.describe()}: the store is a single array, not a group with an array {ds.key!r}",
+                    span,
+                    f'write "{ds.path.name}" without ":{ds.key}"',
+                )
+            if ds.key is not None:
+                if ds.key not in list(z.keys()):
+                    have = list(z.keys()) if hasattr(z, "keys") else []
+                    raise DataError(
+                        f"{who}{ds.describe()} has no array {ds.key!r}", span, _did_you_mean(ds.key, have, "arrays")
+                    )
+                z = z[ds.key]
+            elif not hasattr(z, "shape"):
+                have = list(z.keys())
+                if len(have) != 1:
+                    raise DataError(
+                        f"{who}{ds.describe()} is a Zarr group with {len(have)} arrays; name one",
+                        span,
+                        f'write "{ds.text}:NAME"; ' + _did_you_mean("", have, "arrays"),
+                    )
+                z = z[have[0]]
+        except DataError:
+            raise
+        except Exception as exc:  # zarr raises many types for a store that is not one
+            raise DataError(f"{who}cannot read {ds.describe()} as a Zarr array: {exc}", span) from None
+        _numeric_dtype(z.dtype, ds.describe(), who, span)
+        return da.from_zarr(z).astype(float)
+    try:
+        import h5py
+    except ImportError:
+        raise DataError(
+            f"{who}{ds.describe()} is an HDF5 file and h5py is not installed", span, "pip install h5py"
+        ) from None
+    try:
+        with h5py.File(ds.path, "r") as f:
+            names: list[str] = []
+            f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+            key = ds.key
+            if key is None:
+                if len(names) != 1:
+                    raise DataError(
+                        f"{who}{ds.describe()} holds {len(names)} datasets; name one",
+                        span,
+                        f'write "{ds.text}:NAME"; ' + _did_you_mean("", names, "datasets"),
+                    )
+                key = names[0]
+            if key.strip("/") not in names:
+                raise DataError(
+                    f"{who}{ds.describe()} has no dataset {key!r}", span, _did_you_mean(key, names, "datasets")
+                )
+            dset = f[key]
+            shape, dtype = tuple(dset.shape), dset.dtype
+    except DataError:
+        raise
+    except OSError as exc:
+        raise DataError(f"{who}cannot read {ds.describe()} as HDF5: {exc}", span) from None
+    _numeric_dtype(dtype, ds.describe(), who, span)
+    if len(shape) == 0 or shape[0] == 0:
+        raise DataError(f"{who}the dataset {key!r} of {ds.describe()} has shape {_fmt_shape(shape)}", span)
+    row_bytes = 8 * int(np.prod(shape[1:], dtype=np.int64) or 1)
+    step = max(1, BLOCK_BYTES // row_bytes)
+    parts = [
+        da.from_delayed(
+            dask.delayed(_load_h5)(str(ds.path), key, lo, min(lo + step, shape[0])),
+            shape=(min(lo + step, shape[0]) - lo,) + shape[1:],
+            dtype=float,
+        )
+        for lo in range(0, shape[0], step)
+    ]
+    return da.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
 
 
 def _who(name: str | None) -> str:
@@ -542,6 +740,16 @@ def validate(
     who = _who(name)
     if kind not in KINDS:
         raise DataError(f"{who}unknown kind {kind!r}", span, f"the kinds are {', '.join(KINDS)}")
+    if is_dask_array(value):
+        if kind == "matrix":
+            if value.ndim != 2:
+                raise DataError(
+                    f"{who}declared as a matrix, but {origin} holds an array of shape {_fmt_shape(value.shape)}",
+                    span,
+                    "declare it with the kind that fits (vector, scalar), or give a 2-D table",
+                )
+            return value  # stays lazy: Data checks it for NaN/inf in one pass over its blocks
+        value = np.asarray(value.compute())
     if sp.issparse(value):
         v: Value = sp.csr_matrix(value, dtype=float)
     else:
@@ -640,6 +848,7 @@ __all__ = [
     "load_spec",
     "read_csv",
     "read_libsvm",
+    "read_chunked",
     "validate",
     "check_labels",
 ]

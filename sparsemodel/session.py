@@ -19,6 +19,8 @@ from .model.checks import label_errors
 from .model.expr import AFFINE, CONSTANT, CONVEX
 from .model.expr import fmt_shape as _fmt_shape
 from .model.problem import Problem
+from .progress import SolveProgress
+from .scheduler import use_scheduler
 from .solvers import REGISTRY, auto_solver, get_solver, solvers_for
 from .solvers.base import Result
 
@@ -65,8 +67,22 @@ def solver_errors(problem: Problem, name: str, options: dict[str, Any], span: An
     return errors
 
 
-def solve(problem: Problem, solver: str | None = None, k: int | None = None, **options: Any) -> Result:
-    """Solve with a registered solver; see :meth:`Problem.solve`."""
+def solve(
+    problem: Problem,
+    solver: str | None = None,
+    k: int | None = None,
+    scheduler: Any = None,
+    progress: bool = False,
+    **options: Any,
+) -> Result:
+    """Solve with a registered solver; see :meth:`Problem.solve`. ``scheduler`` says where passes
+    over dask data run (:mod:`sparsemodel.scheduler`); ``progress`` shows a bar (iterations,
+    objective, passes over the data) on a terminal for solves longer than half a second."""
+    with use_scheduler(scheduler, problem):
+        return _solve(problem, solver, k, progress, **options)
+
+
+def _solve(problem: Problem, solver: str | None, k: int | None, progress: bool, **options: Any) -> Result:
     _refuse_bad_models(problem)
     if problem.solve_with is not None and solver in (None, problem.solve_with[0]):
         name, opts, span = problem.solve_with
@@ -80,7 +96,14 @@ def solve(problem: Problem, solver: str | None = None, k: int | None = None, **o
     if solver == "auto":
         solver = auto_solver(lp)
     cls = get_solver(solver)
-    result = cls(**options).solve(lp)
+    inst = cls(**options)
+    if progress:
+        lp.progress = SolveProgress(solver, inst.opts.get("max_iter"))
+    try:
+        result = inst.solve(lp)
+    finally:
+        if lp.progress is not None:
+            lp.progress.close()
     problem.store(result.values)
     return result
 
@@ -94,9 +117,24 @@ def compare(
     sweep: Any = None,
     csv: Any = None,
     overwrite: bool = False,
+    scheduler: Any = None,
 ):
     """Several solvers side by side over a sweep of the bound or of a param (see
     :func:`sparsemodel.compare.compare`)."""
+    with use_scheduler(scheduler, problem):
+        return _compare(problem, solvers, k, options, progress, sweep, csv, overwrite)
+
+
+def _compare(
+    problem: Problem,
+    solvers: Iterable[str] | str,
+    k: Any,
+    options: Any,
+    progress: bool,
+    sweep: Any,
+    csv: Any,
+    overwrite: bool,
+):
     from .compare import compare as run_compare
 
     _refuse_bad_models(problem)
@@ -133,6 +171,7 @@ def path(
     solver: str | None = None,
     start: str = "best",
     progress: bool = False,
+    scheduler: Any = None,
     **options: Any,
 ):
     """A warm-started path over the bound (see :mod:`sparsemodel.compare.path`): one lowering,
@@ -142,8 +181,9 @@ def path(
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
-    lp = lower(problem)
-    return run_path(problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress)
+    with use_scheduler(scheduler, problem):
+        lp = lower(problem)
+        return run_path(problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress)
 
 
 def select(
@@ -158,6 +198,7 @@ def select(
     gamma: float = 1.0,
     start: str = "best",
     progress: bool = False,
+    scheduler: Any = None,
     **options: Any,
 ):
     """Choose the bound among ``k`` by cross-validation (``by="cv"``) or an information criterion
@@ -167,22 +208,23 @@ def select(
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
-    lp = lower(problem)
-    return run_select(
-        problem,
-        lp,
-        solver_class(lp, solver),
-        k,
-        by=by,
-        options=options,
-        start=start,
-        folds=folds,
-        seed=seed,
-        fold_ids=fold_ids,
-        rule=rule,
-        gamma=gamma,
-        progress=progress,
-    )
+    with use_scheduler(scheduler, problem):
+        lp = lower(problem)
+        return run_select(
+            problem,
+            lp,
+            solver_class(lp, solver),
+            k,
+            by=by,
+            options=options,
+            start=start,
+            folds=folds,
+            seed=seed,
+            fold_ids=fold_ids,
+            rule=rule,
+            gamma=gamma,
+            progress=progress,
+        )
 
 
 # ---------------------------------------------------------------------- check
@@ -249,6 +291,12 @@ class CheckReport:
             out.append(e.render())
         out.append("ok" if self.ok else f"{len(self.errors)} problem(s) found")
         return "\n".join(out)
+
+
+def _storage(d: Any) -> str:
+    if getattr(d, "chunked", False):
+        return f"dask ({len(d.value.chunks[0])} row blocks)"
+    return "sparse" if not isinstance(d.value, np.ndarray) else "dense"
 
 
 def check(problem: Problem) -> CheckReport:
@@ -319,9 +367,7 @@ def check(problem: Problem) -> CheckReport:
     return CheckReport(
         source=problem.source,
         variables=[(v.name, v.shape, v.symmetric) for v in problem.variables],
-        data=[
-            (n, d.shape, "sparse" if not isinstance(d.value, np.ndarray) else "dense") for n, d in problem.data.items()
-        ],
+        data=[(n, d.shape, _storage(d)) for n, d in problem.data.items()],
         params=[(n, p.value.tolist()) for n, p in problem.params.items()],
         objective=str(e),
         curvature={CONVEX: "convex", AFFINE: "affine", CONSTANT: "constant"}.get(

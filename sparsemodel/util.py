@@ -10,6 +10,11 @@ import numpy as np
 MAX_RANGE = 100_000  # values in one START:STOP:STEP range
 
 
+def is_dask_array(A: Any) -> bool:
+    """Whether ``A`` is a dask array (checked without importing dask, an optional extra)."""
+    return type(A).__module__.split(".")[0] == "dask" and hasattr(A, "chunks") and hasattr(A, "dask")
+
+
 def expand_range(start: float, stop: float, step: float = 1) -> list[float]:
     """START:STOP:STEP with STOP included (``5:50:5`` is 5, 10, ..., 50); integers stay integers.
     Raises ValueError for an empty range or a step that is not positive."""

@@ -652,6 +652,7 @@ class Design:
         ]
         self.n_samples: int | None = n_s if n_s is not None and n_s > 1 else None
         self._merge_small_terms()
+        self._chunked = self.chunked
 
     MERGE_SIZE = 64  # terms with at most this many entries may be merged
 
@@ -758,10 +759,47 @@ class Design:
             f += t.coef * float(np.sum(v))
         return f
 
+    def _one_pass_square(self, t: Term, x: np.ndarray, offset: bool = True) -> tuple[float, np.ndarray] | None:
+        """For a square loss over a chunked operator: (sum_i w_i z_i^2, the gradient of it) with
+        z = A x (+ b with ``offset``), from ONE pass over the data (each row block forms its z and
+        its share of A'(2 w z)); the map's other blocks (views, in-memory data) on the driver.
+        None when the term has another form (then two passes: A x, then A' phi'(z))."""
+        m = t.map
+        if not (self._chunked and t.quadratic and not t.rowwise and getattr(m, "canonical", False)):
+            return None
+        big = [blk for blk in m.blocks if blk.op is not None and blk.op.chunked]
+        if len(big) != 1:
+            return None
+        blk = big[0]
+        if len(blk.vshape) != 1 or blk.scalar_out or blk.right is not None or np.ndim(blk.scale) != 0:
+            return None
+        if blk.nshape != m.shape:
+            return None
+        zo = m.b.copy() if offset else np.zeros(m.size)
+        for ob in m.blocks:
+            if ob is not blk:
+                zo += ob.value(x).reshape(-1)
+        xs = x[blk.coords]
+        nz = np.flatnonzero(xs)
+        v, gB, z = blk.op.square_pass(nz, xs[nz], zo, t.weights, float(blk.scale))
+        g = np.zeros(self.n)
+        g[blk.coords] += gB
+        rest = [ob for ob in m.blocks if ob is not blk]
+        if rest:
+            cot = (2.0 * (t.weights * z if t.weights is not None else z)).reshape(m.shape)
+            for ob in rest:
+                ob.vjp(cot, g)
+        return v, g
+
     def value_and_grad(self, x: np.ndarray, coords: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         f = self.const + float(self.lin @ x)
         g = self.lin.copy()
         for t in self.terms:
+            one = self._one_pass_square(t, x)
+            if one is not None:
+                f += t.coef * one[0]
+                g += t.coef * one[1]
+                continue
             v, d1, _ = t.derivs(t.map.value(x), 1)
             f += t.coef * float(np.sum(v))
             g += t.coef * t.map.vjp(d1, coords)
@@ -775,6 +813,10 @@ class Design:
         out = np.zeros(self.n)
         use = bound and self.curvature_bound() is not None
         for t in self.terms:
+            one = self._one_pass_square(t, v, offset=False) if t.weights is None or not use else None
+            if one is not None:  # a square loss: phi'' = 2 w everywhere, A'(2 w A v) in one pass
+                out += t.coef * one[1]
+                continue
             Jv = t.map.value(v) - t.map.b
             if use and t.coef > 0:  # each term's own bound: sup phi'' of its loss
                 cb = t.curvature_sup
@@ -853,6 +895,73 @@ class Design:
             s = self.ls_scale(t)
             blocks.append(J * (s[:, None] if np.ndim(s) else s))
         return np.vstack(blocks) if len(blocks) > 1 else blocks[0]
+
+    @property
+    def chunked(self) -> bool:
+        """Some term reads a chunked (dask) data operator."""
+        return any(
+            blk.op is not None and blk.op.chunked for t in self.terms for blk in getattr(t.map, "blocks", None) or []
+        )
+
+    def normal_equations(self, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """Least squares on the coordinates ``cols`` (the others zero) as normal equations:
+        f(u) = const + u'G u - 2 h'u with G = sum_t c_t J_t' W_t J_t and h = -sum_t c_t J_t' W_t b_t.
+        A term that reads a chunked operator gets its share from one pass over the data
+        (:meth:`DataOperator.gram_rhs`, columns of views such as an intercept passed along as a small
+        dense block); the others from their columns. None when the design is not least squares or a
+        chunked term has another form (several chunked blocks, a matrix view, an array scale)."""
+        if not self.least_squares:
+            return None
+        cols = np.asarray(cols, dtype=np.int64)
+        d = len(cols)
+        G = np.zeros((d, d))
+        h = np.zeros(d)
+        const = float(self.const)
+        for i, t in enumerate(self.terms):
+            m = t.map
+            w = t.weights
+            b = m.b
+            const += t.coef * float(np.sum((w if w is not None else 1.0) * b * b))
+            blocks = getattr(m, "blocks", None)
+            big = [blk for blk in blocks or [] if blk.op is not None and blk.op.chunked]
+            if not big:
+                J = self.term_columns(i, cols)
+                J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
+                WJ = J * w[:, None] if w is not None else J
+                G += t.coef * (WJ.T @ J)
+                h -= t.coef * (WJ.T @ b)
+                continue
+            blk = big[0]
+            if (
+                len(big) > 1
+                or len(blk.vshape) != 1
+                or blk.scalar_out
+                or blk.right is not None
+                or np.ndim(blk.scale) != 0
+                or blk.nshape != m.shape
+            ):
+                return None
+            loc = blk.local(self.n)[cols]
+            hits = np.flatnonzero(loc >= 0)
+            other: Any = None
+            for ob in blocks:
+                if ob is blk:
+                    continue
+                M = ob.columns(cols, self.n)
+                if M is not None:
+                    M = M.toarray() if sp.issparse(M) else np.asarray(M)
+                    other = M if other is None else other + M
+            oc = np.flatnonzero(np.any(other != 0, axis=0)) if other is not None else np.zeros(0, dtype=np.int64)
+            E = other[:, oc] if oc.size else None
+            GM, hM = blk.op.gram_rhs(loc[hits], b, w, E)
+            # J = [D_hits, E] P' with P placing column j of M at coordinate pos[j] (scale s on D's)
+            pos = np.concatenate([hits, oc])
+            sc = np.concatenate([np.full(hits.size, float(blk.scale)), np.ones(oc.size)])
+            GM = GM * np.outer(sc, sc)
+            hM = hM * sc
+            np.add.at(G, (pos[:, None], pos[None, :]), t.coef * GM)
+            np.add.at(h, pos, -t.coef * hM)
+        return G, h, const
 
     @staticmethod
     def ls_scale(t: Term) -> Any:
@@ -935,23 +1044,7 @@ class Design:
                     continue
                 if blk.scalar_out or blk.right is not None:
                     return None
-                A_ = blk.op.A
-                if hasattr(A_, "tocsr"):
-                    A2 = A_.tocsr().multiply(A_.tocsr()).tocsr()
-                    rowtop = np.zeros(n)
-                    for r in range(n):
-                        d = A2.data[A2.indptr[r] : A2.indptr[r + 1]]
-                        rowtop[r] = (
-                            d.sum() if top is None or len(d) <= top else np.partition(d, len(d) - top)[-top:].sum()
-                        )
-                else:
-                    A2 = A_ * A_
-                    q = A2.shape[1]
-                    rowtop = (
-                        A2.sum(axis=1)
-                        if top is None or top >= q
-                        else np.partition(A2, q - top, axis=1)[:, -top:].sum(axis=1)
-                    )
+                rowtop = blk.op.row_top_sq(top)
                 acc += sc * sc * rowtop
             per += n * abs(t.coef) * c * w * acc
         rest = 0.0  # the terms without a sample axis: their own smoothness bound, exact in every f_i

@@ -15,11 +15,25 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..util import is_dask_array
+
 SPARSE_INPUT_FRACTION = 0.25  # use the column subset when at most this fraction of x is nonzero
 
 
 class DataOperator:
-    """A data matrix ``A`` (dense or sparse) with the operations solvers need."""
+    """A data matrix ``A`` (dense or sparse) with the operations solvers need.
+
+    ``DataOperator(A)`` with a dask array ``A`` builds the chunked implementation,
+    :class:`~sparsemodel.compile.chunked.DaskOperator` (same interface; dask imported only then)."""
+
+    chunked = False  # the data lives in row blocks (a dask array): each product is a pass over them
+
+    def __new__(cls, A: Any = None, rows_only: bool = False):
+        if cls is DataOperator and (is_dask_array(A) or getattr(A, "chunked", False)):
+            from .chunked import DaskOperator
+
+            return super().__new__(DaskOperator)
+        return super().__new__(cls)
 
     def __init__(self, A: Any, rows_only: bool = False):
         if isinstance(A, DataOperator):
@@ -134,6 +148,34 @@ class DataOperator:
         G = sub.T @ sub
         return G.toarray() if sp.issparse(G) else np.asarray(G)
 
+    def gram_rhs(
+        self, cols: np.ndarray, y: np.ndarray, w: np.ndarray | None = None, extra: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(M' W M, M' W y)`` for M = [A_S, extra] (S = ``cols``; ``extra`` an optional dense
+        (n, e) block of further columns, e.g. an intercept's) and row weights ``w`` (None: W = I):
+        the normal equations of a restricted least-squares problem, in one pass over the data."""
+        sub = self.columns(cols, keep_sparse=True)
+        if extra is not None and extra.shape[1]:
+            sub = sp.hstack([sub, sp.csc_matrix(extra)]).tocsc() if sp.issparse(sub) else np.hstack([sub, extra])
+        wsub = sub if w is None else (sp.diags(w) @ sub if sp.issparse(sub) else sub * w[:, None])
+        G = wsub.T @ sub
+        return (G.toarray() if sp.issparse(G) else np.asarray(G)), np.asarray(wsub.T @ y).ravel()
+
+    def row_top_sq(self, top: int | None) -> np.ndarray:
+        """Per row, the sum of its ``top`` largest squared entries (None: all of them); paper 002's
+        sample smoothness l_s reads it (:meth:`Design.sample_smoothness`)."""
+        n = self.shape[0]
+        if self.sparse:
+            A2 = self.csr.multiply(self.csr).tocsr()
+            if top is None:
+                return np.asarray(A2.sum(axis=1)).ravel()
+            out = np.zeros(n)
+            for r in range(n):
+                d = A2.data[A2.indptr[r] : A2.indptr[r + 1]]
+                out[r] = d.sum() if len(d) <= top else np.partition(d, len(d) - top)[-top:].sum()
+            return out
+        return _dense_row_top_sq(self.A, top)
+
     def left_multiply(self, U: np.ndarray) -> DataOperator:
         """The operator ``A @ U`` (U a dense (q, r) basis): the data of a reduced problem."""
         return DataOperator(np.asarray(self.A @ U) if not self.sparse else np.asarray(self.csr @ U))
@@ -142,4 +184,12 @@ class DataOperator:
         return self.A.toarray() if self.sparse else self.A
 
 
-__all__ = ["DataOperator", "SPARSE_INPUT_FRACTION"]
+def _dense_row_top_sq(A: np.ndarray, top: int | None) -> np.ndarray:
+    A2 = A * A
+    q = A2.shape[1]
+    if top is None or top >= q:
+        return A2.sum(axis=1)
+    return np.partition(A2, q - top, axis=1)[:, -top:].sum(axis=1)
+
+
+__all__ = ["DataOperator", "SPARSE_INPUT_FRACTION", "is_dask_array"]

@@ -137,6 +137,7 @@ class LoweredProblem:
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
         self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
+        self.progress: Any = None  # a callable(iteration, f) the solvers' History reports to
 
     # ------------------------------------------------------------------ copies
     def fresh(self) -> LoweredProblem:
@@ -398,11 +399,22 @@ class LoweredProblem:
         elif method == "lbfgs":
             u, its, converged, f = self._lbfgs(cols, u0, r, tol)
         else:
-            rd = self.design.reduced(cols)
-            if method == "lstsq":
+            ne = self.design.normal_equations(cols) if method == "lstsq" and self.design.chunked else None
+            if ne is not None:  # chunked data: X_S'X_S and X_S'y in one pass, a Cholesky on the driver
+                G, h, c0 = ne
+                u, its = kernels.lstsq_normal(G + np.diag(0.5 * r) if r is not None else G, h), 1
+                f = (
+                    c0
+                    + float(u @ (G @ u))
+                    - 2.0 * float(h @ u)
+                    + (0.5 * float(np.sum(r * u * u)) if r is not None else 0)
+                )
+            elif method == "lstsq":
+                rd = self.design.reduced(cols)
                 u, its = kernels.lstsq(rd, r), 1
                 f = kernels.evaluate(rd, u, 0, r)[0]
             else:
+                rd = self.design.reduced(cols)
                 res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol, give_up=give_up)
                 if not np.isfinite(res.values[0]):  # the start lies outside the loss's domain
                     u1 = self.inside_domain(_embed(cols, u0, self.n))[cols]

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError, ModelError, ShapeError, Span
+from ..util import is_dask_array
 
 # curvature
 CONSTANT = "constant"
@@ -140,7 +141,7 @@ def as_expr(v: Any, span: Span | None = None) -> Expr:
         raise ModelError(f"a boolean ({v}) cannot be used in an expression", span)
     if isinstance(v, (int, float, np.integer, np.floating)):
         return Constant(float(v), span=span)
-    if sp.issparse(v) or isinstance(v, np.ndarray) or isinstance(v, (list, tuple)):
+    if sp.issparse(v) or isinstance(v, np.ndarray) or isinstance(v, (list, tuple)) or is_dask_array(v):
         return Data(v, span=span)
     raise ModelError(f"cannot use a value of type {type(v).__name__} in a model expression", span)
 
@@ -421,6 +422,11 @@ class Data(Leaf):
     """Data bound to a name (a matrix, vector or scalar; dense or scipy.sparse)."""
 
     def __init__(self, value: Any, name: str | None = None, span: Span | None = None, kind: str | None = None):
+        if is_dask_array(value):
+            if value.ndim >= 2:  # a chunked matrix stays lazy: checked in one pass, never loaded whole
+                self._init_dask(value, name, span, kind)
+                return
+            value = value.compute()  # a vector of length n lives in memory (the driver's residuals)
         try:
             if sp.issparse(value):
                 v = value.tocsr().astype(float)
@@ -447,6 +453,45 @@ class Data(Leaf):
         self.value = v
         self.kind = kind
 
+    def _init_dask(self, value: Any, name: str | None, span: Span | None, kind: str | None) -> None:
+        """A dask matrix: float64, NaN/inf and the sign from one lazy pass (no copy in memory)."""
+        import dask
+        import dask.array as da
+
+        if value.dtype.kind not in "biuf":
+            raise DataError(
+                f"data {name or ''} is a dask array of {value.dtype} values, not numbers",
+                span,
+                "give a numeric dask array",
+            )
+        v = value.astype(float) if value.dtype != np.float64 else value
+        parts = dask.compute(*[dask.delayed(_block_summary)(b) for b in v.to_delayed().ravel()])
+        n_nan, n_bad = sum(r[0] for r in parts), sum(r[1] for r in parts)  # one pass, one task per block
+        lo, hi = min(r[2] for r in parts), max(r[3] for r in parts)
+        if n_bad:
+            row = int(np.argmax(np.asarray((~da.isfinite(v)).any(axis=1).compute())))
+            col = int(np.argmax(~np.isfinite(np.asarray(v[row].compute()))))
+            first = [(row, col)]
+            what = " and ".join(
+                t for t in (f"{n_nan} NaN" if n_nan else "", f"{n_bad - n_nan} infinite" if n_bad > n_nan else "") if t
+            )
+            raise DataError(
+                f"data {name or f'of shape {fmt_shape(v.shape)}'} holds {what} value(s) (first at index "
+                f"{tuple(int(i) for i in first[0])})",
+                span,
+                "remove or impute the missing values before building the model",
+            )
+        super().__init__(v.shape, name, span)
+        self.value = v
+        self.kind = kind
+        lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+        self._sign = NONNEG if lo >= 0 else NONPOS if hi <= 0 else ANYSIGN
+
+    @property
+    def chunked(self) -> bool:
+        """The value is a dask array (held in row blocks, on disk or on a cluster)."""
+        return is_dask_array(self.value)
+
     def _curvature(self) -> str:
         return CONSTANT
 
@@ -455,6 +500,19 @@ class Data(Leaf):
 
     def forward(self, vals: list[Any]) -> Any:
         return self.value
+
+
+def _block_summary(B: np.ndarray) -> tuple[int, int, float, float]:
+    """(NaN count, non-finite count, min, max) of one block of a dask matrix."""
+    B = np.asarray(B, dtype=float)
+    if B.size == 0:
+        return 0, 0, 0.0, 0.0
+    fin = np.isfinite(B)
+    if fin.all():
+        return 0, 0, float(B.min()), float(B.max())
+    vals = B[fin]
+    lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 0.0)
+    return int(np.isnan(B).sum()), int(B.size - fin.sum()), lo, hi
 
 
 class Parameter(Leaf):

@@ -216,8 +216,11 @@ class History:
         self.oracle = lp.oracle
         self.clock = clock
         self.rows: dict[str, list[float]] = {"objective": [], "time_s": [], "ifo": [], "ht": []}
+        self.progress = getattr(lp, "progress", None)  # a progress bar of the session (or None)
 
     def log(self, f: float, **extra: float) -> None:
+        if self.progress is not None:
+            self.progress(len(self.rows["objective"]) + 1, float(f))
         self.rows["objective"].append(float(f))
         self.rows["time_s"].append(self.clock())
         self.rows["ifo"].append(float(self.oracle.ifo))

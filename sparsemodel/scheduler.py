@@ -1,0 +1,120 @@
+"""Where the passes over chunked (dask) data run: ``scheduler=`` in Python, ``--scheduler`` on the CLI.
+
+===================  ====================================================================
+``None`` (default)   NumPy/scipy data: nothing changes. Dask data: dask's threaded scheduler
+                     in this process (no start-up cost; one thread per core)
+``"threads"``        the same, explicitly
+``"synchronous"``    every task in the calling thread (debugging, exact reproducibility)
+``"local"``          an embedded ``distributed.LocalCluster`` in this process (threads, a
+                     memory manager, the dashboard), closed at the end of the call
+``"tcp://host:8786"`` (or ``host:8786``)  a running dask scheduler (``dask scheduler`` and
+                     ``dask worker tcp://host:8786`` on the machines): the row blocks are
+                     persisted on its workers, the driver keeps vectors and small matrices
+a ``Client``         an existing ``distributed.Client`` (left open)
+===================  ====================================================================
+
+The same model file runs unchanged on a laptop and on a cluster; only ``--scheduler`` differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import ModelError
+
+NAMED = ("threads", "synchronous", "local")
+CONNECT_TIMEOUT = "10s"
+
+
+class SchedulerError(ModelError):
+    kind = "scheduler error"
+
+
+def uses_dask(problem: Any) -> bool:
+    """Whether some data of the problem is a dask array."""
+    return any(getattr(d, "chunked", False) for d in problem.data.values())
+
+
+def check_scheduler(spec: Any) -> None:
+    """Refuse a scheduler that is neither a name, an address nor a Client (before any work)."""
+    if spec is None or not isinstance(spec, str):
+        return
+    if spec in NAMED or re.match(r"^(tcp|tls|inproc|ws|wss|ucx)://\S+$", spec) or re.match(r"^[\w.\-]+:\d+$", spec):
+        return
+    raise SchedulerError(
+        f"unknown scheduler {spec!r}",
+        hint="use threads, synchronous, local, or the address of a dask scheduler such as tcp://host:8786",
+    )
+
+
+@contextlib.contextmanager
+def use_scheduler(spec: Any, problem: Any = None) -> Iterator[Any]:
+    """Run the body with the scheduler ``spec`` (see the module docstring). With NumPy/scipy data
+    and no explicit scheduler nothing is imported or changed. Yields the Client when one is used."""
+    check_scheduler(spec)
+    if spec is None and (_ACTIVE or problem is None or not uses_dask(problem)):
+        yield None  # NumPy/scipy data, or an enclosing call chose the scheduler already
+        return
+    _ACTIVE.append(spec)
+    try:
+        with _scheduler(spec) as client:
+            yield client
+    finally:
+        _ACTIVE.pop()
+        if not _ACTIVE:
+            from .compile.chunked import forget_persisted
+
+            forget_persisted()
+
+
+_ACTIVE: list[Any] = []  # the schedulers of the enclosing use_scheduler calls
+
+
+@contextlib.contextmanager
+def _scheduler(spec: Any) -> Iterator[Any]:
+    try:
+        import dask
+    except ImportError:
+        raise SchedulerError(f"--scheduler {spec} needs dask", hint="pip install 'sparsemodel[dask]'") from None
+    if spec is None or spec in ("threads", "synchronous"):
+        with dask.config.set(scheduler=spec or "threads"):
+            yield None
+        return
+    if not isinstance(spec, str):  # a Client given by the caller: used, not closed
+        with dask.config.set(scheduler=spec):
+            yield spec
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SchedulerError(
+            f"--scheduler {spec} needs dask.distributed", hint="pip install 'sparsemodel[dask]'"
+        ) from None
+    cluster = None
+    try:
+        if spec == "local":
+            cluster = LocalCluster(processes=False, dashboard_address=None)
+            client = Client(cluster, set_as_default=False)
+        else:
+            address = spec if "://" in spec else f"tcp://{spec}"
+            client = Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        if cluster is not None:
+            cluster.close()
+        raise SchedulerError(
+            f"cannot reach the dask scheduler at {spec}: {exc}",
+            hint="start one with `dask scheduler` (and workers with `dask worker ADDRESS`), or use --scheduler local",
+        ) from None
+    try:
+        with client.as_current(), dask.config.set(scheduler=client):
+            yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+__all__ = ["NAMED", "SchedulerError", "check_scheduler", "use_scheduler", "uses_dask"]
