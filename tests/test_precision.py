@@ -77,6 +77,56 @@ def test_the_restricted_solve_of_the_model_matches_cvxpy():
     assert np.linalg.norm(a.x - b.x) <= 1e-5 * np.linalg.norm(b.x)
 
 
+def test_covsel_solves_the_graph_mle_as_cvxpy_does():
+    p = 14
+    S = sample_cov(truth(p, 5), 60, 6)
+    rng = np.random.default_rng(7)
+    mask = np.triu(rng.random((p, p)) < 0.3, 1)
+    mask = mask | mask.T | np.eye(p, dtype=bool)
+    res = kernels.covsel(S, mask, tol=1e-12, max_sweeps=1000)
+    ref, _ = precision_cvxpy(S, mask, 0.0, np.inf)
+    assert res.converged
+    assert np.all(res.Theta[~mask] == 0) and np.array_equal(res.Theta, res.Theta.T)
+    f = lambda O: -np.linalg.slogdet(O)[1] + np.sum(S * O)  # noqa: E731
+    assert f(res.Theta) <= f(ref) + 1e-10 and f(res.Theta) == pytest.approx(f(ref), rel=1e-8)
+    assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 5e-6  # cvxpy's own accuracy: ~1e-6
+    assert np.abs(np.where(mask, S - np.linalg.inv(res.Theta), 0)).max() < 1e-9  # KKT on the graph
+    warm = kernels.covsel(S, mask, tol=1e-12, max_sweeps=1000, W0=res.W)  # a solution's W: two sweeps
+    assert np.allclose(warm.Theta, res.Theta, atol=1e-9) and warm.sweeps == 2 < res.sweeps
+
+
+@pytest.mark.parametrize("active", [False, True])
+def test_the_default_restricted_solve_is_covsel_and_hands_an_active_box_to_the_admm(active):
+    p = 12
+    S = sample_cov(truth(p, 3), 30, 4)
+    rng = np.random.default_rng(8)
+    mask = np.triu(rng.random((p, p)) < 0.25, 1)
+    mle = kernels.covsel(S, mask | mask.T | np.eye(p, dtype=bool), tol=1e-12).Theta
+    lam = np.linalg.eigvalsh(mle)
+    alpha, beta = (lam[0] * 1.2, lam[-1] * 0.9) if active else (lam[0] * 0.5, lam[-1] * 2)
+    lp = problem(S, int(mask.sum()), alpha, beta).lower().fresh()
+    i, j = np.nonzero(mask)
+    cols = np.concatenate([i * p + j, j * p + i, np.arange(p) * (p + 1)])
+    a = lp.restricted_minimize(None, cols=cols)
+    b = lp.restricted_minimize(None, cols=cols, method="cvxpy")
+    assert a.method == "admm" if active else a.method == "covsel"
+    assert lp.oracle.counters.eig_decomps > 1 if active else lp.oracle.counters.eig_decomps == 1
+    assert abs(a.f - b.f) <= 1e-6 * max(1.0, abs(b.f))
+    assert np.linalg.norm(a.x - b.x) <= 1e-5 * np.linalg.norm(b.x)
+    ev = np.linalg.eigvalsh(a.x.reshape(p, p))
+    assert ev[0] >= alpha - 1e-8 and ev[-1] <= beta + 1e-8
+
+
+def test_grahtp_gives_the_same_answer_with_the_papers_admm_and_with_covsel():
+    O0 = truth(20, 9)
+    prob = problem(sample_cov(O0, 200, 10), len(edges(O0)))
+    a = prob.solve(solver="grahtp")
+    b = prob.solve(solver="grahtp", restricted="admm", admm_rho=0.5, admm_tol=1e-10)
+    assert edges(a.x) == edges(b.x)
+    assert np.allclose(a.x, b.x, atol=1e-6) and a.objective == pytest.approx(b.objective, abs=1e-8)
+    assert b.counters["eig_decomps"] > 5 * a.counters["eig_decomps"]  # the ADMM's eigen-decompositions
+
+
 @pytest.mark.parametrize("solver", ["grahtp", "grasp", "forward", "foba", "glasso"])
 def test_every_answer_is_symmetric_in_the_box_with_at_most_k_edges(solver):
     p, k = 20, 15

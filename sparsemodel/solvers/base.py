@@ -136,10 +136,48 @@ def restricted_option(purpose: str = "the restricted solves") -> Option:
     return Option(
         "auto",
         f"method of {purpose}: auto (QR/Cholesky for least squares, Newton for composite losses, "
-        "L-BFGS otherwise), lstsq, newton, lbfgs, cvxpy",
+        "L-BFGS otherwise; precision matrices: covsel, the ADMM where the box is active), lstsq, newton, "
+        "lbfgs, cvxpy, admm (paper 000, App. D.2), covsel",
         str,
         RESTRICTED_METHODS,
     )
+
+
+SUBPROBLEM13 = {  # option name -> key of LoweredProblem.admm_options (precision matrices, paper 000 (13))
+    "admm_tol": "tol",
+    "admm_rho": "rho",
+    "admm_max_iter": "max_iter",
+    "admm_adaptive": "adaptive",
+    "covsel_tol": "covsel_tol",
+    "covsel_max_sweeps": "covsel_max_sweeps",
+}
+
+
+def subproblem13_options() -> dict[str, Option]:
+    """The options of the precision-matrix restricted solve (13) every solver that handles the
+    eigenvalue box shares (used only on that model; see docs/precision.md)."""
+    return {
+        "admm_tol": Option(
+            1e-9, "(13) by ADMM: stop when both residuals <= admm_tol * (1 + ||O||_F)", float, low=0, open_low=True
+        ),
+        "admm_rho": Option(
+            1.0,
+            "(13) by ADMM: the initial penalty rho (later solves start from the last rho)",
+            float,
+            low=0,
+            open_low=True,
+        ),
+        "admm_max_iter": Option(5000, "(13) by ADMM: iterations (eigen-decompositions) per solve", int, low=1),
+        "admm_adaptive": Option(True, "(13) by ADMM: rescale rho to balance the residuals (false: fixed rho)", bool),
+        "covsel_tol": Option(
+            1e-6,
+            "(13) by covsel: stop when a sweep moves no regression coefficient by more than covsel_tol",
+            float,
+            low=0,
+            open_low=True,
+        ),
+        "covsel_max_sweeps": Option(100, "(13) by covsel: sweeps before falling back to the ADMM", int, low=1),
+    }
 
 
 @dataclass
@@ -287,6 +325,7 @@ class Solver:
         fitted by one restricted solve."""
         self.check(lp)
         lp = lp.fresh()
+        lp.admm_options.update({key: self.opts[name] for name, key in SUBPROBLEM13.items() if name in self.opts})
         why = lp.unbounded_direction()
         if why is None and lp.set is not None and lp.set.thresholds and lp.set.k == 0:
             return zero_budget(lp, self)

@@ -64,6 +64,7 @@ from .base import (
     initial_point,
     register,
     restricted_option,
+    subproblem13_options,
 )
 from .grasp import outside_domain
 from .greedy import edge_problem
@@ -107,6 +108,7 @@ class FoBa(Solver):
             "any",
         ),
         "restricted": restricted_option("the refits"),
+        **subproblem13_options(),
     }
 
     def run(self, lp: LoweredProblem) -> Result:

@@ -42,7 +42,18 @@ from ..compile import kernels
 from ..compile.lowered import Clock, LoweredProblem
 from ..compile.precision import EdgeMoves
 from ..errors import SolverError
-from .base import CONVERGED, History, Option, Result, Solver, check_k, finish, register, restricted_option
+from .base import (
+    CONVERGED,
+    History,
+    Option,
+    Result,
+    Solver,
+    check_k,
+    finish,
+    register,
+    restricted_option,
+    subproblem13_options,
+)
 from .tuning import check_search_options, search_lambda, search_options
 
 
@@ -71,6 +82,7 @@ class GLasso(Solver):
         ),
         "cvxpy_solver": Option("auto", "cvxpy solver for (G): auto (Clarabel, then SCS), CLARABEL or SCS", str),
         "restricted": restricted_option("the refit"),
+        **subproblem13_options(),
     }
 
     def run(self, lp: LoweredProblem) -> Result:

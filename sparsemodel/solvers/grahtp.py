@@ -73,6 +73,7 @@ from .base import (
     initial_point,
     register,
     restricted_option,
+    subproblem13_options,
 )
 
 STEP_RULES = ("auto", "local", "bb", "htp", "rss")
@@ -113,6 +114,7 @@ class GraHTP(Solver):
         ),
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
         "restricted": restricted_option("step S3"),
+        **subproblem13_options(),
     }
 
     def _curvature_step(self, lp: LoweredProblem, x: np.ndarray) -> float:

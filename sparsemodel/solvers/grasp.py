@@ -63,6 +63,7 @@ from .base import (
     initial_point,
     register,
     restricted_option,
+    subproblem13_options,
 )
 
 CYCLE_MEMORY = 8
@@ -100,6 +101,7 @@ class GraSP(Solver):
         ),
         "init": Option("zeros", "starting point: 'zeros' or an array (Python API)", "any"),
         "restricted": restricted_option("the debiasing steps"),
+        **subproblem13_options(),
     }
 
     def run(self, lp: LoweredProblem) -> Result:

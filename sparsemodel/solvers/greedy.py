@@ -54,6 +54,7 @@ from .base import (
     initial_point,
     register,
     restricted_option,
+    subproblem13_options,
 )
 
 RESTRICTED = restricted_option("the restricted solves (least squares: an incremental Cholesky factor)")
@@ -241,6 +242,7 @@ def _swap_options(max_iter_help: str) -> dict[str, Option]:
         "max_iter": Option(1000, max_iter_help, int, low=1),
         "min_decrease": MIN_DECREASE,
         "restricted": RESTRICTED,
+        **subproblem13_options(),
     }
 
 
