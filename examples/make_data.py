@@ -3,13 +3,14 @@
 python examples/make_data.py
     examples/data/linreg_{X,v,w}.npy      sparse_linreg.sm (paper 000, Section 6.1 design)
     examples/data/multitask_{X,Y,W}.npy   multitask_rank.sm (rank-5 multi-task regression)
+    examples/data/graph_{Z,O}.npy         precision.sm (paper 000, Section 6.3.1: p = 30, n = 200)
 """
 
 from pathlib import Path
 
 import numpy as np
 
-from sparsemodel.datasets import low_rank_regression, sparse_linear_regression
+from sparsemodel.datasets import low_rank_regression, sparse_linear_regression, sparse_precision
 
 out = Path(__file__).parent / "data"
 out.mkdir(exist_ok=True)
@@ -25,3 +26,9 @@ np.save(out / "multitask_X.npy", X)
 np.save(out / "multitask_Y.npy", Y)
 np.save(out / "multitask_W.npy", W)
 print(f"wrote {out}/multitask_X.npy {X.shape}, multitask_Y.npy {Y.shape}, multitask_W.npy (the true W, rank 5)")
+Z, O = sparse_precision(30, n=200, seed=0)
+np.save(out / "graph_Z.npy", Z)
+np.save(out / "graph_O.npy", O)
+print(
+    f"wrote {out}/graph_Z.npy {Z.shape}, graph_O.npy (the true precision matrix, {np.count_nonzero(np.triu(O, 1))} edges)"
+)

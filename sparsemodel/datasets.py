@@ -71,6 +71,19 @@ def correlated_regression(
     return X, X @ w + noise * rng.standard_normal(n), w
 
 
+def sparse_precision(p: int, n: int = 100, density: float = 0.1, seed: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The simulation of paper 000, Section 6.3.1: O = Theta + sigma I with the off-diagonal entries
+    of Theta equal to 1 with probability ``density`` (upper triangle, mirrored) and sigma chosen so
+    that cond(O) = p; Z holds n samples of N(0, O^{-1}). Returns (Z, O)."""
+    rng = np.random.default_rng(seed)
+    T = np.triu((rng.random((p, p)) < density).astype(float), 1)
+    T = T + T.T
+    lam = np.linalg.eigvalsh(T)
+    O = T + (lam[-1] - p * lam[0]) / (p - 1) * np.eye(p)
+    Z = rng.multivariate_normal(np.zeros(p), np.linalg.inv(O), size=n)
+    return Z, O
+
+
 def caravan() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The bundled Caravan insurance data: X (5822 x 85), labels v in {-1, +1} (Purchase = Yes is
     +1) and the feature names."""

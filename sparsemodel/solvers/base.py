@@ -426,7 +426,12 @@ def finish(
     extra: dict[str, Any] | None = None,
 ) -> Result:
     """Build the common Result (and the HT-stability certificate when a step gamma applies).
-    The bound and the support come from the constraint set."""
+    The bound and the support come from the constraint set. A precision matrix that is the last
+    restricted solve, done to the loose inner tolerance, is polished first (``lp.polish``)."""
+    if status in (CONVERGED, MAX_ITER):
+        xp = lp.polish(x)
+        if xp is not x:
+            x, f = xp, None
     if f is None:
         f = lp.oracle.peek(x)
     if not np.isfinite(f) and status not in (DIVERGED, UNBOUNDED):
