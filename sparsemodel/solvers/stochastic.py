@@ -257,7 +257,13 @@ class HSGHT(_Stochastic):
     options = {
         **COMMON,
         "tau": Option(1.0, "initial mini-batch size (s_t = ceil(tau * omega^t))", float, low=0, open_low=True),
-        "omega": Option(1.05, "growth factor of the mini-batch size per iteration (> 1)", float, low=1, open_low=True),
+        "omega": Option(
+            1.05,
+            "growth factor of the mini-batch size per iteration (> 1; a fixed batch size is sg_ht)",
+            float,
+            low=1,
+            open_low=True,
+        ),
     }
     momentum = False
 
