@@ -974,22 +974,21 @@ def covsel(
     d = np.diag(S).copy()
     nbrs = [np.flatnonzero(mask[j] & ~eye[j]) for j in range(p)]
     B: list[np.ndarray] = [np.zeros(0)] * p
+    rhs = [np.ascontiguousarray(S[nb, j]) for j, nb in enumerate(nbrs)]
     scale = tol  # on the regression coefficients b = -Theta_Nj / Theta_jj (scale-free)
     converged = False
     sweeps = 0
+    prev = None
     while sweeps < max_sweeps:
         sweeps += 1
-        moved = 0.0
         for j in range(p):
             nb = nbrs[j]
             if nb.size == 0:
                 continue
             rows = W.take(nb, 0)
-            _, b, info = dposv(rows.take(nb, 1), S[nb, j])
+            _, b, info = dposv(rows.take(nb, 1), rhs[j])
             if info != 0:
                 return CovselResult(np.diag(1.0 / d), W, sweeps, False)
-            if sweeps > 1:
-                moved = max(moved, float(np.max(np.abs(b - B[j]))))
             B[j] = b
             new = b @ rows
             new[j] = d[j]
@@ -997,9 +996,11 @@ def covsel(
             W[j, :] = new
         if not np.all(np.isfinite(W)):
             return CovselResult(np.diag(1.0 / d), W, sweeps, False)
-        if sweeps > 1 and moved <= scale:
+        coef = np.concatenate(B)
+        if prev is not None and (coef.size == 0 or float(np.max(np.abs(coef - prev))) <= scale):
             converged = True
             break
+        prev = coef
     Theta = np.zeros((p, p))
     for j in range(p):
         nb = nbrs[j]
