@@ -684,16 +684,48 @@ class LowRank(ConstraintSet):
         return f"budget r = {self.budget} of min({p}, {m}) = {min(p, m)}; projection: truncated SVD by {proj}; debias on the {side}"
 
 
+# ---------------------------------------------------------------------- convex side sets
+
+
+class SideSet(ConstraintSet):
+    """A convex set kept inside the restricted solves (``thresholds = False``): no budget, no
+    structure to select, and its restricted problem is the whole space. Subclasses give the
+    projection, ``contains``, the certificate and ``describe``."""
+
+    unit = ""
+    thresholds = False
+
+    @property
+    def limit(self) -> int:
+        return 0
+
+    def with_budget(self, b: int) -> SideSet:
+        raise ConstraintError(f"{self.constraint} has no bound to change", self.span)
+
+    def state(self, x: np.ndarray) -> None:
+        return None
+
+    def used(self, state: Any) -> int:
+        return 0
+
+    def same(self, a: Any, b: Any) -> bool:
+        return True
+
+    def empty(self) -> None:
+        return None
+
+    def subspace(self, state: Any) -> CoordSubspace:
+        return CoordSubspace(np.arange(self.n), self.n)
+
+
 # ---------------------------------------------------------------------- eigenvalue box
 
 
-class EigBox(ConstraintSet):
+class EigBox(SideSet):
     """``alpha <= eig(O) <= beta`` on a symmetric matrix variable: a convex set. Its projection
     clips the eigenvalues; it has no budget and no thresholding (it constrains restricted solves)."""
 
     kind = "eig_box"
-    unit = ""
-    thresholds = False
 
     def __init__(self, constraint: EigBoxConstraint, layout: Layout, S: np.ndarray | None = None):
         super().__init__(constraint, layout, None)
@@ -705,13 +737,6 @@ class EigBox(ConstraintSet):
         mask[self.W] = False
         self.free = np.flatnonzero(mask)
         self.coords = self.W
-
-    @property
-    def limit(self) -> int:
-        return 0
-
-    def with_budget(self, b: int) -> EigBox:
-        raise ConstraintError(f"{self.constraint} has no bound to change", self.span)
 
     def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, Any]:
         M = z[self.W].reshape(self.shape)
@@ -729,21 +754,6 @@ class EigBox(ConstraintSet):
         lam = self.eigenvalues(x)
         return bool(lam[0] >= self.alpha - tol and lam[-1] <= self.beta + tol)
 
-    def state(self, x: np.ndarray) -> None:
-        return None
-
-    def used(self, state: Any) -> int:
-        return 0
-
-    def same(self, a: Any, b: Any) -> bool:
-        return True
-
-    def empty(self) -> None:
-        return None
-
-    def subspace(self, state: Any) -> CoordSubspace:
-        return CoordSubspace(np.arange(self.n), self.n)
-
     def certificate(self, x: np.ndarray, g: np.ndarray, gamma: float, rtol: float = 1e-6) -> dict[str, Any]:
         lam = self.eigenvalues(x)
         return {"eig_min": float(lam[0]), "eig_max": float(lam[-1]), "alpha": self.alpha, "beta": self.beta}
@@ -756,7 +766,7 @@ class EigBox(ConstraintSet):
 # ---------------------------------------------------------------------- coordinate box
 
 
-class Box(ConstraintSet):
+class Box(SideSet):
     """``lo <= x <= hi`` coordinatewise over the flat vector (every box constraint of a problem,
     intersected: ``merge``). A convex side set (``thresholds = False``): its projection clips; the
     restricted solves keep their coordinates in it (projected Newton, L-BFGS-B with bounds, cvxpy);
@@ -764,8 +774,6 @@ class Box(ConstraintSet):
     (:meth:`CoordinateSparsity.with_box`). Coordinates with lo = hi are fixed."""
 
     kind = "box"
-    unit = ""
-    thresholds = False
 
     def __init__(self, constraint: BoxConstraint, layout: Layout):
         super().__init__(constraint, layout, None)
@@ -802,13 +810,6 @@ class Box(ConstraintSet):
         j = int(self.owner[i])
         return self.constraints[j if j >= 0 else -1]
 
-    @property
-    def limit(self) -> int:
-        return 0
-
-    def with_budget(self, b: int) -> Box:
-        raise ConstraintError(f"{self.constraint} has no bound to change", self.span)
-
     def clip(self, z: np.ndarray) -> np.ndarray:
         return np.clip(z, self.lo, self.hi)
 
@@ -821,21 +822,6 @@ class Box(ConstraintSet):
     def bounded(self, cols: np.ndarray) -> bool:
         """Whether any of the flat coordinates ``cols`` has a finite bound."""
         return bool(np.any(np.isfinite(self.lo[cols])) or np.any(np.isfinite(self.hi[cols])))
-
-    def state(self, x: np.ndarray) -> None:
-        return None
-
-    def used(self, state: Any) -> int:
-        return 0
-
-    def same(self, a: Any, b: Any) -> bool:
-        return True
-
-    def empty(self) -> None:
-        return None
-
-    def subspace(self, state: Any) -> CoordSubspace:
-        return CoordSubspace(np.arange(self.n), self.n)
 
     def certificate(self, x: np.ndarray, g: np.ndarray, gamma: float, rtol: float = 1e-6) -> dict[str, Any]:
         pg = x - self.clip(x - g)
@@ -873,6 +859,7 @@ __all__ = [
     "LowRank",
     "LowRankState",
     "LowRankSubspace",
+    "SideSet",
     "build_set",
     "top_k",
     "truncated_svd",
