@@ -29,6 +29,8 @@ summary.csv, speed.csv and figure6.png in ``--out``.
     python benchmarks/precision_synthetic.py                       # p = 30, 60, 120, 200; 20 reps
     python benchmarks/precision_synthetic.py --p 30,60 --reps 5    # a quick look
     python benchmarks/precision_synthetic.py --full                # 100 reps
+    python benchmarks/precision_synthetic.py --reps-at 200=5       # fewer at p = 200 (GraSP is slow there)
+    python benchmarks/precision_synthetic.py --p "" --speed-p 200  # the speed target alone
 """
 
 from __future__ import annotations
@@ -190,17 +192,55 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
+class RowWriter:
+    """rows.csv written as each replication finishes, so an interrupted run keeps what it measured."""
+
+    def __init__(self, path: Path):
+        self.path, self.fh, self.w = path, None, None
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        if self.w is None:
+            self.fh = open(self.path, "x", newline="")  # never overwrite
+            self.w = csv.DictWriter(self.fh, fieldnames=list(rows[0]))
+            self.w.writeheader()
+        self.w.writerows(rows)
+        self.fh.flush()
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+def parse_reps_at(specs: list[str]) -> dict[int, int]:
+    out = {}
+    for spec in specs:
+        try:
+            p, n = spec.split("=")
+            out[int(p)] = int(n)
+        except ValueError:
+            raise SystemExit(f"--reps-at {spec!r}: expected P=N, for example 200=5") from None
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--p", default="30,60,120,200", help="dimensions (comma separated)")
     ap.add_argument("--reps", type=int, default=20, help="replications per p (default 20)")
     ap.add_argument("--full", action="store_true", help="100 replications")
+    ap.add_argument(
+        "--reps-at",
+        action="append",
+        default=[],
+        metavar="P=N",
+        help="replications at one p (repeatable), e.g. 200=5: GraSP alone takes minutes per fit at p = 200",
+    )
     ap.add_argument("--greedy-max-p", type=int, default=60, help="largest p for forward and FoBa (default 60)")
     ap.add_argument("--speed-p", type=int, default=200, help="p of the speed measurement (0: skip)")
     ap.add_argument("--seed", type=int, default=0, help="first seed (replication r uses seed + r)")
     ap.add_argument("--out", default="benchmarks/out/precision_synthetic", help="output folder")
     a = ap.parse_args()
     reps = 100 if a.full else a.reps
+    reps_at = parse_reps_at(a.reps_at)
     ps = [int(s) for s in a.p.split(",") if s]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -208,12 +248,14 @@ def main() -> None:
         if (out / name).exists():
             raise SystemExit(f"{out / name} exists; choose another --out (results are never overwritten)")
     rows: list[dict[str, Any]] = []
+    writer = RowWriter(out / "rows.csv")
     with threadpool_limits(1):
         for p in ps:
             methods = [m for m in OURS if m not in ("forward", "foba") or p <= a.greedy_max_p]
             if p > a.greedy_max_p:
                 print(f"p = {p}: forward and FoBa skipped (p > --greedy-max-p = {a.greedy_max_p})")
-            for r in range(reps):
+            reps_p = reps_at.get(p, reps)
+            for r in range(reps_p):
                 seed = a.seed + 1000 * p + r
                 Z, O = sparse_precision(p, n=200, seed=seed)
                 S, Sv = mle_cov(Z[:100]), mle_cov(Z[100:])
@@ -221,10 +263,11 @@ def main() -> None:
                 ks = k_grid(len(truth), p)
                 fits: dict[str, dict[str, Any] | None] = {m: tune_ours(m, S, Sv, ks) for m in methods}
                 fits["sklearn"] = tune_sklearn(S, Sv)
+                new: list[dict[str, Any]] = []
                 for m, b in fits.items():
                     if b is None:
                         continue
-                    rows.append(
+                    new.append(
                         {
                             "p": p,
                             "rep": r,
@@ -240,9 +283,11 @@ def main() -> None:
                             "status": b["status"],
                         }
                     )
-                print(f"  p = {p} rep {r + 1}/{reps} done", file=sys.stderr, flush=True)
+                rows += new
+                writer.add(new)
+                print(f"  p = {p} rep {r + 1}/{reps_p} done", file=sys.stderr, flush=True)
+        writer.close()
         speed_row = speed(a.speed_p) if a.speed_p else None
-    write_csv(out / "rows.csv", rows)
     summary = []
     for p in ps:
         for m in [*OURS, "sklearn"]:
@@ -253,14 +298,15 @@ def main() -> None:
             for key in ("frobenius_error", "f_score", "seconds", "tune_seconds", "chosen_edges"):
                 entry[key], entry[key + "_se"] = mean_se([x[key] for x in rs])
             summary.append(entry)
-    write_csv(out / "summary.csv", summary)
-    print(f"\nFigure 6 protocol: n = 100 train + 100 validation, mean (standard error) over {reps} replications")
+    if summary:
+        write_csv(out / "summary.csv", summary)
+    print("\nFigure 6 protocol: n = 100 train + 100 validation, mean (standard error) over the replications")
     print(
-        f"{'p':>4} {'method':8} {'edges':>8} {'Frobenius error':>18} {'F-score':>16} {'solve s':>16} {'tuning s':>16}"
+        f"{'p':>4} {'method':8} {'reps':>4} {'edges':>8} {'Frobenius error':>18} {'F-score':>16} {'solve s':>16} {'tuning s':>16}"
     )
     for e in summary:
         print(
-            f"{e['p']:>4} {e['method']:8} {e['chosen_edges']:8.1f} {e['frobenius_error']:10.3f} ({e['frobenius_error_se']:.3f})"
+            f"{e['p']:>4} {e['method']:8} {e['reps']:>4} {e['chosen_edges']:8.1f} {e['frobenius_error']:10.3f} ({e['frobenius_error_se']:.3f})"
             f" {e['f_score']:8.3f} ({e['f_score_se']:.3f}) {e['seconds']:8.3f} ({e['seconds_se']:.3f})"
             f" {e['tune_seconds']:8.2f} ({e['tune_seconds_se']:.2f})"
         )
@@ -298,8 +344,11 @@ def main() -> None:
                 f"({'held' if s['ratio_grahtp_to_sklearn'] <= 2 else 'not held'}: target <= 2), paper's stop "
                 f"{s['ratio_paper_stop_to_sklearn']:.2f}"
             )
-    plot(summary, ps, out / "figure6.png")
-    print(f"\nwrote {out}/rows.csv, summary.csv, figure6.png" + (", speed.csv" if speed_row else ""))
+    if summary:
+        plot(summary, ps, out / "figure6.png")
+        print(f"\nwrote {out}/rows.csv, summary.csv, figure6.png" + (", speed.csv" if speed_row else ""))
+    elif speed_row is not None:
+        print(f"\nwrote {out}/speed.csv")
 
 
 def plot(summary: list[dict[str, Any]], ps: list[int], path: Path) -> None:
