@@ -807,6 +807,15 @@ class Design:
             return f, np.full(self.n, np.nan)
         return f, self.layout.symmetrize_grad(g)
 
+    def grad_from_derivs(self, d1s: list[np.ndarray]) -> np.ndarray:
+        """The gradient from each term's loss derivative phi'(z_t) (weights in, as :meth:`Term.derivs`
+        gives it) at a point: lin + sum_t c_t A_t' phi'(z_t), one transposed product per term and no
+        forward pass (a Newton solve ends with these derivatives)."""
+        g = self.lin.copy()
+        for t, d1 in zip(self.terms, d1s):
+            g += t.coef * t.map.vjp(d1)
+        return self.layout.symmetrize_grad(g)
+
     def hvp(self, x: np.ndarray, v: np.ndarray, bound: bool = False) -> np.ndarray:
         """Hessian at x times v; with ``bound`` the Hessian with phi'' replaced by its global bound
         (for smoothness constants valid everywhere)."""

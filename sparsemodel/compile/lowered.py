@@ -69,6 +69,18 @@ class RestrictedResult:
     method: str
     converged: bool = True
     g: np.ndarray | None = None  # gradient of f at x (without the ridge), when asked for
+    d1: list[np.ndarray] | None = None  # Newton solves: each design term's loss derivative at x (see grad_at)
+
+    def grad_at(self, lp: LoweredProblem) -> np.ndarray:
+        """The gradient of f (without the ridge) at x: ``g`` when it was asked for, else from the
+        loss derivatives the Newton solve ended with (one transposed product with the data, no
+        forward pass), else a full evaluation. Counted as one gradient evaluation either way."""
+        if self.g is not None:
+            return self.g
+        if self.d1 is not None:
+            lp.oracle.charge(grads=1, ifo=lp.n_samples)
+            return lp.design.grad_from_derivs(self.d1)
+        return lp.value_and_grad(self.x)[1]
 
 
 class _FlatLayout:
@@ -361,14 +373,14 @@ class LoweredProblem:
             if isinstance(self.set, CoordinateSparsity):
                 st = np.asarray(st, dtype=np.int64)
             sub = self.set.subspace(st)
+        ridge_part = 0.0
+        d1 = None
         if self.precision is not None and (method in ("admm", "covsel") or self.eigbox is not None):
             x, f, its, converged, method = self._precision_minimize(sub.cols, x0, method, ridge)
-            ridge_part = 0.0
         elif isinstance(sub, LowRankSubspace):
             x, f, its, converged, method = self._lowrank_minimize(sub, x0, method, tol)
-            ridge_part = 0.0
         else:
-            x, f, its, converged, ridge_part = self._coord_minimize(sub.cols, x0, ridge, method, tol, give_up)
+            x, f, its, converged, ridge_part, d1 = self._coord_minimize(sub.cols, x0, ridge, method, tol, give_up)
         start = x0 if x0 is not None else np.zeros(self.n)
         scale = 1.0 + float(np.linalg.norm(start))
         if (f is not None and f == -np.inf) or float(np.linalg.norm(x)) > 1e12 * scale:
@@ -378,16 +390,21 @@ class LoweredProblem:
         if (not converged or far) and give_up is None and self.runs_away(x, x - start):
             self._raise_unbounded(sub.dim, x, f)
         g = None
-        if grad:
+        if grad and d1 is not None and f is not None:  # from the solve's last loss derivatives
+            self.oracle.charge(grads=1, ifo=self.n_samples)
+            g = self.design.grad_from_derivs(d1)
+        elif grad:
             f, g = self.oracle.value_and_grad(x)
             f += ridge_part
         elif f is None:
             f = self.oracle.f(x) + ridge_part
-        return RestrictedResult(x, float(f), its, method, converged, g)
+        return RestrictedResult(x, float(f), its, method, converged, g, d1)
 
     def _coord_minimize(
         self, cols: np.ndarray, x0: np.ndarray | None, ridge: Any, method: str, tol: float, give_up: float | None = None
-    ) -> tuple[np.ndarray, float | None, int, bool, float]:
+    ) -> tuple[np.ndarray, float | None, int, bool, float, list[np.ndarray] | None]:
+        """(x, f or None, iterations, converged, the ridge's part of f, each term's loss derivative
+        at x when the Newton kernel ended with them (else None))."""
         r = None
         if ridge is not None and ridge[0] > 0:
             rho, R = ridge
@@ -397,10 +414,11 @@ class LoweredProblem:
             if not r.any():
                 r = None
         if self.box is not None and self.box.bounded(cols):
-            return self._box_minimize(cols, x0, r, method, tol)
+            return (*self._box_minimize(cols, x0, r, method, tol), None)
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
         converged = True
         f = None
+        d1 = None
         if method == "cvxpy":
             from .cvxpy_lower import restricted_cvxpy
 
@@ -430,11 +448,12 @@ class LoweredProblem:
                     u1 = self.inside_domain(_embed(cols, u0, self.n))[cols]
                     res = kernels.newton(rd, u1[None, :], ridge=r, tol=tol, give_up=give_up)
                 u, its, converged, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
+                d1 = res.d1 if np.isfinite(f) else None
             self.oracle.charge(grads=its, ifo=self.n_samples * its)
         x = np.zeros(self.n)
         x[cols] = u
         ridge_part = 0.5 * float(np.sum(r * u * u)) if r is not None else 0.0
-        return x, f, its, converged, ridge_part
+        return x, f, its, converged, ridge_part, d1
 
     def precision_mask(self, cols: np.ndarray) -> np.ndarray:
         """The support (p x p bool, symmetric) of the precision matrix spanned by flat coordinates."""
