@@ -377,7 +377,9 @@ def _newton(
     factor = None  # single problem: (Cholesky factor of the last Hessian, the curvatures it was formed from)
     prev_dec = np.full(m, np.inf)  # each problem's last Newton decrement
     everyone = np.arange(m)
-    operators = any(map(is_operator, rd.Js))
+    matrix_free = m == 1 and l1 is None and fixed is None and (D > MATRIX_FREE_DIM or any(map(is_operator, rd.Js)))
+    single = m == 1 and l1 is None and not matrix_free  # a restricted solve (polished below)
+    quad_finish = rd.quadratic and l1 is None and fixed is None and not matrix_free
     for _ in range(max_iter):
         iters += 1
         idx = np.flatnonzero(~done) if done.any() else everyone
@@ -393,8 +395,6 @@ def _newton(
             done[idx] = True
             conv[idx] = True
             break
-        matrix_free = m == 1 and l1 is None and fixed is None and (D > MATRIX_FREE_DIM or operators)
-        single = m == 1 and l1 is None and not matrix_free  # a restricted solve (polished below)
         lazy = (
             _stale_direction(st, factor, g[0], 2 * tol * (1.0 + abs(float(f[0]))))
             if single and factor is not None and not bad[0]
@@ -440,7 +440,7 @@ def _newton(
         stop |= bad
         done[idx[stop]] = True
         conv[idx[stop & ~bad]] = True
-        if single:  # one solve whose coefficients are used (not scoring)
+        if single and stop[0] and not bad[0]:  # one solve whose coefficients are used (not scoring)
             _polish(st, idx[stop & ~bad], step[stop & ~bad], f[stop & ~bad], vals)
         if give_up is not None and l1 is None:
             hopeless = ~stop & (f - 2.0 * dec > give_up)
@@ -478,7 +478,7 @@ def _newton(
         # no decrease along the direction: at the optimum up to rounding
         done[rows[pending]] = True
         conv[rows[pending]] = True
-        if rd.quadratic and l1 is None and fixed is None and not matrix_free:
+        if quad_finish:
             # one full Newton step solves a quadratic exactly
             fin = rows[accepted_full]
             done[fin] = True
@@ -517,7 +517,8 @@ def _single_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndar
     """The Newton step of one problem (H (1, D, D), g (1, D)) and the Cholesky factor it used
     (None when H was not numerically positive definite and a fallback gave the step)."""
     D = H.shape[1]
-    H0 = H[0] + (1e-14 * abs(np.trace(H[0])) / D) * np.eye(D)
+    H0 = H[0].copy()
+    H0.flat[:: D + 1] += 1e-14 * abs(np.trace(H0)) / D
     c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
     if info == 0:
         x, info = dpotrs(c, g[0])
