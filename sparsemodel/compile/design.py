@@ -42,6 +42,7 @@ from .structure import Composite, RawTerm, jacobian_columns
 
 DENSE_LIMIT = 1_000_000  # reduced columns are returned dense up to this many entries
 FULL_LIMIT = 4_000_000  # entries: cache a term's whole Jacobian below this
+SMALL_DENSE = 200_000  # entries: a sparse block this small is used dense
 
 
 class NotCanonical(Exception):
@@ -849,7 +850,12 @@ class Design:
             # a map without data (a ridge, a selection of x) has a sparse Jacobian of at most size entries per block
             sparse = getattr(t.map, "canonical", False) and all(b.op is None for b in t.map.blocks)
             keep = t.map.size * self.n <= FULL_LIMIT or (sparse and t.map.size * len(t.map.blocks) <= FULL_LIMIT)
-            self._full[i] = t.map.columns(np.arange(self.n)) if keep else None
+            F = t.map.columns(np.arange(self.n)) if keep else None
+            if F is not None and sp.issparse(F) and F.shape[0] * F.shape[1] <= SMALL_DENSE:
+                F = F.toarray()  # small: a dense column subset is cheaper than sparse indexing
+            if F is not None and not sp.issparse(F):
+                F = np.asfortranarray(F, dtype=float)  # a column subset gathers contiguous columns
+            self._full[i] = F
         return self._full[i]
 
     def term_columns(self, i: int, cols: np.ndarray) -> Any:
@@ -868,7 +874,7 @@ class Design:
             J = self.term_columns(i, cols)
             size = J.shape[0] * J.shape[1]
             # dense up to DENSE_LIMIT entries, except a large and mostly empty block (a ridge's selection)
-            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or size <= 200_000):
+            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or size <= SMALL_DENSE):
                 J = J.toarray()
             out.append(J)
         if len(self._cache) >= 8:
