@@ -587,9 +587,13 @@ def _stale_direction(
     dc = []
     for t_i, c0 in ref:
         c1 = st.rd.terms[t_i].coef * st.D[t_i][2][0]
-        q = np.divide(c1, c0, out=np.where(c1 == c0, 1.0, np.inf), where=c0 > 0)
-        lo = min(lo, float(q.min()))
-        hi = max(hi, float(q.max()))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = c1 / c0
+        qlo, qhi = float(q.min()), float(q.max())
+        if not (np.isfinite(qlo) and np.isfinite(qhi)):  # zero curvatures: 0/0 is no change, c/0 unbounded
+            q = np.divide(c1, c0, out=np.where(c1 == c0, 1.0, np.inf), where=c0 > 0)
+            qlo, qhi = float(q.min()), float(q.max())
+        lo, hi = min(lo, qlo), max(hi, qhi)
         dc.append((t_i, c1 - c0))
     if not lo > 0:
         return None
@@ -604,7 +608,10 @@ def _stale_direction(
         Es = np.zeros_like(s)
         for t_i, d in dc:
             J = st.rd.Js[t_i]
-            Es += _apply_t(J, (d * _apply(J, s[None, :])[0])[None, :])[0]
+            if st.dense[t_i]:
+                Es += (d * (J @ s)) @ J
+            else:
+                Es += _apply_t(J, (d * _apply(J, s[None, :])[0])[None, :])[0]
         s_new = s0 - dpotrs(c, Es)[0]
         corr = float(np.linalg.norm(c @ (s_new - s)))  # H0 = c'c (upper factor)
         s = s_new
