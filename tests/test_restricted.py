@@ -189,9 +189,20 @@ def test_stale_factor_steps_match_fresh_hessians(monkeypatch):
             out.append((x.copy(), f, act.grad()))
         return out
 
+    formed = [0]
+    hessians = kernels._State.hessians
+
+    def counting(self: kernels._State, idx: np.ndarray) -> np.ndarray:
+        formed[0] += 1
+        return hessians(self, idx)
+
+    monkeypatch.setattr(kernels._State, "hessians", counting)
+    monkeypatch.setattr(kernels, "STALE_MIN_DIM", 0)  # these problems are small: reuse factors anyway
     fast = run()
+    fast_hessians, formed[0] = formed[0], 0
     monkeypatch.setattr(kernels, "STALE_RATIO", 1.0)  # no curvature ever counts as unchanged: fresh Hessians
     fresh = run()
+    assert fast_hessians < formed[0]
     for (x1, f1, g1), (x2, f2, g2) in zip(fast, fresh):
         assert abs(f1 - f2) <= 1e-14 * abs(f2)
         assert np.abs(x1 - x2).max() <= 1e-10 * (1 + np.abs(x2).max())

@@ -386,6 +386,7 @@ def _newton(
     everyone = np.arange(m)
     matrix_free = m == 1 and l1 is None and fixed is None and (D > MATRIX_FREE_DIM or any(map(is_operator, rd.Js)))
     single = m == 1 and l1 is None and not matrix_free  # a restricted solve (polished below)
+    reuse = single and fixed is None and D >= STALE_MIN_DIM  # Hessians worth avoiding (see _stale_direction)
     quad_finish = rd.quadratic and l1 is None and fixed is None and not matrix_free
     for _ in range(max_iter):
         iters += 1
@@ -430,7 +431,7 @@ def _newton(
                     dec[a] = -float(g[a] @ step[a] + pen @ (np.abs(z) - np.abs(u)))
             elif single:
                 step, dec, c = _single_direction(H, g)
-                if c is not None and fixed is None:  # (held coordinates are outside E's form)
+                if c is not None and reuse:
                     factor = (c, _curvatures(st))
             else:
                 step, dec = _newton_direction(H, g)
@@ -560,6 +561,7 @@ def _curvatures(st: _State) -> list[tuple[int, np.ndarray]] | None:
 
 STALE_CG = 4  # conjugate-gradient iterations a stale factorization may take before a fresh Hessian is formed
 STALE_RATIO = 2.0  # ... when every curvature is within this factor of the factorized one's
+STALE_MIN_DIM = 12  # ... and has at least this many coordinates (below, a Hessian costs less than the CG products)
 
 
 def _stale_direction(
