@@ -349,7 +349,8 @@ def newton(
     finds no decrease (at the optimum numerically). ``give_up`` (smooth problems): a problem is
     abandoned (not converged) once its Newton model says it cannot get below this value,
     f - 2 * decrement > give_up -- for searches that only want minima below a threshold. A single
-    smooth problem (m = 1, dense Hessian) reuses its last Cholesky factor while the loss curvatures
+    smooth problem (m = 1, dense Hessian, at least ``STALE_MIN_DIM`` coordinates, none held fixed)
+    reuses its last Cholesky factor while the loss curvatures
     stay within a factor 2 of the factorized ones, with certified bounds on the decrement and on
     the step's error (:func:`_stale_direction`): the same stopping test and iteration counts, about
     40% fewer Hessians on warm-started solves.
