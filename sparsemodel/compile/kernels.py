@@ -314,6 +314,7 @@ class NewtonResult:
     iterations: int
     converged: np.ndarray  # (m,) bool
     d1: list[np.ndarray] | None = None  # m = 1: each term's loss derivative at the returned coefficients
+    hessian: tuple[np.ndarray, Any] | None = None  # m = 1: the last Hessian formed (ridge out) and its curvatures
 
 
 def newton(
@@ -331,6 +332,7 @@ def newton(
     give_up: float | None = None,
     lower: np.ndarray | None = None,
     upper: np.ndarray | None = None,
+    hint: tuple[np.ndarray, np.ndarray, Any] | None = None,
 ) -> NewtonResult:
     """Minimize m problems  f(u) [+ ridge/2 ||u||^2] [+ sum l1_j |u_j|]  over u = U[a].
 
@@ -356,7 +358,7 @@ def newton(
     40% fewer Hessians on warm-started solves.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
-        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin, lower, upper)
+        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin, lower, upper, hint)
 
 
 def _newton(
@@ -373,6 +375,7 @@ def _newton(
     extra_lin: np.ndarray | None = None,
     lower: np.ndarray | None = None,
     upper: np.ndarray | None = None,
+    hint: tuple[np.ndarray, np.ndarray, Any] | None = None,
 ) -> NewtonResult:
     U0 = np.atleast_2d(np.asarray(U0, dtype=float))
     m, D = U0.shape
@@ -389,6 +392,11 @@ def _newton(
     single = m == 1 and l1 is None and not matrix_free  # a restricted solve (polished below)
     reuse = single and fixed is None and D >= STALE_MIN_DIM  # Hessians worth avoiding (see _stale_direction)
     quad_finish = rd.quadratic and l1 is None and fixed is None and not matrix_free
+    last = None  # (the last Hessian formed without its ridge, the curvatures it was formed from)
+    if reuse and hint is not None:
+        made = _factor_from_hint(st, hint)
+        if made is not None:
+            factor, last = made
     for _ in range(max_iter):
         iters += 1
         idx = np.flatnonzero(~done) if done.any() else everyone
@@ -434,6 +442,7 @@ def _newton(
                 step, dec, c = _single_direction(H, g)
                 if c is not None and reuse:
                     factor = (c, _curvatures(st))
+                    last = (H[0] - np.diag(st.ridge) if st.ridge is not None else H[0], factor[1])
             else:
                 step, dec = _newton_direction(H, g)
         if l1 is not None:
@@ -503,7 +512,7 @@ def _newton(
             conv[rows[quad]] = True
         prev_dec[rows] = dec[go]
     d1 = st.d1(0) if m == 1 else None
-    return NewtonResult(vals, st.U, iters, conv, d1)
+    return NewtonResult(vals, st.U, iters, conv, d1, last)
 
 
 def _polish(st: _State, rows: np.ndarray, step: np.ndarray, f: np.ndarray, vals: np.ndarray) -> None:
@@ -520,6 +529,45 @@ def _polish(st: _State, rows: np.ndarray, step: np.ndarray, f: np.ndarray, vals:
     if ok.any():
         st.accept(rows, Ut, keep, ok)
         vals[rows[ok]] = ft[ok]
+
+
+def _factor_from_hint(st: _State, hint: tuple[np.ndarray, np.ndarray, Any]) -> Any:
+    """A Cholesky factor for the first step of a solve from the last Hessian of a previous solve on
+    other columns (a support one swap away): ``hint = (pos, G, ref)`` with G = sum_t J_t' diag(c0_t)
+    J_t on the previous columns (ridge out), c0 its curvatures ``ref``, and ``pos[k]`` the previous
+    position of column k (-1 for a new column). The columns kept reuse G's entries; a new one costs
+    one product with the data, J' diag(c0) J_k; the ridge is this solve's. H0 is then exactly the
+    Hessian at the curvatures c0, so :func:`_stale_direction` certifies the first step from it as
+    from any earlier factorization. None when the hint does not fit (other terms, sparse columns,
+    H0 not positive definite); else (the factor, (G, ref) for the next solve)."""
+    pos, G0, ref = hint
+    d = st.d
+    if ref is None or st.extra is not None or len(pos) != d or d == 0:
+        return None
+    terms = st.rd.terms
+    if [t_i for t_i in st.act if not terms[t_i].quadratic] != [t_i for t_i, _ in ref] or any(
+        terms[t_i].quadratic for t_i in st.act
+    ):
+        return None
+    if not all(st.dense[t_i] for t_i, _ in ref):
+        return None
+    kept = np.flatnonzero(pos >= 0)
+    new = np.flatnonzero(pos < 0)
+    G = np.empty((d, d))
+    G[np.ix_(kept, kept)] = G0[np.ix_(pos[kept], pos[kept])]
+    if new.size:
+        B = np.zeros((d, new.size))
+        for t_i, c0 in ref:
+            J = st.rd.Js[t_i]
+            B += J.T @ (c0[:, None] * J[:, new])
+        G[:, new] = B
+        G[new, :] = B.T
+    H0 = G + np.diag(st.ridge) if st.ridge is not None else G.copy()
+    H0.flat[:: d + 1] += 1e-14 * abs(np.trace(H0)) / d
+    c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
+    if info != 0:
+        return None
+    return (c, ref), (G, ref)
 
 
 def _single_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

@@ -141,8 +141,9 @@ class ActiveSet:
             self.x, self.f = self.ls.move(self.F, self.C, sel, rid)
         else:
             warm = self.x if x0 is None else x0
+            hint = self._result.hessian if self._result is not None else None  # the last solve's Hessian
             r = self.lp.restricted_minimize(
-                sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol, give_up=give_up
+                sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol, give_up=give_up, hint=hint
             )
             self.x, self.f = r.x, float(r.f)
             self._result = r
