@@ -355,7 +355,8 @@ def newton(
     reuses its last Cholesky factor while the loss curvatures
     stay within a factor 2 of the factorized ones, with certified bounds on the decrement and on
     the step's error (:func:`_stale_direction`): the same stopping test and iteration counts, about
-    40% fewer Hessians on warm-started solves.
+    40% fewer Hessians on warm-started solves. ``hint`` (such a problem): the last Hessian of a
+    previous solve on other columns, to start from (:func:`_factor_from_hint`).
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
         return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin, lower, upper, hint)
