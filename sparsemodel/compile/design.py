@@ -42,6 +42,7 @@ from .structure import Composite, RawTerm, jacobian_columns
 
 DENSE_LIMIT = 1_000_000  # reduced columns are returned dense up to this many entries
 FULL_LIMIT = 4_000_000  # entries: cache a term's whole Jacobian below this
+SMALL_DENSE = 200_000  # entries: a sparse block this small is used dense
 
 
 class NotCanonical(Exception):
@@ -807,6 +808,15 @@ class Design:
             return f, np.full(self.n, np.nan)
         return f, self.layout.symmetrize_grad(g)
 
+    def grad_from_derivs(self, d1s: list[np.ndarray]) -> np.ndarray:
+        """The gradient from each term's loss derivative phi'(z_t) (weights in, as :meth:`Term.derivs`
+        gives it) at a point: lin + sum_t c_t A_t' phi'(z_t), one transposed product per term and no
+        forward pass (a Newton solve ends with these derivatives)."""
+        g = self.lin.copy()
+        for t, d1 in zip(self.terms, d1s):
+            g += t.coef * t.map.vjp(d1)
+        return self.layout.symmetrize_grad(g)
+
     def hvp(self, x: np.ndarray, v: np.ndarray, bound: bool = False) -> np.ndarray:
         """Hessian at x times v; with ``bound`` the Hessian with phi'' replaced by its global bound
         (for smoothness constants valid everywhere)."""
@@ -840,7 +850,12 @@ class Design:
             # a map without data (a ridge, a selection of x) has a sparse Jacobian of at most size entries per block
             sparse = getattr(t.map, "canonical", False) and all(b.op is None for b in t.map.blocks)
             keep = t.map.size * self.n <= FULL_LIMIT or (sparse and t.map.size * len(t.map.blocks) <= FULL_LIMIT)
-            self._full[i] = t.map.columns(np.arange(self.n)) if keep else None
+            F = t.map.columns(np.arange(self.n)) if keep else None
+            if F is not None and sp.issparse(F) and F.shape[0] * F.shape[1] <= SMALL_DENSE:
+                F = F.toarray()  # small: a dense column subset is cheaper than sparse indexing
+            if F is not None and not sp.issparse(F):
+                F = np.asfortranarray(F, dtype=float)  # a column subset gathers contiguous columns
+            self._full[i] = F
         return self._full[i]
 
     def term_columns(self, i: int, cols: np.ndarray) -> Any:
@@ -859,7 +874,7 @@ class Design:
             J = self.term_columns(i, cols)
             size = J.shape[0] * J.shape[1]
             # dense up to DENSE_LIMIT entries, except a large and mostly empty block (a ridge's selection)
-            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or size <= 200_000):
+            if sp.issparse(J) and size <= DENSE_LIMIT and (J.nnz > 0.05 * size or size <= SMALL_DENSE):
                 J = J.toarray()
             out.append(J)
         if len(self._cache) >= 8:

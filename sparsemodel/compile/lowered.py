@@ -69,6 +69,19 @@ class RestrictedResult:
     method: str
     converged: bool = True
     g: np.ndarray | None = None  # gradient of f at x (without the ridge), when asked for
+    d1: list[np.ndarray] | None = None  # Newton solves: each design term's loss derivative at x (see grad_at)
+    hessian: Any = None  # Newton solves: (columns, their last Hessian, its curvatures): a hint for the next solve
+
+    def grad_at(self, lp: LoweredProblem) -> np.ndarray:
+        """The gradient of f (without the ridge) at x: ``g`` when it was asked for, else from the
+        loss derivatives the Newton solve ended with (one transposed product with the data, no
+        forward pass), else a full evaluation. Counted as one gradient evaluation either way."""
+        if self.g is not None:
+            return self.g
+        if self.d1 is not None:
+            lp.oracle.charge(grads=1, ifo=lp.n_samples)
+            return lp.design.grad_from_derivs(self.d1)
+        return lp.value_and_grad(self.x)[1]
 
 
 class _FlatLayout:
@@ -340,6 +353,7 @@ class LoweredProblem:
         cols: np.ndarray | None = None,
         grad: bool = False,
         give_up: float | None = None,
+        hint: Any = None,
     ) -> RestrictedResult:
         """min f(x) over the subspace of ``state`` (a support: positions into C; or the singular
         subspaces of a low-rank point); free coordinates are always optimized.
@@ -349,6 +363,8 @@ class LoweredProblem:
         of f at the solution (``result.g``). ``give_up`` (Newton): stop early, not converged, once
         the Newton model says the minimum cannot get below this value (a search that only wants
         supports better than a threshold; the value returned is still attained by the x returned).
+        ``hint``: the ``hessian`` of an earlier result (Newton), whose last Hessian may give this
+        solve its first steps without forming one (:func:`kernels._factor_from_hint`).
         """
         method = self.restricted_method(method)
         self.oracle.charge(solves=1)
@@ -361,14 +377,16 @@ class LoweredProblem:
             if isinstance(self.set, CoordinateSparsity):
                 st = np.asarray(st, dtype=np.int64)
             sub = self.set.subspace(st)
+        ridge_part = 0.0
+        d1 = hess = None
         if self.precision is not None and (method in ("admm", "covsel") or self.eigbox is not None):
             x, f, its, converged, method = self._precision_minimize(sub.cols, x0, method, ridge)
-            ridge_part = 0.0
         elif isinstance(sub, LowRankSubspace):
             x, f, its, converged, method = self._lowrank_minimize(sub, x0, method, tol)
-            ridge_part = 0.0
         else:
-            x, f, its, converged, ridge_part = self._coord_minimize(sub.cols, x0, ridge, method, tol, give_up)
+            x, f, its, converged, ridge_part, d1, hess = self._coord_minimize(
+                sub.cols, x0, ridge, method, tol, give_up, hint
+            )
         start = x0 if x0 is not None else np.zeros(self.n)
         scale = 1.0 + float(np.linalg.norm(start))
         if (f is not None and f == -np.inf) or float(np.linalg.norm(x)) > 1e12 * scale:
@@ -378,16 +396,29 @@ class LoweredProblem:
         if (not converged or far) and give_up is None and self.runs_away(x, x - start):
             self._raise_unbounded(sub.dim, x, f)
         g = None
-        if grad:
+        if grad and d1 is not None and f is not None:  # from the solve's last loss derivatives
+            self.oracle.charge(grads=1, ifo=self.n_samples)
+            g = self.design.grad_from_derivs(d1)
+        elif grad:
             f, g = self.oracle.value_and_grad(x)
             f += ridge_part
         elif f is None:
             f = self.oracle.f(x) + ridge_part
-        return RestrictedResult(x, float(f), its, method, converged, g)
+        return RestrictedResult(x, float(f), its, method, converged, g, d1, hess)
 
     def _coord_minimize(
-        self, cols: np.ndarray, x0: np.ndarray | None, ridge: Any, method: str, tol: float, give_up: float | None = None
-    ) -> tuple[np.ndarray, float | None, int, bool, float]:
+        self,
+        cols: np.ndarray,
+        x0: np.ndarray | None,
+        ridge: Any,
+        method: str,
+        tol: float,
+        give_up: float | None = None,
+        hint: Any = None,
+    ) -> tuple[np.ndarray, float | None, int, bool, float, list[np.ndarray] | None, Any]:
+        """(x, f or None, iterations, converged, the ridge's part of f, each term's loss derivative
+        at x when the Newton kernel ended with them (else None), (cols, last Hessian, curvatures)
+        of a Newton solve for the next one's ``hint`` (else None))."""
         r = None
         if ridge is not None and ridge[0] > 0:
             rho, R = ridge
@@ -397,10 +428,11 @@ class LoweredProblem:
             if not r.any():
                 r = None
         if self.box is not None and self.box.bounded(cols):
-            return self._box_minimize(cols, x0, r, method, tol)
+            return (*self._box_minimize(cols, x0, r, method, tol), None, None)
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
         converged = True
         f = None
+        d1 = hess = None
         if method == "cvxpy":
             from .cvxpy_lower import restricted_cvxpy
 
@@ -425,16 +457,19 @@ class LoweredProblem:
                 f = kernels.evaluate(rd, u, 0, r)[0]
             else:
                 rd = self.design.reduced(cols)
-                res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol, give_up=give_up)
+                kh = _hint_positions(hint, cols)
+                res = kernels.newton(rd, u0[None, :], ridge=r, tol=tol, give_up=give_up, hint=kh)
                 if not np.isfinite(res.values[0]):  # the start lies outside the loss's domain
                     u1 = self.inside_domain(_embed(cols, u0, self.n))[cols]
                     res = kernels.newton(rd, u1[None, :], ridge=r, tol=tol, give_up=give_up)
                 u, its, converged, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
+                d1 = res.d1 if np.isfinite(f) else None
+                hess = (cols, *res.hessian) if res.hessian is not None else None
             self.oracle.charge(grads=its, ifo=self.n_samples * its)
         x = np.zeros(self.n)
         x[cols] = u
         ridge_part = 0.5 * float(np.sum(r * u * u)) if r is not None else 0.0
-        return x, f, its, converged, ridge_part
+        return x, f, its, converged, ridge_part, d1, hess
 
     def precision_mask(self, cols: np.ndarray) -> np.ndarray:
         """The support (p x p bool, symmetric) of the precision matrix spanned by flat coordinates."""
@@ -957,6 +992,18 @@ class LoweredProblem:
 
 
 DOMAIN_TRIALS = (1.0, -1.0, 0.1, -0.1, 10.0, -10.0, 0.01, -0.01, 100.0, -100.0, 1e-3, -1e-3, 1e3, -1e3)
+
+
+def _hint_positions(hint: Any, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any] | None:
+    """A previous solve's (columns, Hessian, curvatures) as the kernel's hint for the columns
+    ``cols``: each column's position among the previous ones (-1 when new)."""
+    if hint is None or len(hint[0]) == 0:
+        return None
+    prev, G, ref = hint
+    order = np.argsort(prev, kind="stable")
+    ordered = prev[order]
+    at = np.minimum(np.searchsorted(ordered, cols), len(ordered) - 1)
+    return np.where(ordered[at] == cols, order[at], -1).astype(np.int64), G, ref
 
 
 def _embed(cols: np.ndarray, u: np.ndarray, n: int) -> np.ndarray:

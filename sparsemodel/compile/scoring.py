@@ -119,6 +119,7 @@ class ActiveSet:
         self.x = lp.zeros()
         self.f = float("nan")
         self.solves = 0
+        self._result: Any = None  # the last restricted solve (its loss derivatives give grad())
 
     # ------------------------------------------------------------------ moving
     def solve(
@@ -140,10 +141,12 @@ class ActiveSet:
             self.x, self.f = self.ls.move(self.F, self.C, sel, rid)
         else:
             warm = self.x if x0 is None else x0
+            hint = self._result.hessian if self._result is not None else None  # the last solve's Hessian
             r = self.lp.restricted_minimize(
-                sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol, give_up=give_up
+                sel, x0=warm, ridge=ridge, method=self.method, tol=self.tol, give_up=give_up, hint=hint
             )
             self.x, self.f = r.x, float(r.f)
+            self._result = r
         self.sel, self.ridge = sel, ridge
         return self.x, self.f
 
@@ -152,6 +155,8 @@ class ActiveSet:
         from the stored residual, -2 M'e (one pass over the data, no forward evaluation)."""
         if self.ls is not None:
             return -2.0 * self.ls.rmatvec(self.ls.e)
+        if self._result is not None:
+            return self._result.grad_at(self.lp)
         return self.lp.value_and_grad(self.x)[1]
 
     # ------------------------------------------------------------------ scoring
