@@ -334,14 +334,21 @@ def main() -> None:
         near_err = g["frobenius_error"] <= best_err["frobenius_error"] + max(g["frobenius_error_se"], 0.0)
         near_f = g["f_score"] >= best_f["f_score"] - max(g["f_score_se"], 0.0)
         slower = [m for m in GREEDY if m in es and es[m]["tune_seconds"] <= g["tune_seconds"]]
+        if not any(m in es for m in GREEDY):
+            speed_text = (
+                f"speed not judged (no other greedy method ran at this p; GraHTP tuning {g['tune_seconds']:.2f} s)"
+            )
+        else:
+            speed_text = (
+                f"speed {'holds' if not slower else 'fails (not slower: ' + ', '.join(slower) + ')'} "
+                f"(tuning {g['tune_seconds']:.2f} s against "
+                + ", ".join(f"{m} {es[m]['tune_seconds']:.2f} s" for m in GREEDY if m in es)
+                + ")"
+            )
         print(
             f"  p = {p}: error {'holds' if near_err else 'fails'} (GraHTP {g['frobenius_error']:.3f}, best "
             f"{best_err['method']} {best_err['frobenius_error']:.3f}); F-score {'holds' if near_f else 'fails'} "
-            f"(GraHTP {g['f_score']:.3f}, best {best_f['method']} {best_f['f_score']:.3f}); speed "
-            f"{'holds' if not slower else 'fails (not slower: ' + ', '.join(slower) + ')'} "
-            f"(tuning {g['tune_seconds']:.2f} s against "
-            + ", ".join(f"{m} {es[m]['tune_seconds']:.2f} s" for m in GREEDY if m in es)
-            + ")"
+            f"(GraHTP {g['f_score']:.3f}, best {best_f['method']} {best_f['f_score']:.3f}); {speed_text}"
         )
     if speed_row is not None:
         write_csv(out / "speed.csv", [speed_row])
