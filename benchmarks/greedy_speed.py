@@ -148,9 +148,9 @@ def main() -> None:
     args = ap.parse_args()
     limit = contextlib.nullcontext()
     if args.threads > 0:
-        from threadpoolctl import threadpool_limits
+        from pinning import pinned
 
-        limit = threadpool_limits(limits=args.threads)
+        limit = pinned(args.threads)
     print(f"cpus {os.cpu_count()}, BLAS threads {args.threads or 'default'}, load average at start {os.getloadavg()}")
     ok = True
     with limit:

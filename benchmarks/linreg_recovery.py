@@ -18,6 +18,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
+from pinning import pinned
 from tabulate import tabulate
 
 import sparsemodel as sm
@@ -116,4 +117,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with pinned(1):  # one BLAS/OpenMP thread for every contender
+        main()

@@ -41,7 +41,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from pinning import pinned
 
 import sparsemodel as sm
 
@@ -200,7 +200,7 @@ def main() -> None:
     print("Khan data, Section 6.3.2 protocol. NOT comparable with the paper's Table 4 (different data).")
     print(f"p = {a.p} genes by ANOVA F on the training samples; k by stratified 6-fold CV accuracy; 1 BLAS thread\n")
     rows = []
-    with threadpool_limits(1):
+    with pinned(1):
         res = one_split(Xtr, ytr, Xte, a.p, methods, a.seed)
         print("original split (63 training, 20 test samples)")
         print(

@@ -24,7 +24,7 @@ import statistics
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from pinning import pinned
 
 import sparsemodel as sm
 from sparsemodel.datasets import low_rank_regression
@@ -110,7 +110,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10, help="seeds in part 2 (default 10)")
     ap.add_argument("--csv", help="write part 2's rows as CSV")
     a = ap.parse_args()
-    with threadpool_limits(a.threads):
+    with pinned(a.threads):
         if a.part in (0, 1):
             d = part1(a.n, 2000, 500, 10, a.reps)
             print(f"part 1: n = {d['n']}, W {d['W']}, r = {d['r']}, BLAS threads {a.threads}")

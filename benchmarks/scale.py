@@ -90,10 +90,10 @@ def model(X, y, kind: str):
 
 
 def child(spec: dict) -> dict:
-    from threadpoolctl import threadpool_limits
+    from pinning import pinned
 
     out: dict = {}
-    with threadpool_limits(limits=spec["threads"]):
+    with pinned(spec["threads"]):
         method, kind = spec["method"], spec["kind"]
         if spec["part"] == "ooc":
             os.environ["SPARSEMODEL_MEMORY_LIMIT"] = str(int(spec["limit_gb"] * 2**30))

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
+from pinning import pinned
 
 import sparsemodel as sm
 
@@ -164,7 +164,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with threadpool_limits(a.threads):
+    with pinned(a.threads):
         for key, (prob, passes, title) in problems(which, a.n).items():
             passes = a.passes or passes
             res, fstar = run_all(prob, passes, a.seed)

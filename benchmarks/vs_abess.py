@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pinning import pinned
 from tabulate import tabulate
-from threadpoolctl import threadpool_limits
 
 import sparsemodel as sm
 from sparsemodel.datasets import caravan, sparse_linear_regression, sparse_logistic_regression
@@ -458,7 +458,7 @@ def main() -> None:
     if args.skscope and _skscope() is None:
         args.skscope = False
     rows: list[dict[str, Any]] = []
-    with threadpool_limits(1):
+    with pinned(1):
         for name in args.problems.split(","):
             t0 = time.perf_counter()
             cases = PROBLEMS[name](args)
