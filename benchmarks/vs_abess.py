@@ -251,7 +251,7 @@ def glm_cases(family: str, args: argparse.Namespace) -> list[Case]:
                     def loss(x, dd, ML=ML, pp=pp, jnp=jnp):
                         Wm = x[: pp * ML].reshape(pp, ML)
                         Zm = dd[0] @ Wm + x[pp * ML :]
-                        return jnp.sum(jnp.log(jnp.sum(jnp.exp(Zm), axis=1))) - jnp.sum(dd[1] * Zm)
+                        return jnp.sum(jax_lse(jnp, Zm)) - jnp.sum(dd[1] * Zm)  # stable: skscope aborts on inf
 
                     skf = skscope_fit(lp, k, loss, (X, Y))
                 cases.append(Case("multinomial", f"n={n} p={p} k={k} seed={seed}", lp, fit, skf))
