@@ -571,20 +571,29 @@ def _factor_from_hint(st: _State, hint: tuple[np.ndarray, np.ndarray, Any]) -> A
     return (c, ref), (G, ref)
 
 
+def _cholesky_step(H0: np.ndarray, g0: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """The Newton step of one problem from a Cholesky factorization of its Hessian H0 (D, D), with
+    a relative jitter of 1e-14 on the diagonal (LAPACK called directly: small D is common); the
+    step, its decrement and the factor, or None when H0 is not numerically positive definite."""
+    D = H0.shape[0]
+    H0 = H0.copy()
+    H0.flat[:: D + 1] += 1e-14 * abs(np.trace(H0)) / D
+    c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
+    if info != 0:
+        return None
+    x, info = dpotrs(c, g0)
+    step = -x
+    dec = -float(g0 @ step)
+    return (step, dec, c) if info == 0 and dec >= 0 else None
+
+
 def _single_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The Newton step of one problem (H (1, D, D), g (1, D)) and the Cholesky factor it used
     (None when H was not numerically positive definite and a fallback gave the step)."""
-    D = H.shape[1]
-    H0 = H[0].copy()
-    H0.flat[:: D + 1] += 1e-14 * abs(np.trace(H0)) / D
-    c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
-    if info == 0:
-        x, info = dpotrs(c, g[0])
-        step = -x
-        dec = -float(g[0] @ step)
-        if info == 0 and dec >= 0:
-            return step[None, :], np.array([dec]), c
-    step, dec = _newton_direction(H, g)
+    out = _cholesky_step(H[0], g[0])
+    if out is not None:
+        return out[0][None, :], np.array([out[1]]), out[2]
+    step, dec = _newton_direction(H, g, cholesky_tried=True)
     return step, dec, None
 
 
@@ -709,17 +718,12 @@ def _stale_direction(
     return None
 
 
-def _newton_direction(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _newton_direction(H: np.ndarray, g: np.ndarray, cholesky_tried: bool = False) -> tuple[np.ndarray, np.ndarray]:
     m, D, _ = H.shape
-    if m == 1:  # the restricted solves: one Cholesky factorization (LAPACK called directly: small D is common)
-        H0 = H[0] + (1e-14 * abs(np.trace(H[0])) / D) * np.eye(D)
-        c, info = dpotrf(H0, lower=False, clean=False, overwrite_a=True)
-        if info == 0:
-            x, info = dpotrs(c, g[0])
-            step = -x
-            dec = -float(g[0] @ step)
-            if info == 0 and dec >= 0:
-                return step[None, :], np.array([dec])
+    if m == 1 and not cholesky_tried:  # the restricted solves: one Cholesky factorization
+        out = _cholesky_step(H[0], g[0])
+        if out is not None:
+            return out[0][None, :], np.array([out[1]])
     trace = np.einsum("mii->m", H)
     Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
     try:
