@@ -422,7 +422,7 @@ def _newton(
             step, dec = _cg_direction(st, g[0])
             step, dec = step[None, :], np.array([dec])
         elif lazy is not None:  # a certified step from an earlier factorization: no new Hessian
-            step, dec = lazy[0][None, :], np.array([lazy[1]])
+            step, dec = lazy[0][None, :], np.array([lazy[1]])  # the caller's test: dec <= bound stops
         else:
             factor = None
             H = st.hessians(idx)
@@ -563,23 +563,28 @@ def _factor_from_hint(st: _State, hint: tuple[np.ndarray, np.ndarray, Any]) -> A
             B += J.T @ (c0[:, None] * J[:, new])
         G[:, new] = B
         G[new, :] = B.T
-    H0 = G + np.diag(st.ridge) if st.ridge is not None else G.copy()
-    H0.flat[:: d + 1] += 1e-14 * abs(np.trace(H0)) / d
-    c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
-    if info != 0:
+    c = _cholesky(G + np.diag(st.ridge) if st.ridge is not None else G)
+    if c is None:
         return None
     return (c, ref), (G, ref)
 
 
-def _cholesky_step(H0: np.ndarray, g0: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
-    """The Newton step of one problem from a Cholesky factorization of its Hessian H0 (D, D), with
-    a relative jitter of 1e-14 on the diagonal (LAPACK called directly: small D is common); the
-    step, its decrement and the factor, or None when H0 is not numerically positive definite."""
+def _cholesky(H0: np.ndarray) -> np.ndarray | None:
+    """The upper Cholesky factor of H0 (D, D) with a relative jitter of 1e-14 on the diagonal
+    (LAPACK called directly: small D is common; H0 is not modified), or None when H0 is not
+    numerically positive definite."""
     D = H0.shape[0]
     H0 = H0.copy()
     H0.flat[:: D + 1] += 1e-14 * abs(np.trace(H0)) / D
     c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
-    if info != 0:
+    return c if info == 0 else None
+
+
+def _cholesky_step(H0: np.ndarray, g0: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """The Newton step of one problem from the Cholesky factor of its Hessian H0 (:func:`_cholesky`):
+    the step, its decrement and the factor, or None when H0 is not numerically positive definite."""
+    c = _cholesky(H0)
+    if c is None:
         return None
     x, info = dpotrs(c, g0)
     step = -x
@@ -629,10 +634,11 @@ def _stale_direction(
     g: np.ndarray,
     f: float,
     bound: float,
-) -> tuple[np.ndarray, float, bool] | None:
+) -> tuple[np.ndarray, float] | None:
     """The Newton step of a restricted solve from an earlier iteration's Cholesky factor, without
     forming the Hessian, when its accuracy is certified; None otherwise (then the Hessian is formed
-    as usual). Returns (step, decrement, stop).
+    as usual). Returns (step, decrement): a decrement at most ``bound`` is the certified bound on
+    the true one (the solve stops), a larger one is the step's own.
 
     The Hessian is H = H0 + E with H0 the factorized one and E = sum_t J_t' diag(c_t - c0_t) J_t
     (the curvatures c_t = coef_t phi_t'' >= 0 moved; quadratic terms and the ridge do not). If
@@ -699,9 +705,9 @@ def _stale_direction(
         if dec >= 0:
             a = 0.5 * (e + np.sqrt(e * e + 4.0 * dec))
             if a * a <= bound and e <= max(dec, tiny):
-                return s, a * a, True
+                return s, a * a
             if a * a > bound and rz <= eta * eta * dec0 and dec > bound:
-                return s, dec, False
+                return s, dec
         if it == STALE_CG or rz <= 0:
             return None
         Hp = c.T @ (c @ p) + E_times(p)  # H0 = c'c (upper factor)
