@@ -95,8 +95,31 @@ def test_covsel_solves_the_graph_mle_as_cvxpy_does():
     assert np.allclose(warm.Theta, res.Theta, atol=1e-9) and warm.sweeps == 2 < res.sweeps
 
 
+def test_barrier_newton_solves_subproblem_13_as_cvxpy_does_with_an_active_box():
+    p = 10
+    S = sample_cov(truth(p, 0), 40, 1)
+    rng = np.random.default_rng(2)
+    mask = np.triu(rng.random((p, p)) < 0.3, 1)
+    mask = mask | mask.T | np.eye(p, dtype=bool)
+    mle = kernels.covsel(S, mask, tol=1e-12, max_sweeps=1000).Theta
+    lam = np.linalg.eigvalsh(mle)
+    alpha, beta = lam[0] * 1.3, lam[-1] * 0.8  # both ends of the box active
+    f = lambda O: -np.linalg.slogdet(O)[1] + np.sum(S * O)  # noqa: E731
+    ref, _ = precision_cvxpy(S, mask, alpha, beta)
+    for start in (None, mle):  # cold, and from the graph's MLE outside the box
+        res = kernels.logdet_box_newton(S, mask, alpha, beta, Theta0=start)
+        assert res.converged and res.gap <= 1e-11
+        assert np.all(res.Theta[~mask] == 0) and np.array_equal(res.Theta, res.Theta.T)
+        ev = np.linalg.eigvalsh(res.Theta)
+        assert alpha <= ev[0] <= alpha * (1 + 1e-8) and beta * (1 - 1e-8) <= ev[-1] <= beta  # both ends active
+        assert f(res.Theta) <= f(ref) + 1e-8 and f(res.Theta) == pytest.approx(f(ref), rel=1e-8)
+        assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 1e-5  # cvxpy's own accuracy
+    free = kernels.logdet_box_newton(S, mask)  # no box: plain Newton for the graph's MLE, as covsel
+    assert free.converged and np.allclose(free.Theta, mle, rtol=1e-8, atol=1e-10)
+
+
 @pytest.mark.parametrize("active", [False, True])
-def test_the_default_restricted_solve_is_covsel_and_hands_an_active_box_to_the_admm(active):
+def test_the_default_restricted_solve_is_covsel_and_hands_an_active_box_to_barrier_newton(active):
     p = 12
     S = sample_cov(truth(p, 3), 30, 4)
     rng = np.random.default_rng(8)
@@ -109,12 +132,34 @@ def test_the_default_restricted_solve_is_covsel_and_hands_an_active_box_to_the_a
     cols = np.concatenate([i * p + j, j * p + i, np.arange(p) * (p + 1)])
     a = lp.restricted_minimize(None, cols=cols)
     b = lp.restricted_minimize(None, cols=cols, method="cvxpy")
-    assert a.method == "admm" if active else a.method == "covsel"
-    assert lp.oracle.counters.eig_decomps > 1 if active else lp.oracle.counters.eig_decomps == 1
-    assert abs(a.f - b.f) <= 1e-6 * max(1.0, abs(b.f))
+    assert a.method == "newton" if active else a.method == "covsel"
+    assert lp.oracle.counters.eig_decomps == 1  # covsel's box check; Newton takes none
+    assert (lp.oracle.counters.newton_steps > 0) == active
+    assert a.f <= b.f + 1e-8 and abs(a.f - b.f) <= 1e-6 * max(1.0, abs(b.f))
     assert np.linalg.norm(a.x - b.x) <= 1e-5 * np.linalg.norm(b.x)
     ev = np.linalg.eigvalsh(a.x.reshape(p, p))
     assert ev[0] >= alpha - 1e-8 and ev[-1] <= beta + 1e-8
+
+
+def test_an_active_box_on_a_large_support_goes_to_the_admm(monkeypatch):
+    from sparsemodel.compile import lowered
+
+    monkeypatch.setattr(lowered, "BOX_NEWTON_MIN", 0)
+    monkeypatch.setattr(lowered, "BOX_NEWTON_RATIO", 1)  # every support with edges counts as large
+    p = 12
+    S = sample_cov(truth(p, 3), 30, 4)
+    rng = np.random.default_rng(8)
+    mask = np.triu(rng.random((p, p)) < 0.25, 1)
+    mle = kernels.covsel(S, mask | mask.T | np.eye(p, dtype=bool), tol=1e-12).Theta
+    lam = np.linalg.eigvalsh(mle)
+    lp = problem(S, int(mask.sum()), lam[0] * 1.2, lam[-1] * 0.9).lower().fresh()
+    i, j = np.nonzero(mask)
+    cols = np.concatenate([i * p + j, j * p + i, np.arange(p) * (p + 1)])
+    a = lp.restricted_minimize(None, cols=cols)
+    b = lp.restricted_minimize(None, cols=cols, method="newton")
+    assert a.method == "admm" and b.method == "newton"
+    assert lp.oracle.counters.eig_decomps > 1
+    assert abs(a.f - b.f) <= 1e-6 * max(1.0, abs(b.f)) and b.f <= a.f + 1e-10
 
 
 def test_grahtp_gives_the_same_answer_with_the_papers_admm_and_with_covsel():

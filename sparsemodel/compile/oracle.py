@@ -34,6 +34,7 @@ class Counters:
     ht: int = 0
     restricted_solves: int = 0
     eig_decomps: int = 0  # eigen-decompositions (the ADMM of precision-matrix restricted solves)
+    newton_steps: int = 0  # barrier Newton steps of precision-matrix restricted solves under an active box
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in fields(self)}
@@ -58,10 +59,19 @@ class Oracle:
 
     # ------------------------------------------------------------------ counting
     def charge(
-        self, *, ifo: int = 0, grads: int = 0, funcs: int = 0, solves: int = 0, hvps: int = 0, eigs: int = 0
+        self,
+        *,
+        ifo: int = 0,
+        grads: int = 0,
+        funcs: int = 0,
+        solves: int = 0,
+        hvps: int = 0,
+        eigs: int = 0,
+        newton: int = 0,
     ) -> None:
         c = self.counters
         c.eig_decomps += int(eigs)
+        c.newton_steps += int(newton)
         c.ifo += int(ifo)
         c.grad_evals += int(grads)
         c.func_evals += int(funcs)

@@ -136,8 +136,9 @@ def restricted_option(purpose: str = "the restricted solves") -> Option:
     return Option(
         "auto",
         f"method of {purpose}: auto (QR/Cholesky for least squares, Newton for composite losses, "
-        "L-BFGS otherwise; precision matrices: covsel, the ADMM where the box is active), lstsq, newton, "
-        "lbfgs, cvxpy, admm (paper 000, App. D.2), covsel",
+        "L-BFGS otherwise; precision matrices: covsel, barrier Newton or the ADMM where the box is active), "
+        "lstsq, newton (precision matrices: the barrier Newton method), lbfgs, cvxpy, admm (paper 000, App. D.2), "
+        "covsel",
         str,
         RESTRICTED_METHODS,
     )
@@ -471,6 +472,8 @@ def finish(
             extra.setdefault("in_box", bool(lp.eigbox.contains(x)))
         if lp.oracle.counters.eig_decomps:
             extra.setdefault("eig_decomps", lp.oracle.counters.eig_decomps)
+        if lp.oracle.counters.newton_steps:
+            extra.setdefault("newton_steps", lp.oracle.counters.newton_steps)
     if s is not None and s.kind == "rank":
         st = s.state(x)
         extra.setdefault("rank", st.rank)
