@@ -520,12 +520,21 @@ def zero_budget(lp: LoweredProblem, solver: Solver) -> Result:
     return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
 
 
-def divergence_message(solver: str, f_start: float, f_now: float, step: float | None, step_name: str = "eta") -> str:
+def divergence_message(
+    solver: str,
+    f_start: float,
+    f_now: float,
+    step: float | None,
+    step_name: str = "eta",
+    advice: str | None = None,
+) -> str:
+    """The message of a run that diverged (f non-finite, or persistently above its start).
+    ``advice``: what to try besides a smaller step (default: backtracking, or rescaling the data)."""
     s = f" with {step_name}={step:.3g}" if step is not None else ""
+    tail = advice or f"or leave {step_name}='auto' with backtracking=true, or rescale the data (standardize(X))"
     return (
         f"{solver} diverged: the objective went from {f_start:.6g} to {f_now:.6g}{s}. "
-        f"Try a smaller {step_name} (for example {step_name}={(step or 1.0) / 10:.3g}), "
-        f"or leave {step_name}='auto' with backtracking=true, or rescale the data (standardize(X))."
+        f"Try a smaller {step_name} (for example {step_name}={(step or 1.0) / 10:.3g}), {tail}."
     )
 
 

@@ -38,7 +38,12 @@ paper itself warns about below (3). The rules:
 
 Every rule keeps f monotone by backtracking: an iteration that would increase f is rejected and
 eta halved (``backtracking=true``; ``false`` runs the fixed step unchanged and stops with status
-``diverged`` if f becomes non-finite or grows persistently).
+``diverged`` if f becomes non-finite or grows persistently). With backtracking f never increases,
+so a run is never ``diverged``: when no step size down to one that moves no coordinate lowers f,
+the last accepted iterate is returned as ``converged`` and the message says what happened. A step
+whose S2 keeps the current support is F(t) = F(t-1) without a new S3 (x already minimizes f on
+it; a re-solve could differ from x only by the restricted solve's tolerance, which on an
+ill-conditioned precision matrix read as an increase and halved eta down to 1e-14).
 
 Support-change line search (``search=true``, GraHTP only; a deviation, ``search=false`` is the
 paper's stopping rule): when the step leaves F(t) = F(t-1), eta is doubled until S2 selects another
@@ -194,7 +199,15 @@ class GraHTP(Solver):
             xt = x - eta * g  # S1
             warm, st = s.project(xt)  # S2: the projection, and F(t)
             lp.oracle.thresholded()
-            if debias:  # S3: debias on F(t), warm-started at the gradient step restricted to F(t)
+            same_support = s.same(st, st_prev)
+            if debias and same_support:
+                # F(t) = F(t-1): x is already the minimizer on F(t) (S3 of the last iteration), so S3 would
+                # return x again; a re-solve could differ from it only by the restricted solve's tolerance,
+                # which must not count as an increase of f (it made the backtracking below halve eta
+                # ~50 times down to 1e-14 and end in a false 'diverged' on an ill-conditioned precision
+                # matrix whose solves stopped 1e-9 short)
+                xn, fn, gn = x, f, g
+            elif debias:  # S3: debias on F(t), warm-started at the gradient step restricted to F(t)
                 r = lp.restricted_minimize(st, x0=warm, method=o["restricted"], grad=True)
                 xn, fn, gn = r.x, r.f, r.g
             else:  # S3': truncate
@@ -204,18 +217,20 @@ class GraHTP(Solver):
             if increased and o["backtracking"]:
                 eta /= 2.0
                 if eta < 1e-14 * (1.0 / max(np.abs(g).max(), 1e-300)):
-                    status, message = DIVERGED, divergence_message(self.name, f0, fn, eta)
+                    # every step size tried, down to a step that moves no coordinate, gave a higher f:
+                    # x (the last accepted iterate, f never increased) is a fixed point of the method
+                    status, message = CONVERGED, stalled_message(self.name, f0, f, fn, eta)
+                    hist.log(f, eta=eta)
                     break
                 it -= 1  # a rejected step is not an iteration
                 retry = True
                 continue
             if not np.isfinite(fn):
                 x, f = xn, fn
-                status, message = DIVERGED, divergence_message(self.name, f0, fn, eta)
+                status, message = DIVERGED, divergence_message(self.name, f0, fn, eta, advice=_advice(lp))
                 break
             increased = fn > f + 1e-12 * max(1.0, abs(f))
             grow = grow + 1 if increased else 0
-            same_support = s.same(st, st_prev)
             if search and same_support:  # the step did not move the support: search for one that does
                 found = self._support_change(lp, x, g, f, eta, st_prev)
                 if found is None:  # F(t) = F(t-1) and no larger step helps: x(t) = x(t-1) from now on
@@ -231,7 +246,7 @@ class GraHTP(Solver):
             x, f, g, st_prev = xn, fn, gn, st
             hist.log(f, eta=eta)
             if grow >= 10 and f > f0:
-                status, message = DIVERGED, divergence_message(self.name, f0, f, eta)
+                status, message = DIVERGED, divergence_message(self.name, f0, f, eta, advice=_advice(lp))
                 break
             if debias and same_support:  # F(t) = F(t-1): x(t) = x(t-1) from now on
                 status = CONVERGED
@@ -275,6 +290,22 @@ class GraHTP(Solver):
             if len(tried) > SEARCH_TRIES:
                 break
         return None
+
+
+def stalled_message(solver: str, f_start: float, f_now: float, f_tried: float, eta: float) -> str:
+    """What happened when backtracking found no step that lowers f: not a divergence (f only went down)."""
+    return (
+        f"{solver} stopped: the objective went down from {f_start:.6g} to {f_now:.6g}, and then no step size, "
+        f"down to eta = {eta:.3g} (a step that moves no coordinate), gave a lower objective (the last one tried "
+        f"ended at {f_tried:.6g}); the point returned is the last accepted iterate"
+    )
+
+
+def _advice(lp: LoweredProblem) -> str | None:
+    """The divergence hint for this problem: rescaling the data is no advice for a precision matrix."""
+    if lp.precision is not None:
+        return "or leave eta='auto' with backtracking=true"
+    return None
 
 
 @register
