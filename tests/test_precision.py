@@ -220,7 +220,39 @@ def test_auto_box_is_lus_rule_with_the_dimension():
     lp = problem(S, 5).lower()
     p, xi = 10, 1e-2
     a = 1 / (np.linalg.norm(S, 2) + p * xi)
-    assert lp.eigbox.alpha == pytest.approx(a) and lp.eigbox.beta == pytest.approx((p - a * np.trace(S)) / xi)
+    assert lp.eigbox.beta == pytest.approx((p - a * np.trace(S)) / xi)  # Lu's beta
+    assert lp.eigbox.alpha == pytest.approx(min(a, 1 / np.trace(S)))  # Lu's alpha, lowered to 1 / tr(S)
+    lp = problem(S, 5, "auto", 50.0).lower()
+    assert lp.eigbox.alpha == pytest.approx(min(a, 1 / np.trace(S))) and lp.eigbox.beta == 50.0
+    S1 = np.array([[1.0, 0.999], [0.999, 1.0]])  # nearly rank one: tr(S) ~ ||S||, Lu's alpha is the lower
+    a1 = 1 / (np.linalg.norm(S1, 2) + 2 * xi)
+    from sparsemodel.model.constraints import auto_box
+
+    assert auto_box(S1) == pytest.approx((a1, (2 - a1 * 2.0) / xi))
+
+
+def test_auto_box_lower_end_holds_every_graphs_mle():
+    """Lu's alpha bounds the l1 estimate; the l0 estimate on a graph keeps W_ii = S_ii, so its
+    smallest eigenvalue is at least 1 / tr(S), where the auto box puts alpha when Lu's is above it:
+    on random standardized data and random graphs Lu's alpha cuts some graphs' maximum-likelihood
+    estimates, 1 / tr(S) never does."""
+    from sparsemodel.model.constraints import lu_box
+
+    p, cut = 4, 0
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        Z = rng.standard_normal((40, p)) @ rng.standard_normal((p, p))
+        Z = (Z - Z.mean(0)) / Z.std(0)
+        S = np.cov(Z, rowvar=False, bias=True)
+        mask = np.triu(rng.random((p, p)) < 0.5, 1)
+        mask = mask | mask.T | np.eye(p, dtype=bool)
+        lam = np.linalg.eigvalsh(kernels.covsel(S, mask, tol=1e-12, max_sweeps=5000).Theta)[0]
+        lp = problem(S, 2).lower()
+        assert lp.eigbox.alpha == pytest.approx(min(lu_box(S)[0], 1 / np.trace(S)))
+        assert lam >= lp.eigbox.alpha * (1 - 1e-9)
+        cut += lam < lu_box(S)[0]
+    assert cut > 0  # Lu's alpha would have cut some of these graphs' estimates
+    assert "alpha lowered from Lu's" in lp.eigbox.describe()
 
 
 def test_glasso_admm_matches_cvxpy_and_scikit_learn():

@@ -31,7 +31,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConstraintError
-from ..model.constraints import BoxConstraint, Constraint, EigBoxConstraint, NnzConstraint, RankConstraint
+from ..model.constraints import (
+    AUTO,
+    BoxConstraint,
+    Constraint,
+    EigBoxConstraint,
+    NnzConstraint,
+    RankConstraint,
+    lu_box,
+)
 from .evaluator import Layout
 
 # ====================================================================== projections
@@ -731,6 +739,7 @@ class EigBox(SideSet):
         super().__init__(constraint, layout, None)
         self.alpha, self.beta = constraint.validate(S) or constraint.bounds(S)  # 'auto' needs the objective's S
         self.auto = constraint.auto
+        self.lu = lu_box(S, constraint.xi) if self.auto and S is not None else None  # the paper's box, for describe
         self.shape = tuple(constraint.variable.shape)
         self.W = layout.coords(constraint.variable)
         mask = np.ones(layout.n, dtype=bool)
@@ -759,7 +768,15 @@ class EigBox(SideSet):
         return {"eig_min": float(lam[0]), "eig_max": float(lam[-1]), "alpha": self.alpha, "beta": self.beta}
 
     def describe(self) -> str:
-        how = f" (auto: Lu's rule, xi = {self.constraint.xi:g})" if self.auto else ""
+        how = ""
+        if self.auto:
+            how = f" (auto: Lu's rule, xi = {self.constraint.xi:g}"
+            if self.lu is not None and self.constraint.lower == AUTO and self.alpha < self.lu[0]:
+                how += (
+                    f", with alpha lowered from Lu's {self.lu[0]:.6g} to 1/tr(S), the bound of every graph's "
+                    "maximum-likelihood estimate"
+                )
+            how += ")"
         return f"eigenvalues of {self.variable.name} in [{self.alpha:.6g}, {self.beta:.6g}]{how}"
 
 
