@@ -388,3 +388,48 @@ def test_a_covariance_with_nan_is_refused():
     S[1, 2] = np.nan
     with pytest.raises(sm.errors.DataError, match="NaN"):
         problem(S, 2, 0.1, 10.0)
+
+
+def breast_cancer_problem(entries: int) -> tuple[sm.Problem, np.ndarray]:
+    """Issue 21's case: standardized breast-cancer features (p = 30, cond(S) = 1e5), the auto box."""
+    datasets = pytest.importorskip("sklearn.datasets")
+    X = datasets.load_breast_cancer().data
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    S = np.cov(X, rowvar=False, bias=True)
+    O = sm.Variable((30, 30), symmetric=True, name="O")
+    cons = [sm.nnz(sm.offdiag(O)) <= entries, sm.eig(O).between("auto", "auto")]
+    return sm.Problem(sm.minimize(-sm.logdet(O) + sm.trace(S @ O)), cons), S
+
+
+def test_breast_cancer_precision_matrix_solves_without_false_divergence():
+    """Issue 21: grahtp ended 'diverged' (f only decreased) after 250k eigen-decompositions; the
+    default must now end 'converged', in the box to 1e-8, at most at forward's objective."""
+    prob, S = breast_cancer_problem(80)
+    lp = prob.lower()
+    alpha, beta = lp.eigbox.alpha, lp.eigbox.beta
+    fwd = prob.solve("forward")
+    results = {"auto": prob.solve(), "grahtp": prob.solve("grahtp")}
+    assert results["auto"].solver == "auto" and results["auto"].extra["start"]
+    for name, r in results.items():
+        assert r.status == "converged" and "diverged" not in r.message, name
+        O = r.x
+        assert np.array_equal(O, O.T) and len(edges(O)) <= 40
+        ev = np.linalg.eigvalsh(O)
+        assert ev[0] >= alpha - 1e-8 and ev[-1] <= beta + 1e-8, name
+        assert r.objective == pytest.approx(-np.linalg.slogdet(O)[1] + np.sum(S * O), abs=1e-9)
+    assert results["auto"].objective <= fwd.objective + 1e-9
+    assert results["auto"].objective <= results["grahtp"].objective + 1e-9
+    assert results["auto"].counters["eig_decomps"] < 1000  # was 250,051
+
+
+def test_breast_cancer_with_the_upper_end_of_the_box_active():
+    """At 80 edges the graph's estimate has eigenvalues up to 3,407 > beta = 2,779: every restricted
+    solve there is the barrier Newton method, and the answer sits on the box's upper end."""
+    prob, S = breast_cancer_problem(160)
+    beta = prob.lower().eigbox.beta
+    r = prob.solve("grahtp")
+    assert r.status == "converged" and r.extra["newton_steps"] > 0
+    ev = np.linalg.eigvalsh(r.x)
+    assert ev[-1] <= beta + 1e-8 and ev[-1] >= beta * (1 - 1e-6)  # active
+    free = prob.lower().restricted_minimize(None, cols=np.flatnonzero(r.x.ravel()), method="newton")
+    assert free.f == pytest.approx(r.objective, abs=1e-9)  # the answer is (13)'s minimum on its graph
