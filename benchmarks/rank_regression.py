@@ -6,12 +6,19 @@ rank(W) <= 10. Reported: GraHTP's wall time per iteration (median over its itera
 run's history) against one full LAPACK SVD of a 2000 x 500 matrix (median of repetitions), in the
 same process with the same BLAS threads.
 
+Part 3 (issue 21): a free intercept next to the rank. Digits (scikit-learn's 8 x 8 images, the
+first 1300; without scikit-learn a synthetic stand-in of the same shape): the bottom 32 pixels Y
+regressed on the top 32 pixels X, W 32 x 32 of rank 2, with a free intercept (X @ W + b) and
+centered without it (Xc @ W - Yc, the same W); GraHTP's time per iteration for both (median of
+``--reps`` runs), their ratio, and the difference of the two W.
+
 Part 2: GraHTP, IHT (FG-HT) and the nuclear-norm baseline (tuned by binary search to exactly rank
 r, then debiased) on the multi-task problem of the issue (X 500 x 100, W* 100 x 30 of rank 5, 10
 seeds): time, objective, and relative error against the truth, beside the reduced-rank regression
 closed form (the global optimum) and the oracle fits on the true row space and on both spaces.
 
-    python benchmarks/rank_regression.py                 # both parts
+    python benchmarks/rank_regression.py                 # all three parts
+    python benchmarks/rank_regression.py --part 3         # the intercept figure alone
     python benchmarks/rank_regression.py --part 2 --seeds 3
     python benchmarks/rank_regression.py --threads 2 --csv rank.csv
 """
@@ -101,12 +108,53 @@ def part2(seeds: int) -> list[dict]:
     return rows
 
 
+def digits_halves(n: int = 1300) -> tuple[np.ndarray, np.ndarray, str]:
+    try:
+        from sklearn.datasets import load_digits
+
+        D, source = load_digits().data[:n], "scikit-learn digits"
+    except ImportError:  # a stand-in of the same shape: 64 correlated pixel intensities in 0..16
+        rng = np.random.default_rng(0)
+        D = np.clip(rng.standard_normal((n, 6)) @ rng.standard_normal((6, 64)) * 3 + 5, 0, 16).round()
+        source = "synthetic stand-in"
+    return D[:, :32], D[:, 32:], source
+
+
+def part3(reps: int, r: int = 2) -> dict:
+    X, Y, source = digits_halves()
+    n, p = X.shape
+    m = Y.shape[1]
+    W, b = sm.Variable((p, m), name="W"), sm.Variable(m, name="b")
+    with_b = sm.Problem(sm.minimize(sm.sum_squares(X @ W + b - Y) / (2 * n)), [sm.rank(W) <= r])
+    Wc = sm.Variable((p, m), name="W")
+    Xc, Yc = X - X.mean(axis=0), Y - Y.mean(axis=0)
+    centered = sm.Problem(sm.minimize(sm.sum_squares(Xc @ Wc - Yc) / (2 * n)), [sm.rank(Wc) <= r])
+    out: dict = {"source": source, "n": n, "W": f"{p}x{m}", "r": r}
+    answers = {}
+    for name, prob in (("intercept", with_b), ("centered", centered)):
+        lp = prob.lower()
+        per, its = [], 0
+        for _ in range(reps):
+            res = sm.registry["grahtp"]().solve(lp)
+            per.append(res.time_s / max(res.iterations, 1))
+            its = res.iterations
+        out[f"{name}_iterations"] = its
+        out[f"{name}_per_iteration_s"] = statistics.median(per)
+        out[f"{name}_objective"] = res.objective
+        answers[name] = res.values["W"] if name == "intercept" else res.x
+    out["ratio"] = out["intercept_per_iteration_s"] / out["centered_per_iteration_s"]
+    out["W_rel_diff"] = rel(answers["intercept"], answers["centered"])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", type=int, choices=(0, 1, 2), default=0, help="1, 2, or 0 for both")
+    ap.add_argument("--part", type=int, choices=(0, 1, 2, 3), default=0, help="1, 2, 3, or 0 for all")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads for everything (default 1)")
     ap.add_argument("--n", type=int, default=2500, help="samples in part 1 (default 2500)")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions of the full SVD in part 1")
+    ap.add_argument(
+        "--reps", type=int, default=5, help="repetitions of the full SVD in part 1 and of the solves in part 3"
+    )
     ap.add_argument("--seeds", type=int, default=10, help="seeds in part 2 (default 10)")
     ap.add_argument("--csv", help="write part 2's rows as CSV")
     a = ap.parse_args()
@@ -121,6 +169,22 @@ def main() -> None:
             print(f"  time per GraHTP iteration (median): {d['per_iteration_s']:.3f} s")
             print(f"  one full SVD of a {d['W']} matrix (median of {a.reps}): {d['full_svd_s']:.3f} s")
             print(f"  ratio iteration / full SVD: {d['ratio_iteration_to_svd']:.2f}")
+        if a.part in (0, 3):
+            d = part3(a.reps)
+            print(
+                f"part 3: {d['source']}, n = {d['n']}, W {d['W']} of rank {d['r']}, GraHTP (medians of {a.reps}), "
+                f"BLAS threads {a.threads}"
+            )
+            for name in ("intercept", "centered"):
+                print(
+                    f"  {name:9s} X @ W{' + b' if name == 'intercept' else '    '}: "
+                    f"{d[name + '_per_iteration_s'] * 1e3:7.2f} ms per iteration, {d[name + '_iterations']} iterations, "
+                    f"objective {d[name + '_objective']:.10g}"
+                )
+            print(
+                f"  ratio intercept / centered per iteration: {d['ratio']:.2f}; "
+                f"relative difference of the two W: {d['W_rel_diff']:.1e}"
+            )
         if a.part in (0, 2):
             rows = part2(a.seeds)
             print(

@@ -107,6 +107,60 @@ def test_low_rank_restricted_solves_match_cvxpy(side, intercept):
     assert np.linalg.matrix_rank(got.x[: p * m].reshape(p, m), tol=1e-9) <= 2
 
 
+@pytest.mark.parametrize("side", ["column", "row", "both"])
+@pytest.mark.parametrize("extra", [False, True])
+def test_free_coordinates_eliminated_exactly_in_low_rank_least_squares(side, extra, monkeypatch):
+    """Free coordinates next to rank(W) <= r on least squares (an intercept b, and another variable
+    beta read through its own data): the Schur-complement solve equals the generic solve over the
+    whole reduced design to 1e-10, also with an all-zero feature (a singular Gram matrix)."""
+    from sparsemodel.compile.lowered import LoweredProblem
+
+    rng = np.random.default_rng(5)
+    n, p, m, q = 60, 7, 5, 3
+    X, Y, Z = rng.standard_normal((n, p)) + 2.0, rng.standard_normal((n, m)), rng.standard_normal((n, q))
+    X[:, 0] = 0.0  # a pixel that is always zero
+    W, b, beta = sm.Variable((p, m), name="W"), sm.Variable(m, name="b"), sm.Variable((q, m), name="beta")
+    fit = X @ W + b - Y + (Z @ beta if extra else 0)
+    obj = sm.sum_squares(fit) / (2 * n) + (0.1 * sm.sum_squares(beta) if extra else 0)
+    lp = sm.Problem(sm.minimize(obj), [sm.rank(W) <= 2]).lower()
+    lp = lp.with_set(lp.set.with_options(side=side))
+    x0 = rng.standard_normal(lp.n)
+    _, st = lp.set.project(x0)
+    real = LoweredProblem._lowrank_free_lstsq
+    used = []
+    monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", lambda self, *a: used.append(real(self, *a)) or used[-1])
+    got = lp.restricted_minimize(st, x0=x0)
+    assert used and used[0] is not None  # the elimination solved it
+    calls = []
+    monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", lambda self, *a: calls.append(1) or None)
+    ref = lp.restricted_minimize(st, x0=x0)  # the whole reduced design (a dense QR)
+    assert calls  # the generic solve ran, not the elimination
+    monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", real)
+    assert got.f == pytest.approx(ref.f, rel=1e-12, abs=1e-12)
+    assert np.linalg.norm(got.x - ref.x) <= 1e-10 * np.linalg.norm(ref.x)
+
+
+def test_grahtp_with_an_intercept_equals_the_centered_problem():
+    """Issue 21: X @ W + b (b free) and the centered problem Xc @ W - Yc have the same W (the
+    reduced-rank regression of the centered data) and b = mean(Y) - mean(X) W, to 1e-8."""
+    rng = np.random.default_rng(6)
+    X, Y, _ = multitask(6, n=300, p=20, m=12, r=3)
+    X = X + rng.standard_normal(20) * 3  # columns far from centered
+    Y = Y + rng.standard_normal(12) * 5
+    X[:, 3] = 0.0  # and one always zero (a singular Gram matrix)
+    n, p, m, r = 300, 20, 12, 3
+    W, b = sm.Variable((p, m), name="W"), sm.Variable(m, name="b")
+    with_b = sm.Problem(sm.minimize(sm.sum_squares(X @ W + b - Y) / (2 * n)), [sm.rank(W) <= r])
+    Xc, Yc = X - X.mean(axis=0), Y - Y.mean(axis=0)
+    centered = problem(Xc, Yc, r)
+    a, c = with_b.solve("grahtp", tol=1e-12), centered.solve("grahtp", tol=1e-12)
+    assert a.status == c.status == "converged"
+    Wa, ba = a.values["W"], a.values["b"]
+    assert rel_err(Wa, c.x) < 1e-8 and rel_err(Wa, rrr(Xc, Yc, r)) < 1e-8
+    np.testing.assert_allclose(ba, Y.mean(axis=0) - X.mean(axis=0) @ Wa, rtol=1e-10, atol=1e-10)
+    assert a.objective == pytest.approx(c.objective, rel=1e-10)
+
+
 def test_logistic_low_rank_uses_newton_on_the_reduced_design():
     rng = np.random.default_rng(4)
     n, p, m = 120, 8, 5

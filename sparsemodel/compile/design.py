@@ -1091,32 +1091,47 @@ class Design:
                     tot += blk.op.nnz
         return tot
 
-    def matrix_least_squares(self, q: int, k: int) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """Least squares in one matrix unknown C (q x k, the first q k coordinates, nothing else):
-        when every term is ``c_t ||s_t op_t C R + b_t||^2`` with a scalar s_t, no weights, and one
-        right factor R shared by all terms with orthonormal rows (or none), the problem decouples
-        into the normal equations G C = H with G = sum_t c_t s_t^2 op_t' op_t (q x q) and
-        H = -sum_t c_t s_t op_t' b_t R'. Returns (G, H, the constant ||b_t (I - R'R)||^2 part), or
-        None when the terms have another form (then the generic kernels apply). The low-rank
-        refits of a multi-task regression are of this form: a q x q system for all k columns at
-        once, with the data's Gram computed once (``DataOperator.gram_all``)."""
-        if self.n != q * k or self.lin.any() or not self.terms:
+    def matrix_least_squares(self, q: int, k: int, n_free: int = 0) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """Least squares in one matrix unknown C (q x k, the first q k coordinates): when every term
+        that reads C is ``c_t ||s_t op_t C R + (blocks of the other coordinates) + b_t||^2`` with a
+        scalar s_t, no weights, and one right factor R shared by all terms with orthonormal rows (or
+        none), the problem in C decouples into the normal equations G C = H with
+        G = sum_t c_t s_t^2 op_t' op_t (q x q) and H = -sum_t c_t s_t op_t' b_t R' (the other
+        coordinates at zero). Returns (G, H, the constant ||b_t (I - R'R)||^2 part), or None when the
+        terms have another form (then the generic kernels apply). The low-rank refits of a
+        multi-task regression are of this form: a q x q system for all k columns at once, with the
+        data's Gram computed once (``DataOperator.gram_all``).
+
+        ``n_free``: the design has n_free more coordinates after C (an intercept, other variables);
+        blocks that read only those are left out of G and H (terms that read only them are skipped;
+        they may have weights), so that G is the C-C block of the Hessian / 2 and -2 H the gradient
+        in C at C = 0, free coordinates 0 (:meth:`LoweredProblem._lowrank_free_lstsq` eliminates the
+        free coordinates with them). With n_free = 0 (the default) nothing else may be there."""
+        qk = q * k
+        if self.n != qk + n_free or self.lin.any() or not self.terms:
             return None
         R = None
         G = np.zeros((q, q))
         H = np.zeros((q, k))
         const = self.const
+        rights = []
         for t in self.terms:
             m = t.map
-            if not (t.quadratic and t.coef > 0 and t.weights is None and getattr(m, "canonical", False)):
+            if not (t.quadratic and t.coef > 0 and getattr(m, "canonical", False)):
                 return None
-            if len(m.blocks) != 1:
+            reads_c = [blk for blk in m.blocks if blk.coords.size and int(blk.coords.min()) < qk]
+            if not reads_c:  # a term of the free coordinates alone
+                if n_free:
+                    continue
                 return None
-            blk = m.blocks[0]
-            if blk.vshape != (q, k) or np.ndim(blk.scale) != 0 or not np.array_equal(blk.coords, np.arange(q * k)):
+            if len(reads_c) != 1 or t.weights is not None or (len(m.blocks) != 1 and not n_free):
+                return None
+            blk = reads_c[0]
+            if blk.vshape != (q, k) or np.ndim(blk.scale) != 0 or not np.array_equal(blk.coords, np.arange(qk)):
                 return None
             if blk.nshape != m.shape or len(m.shape) != 2:
                 return None
+            rights.append(blk.right)
             if blk.right is not None:
                 if R is None:
                     R = blk.right
@@ -1139,7 +1154,7 @@ class Design:
             else:
                 G += t.coef * s * s * blk.op.gram_all()
                 H -= t.coef * s * blk.op.rmatvec(Bp)
-        if R is not None and any(t.map.blocks[0].right is None for t in self.terms):
+        if not rights or (R is not None and any(r is None for r in rights)):
             return None
         return G, H, const
 

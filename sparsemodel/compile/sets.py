@@ -197,6 +197,17 @@ class LowRankSubspace:
         coordinates)."""
         return self.restrict(x)
 
+    def restrict_columns(self, M: np.ndarray) -> np.ndarray:
+        """:meth:`restrict` of each column of M (n x c), the matrix part only: (a b) x c, a x b =
+        ``cshape`` (C order), in one product per side."""
+        p, m = self.shape
+        T = M[self.W].reshape(p, m, -1)
+        if self.side in ("column", "alternate", "both"):
+            T = np.einsum("pr,pmc->rmc", self.U, T)
+        if self.side in ("row", "both"):
+            T = np.einsum("amc,rm->arc", T, self.Vt)
+        return T.reshape(-1, M.shape[1])
+
 
 # ====================================================================== the protocol
 
