@@ -47,7 +47,7 @@ from ..compile.lowered import Clock, LoweredProblem
 from ..compile.scoring import ActiveSet, SwapModel
 from .base import CONVERGED, DIVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
 from .grahtp import FGraHTP, GraHTP
-from .greedy import MIN_DECREASE, RESTRICTED, edge_forward, edge_problem, omp_steps
+from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, edge_problem, omp_steps
 
 
 @register
@@ -336,9 +336,9 @@ def edge_pipeline(solver: Solver, lp: LoweredProblem, clock: Clock) -> Result:
             r = GraHTP(restricted=o["restricted"]).run(lp)
             f_start = float(r.history["objective"][0]) if r.history.get("objective") else r.objective
         else:
-            fw = edge_forward(lp, solver, growth=EDGE_GROWTH if how == "doubling forward" else 0.0)
-            f_start = fw.objective
-            r = GraHTP(restricted=o["restricted"], init=lp.layout.pack(fw.values)).run(lp)
+            growth = EDGE_GROWTH if how == "doubling forward" else 0.0
+            x0, f_start, _ = edge_forward_path(lp, o["restricted"], growth)
+            r = GraHTP(restricted=o["restricted"], init=x0).run(lp)
         runs.append({"start": how, "start_objective": f_start, "objective": r.objective, "status": r.status})
         hist.log(r.objective)
         if best is None or (np.isfinite(r.objective) and not r.objective >= best.objective):

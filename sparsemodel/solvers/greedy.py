@@ -191,19 +191,28 @@ def edge_forward(lp: LoweredProblem, solver: Solver, growth: float = 0.0) -> Res
     edge whose single-edge exact line search lowers f the most (:class:`EdgeMoves`; scoring every
     candidate by a full refit would cost one ADMM per candidate), then refit on the support with
     the restricted solve (covsel, in the eigenvalue box when there is one). ``growth`` > 0 adds the
-    max(1, ceil(growth |F|)) best edges per step instead of one (a graph of k edges in about
+    max(1, ceil(growth |F|)) best edges per step instead of one (:func:`edge_forward_path`)."""
+    check_k(lp, solver.name)
+    clock = Clock()
+    hist = History(lp, clock)
+    x, f, steps = edge_forward_path(lp, solver.opts["restricted"], growth, hist)
+    return finish(lp, solver, x, CONVERGED, steps, clock, hist, f=f, extra={"scoring": "edge line search"})
+
+
+def edge_forward_path(
+    lp: LoweredProblem, method: str, growth: float = 0.0, hist: History | None = None
+) -> tuple[np.ndarray, float, int]:
+    """The steps of :func:`edge_forward`: (x, f, steps). ``growth`` > 0 adds the
+    max(1, ceil(growth |F|)) best edges per step (a graph of k edges in about
     log(k) / log(1 + growth) steps; a start of ``auto``)."""
     from ..compile.precision import EdgeMoves
 
-    check_k(lp, solver.name)
-    clock = Clock()
     moves = EdgeMoves(lp)
-    method = solver.opts["restricted"]
-    hist = History(lp, clock)
     units = np.empty(0, dtype=np.int64)
     r = lp.restricted_minimize(moves.positions(units), x0=initial_point(lp, "zeros"), method=method)
     x, f = r.x, r.f
-    hist.log(f)
+    if hist is not None:
+        hist.log(f)
     steps = 0
     while len(units) < lp.sparsity.k:
         cand = np.setdiff1d(np.arange(moves.n_units), units)
@@ -216,8 +225,9 @@ def edge_forward(lp: LoweredProblem, solver: Solver, growth: float = 0.0) -> Res
         lp.oracle.thresholded()
         r = lp.restricted_minimize(moves.positions(units), x0=x, method=method)
         x, f = r.x, r.f
-        hist.log(f)
-    return finish(lp, solver, x, CONVERGED, steps, clock, hist, f=f, extra={"scoring": "edge line search"})
+        if hist is not None:
+            hist.log(f)
+    return x, f, steps
 
 
 @register
