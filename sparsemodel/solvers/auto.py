@@ -286,7 +286,8 @@ class Auto(Solver):
     def plan(cls, lp: LoweredProblem, **opts: Any) -> str:
         """What the pipeline runs on this problem (``sparsemodel check`` prints it)."""
         if edge_problem(lp):
-            return " and ".join(edge_starts(lp)) + " starts, each refined by grahtp; the lowest objective kept"
+            st = edge_starts(lp)
+            return ", ".join(st[:-1]) + " and " + st[-1] + " starts, each refined by grahtp; the lowest objective kept"
         if _searchable(lp):
             starts = cls(**opts)._starts(lp)
             return " and ".join(starts) + (" start" if len(starts) == 1 else " starts") + ", then the swap search"
