@@ -135,9 +135,12 @@ def test_free_coordinates_eliminated_exactly_in_low_rank_least_squares(side, ext
     monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", lambda self, *a: calls.append(1) or None)
     ref = lp.restricted_minimize(st, x0=x0)  # the whole reduced design (a dense QR)
     assert calls  # the generic solve ran, not the elimination
+    zero_ref = lp.restricted_minimize(lp.set.empty())  # rank 0: the free coordinates alone
     monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", real)
     assert got.f == pytest.approx(ref.f, rel=1e-12, abs=1e-12)
     assert np.linalg.norm(got.x - ref.x) <= 1e-10 * np.linalg.norm(ref.x)
+    zero = lp.restricted_minimize(lp.set.empty())
+    assert zero.f == pytest.approx(zero_ref.f, rel=1e-12) and np.allclose(zero.x, zero_ref.x, atol=1e-10)
 
 
 def test_grahtp_with_an_intercept_equals_the_centered_problem():

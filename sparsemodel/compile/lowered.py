@@ -806,6 +806,15 @@ class LoweredProblem:
         form (the generic solve then runs)."""
         a, b = sub.cshape
         free = sub.free
+        if a * b == 0:  # rank 0 (a start at zero): the free coordinates alone
+            if self.design is None or not self.design.least_squares:
+                return None
+            g0, Hf = self._free_quadratic(free)
+            solve = _psd_solver(Hf[free])
+            if solve is None:
+                return None
+            self.oracle.charge(grads=1, ifo=self.n_samples)
+            return sub.embed(-solve(g0[free])), None, 1, True, "lstsq"
         ne = red.matrix_least_squares(a, b, n_free=len(free))
         if ne is None:
             return None
