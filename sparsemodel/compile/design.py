@@ -42,6 +42,7 @@ from .structure import Composite, RawTerm, jacobian_columns
 
 DENSE_LIMIT = 1_000_000  # reduced columns are returned dense up to this many entries
 FULL_LIMIT = 4_000_000  # entries: cache a term's whole Jacobian below this
+CHUNK_ENTRIES = 4_000_000  # entries per block of columns when streaming a Jacobian that is not kept
 SMALL_DENSE = 200_000  # entries: a sparse block this small is used dense
 
 
@@ -274,6 +275,27 @@ class AffineMap:
         c = np.asarray(cot, dtype=float).reshape(self.shape)
         for blk in self.blocks:
             blk.vjp(c, out, want)
+        return out
+
+    def vjp_columns(self, C: np.ndarray) -> np.ndarray:
+        """A' C for a (size, c) matrix of cotangents, as an (n, c) array: one transposed product
+        with the data for blocks that read a data operator through a vector view (X @ w), one
+        :meth:`Block.vjp` per column for the others."""
+        C = np.asarray(C, dtype=float).reshape(self.size, -1)
+        out = np.zeros((self.n, C.shape[1]))
+        for blk in self.blocks:
+            if (
+                blk.op is not None
+                and len(blk.vshape) == 1
+                and not blk.scalar_out
+                and blk.right is None
+                and blk.nshape == self.shape
+            ):
+                S = C * (np.asarray(blk.scale).reshape(-1)[:, None] if np.ndim(blk.scale) else float(blk.scale))
+                out[blk.coords] += np.asarray(blk.op.rmatvec(S)).reshape(len(blk.coords), -1)
+                continue
+            for j in range(C.shape[1]):
+                blk.vjp(C[:, j].reshape(self.shape), out[:, j])
         return out
 
     def columns(self, cols: np.ndarray) -> Any:
@@ -861,6 +883,77 @@ class Design:
     def term_columns(self, i: int, cols: np.ndarray) -> Any:
         F = self.full_columns(i)
         return F[:, cols] if F is not None else self.terms[i].map.columns(cols)
+
+    def _curvatures(self, x: np.ndarray | None) -> list[np.ndarray] | None:
+        """c_t * phi_t''(z_t) of every term at x (the constant ones of a quadratic design when x is
+        None); None when some term is row-wise (its Hessian is not J' diag(c) J)."""
+        out = []
+        for t in self.terms:
+            if t.rowwise:
+                return None
+            z = t.map.b if (x is None and t.quadratic) else t.map.value(x if x is not None else np.zeros(self.n))
+            out.append(t.coef * t.derivs(z, 2)[2])
+        return out
+
+    def hessian_columns(self, cols: np.ndarray, x: np.ndarray | None = None) -> np.ndarray | None:
+        """H[:, cols] (n, len(cols)) of the composite part at x (None: a quadratic design's constant
+        Hessian): sum_t J_t' diag(c_t phi_t'') J_t[:, cols], from the stored Jacobian when it is
+        kept, else from the columns and one transposed product with the data per block of columns
+        (no whole Jacobian formed). None for a row-wise term."""
+        curv = self._curvatures(x)
+        if curv is None:
+            return None
+        cols = np.asarray(cols, dtype=np.int64)
+        out = np.zeros((self.n, len(cols)))
+        for i, t in enumerate(self.terms):
+            J = self.full_columns(i)
+            step = max(1, CHUNK_ENTRIES // max(t.map.size, 1))
+            for lo in range(0, len(cols), step):
+                blk = cols[lo : lo + step]
+                Jb = J[:, blk] if J is not None else t.map.columns(blk)
+                L = (sp.diags(curv[i]) @ Jb).toarray() if sp.issparse(Jb) else curv[i][:, None] * np.asarray(Jb)
+                if J is not None:
+                    out[:, lo : lo + step] += np.asarray(J.T @ L)
+                elif hasattr(t.map, "vjp_columns"):
+                    out[:, lo : lo + step] += t.map.vjp_columns(L)
+                else:
+                    for j in range(L.shape[1]):
+                        out[:, lo + j] += t.map.vjp(L[:, j])
+        return out
+
+    def hessian_diagonal(self, x: np.ndarray | None = None, squares: list[Any] | None = None) -> np.ndarray | None:
+        """diag(H) of the composite part at x (None: a quadratic design's constant Hessian):
+        sum_t (J_t * J_t)' (c_t phi_t''). ``squares``: each term's stored J * J (or None), else the
+        columns are streamed in blocks (one pass over the data). None for a row-wise term."""
+        curv = self._curvatures(x)
+        if curv is None:
+            return None
+        out = np.zeros(self.n)
+        for i, t in enumerate(self.terms):
+            sq = squares[i] if squares is not None else None
+            if sq is not None:
+                out += np.asarray(sq.T @ curv[i]).ravel()
+                continue
+            step = max(1, CHUNK_ENTRIES // max(t.map.size, 1))
+            for lo in range(0, self.n, step):
+                blk = np.arange(lo, min(self.n, lo + step))
+                Jb = self.term_columns(i, blk)
+                if sp.issparse(Jb):
+                    out[blk] += np.asarray(Jb.multiply(Jb).T @ curv[i]).ravel()
+                else:
+                    Jb = np.asarray(Jb)
+                    out[blk] += np.einsum("ij,ij,i->j", Jb, Jb, curv[i])
+        return out
+
+    def row_square_sums(self, i: int, cols: np.ndarray) -> np.ndarray:
+        """sum_{j in cols} J_i[:, j]^2 (one value per entry of term i), the columns streamed in blocks."""
+        t = self.terms[i]
+        out = np.zeros(t.map.size)
+        step = max(1, CHUNK_ENTRIES // max(t.map.size, 1))
+        for lo in range(0, len(cols), step):
+            Jb = self.term_columns(i, cols[lo : lo + step])
+            out += np.asarray(Jb.multiply(Jb).sum(axis=1)).ravel() if sp.issparse(Jb) else np.einsum("ij,ij->i", Jb, Jb)
+        return out
 
     def columns(self, cols: np.ndarray) -> list[Any]:
         """Each term's Jacobian columns ``cols`` (cached for the last few column sets)."""

@@ -593,7 +593,7 @@ class SwapModel:
         Hc = lp.hessian_columns(B) if m == 1 and not any(v.symmetric for v in lp.layout.variables) else None
         if Hc is not None:  # a constant Hessian: its columns for B are cached, the diagonal comes from the squares
             HBB, HBI = Hc[B], Hc[Icols].T
-            HII[:, 0, 0] = _constant_diagonal(lp)[Icols]
+            HII[:, 0, 0] = lp.hessian_diagonal()[Icols]
         for ti, t in enumerate(d.terms if Hc is None else ()):
             z = t.map.value(x)
             stored = lp.stored_columns(ti)
@@ -797,29 +797,13 @@ def _one_slot(J: Any, m: int) -> tuple[np.ndarray, np.ndarray] | None:
     return V, cls
 
 
-def _constant_diagonal(lp: LoweredProblem) -> np.ndarray:
-    """diag(H) of a quadratic design (constant), from the stored squares of the Jacobians."""
-    d = lp.design
-    diag = np.zeros(lp.n)
-    for ti, t in enumerate(d.terms):
-        diag += t.coef * np.asarray(lp.stored_columns(ti)[1].T @ t.derivs(t.map.b, 2)[2]).ravel()
-    return diag
-
-
 def _screen(lp: LoweredProblem, x: np.ndarray, g: np.ndarray, cols: np.ndarray, m: int) -> np.ndarray:
     """Candidate units (rows of ``cols``, their flat coordinates) by decreasing screening score: the
     gain of adding the unit alone with the Hessian's diagonal, g_i^2 / H_ii (ABESS's forward
-    sacrifice), when the diagonal comes cheap from stored columns; else ||g_I||^2."""
-    d = lp.design
+    sacrifice), for single coordinates of an elementwise loss; else ||g_I||^2."""
     gI = g[cols]
-    if m == 1 and all(not t.rowwise for t in d.terms):
-        diag = np.zeros(lp.n)
-        for ti, t in enumerate(d.terms):
-            stored = lp.stored_columns(ti)
-            if stored is None:
-                diag = None
-                break
-            diag += t.coef * np.asarray(stored[1].T @ t.derivs(t.map.value(x), 2)[2]).ravel()
+    if m == 1:
+        diag = lp.hessian_diagonal(None if lp.design.quadratic else x)
         if diag is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 score = gI[:, 0] ** 2 / diag[cols[:, 0]]
