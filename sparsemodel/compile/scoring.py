@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.linalg.lapack import dpotrf, dpotri, dpotrs
 
 from . import kernels
 
@@ -101,7 +102,7 @@ class ActiveSet:
     ``auto`` or ``lstsq`` on a least-squares objective the incremental factorization is used.
     """
 
-    def __init__(self, lp: LoweredProblem, method: str = "auto", tol: float = 1e-12):
+    def __init__(self, lp: LoweredProblem, method: str = "auto", tol: float = 1e-12, gram: bool = False):
         self.lp = lp
         self.method = lp.restricted_method(method)
         self.tol = tol
@@ -111,15 +112,22 @@ class ActiveSet:
         # the incremental factorization and the batched scoring ignore bounds: with a box, every
         # value is an exact bounded restricted solve instead
         self.bounded = lp.box is not None
-        self.ls = (
-            _LeastSquares(lp, self.C) if self.method == "lstsq" and lp.design is not None and not self.bounded else None
-        )
+        quad = self.method == "lstsq" and lp.design is not None and not self.bounded
+        # gram=True (a search that moves and reads gradients, never scores): solves from the cached
+        # columns of the constant Hessian, no pass over the data
+        self.gram = _GramQuadratic(lp) if gram and quad else None
+        self.ls = _LeastSquares(lp, self.C) if quad and self.gram is None else None
         self.sel = np.empty(0, dtype=np.int64)
         self.ridge: tuple[float, np.ndarray] | None = None
         self.x = lp.zeros()
         self.f = float("nan")
         self.solves = 0
         self._result: Any = None  # the last restricted solve (its loss derivatives give grad())
+
+    @property
+    def direct(self) -> bool:
+        """Solves are direct factorizations (a quadratic objective): a warm start is not used."""
+        return self.gram is not None or self.ls is not None
 
     # ------------------------------------------------------------------ moving
     def solve(
@@ -133,7 +141,12 @@ class ActiveSet:
         if ridge is not None and (ridge[0] <= 0 or len(ridge[1]) == 0):
             ridge = None
         self.solves += 1
-        if self.ls is not None:
+        moved = self.gram.move(self.F, self.C, sel, ridge) if self.gram is not None else None
+        if moved is not None:
+            self.lp.oracle.charge(solves=1)
+            self.x, self.f = moved
+            self._result = None
+        elif self.ls is not None:
             self.lp.oracle.charge(solves=1)
             rid = np.zeros(len(self.C))
             if ridge is not None:
@@ -155,6 +168,8 @@ class ActiveSet:
         from the stored residual, -2 M'e (one pass over the data, no forward evaluation)."""
         if self.ls is not None:
             return -2.0 * self.ls.rmatvec(self.ls.e)
+        if self.gram is not None and self.gram.fresh:
+            return self.gram.grad()
         if self._result is not None:
             return self._result.grad_at(self.lp)
         return self.lp.value_and_grad(self.x)[1]
@@ -248,6 +263,63 @@ class ActiveSet:
 
 
 # ====================================================================== least squares
+
+
+class _GramQuadratic:
+    """Restricted minimizers of a quadratic objective f(x) = f0 + g0'x + x'Hx/2 from cached columns
+    of its constant Hessian (``lp.hessian_columns``: each column one transposed product with the
+    data, once): on a support B (free coordinates included) u = -H_BB^-1 g0_B by a Cholesky
+    factorization of H_BB (O(|B|^3)), the gradient g0 + H[:, B] u (O(n |B|)), no pass over the data.
+    The value is the quadratic form at u (stationary there, so the solve's error enters to second
+    order), or the exact objective when the fit is so close that the form would cancel. ``move``
+    returns None where this does not apply (the Hessian columns are over the cache's limit, H_BB is
+    not numerically positive definite); the caller then solves from the data."""
+
+    def __init__(self, lp: LoweredProblem):
+        self.lp = lp
+        self.f0, self.g0 = lp.oracle.peek(lp.zeros()), lp.design.value_and_grad(lp.zeros())[1]
+        self.fresh = False
+        self.B = np.empty(0, dtype=np.int64)
+        self.u = np.zeros(0)
+        self.Hc: np.ndarray | None = None
+
+    def move(
+        self, F: np.ndarray, C: np.ndarray, sel: np.ndarray, ridge: tuple[float, np.ndarray] | None
+    ) -> tuple[np.ndarray, float] | None:
+        self.fresh = False
+        B = np.concatenate([F, C[sel]]).astype(np.int64)
+        x = self.lp.zeros()
+        if B.size == 0:
+            self.B, self.u, self.Hc, self.fresh = B, np.zeros(0), np.zeros((self.lp.n, 0)), True
+            return x, self.f0
+        Hc = self.lp.hessian_columns(B)
+        if Hc is None:
+            return None
+        H = Hc[B]
+        rid = None
+        if ridge is not None:  # rho/2 ||x_{C[R]}||^2 on the selected coordinates of R
+            rc = np.zeros(len(C))
+            rc[np.asarray(ridge[1], dtype=np.int64)] = ridge[0]
+            rid = np.concatenate([np.zeros(len(F)), rc[sel]])
+            H = H + np.diag(rid)
+        c, info = dpotrf(H, lower=False, clean=True, overwrite_a=False)
+        d = np.abs(np.diag(c)) if info == 0 else None
+        if d is None or d.min() <= 1e-7 * d.max():  # not numerically positive definite: from the data
+            return None
+        gB = self.g0[B]
+        u, info = dpotrs(c, -gB)
+        if info != 0:
+            return None
+        f = self.f0 + float(gB @ u) + 0.5 * float(u @ (H @ u))
+        x[B] = u
+        if f < 1e-4 * abs(self.f0):  # a near-exact fit: the form cancels, take the objective itself
+            f = self.lp.oracle.peek(x) + (0.5 * float(rid @ (u * u)) if rid is not None else 0.0)
+        self.B, self.u, self.Hc, self.fresh = B, u, Hc, True
+        return x, f
+
+    def grad(self) -> np.ndarray:
+        """The gradient of f (without a ridge) at the last point moved to."""
+        return self.g0 + self.Hc @ self.u
 
 
 class _LeastSquares:
@@ -659,24 +731,29 @@ class SwapModel:
                             HII[:, b_, a_] = HII[:, a_, b_]
         HBB = 0.5 * (HBB + HBB.T)
         lam = jitter * max(float(np.trace(HBB)) / max(nb, 1), 1e-300)
-        try:
-            A = sla.cho_solve(
-                sla.cho_factor(HBB + lam * np.eye(nb), check_finite=False), np.eye(nb), check_finite=False
-            )
-        except (np.linalg.LinAlgError, ValueError):
-            A = np.linalg.pinv(HBB)
+        A = _inverse_pd(HBB, lam)
         AB = A @ HBI  # (nb, ni)
-        sigma = HII - np.einsum("rua,rub->uab", HBI.reshape(nb, nI, m), AB.reshape(nb, nI, m))
-        sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
-        sigma += (jitter * np.maximum(np.einsum("uaa->u", np.abs(HII)) / m, 1e-300))[:, None, None] * np.eye(m)
+        xJ = x[B[: nJ * m]].reshape(nJ, m)
         gI = g[Icols].reshape(nI, m)
-        v = _batched_solve(sigma, gI)  # sigma_I^-1 g_I
+        if m == 1:  # single coordinates: every quantity is a vector, every pair one formula
+            s1 = HII[:, 0, 0] - np.einsum("ri,ri->i", HBI, AB)
+            s1 += jitter * np.maximum(np.abs(HII[:, 0, 0]), 1e-300)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v1 = gI[:, 0] / s1
+            sigma, v = s1[:, None, None], v1[:, None]
+            AJJ = np.diagonal(A)[:nJ].reshape(nJ, 1, 1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                removal = 0.5 * xJ[:, 0] ** 2 / AJJ[:, 0, 0]
+        else:
+            sigma = HII - np.einsum("rua,rub->uab", HBI.reshape(nb, nI, m), AB.reshape(nb, nI, m))
+            sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
+            sigma += (jitter * np.maximum(np.einsum("uaa->u", np.abs(HII)) / m, 1e-300))[:, None, None] * np.eye(m)
+            v = _batched_solve(sigma, gI)  # sigma_I^-1 g_I
+            idx = np.arange(nJ * m).reshape(nJ, m)
+            AJJ = A[idx[:, :, None], idx[:, None, :]]  # (nJ, m, m)
+            removal = 0.5 * np.einsum("ja,ja->j", xJ, _batched_solve(AJJ, xJ)) if nJ else np.zeros(0)
         gain = 0.5 * np.einsum("ua,ua->u", gI, v)
         gain = np.where(np.isfinite(gain), np.maximum(gain, 0.0), 0.0)
-        xJ = x[B[: nJ * m]].reshape(nJ, m)
-        idx = np.arange(nJ * m).reshape(nJ, m)
-        AJJ = A[idx[:, :, None], idx[:, None, :]]  # (nJ, m, m)
-        removal = 0.5 * np.einsum("ja,ja->j", xJ, _batched_solve(AJJ, xJ)) if nJ else np.zeros(0)
         self.units_in, self.units_out, self.m = units_in, units_out, m
         self.gain, self.removal = gain, removal
         self.x, self.g, self.B, self.Icols = x, g, B, Icols
@@ -690,9 +767,12 @@ class SwapModel:
         take = min(nI, max(candidates, 1))
         # widen only where the model is f (a quadratic objective): elsewhere its best is a guess anyway
         widest = nI if d.quadratic else min(nI, 4 * take)
+        # single coordinates: the pairs of every candidate at once (one vectorized formula), the set
+        # then chosen by the same widening rule
+        every = self._pairs(order[:widest]) if (m == 1 and nJ) else None
         while nJ:  # pair values for the candidates of largest gain, widened until none left out can win
             cols = order[:take]
-            delta = self._pairs(cols)
+            delta = every[:, :take] if every is not None else self._pairs(cols)
             best = float(delta.min()) if delta.size else 0.0
             if take >= widest or -gain[order[take]] >= best:
                 break
@@ -708,15 +788,15 @@ class SwapModel:
         if nJ == 0 or len(cols) == 0:
             return np.zeros((nJ, len(cols)))
         nc = len(cols)
-        ABc = AB.reshape(nb, -1, m)[: nJ * m, cols, :].reshape(nJ, m, nc, m).transpose(0, 2, 1, 3)  # (J, I, a, b)
-        dJ = np.einsum("jiab,ib->jia", ABc, v[cols])  # (A H_BI)_J sigma_I^-1 g_I
         if m == 1:
-            s_ = sigma[cols, 0, 0]
-            K = AJJ[:, 0, 0][:, None] + ABc[:, :, 0, 0] ** 2 / s_[None, :]
-            e = xJ[:, 0][:, None] + dJ[:, :, 0]
-            with np.errstate(divide="ignore", invalid="ignore"):
+            ABc1 = AB[:nJ, cols]  # (J, I)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                K = AJJ[:, 0, 0][:, None] + ABc1**2 / sigma[cols, 0, 0][None, :]
+                e = xJ[:, 0][:, None] + ABc1 * v[cols, 0][None, :]  # x_J + (A H_BI)_J sigma_I^-1 g_I
                 delta = -self.gain[cols][None, :] + 0.5 * e * e / K
         else:
+            ABc = AB.reshape(nb, -1, m)[: nJ * m, cols, :].reshape(nJ, m, nc, m).transpose(0, 2, 1, 3)  # (J, I, a, b)
+            dJ = np.einsum("jiab,ib->jia", ABc, v[cols])  # (A H_BI)_J sigma_I^-1 g_I
             St = np.broadcast_to(sigma[cols], (nJ, nc, m, m)).reshape(-1, m, m)
             sinv = _batched_solve(St, np.swapaxes(ABc, 2, 3).reshape(-1, m, m)).reshape(nJ, nc, m, m)
             K = AJJ[:, None] + np.einsum("jiab,jibc->jiac", ABc, sinv)
@@ -809,6 +889,21 @@ def _screen(lp: LoweredProblem, x: np.ndarray, g: np.ndarray, cols: np.ndarray, 
                 score = gI[:, 0] ** 2 / diag[cols[:, 0]]
             return np.argsort(-np.where(np.isfinite(score), score, 0.0), kind="stable")
     return np.argsort(-np.einsum("ua,ua->u", gI, gI), kind="stable")
+
+
+def _inverse_pd(H: np.ndarray, lam: float) -> np.ndarray:
+    """(H + lam I)^-1 of a symmetric positive semidefinite H by its Cholesky factor (LAPACK
+    potrf/potri); the pseudo-inverse of H when that fails."""
+    nb = H.shape[0]
+    if nb == 0:
+        return np.zeros((0, 0))
+    M = H + lam * np.eye(nb)
+    c, info = dpotrf(M, lower=False, clean=True, overwrite_a=True)
+    if info == 0:
+        inv, info = dpotri(c, lower=False, overwrite_c=True)
+        if info == 0:
+            return np.triu(inv) + np.triu(inv, 1).T
+    return np.linalg.pinv(H)
 
 
 def _batched_solve(M: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -142,7 +142,7 @@ class Auto(Solver):
         o = self.opts
         sps = lp.sparsity
         t0 = clock()
-        act = ActiveSet(lp, method=o["restricted"])
+        act = ActiveSet(lp, method=o["restricted"], gram=True)
         if how in ("grahtp", "fgrahtp"):  # GraHTP as it runs alone: auto never ends above grahtp
             start = (GraHTP(restricted=o["restricted"]) if how == "grahtp" else FGraHTP()).run(lp)
             if start.status == DIVERGED or not np.isfinite(start.objective):
@@ -238,7 +238,7 @@ class Auto(Solver):
         while c >= 1:
             new = _swap(units, batch[:c])
             tried.add(tuple(new))
-            xn, fn = act.solve(_positions(new, members), x0=model.warm(batch[:c]), give_up=bar)
+            xn, fn = act.solve(_positions(new, members), x0=self._warm(act, model, batch[:c]), give_up=bar)
             stats["solves"] += 1
             if self._improves(fn, f):
                 sizes.append(c)
@@ -253,7 +253,7 @@ class Auto(Solver):
                 continue
             tried.add(tuple(new))
             extra += 1
-            xn, fn = act.solve(_positions(new, members), x0=model.warm([(J, I)]), give_up=bar)
+            xn, fn = act.solve(_positions(new, members), x0=self._warm(act, model, [(J, I)]), give_up=bar)
             stats["solves"] += 1
             if self._improves(fn, f):
                 stats["tries_hits"] += 1
@@ -271,7 +271,7 @@ class Auto(Solver):
                 new = _swap(units, batch[:c])
                 if tuple(new) not in tried:
                     tried.add(tuple(new))
-                    xn, fn = act.solve(_positions(new, members), x0=model.warm(batch[:c]), give_up=bar)
+                    xn, fn = act.solve(_positions(new, members), x0=self._warm(act, model, batch[:c]), give_up=bar)
                     stats["solves"] += 1
                     if self._improves(fn, f):
                         sizes.append(c)
@@ -279,6 +279,12 @@ class Auto(Solver):
                         return new, xn, fn, act.grad()
                 c //= 2
         return None
+
+    @staticmethod
+    def _warm(act: ActiveSet, model: SwapModel, pairs: list[tuple[int, int]]) -> np.ndarray | None:
+        """The model's minimizer on the new support, the start of an iterative restricted solve
+        (None where the solve is direct: a quadratic objective's factorization)."""
+        return None if act.direct else model.warm(pairs)
 
     @classmethod
     def plan(cls, lp: LoweredProblem, **opts: Any) -> str:
