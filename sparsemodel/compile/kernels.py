@@ -96,7 +96,13 @@ class _State:
         self.dense = [not (sp.issparse(J) or is_operator(J)) for J in rd.Js]
         self.act = []  # the terms evaluated as terms (the others are folded into the ridge)
         for t_i, t in enumerate(rd.terms):
-            fold = _separable_ridge(t, rd.Js[t_i], rd.offsets[t_i]) if extra is None else None
+            fold = None
+            if extra is None:
+                known = rd.folds[t_i] if rd.folds is not None else None
+                if known is None:  # not decided by the design: from the columns
+                    fold = _separable_ridge(t, rd.Js[t_i], rd.offsets[t_i])
+                elif known is not False and not np.any(rd.offsets[t_i]):
+                    fold = known
             if fold is None:
                 self.act.append(t_i)
                 continue

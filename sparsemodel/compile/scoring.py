@@ -115,7 +115,7 @@ class ActiveSet:
         quad = self.method == "lstsq" and lp.design is not None and not self.bounded
         # gram=True (a search that moves and reads gradients, never scores): solves from the cached
         # columns of the constant Hessian, no pass over the data
-        self.gram = _GramQuadratic(lp) if gram and quad else None
+        self.gram = _GramQuadratic(lp) if gram and quad and gram_pays(lp, len(self.F) + lp.set.k + 256) else None
         self.ls = _LeastSquares(lp, self.C) if quad and self.gram is None else None
         self.sel = np.empty(0, dtype=np.int64)
         self.ridge: tuple[float, np.ndarray] | None = None
@@ -263,6 +263,18 @@ class ActiveSet:
 
 
 # ====================================================================== least squares
+
+
+GRAM_RATIO = 4  # cached Hessian columns pay when the coordinates are at most this many times those read per step
+
+
+def gram_pays(lp: LoweredProblem, read: int) -> bool:
+    """Whole cached columns of a constant Hessian (one pass over the data each, then O(n_coords) per
+    entry) are cheaper than products with the data for the ``read`` coordinates a search step reads
+    (O(n_samples * read) per step) when the coordinates are not many more than those: a search
+    visits each column many times. With many coordinates (p = 5000 and up) a column costs a whole
+    pass and the step's products with the data win."""
+    return lp.n <= GRAM_RATIO * max(read, 1)
 
 
 class _GramQuadratic:
@@ -662,7 +674,11 @@ class SwapModel:
         HBB = np.zeros((nb, nb))
         HBI = np.zeros((nb, ni))
         HII = np.zeros((nI, m, m))  # the diagonal blocks of the candidate units
-        Hc = lp.hessian_columns(B) if m == 1 and not any(v.symmetric for v in lp.layout.variables) else None
+        Hc = (
+            lp.hessian_columns(B)
+            if m == 1 and gram_pays(lp, nb + len(Icols)) and not any(v.symmetric for v in lp.layout.variables)
+            else None
+        )
         if Hc is not None:  # a constant Hessian: its columns for B are cached, the diagonal comes from the squares
             HBB, HBI = Hc[B], Hc[Icols].T
             HII[:, 0, 0] = lp.hessian_diagonal()[Icols]
@@ -745,7 +761,8 @@ class SwapModel:
             with np.errstate(divide="ignore", invalid="ignore"):
                 removal = 0.5 * xJ[:, 0] ** 2 / AJJ[:, 0, 0]
         else:
-            sigma = HII - np.einsum("rua,rub->uab", HBI.reshape(nb, nI, m), AB.reshape(nb, nI, m))
+            # H_IB A H_BI per candidate unit as one batched product (nI, m, nb) @ (nI, nb, m)
+            sigma = HII - np.matmul(HBI.reshape(nb, nI, m).transpose(1, 2, 0), AB.reshape(nb, nI, m).transpose(1, 0, 2))
             sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
             sigma += (jitter * np.maximum(np.einsum("uaa->u", np.abs(HII)) / m, 1e-300))[:, None, None] * np.eye(m)
             v = _batched_solve(sigma, gI)  # sigma_I^-1 g_I
@@ -767,9 +784,9 @@ class SwapModel:
         take = min(nI, max(candidates, 1))
         # widen only where the model is f (a quadratic objective): elsewhere its best is a guess anyway
         widest = nI if d.quadratic else min(nI, 4 * take)
-        # single coordinates: the pairs of every candidate at once (one vectorized formula), the set
-        # then chosen by the same widening rule
-        every = self._pairs(order[:widest]) if (m == 1 and nJ) else None
+        # the pairs of every candidate up to the widest set at once (one vectorized pass instead of
+        # a pass per widening), the set then chosen by the widening rule
+        every = self._pairs(order[:widest]) if nJ else None
         while nJ:  # pair values for the candidates of largest gain, widened until none left out can win
             cols = order[:take]
             delta = every[:, :take] if every is not None else self._pairs(cols)
@@ -797,9 +814,9 @@ class SwapModel:
         else:
             ABc = AB.reshape(nb, -1, m)[: nJ * m, cols, :].reshape(nJ, m, nc, m).transpose(0, 2, 1, 3)  # (J, I, a, b)
             dJ = np.einsum("jiab,ib->jia", ABc, v[cols])  # (A H_BI)_J sigma_I^-1 g_I
-            St = np.broadcast_to(sigma[cols], (nJ, nc, m, m)).reshape(-1, m, m)
-            sinv = _batched_solve(St, np.swapaxes(ABc, 2, 3).reshape(-1, m, m)).reshape(nJ, nc, m, m)
-            K = AJJ[:, None] + np.einsum("jiab,jibc->jiac", ABc, sinv)
+            # sigma_I^-1 once per candidate, then products (not a solve per pair)
+            Sinv = _batched_solve(sigma[cols], np.broadcast_to(np.eye(m), (nc, m, m)))
+            K = AJJ[:, None] + np.matmul(np.matmul(ABc, Sinv[None]), np.swapaxes(ABc, 2, 3))
             e = xJ[:, None, :] + dJ
             q = _batched_solve(K.reshape(-1, m, m), e.reshape(-1, m)).reshape(nJ, nc, m)
             delta = -self.gain[cols][None, :] + 0.5 * np.einsum("jia,jia->ji", e, q)
