@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=30)
     a = ap.parse_args()
     times: dict[str, list[float]] = {k: [] for k in COMMANDS}
-    for name, code in COMMANDS.items():  # warm the file cache
+    for code in COMMANDS.values():  # warm the file cache
         once(code)
     for _ in range(a.runs):
         for name, code in COMMANDS.items():

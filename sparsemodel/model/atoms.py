@@ -40,7 +40,6 @@ from .expr import (
 )
 
 
-
 def expit(z: Any) -> Any:
     """The logistic sigmoid 1 / (1 + exp(-z)) without overflow (numpy only: importing the model
     layer does not load scipy.special)."""
@@ -56,6 +55,7 @@ def _lse(z: np.ndarray, axis: Any = None) -> Any:
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(np.exp(z - m), axis=axis, keepdims=True)) + m
     return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
+
 
 class Atom(Expr):
     """A function application ``name(args...)``; subclasses define the numerics and DCP facts."""
