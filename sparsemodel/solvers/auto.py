@@ -70,6 +70,7 @@ class Auto(Solver):
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     summary = "the default: GraHTP start, then swaps ranked by the Newton model and checked by exact refits"
     reference = "paper 000, Algorithm 1 (start); swap search: ELS of paper 003, Algorithm 4, with ABESS-style splicing"
+    fills_start = True  # a short init is filled to k by model gains: a path passes its neighbour as it is
     options = {
         "start": Option(
             "auto",
@@ -177,7 +178,7 @@ class Auto(Solver):
             start_its = sps.k
         elif how == "init":  # the given point, cut to k units (filled to k below)
             x = initial_point(lp, o["init"])
-            start_its = 0
+            start_its = 1  # its restricted solve, as the screening start
         else:  # screen: the free coordinates fitted, then the units of largest gain
             x, _ = act.solve(np.empty(0, dtype=np.int64), x0=lp.inside_domain())
             start_its = 1
