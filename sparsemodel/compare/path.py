@@ -207,8 +207,8 @@ def _solve_point(
         # a solver that fills a short start itself (auto: by the largest model gains) gets the
         # neighbour's solution as it is; the others get it with the gradient step outside its support
         init = prev.copy() if getattr(cls, "fills_start", False) else neighbour_start(lp, prev)
-        try:
-            warm = cls(**{**options, "init": init}).solve(lp)
+        try:  # the solver's own options for warm starts (auto: warm_options), then the user's
+            warm = cls(**{**getattr(cls, "warm_options", {}), **options, "init": init}).solve(lp)
         except ModelError:
             if cold is None:
                 raise

@@ -71,6 +71,10 @@ class Auto(Solver):
     summary = "the default: GraHTP start, then swaps ranked by the Newton model and checked by exact refits"
     reference = "paper 000, Algorithm 1 (start); swap search: ELS of paper 003, Algorithm 4, with ABESS-style splicing"
     fills_start = True  # a short init is filled to k by model gains: a path passes its neighbour as it is
+    # a path's warm start sits next to a local minimum, so its search usually ends at the first step,
+    # confirmed against every unit: a screened pool first would only add a model (measured on the
+    # choose-k problems: the warm path 25 to 40 % faster, the same choices)
+    warm_options = {"pool": None}
     options = {
         "start": Option(
             "auto",
