@@ -316,8 +316,10 @@ def run_select(
 ) -> Selection:
     """Choose the bound among ``k`` (default 0..:func:`default_k_max`) by ``by`` (default
     :data:`DEFAULT_BY`; see the module docstring); returns a :class:`Selection`."""
-    if by is None:  # folds given: cross-validation; otherwise the default criterion
+    if by is None:  # folds given: cross-validation; otherwise the default criterion (BIC for a rank)
         by = "cv" if folds is not None or fold_ids is not None else DEFAULT_BY
+        if by == DEFAULT_BY and isinstance(lp.set, LowRank):
+            by = "bic"
     if by in CRITERIA and (folds is not None or fold_ids is not None):
         raise SelectionError(
             f"folds= and fold_ids= split the samples for cross-validation; by={by!r} does not use them",
