@@ -963,6 +963,14 @@ class LoweredProblem:
             cache["used"] = used + missing.size
         return cache["H"][:, pos[cols]]
 
+    def quadratic_origin(self) -> tuple[float, np.ndarray]:
+        """f(0) and the gradient at 0 of the composite part, computed once (with the constant
+        Hessian columns they give f and its gradient anywhere for a quadratic objective)."""
+        if "origin" not in self._hcol_cache:
+            z = self.zeros()
+            self._hcol_cache["origin"] = (self.oracle.peek(z), self.design.value_and_grad(z)[1])
+        return self._hcol_cache["origin"]
+
     def hessian_diagonal(self, x: np.ndarray | None = None) -> np.ndarray | None:
         """diag(H(x)) of the composite part over all coordinates (x None: the constant Hessian of a
         quadratic design, computed once): from the stored squares of the Jacobians, else one

@@ -289,7 +289,7 @@ class _GramQuadratic:
 
     def __init__(self, lp: LoweredProblem):
         self.lp = lp
-        self.f0, self.g0 = lp.oracle.peek(lp.zeros()), lp.design.value_and_grad(lp.zeros())[1]
+        self.f0, self.g0 = lp.quadratic_origin()
         self.fresh = False
         self.B = np.empty(0, dtype=np.int64)
         self.u = np.zeros(0)
@@ -683,8 +683,30 @@ class SwapModel:
             HBB, HBI = Hc[B], Hc[Icols].T
             HII[:, 0, 0] = lp.hessian_diagonal()[Icols]
         for ti, t in enumerate(d.terms if Hc is None else ()):
+            ridge = d.separable_diagonal(ti)
+            if ridge is not None:  # a separable ridge: diagonal, no coupling between coordinates
+                HBB[np.arange(nb), np.arange(nb)] += ridge[B]
+                HII[:, np.arange(m), np.arange(m)] += ridge[Icols].reshape(nI, m)
+                continue
             z = t.map.value(x)
             stored = lp.stored_columns(ti)
+            if stored is not None and not t.rowwise and not sp.issparse(stored[0]) and 4 * len(Icols) > lp.n:
+                # most columns are candidates: products with the whole stored Jacobian (contiguous,
+                # no gather of the candidates' columns), the diagonal from its stored squares
+                J, sq = stored
+                w2 = t.coef * t.derivs(z, 2)[2]
+                LB = J[:, B] * w2[:, None]
+                HBB += J[:, B].T @ LB
+                HBI += (LB.T @ J)[:, Icols]
+                HII[:, np.arange(m), np.arange(m)] += (sq.T @ w2)[Icols].reshape(nI, m)
+                if m > 1:  # the off-diagonal entries within each candidate unit
+                    J3 = J[:, Icols].reshape(J.shape[0], nI, m)
+                    L3 = J3 * w2[:, None, None]
+                    for a_ in range(m):
+                        for b_ in range(a_ + 1, m):
+                            HII[:, a_, b_] += np.einsum("ru,ru->u", J3[:, :, a_], L3[:, :, b_])
+                            HII[:, b_, a_] = HII[:, a_, b_]
+                continue
             JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
             JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)
             if not t.rowwise:  # H_t = J' diag(c w phi'') J, sparse columns kept sparse (a ridge's identity)
