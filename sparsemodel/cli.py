@@ -9,6 +9,7 @@ file unless --force is given.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .outputs import check_output, distinct, protected_paths, write_output
+from .outputs import check_output, distinct, protected_paths, write_error, write_output
 from .util import jsonable, parse_values
 
 EXIT_USER = 2
@@ -424,32 +425,75 @@ def main(argv: list[str] | None = None) -> int:
 
             with use_scheduler(getattr(args, "scheduler", None)):  # loading reads dask data too
                 code = int(args.func(args) or 0)
-            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            sys.stdout.flush()  # a closed pipe or a full disk shows here, not at interpreter exit
             return code
     except ModelError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_USER
     except BrokenPipeError:  # `sparsemodel solve m.sm --json | head`: stop quietly, as Unix tools do
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more is written to the closed pipe
-        except OSError:
-            pass
+        _silence_stdout()
         return 141
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            return _internal_error(exc)
+        # standard output could not be written (`sparsemodel solve m.sm > /dev/full`): say so
+        _silence_stdout()
+        print(write_error("standard output", exc).render(), file=sys.stderr)
+        return EXIT_USER
     except Exception as exc:  # a bug in sparsemodel: one line, the traceback only on request
         if os.environ.get("SPARSEMODEL_DEBUG"):
             raise
-        cause = str(exc).splitlines()[0] if str(exc) else ""
-        print(
-            f"internal error (a bug in sparsemodel, not in your model): {type(exc).__name__}: {cause}\n"
-            "rerun with SPARSEMODEL_DEBUG=1 to see the traceback, and please report it",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal_error(exc)
     finally:
         warnings.showwarning = saved
+
+
+def _json_with_a_file(argv: list[str]) -> CLIError | None:
+    """``--json t.json`` (what compare, path and select took before): --json is a flag on every
+    command, the file is --out."""
+    for i, a in enumerate(argv):
+        name = (
+            a.split("=", 1)[1]
+            if a.startswith("--json=")
+            else (argv[i + 1] if a == "--json" and i + 1 < len(argv) else "")
+        )
+        if name and not name.startswith("-") and (a.startswith("--json=") or name.lower().endswith(".json")):
+            return CLIError(
+                f"--json {name}: --json takes no file name; on every command it prints the JSON on standard output",
+                hint=f"write the JSON to a file with --out {name}",
+            )
+    return None
+
+
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+
+
+def _silence_stdout() -> None:
+    """Nothing more goes to a standard output that cannot be written (a closed pipe, a full disk):
+    the process's descriptor is pointed at /dev/null so that the interpreter's exit does not fail
+    on the unwritten buffer again."""
+    real = sys.stdout is sys.__stdout__
+    try:
+        if real:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the broken stream until exit
+    except (OSError, ValueError):
+        pass
+
+
+def _internal_error(exc: BaseException) -> int:
+    if os.environ.get("SPARSEMODEL_DEBUG"):
+        raise exc
+    cause = str(exc).splitlines()[0] if str(exc) else ""
+    print(
+        f"internal error (a bug in sparsemodel, not in your model): {type(exc).__name__}: {cause}\n"
+        "rerun with SPARSEMODEL_DEBUG=1 to see the traceback, and please report it",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
