@@ -192,7 +192,7 @@ def test_cli_select_prints_curve_choice_and_solution(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "choosing k by bic (BIC = n log(RSS/n) + log(n) df" in out
-    assert "chosen k = 4" in out and "nonzeros    4" in out
+    assert "chosen k = 4 coordinates" in out and "selected    4: w[" in out
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
     np.savetxt(tmp_path / "folds.csv", np.arange(len(y)) % 4)
     code = main(
@@ -204,7 +204,7 @@ def test_cli_select_prints_curve_choice_and_solution(tmp_path, capsys):
             "--quiet",
             "--fold-ids",
             str(tmp_path / "folds.csv"),
-            "--json",
+            "--out",
             str(tmp_path / "s.json"),
         ]
     )

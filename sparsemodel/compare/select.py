@@ -46,7 +46,6 @@ import io
 import json
 import math
 import numbers
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +61,9 @@ from ..errors import ModelError
 from ..model.problem import Objective, Problem
 from ..model.samples import rebind_rows, sample_nodes, split_data_term
 from ..outputs import check_output, protected_paths, write_output
-from ..util import jsonable
-from .path import SolutionPath, new_figure, png_bytes, run_path
+from ..progress import progress_bar
+from ..util import jsonable, k_header, k_text
+from .path import SolutionPath, new_figure, png_bytes, report_html, run_path
 from .runner import _ks
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 CRITERIA = ("aic", "bic", "ebic", "gic")
 METHODS = ("cv",) + CRITERIA
 RULES = ("min", "1se")
-SELECT_COLUMNS = ("k", "value", "se", "nnz", "df", "loss", "objective", "status")
+SELECT_COLUMNS = ("k", "unit", "value", "se", "nnz", "df", "loss", "objective", "status", "support", "support_names")
 
 
 class SelectionError(ModelError):
@@ -263,6 +263,9 @@ def run_select(
             "loss": None,
             "objective": None,
             "status": pt.row()["status"],
+            "unit": lp.set.unit,
+            "support": pt.row()["support"],
+            "support_names": pt.row()["support_names"],
         }
         if pt.ok:
             x = lp.layout.pack(pt.result.values)
@@ -314,11 +317,9 @@ def _cross_validate(
 ) -> np.ndarray:
     """(K, len(ks)) held-out losses: the data term on each fold's held-out rows at that fold's
     training path (NaN where the training solve failed)."""
-    from tqdm import tqdm
-
     K = len(splits)
     out = np.full((K, len(ks)), np.nan)
-    for f in tqdm(range(K), file=sys.stderr, disable=not progress, desc="cross-validation", unit="fold"):
+    for f in progress_bar(range(K), desc="cross-validation", unit="fold", progress=progress):
         train, test = splits[f]
         train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
         held = rebind_rows(dt.expr, dt.nodes, test)
@@ -397,7 +398,11 @@ class Selection:
         from tabulate import tabulate
 
         name = "mean held-out loss" if self.by == "cv" else self.by.upper()
-        head = ["k", name] + (["se"] if self.by == "cv" else []) + ["nnz", "df", "data loss", "objective", "status"]
+        head = (
+            [k_header(self.result.unit), name]
+            + (["se"] if self.by == "cv" else [])
+            + ["nnz", "df", "data loss", "objective", "status"]
+        )
         body = []
         for r in self.curve:
             mark = " *" if r["k"] == self.k else ""
@@ -415,7 +420,7 @@ class Selection:
         parts = [
             f"choosing k by {self.by} ({self.describe()})",
             tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True),
-            f"chosen k = {self.k} (rule: {self.rule}; path of {self.solver}, start={self.path.start})",
+            f"chosen {k_text(self.k, self.result.unit)} (rule: {self.rule}; path of {self.solver}, start={self.path.start})",
         ]
         return "\n".join(parts)
 
@@ -437,6 +442,7 @@ class Selection:
                 "curve": self.curve,
                 "per_fold": self.per_fold.tolist() if self.per_fold is not None else None,
                 "result": self.result.to_dict(),
+                "path": self.path.to_dict()["points"],
             }
         )
 
@@ -459,6 +465,22 @@ class Selection:
         """PNG: the curve versus k (with standard-error bars for cross-validation), the chosen k
         marked; beside it the all-data objective versus k."""
         check_output(path, self.protected, overwrite)
+        return write_output(path, png_bytes(self.figure()), self.protected, overwrite)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the curve's table, the plot and the chosen solution."""
+        head = f"<p>choosing k by {self.by} ({self.describe()})</p>"
+        table = report_html(
+            self.curve,
+            SELECT_COLUMNS,
+            f"chosen {k_text(self.k, self.result.unit)} (rule: {self.rule}; path of {self.solver})",
+            self.figure(),
+            head,
+        )
+        return table + self.result._repr_html_()
+
+    def figure(self) -> Any:
+        """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
         fig, (ax, ax_o) = new_figure(2)
         ks = self.ks
         vals = [r["value"] for r in self.curve]
@@ -477,12 +499,12 @@ class Selection:
         ax.set_title("mean held-out loss" if self.by == "cv" else self.by.upper())
         ax_o.set_title("objective on all the data")
         for a in (ax, ax_o):
-            a.set_xlabel("k (bound)")
+            a.set_xlabel(k_header(self.result.unit))
             a.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
         name = Path(self.source).name if not self.source.startswith("<") else "problem"
         fig.suptitle(f"{name}: choosing k by {self.by} ({self.solver})")
-        return write_output(path, png_bytes(fig), self.protected, overwrite)
+        return fig
 
 
 __all__ = [
