@@ -284,3 +284,21 @@ def test_the_test_session_runs_blas_on_one_thread():
         pytest.skip("another thread count was asked for")
     blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
     assert blas and all(p["num_threads"] == 1 for p in blas)
+
+
+def test_check_refuses_a_param_sweep_that_moves_the_bound_too_far():
+    """A param in the bound (nnz(offdiag(O)) <= 2 * k, at k in ...) is checked value by value where
+    the line is written, as compare checks it before running."""
+    Z = RNG.standard_normal((50, 4))
+    text = (
+        "data Z : matrix\nparam k = 2\nlet S = cov(Z)\nvar O[cols(Z), cols(Z)] symmetric\n"
+        "minimize -logdet(O) + trace(S @ O)\nsubject to\n  nnz(offdiag(O)) <= 2 * k\ncompare with grahtp at k in 1:7\n"
+    )
+    with pytest.raises(sm.ModelError) as e:
+        sm.parse(text, data={"Z": Z})
+    assert (e.value.span.line, e.value.span.column) == (8, 21) and "at k = 7" in e.value.message
+    assert "6 edges" in e.value.message
+    prob = sm.parse(text.replace("1:7", "0:6"), data={"Z": Z})
+    assert prob.compare_with["values"] == [0, 1, 2, 3, 4, 5, 6]
+    with pytest.raises(sm.ModelError, match="at k = 7"):
+        prob.compare(["grahtp"], sweep=("k", [6, 7]), progress=False)

@@ -664,7 +664,11 @@ class ModelBuilder:
         )
 
     def _check_k_range(self) -> None:
-        """``compare ... at k in A:B:C`` (the bound) must not ask for more than the constraint has."""
+        """``compare ... at k in A:B:C`` (the bound) must not ask for more than the constraint has;
+        nor may a param sweep that moves the bound (``nnz(offdiag(O)) <= 2 * k``, ``at k in ...``),
+        checked value by value as ``compare`` checks it before running."""
+        if self.k_range is not None and self.compare_with is not None and self.compare_with.get("k") is None:
+            self._check_param_range()
         if self.k_range is None or self.compare_with is None or self.compare_with.get("k") is None:
             return
         ks = self.compare_with["k"]
@@ -1190,6 +1194,28 @@ class ModelBuilder:
             "k": values if bound else None,
             "k_text": text if bound else None,
         }
+
+    def _check_param_range(self) -> None:
+        name = self.compare_with["sweep"]
+        param = self.env.get(name)
+        if not isinstance(param, Parameter) or not self._is_bound_param(name):
+            return
+        saved = param.value.copy()
+        try:
+            for v in self.compare_with["values"]:
+                param.value = np.asarray(float(v))
+                for c in self.constraints:
+                    if isinstance(c, (NnzConstraint, RankConstraint)):
+                        try:
+                            c.validate()
+                        except ConstraintError as exc:
+                            raise ConstraintError(
+                                f"compare ... at {name} in {self.compare_with['text']}: at {name} = {v:g}, {exc.message}",
+                                self.k_range[1],
+                                exc.hint,
+                            ) from None
+        finally:
+            param.value = saved
 
     def _is_bound_param(self, name: str) -> bool:
         """Whether the param ``name`` appears in the bound of a sparsity or rank constraint."""

@@ -260,6 +260,13 @@ class NnzConstraint(Constraint):
         k = int(kv)
         if k < 0:
             raise ConstraintError(f"{self.nnz} <= {k}: the bound must be nonnegative", self.span)
+        if k > limit and self.nnz.pairs:
+            raise ConstraintError(
+                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {limit} entries ({self.n_units} edges)",
+                self.span,
+                f"the bound counts entries, two per edge: between 0 and {limit}, as in {self.nnz} <= 2 * k with "
+                f"k <= {self.n_units} edges",
+            )
         if k > limit:
             outside = " outside free=" if self.nnz.free is not None else ""
             raise ConstraintError(

@@ -279,13 +279,11 @@ class Result:
             flat = v.ravel()
             primary = var == self.variable
             on = set(int(i) for i in self.support) if primary else set()
-            for i in range(flat.size):
+            which = np.flatnonzero(flat) if primary and not all else np.arange(flat.size)  # only what is shown
+            for i in (int(j) for j in which):
                 pos = tuple(int(p) for p in np.unravel_index(i, v.shape)) if v.ndim else ()
-                if primary and not all:
-                    if flat[i] == 0:
-                        continue
-                    if self.symmetric and len(pos) == 2 and pos[0] > pos[1]:
-                        continue
+                if primary and not all and self.symmetric and len(pos) == 2 and pos[0] > pos[1]:
+                    continue
                 row = {"variable": var, "position": pos, "name": self.label(i, var), "value": float(flat[i])}
                 if primary and self.unit in ("coordinates", "groups") and i not in on and flat[i] != 0:
                     free_first.append(row)  # w[0] of nnz(w[1:]) <= k: always in the model
