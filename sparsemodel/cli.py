@@ -305,7 +305,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     problem = load_problem(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
-    ks = parse_k_range(args.k)
+    ks = parse_k_range(args.k) if args.k is not None else None
     fold_ids = None
     if args.fold_ids:
         from .io import read_data
@@ -322,6 +322,9 @@ def cmd_select(args: argparse.Namespace) -> int:
         gamma=args.gamma,
         start=args.start,
         progress=progress_of(args),
+        early_stop=args.early_stop,
+        patience=args.patience,
+        margin=args.margin,
         **opts,
     )
     if args.json:
@@ -409,8 +412,13 @@ def build_parser() -> argparse.ArgumentParser:
     output_args(m, "comparison (every run's solution)")
     m.set_defaults(func=cmd_compare)
 
-    def report_args(q: argparse.ArgumentParser, what: str) -> None:
-        q.add_argument("--k", required=True, help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5")
+    def report_args(q: argparse.ArgumentParser, what: str, k_required: bool = True) -> None:
+        q.add_argument(
+            "--k",
+            required=k_required,
+            help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5"
+            + ("" if k_required else " (default 0 to n / (log(log n) log p))"),
+        )
         q.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
         q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
         output_args(q, what)
@@ -426,20 +434,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pa.set_defaults(func=cmd_path)
 
-    se = sub.add_parser("select", help="choose k: cross-validation or an information criterion over a path")
+    se = sub.add_parser("select", help="choose k: an information criterion or cross-validation over a path")
     model_args(se)
-    report_args(se, "curve")
+    report_args(se, "curve", k_required=False)
     se.add_argument(
-        "--by", choices=("cv", "aic", "bic", "ebic", "gic"), default="cv", help="how to choose (default cv)"
+        "--by",
+        choices=("ebic", "aic", "bic", "ebic_cc", "gic", "cv"),
+        help="how to choose (default ebic; cv when --folds or --fold-ids is given)",
     )
-    se.add_argument("--folds", type=int, default=5, help="number of folds of cross-validation (default 5)")
+    se.add_argument("--folds", type=int, help="number of folds of cross-validation (default 5; implies --by cv)")
     se.add_argument("--seed", type=int, default=0, help="seed of the random folds (default 0)")
     se.add_argument(
-        "--fold-ids", metavar="FILE", help="a vector file with one fold label per sample (instead of --folds)"
+        "--fold-ids",
+        metavar="FILE",
+        help="a vector file with one fold label per sample (instead of --folds; implies --by cv)",
     )
-    se.add_argument("--rule", choices=("min", "1se"), default="min", help="min, or 1se: the smallest k within one se")
+    se.add_argument(
+        "--rule",
+        choices=("min", "1se"),
+        help="cross-validation: min (default), or 1se: the smallest k within one se of the minimum",
+    )
     se.add_argument("--gamma", type=float, default=1.0, help="the EBIC constant gamma (default 1)")
-    se.add_argument("--start", choices=("best", "cold", "warm"), default="best", help="how path points are started")
+    se.add_argument(
+        "--start",
+        choices=("best", "cold", "warm"),
+        default="warm",
+        help="how path points are started (default warm: from the previous k's solution)",
+    )
+    se.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="compute every k (default: stop once the curve has clearly turned)",
+    )
+    se.add_argument("--patience", type=int, help="early stop: consecutive k above the minimum + margin (default 5)")
+    se.add_argument(
+        "--margin",
+        type=float,
+        help="early stop: criterion units (default 10), or standard errors for cv (default 0)",
+    )
     se.set_defaults(func=cmd_select)
 
     v = sub.add_parser("solvers", help="the solver registry: names, constraint kinds, options")

@@ -190,21 +190,25 @@ def path(
 
 def select(
     problem: Problem,
-    k: Iterable[int] | int,
-    by: str = "cv",
+    k: Iterable[int] | int | None = None,
+    by: str | None = None,
     solver: str | None = None,
-    folds: int = 5,
+    folds: Any = None,
     seed: int | None = 0,
     fold_ids: Any = None,
-    rule: str = "min",
+    rule: str | None = None,
     gamma: float = 1.0,
-    start: str = "best",
+    start: str = "warm",
     progress: bool | None = False,
     scheduler: Any = None,
+    early_stop: bool = True,
+    patience: int | None = None,
+    margin: float | None = None,
     **options: Any,
 ):
-    """Choose the bound among ``k`` by cross-validation (``by="cv"``) or an information criterion
-    (``aic``, ``bic``, ``ebic``, ``gic``) over a warm-started path (see
+    """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)) by an information
+    criterion (``aic``, ``bic``, ``ebic`` -- the default --, ``gic``) or cross-validation
+    (``by="cv"``) over a warm-started path that stops once the curve has clearly turned (see
     :mod:`sparsemodel.compare.select`); returns a :class:`~sparsemodel.compare.select.Selection`."""
     from .compare.select import run_select
 
@@ -226,6 +230,9 @@ def select(
             rule=rule,
             gamma=gamma,
             progress=progress,
+            early_stop=early_stop,
+            patience=patience,
+            margin=margin,
         )
 
 

@@ -31,7 +31,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,6 +124,59 @@ def neighbour_start(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
     return z
 
 
+class PathRun:
+    """A path computed one bound at a time: :func:`run_path` drives one, the lockstep
+    cross-validation of :mod:`sparsemodel.compare.select` drives one per fold. ``step(k)`` solves
+    the next point (warm-started from the last solution found), appends it to ``path`` and returns
+    it."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        lp: LoweredProblem,
+        cls: type[Solver],
+        options: dict[str, Any] | None = None,
+        start: str = "best",
+    ):
+        if start not in STARTS:
+            raise ConstraintError(
+                f"start={start!r} is not one of {', '.join(STARTS)}", hint="best (default), cold or warm"
+            )
+        if lp.set is None or not lp.set.thresholds:
+            raise ConstraintError(
+                "a path sweeps the bound of nnz(...) <= k or rank(W) <= r; this problem has none",
+                hint="add a sparsity or rank constraint",
+            )
+        options = dict(options or {})
+        if "init" in options and start != "cold":
+            raise ConstraintError(
+                "init= is chosen by the path at every point after the first (the neighbour's solution)",
+                hint="drop init=, or use start='cold' to give every point the same start",
+            )
+        cls.validate(options)
+        self.lp, self.cls, self.options, self.start = lp, cls, options, start
+        self.warmable = "init" in cls.options
+        self.prev: np.ndarray | None = None
+        self.path = SolutionPath(problem, cls.name, options, start)
+
+    def step(self, kv: int) -> PathPoint:
+        t0 = time.perf_counter()
+        try:
+            lpk = self.lp.with_budget(kv)
+            prev = self.prev if self.warmable else None
+            point = _solve_point(lpk, self.cls, self.options, kv, prev, self.start)
+        except ModelError as exc:
+            msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            point = PathPoint(kv, None, self.start, None, None, 0.0, msg)
+        point.time_s = time.perf_counter() - t0
+        if point.ok:
+            self.prev = self.lp.layout.pack(point.result.values)
+            if not self.warmable and self.start != "cold" and not point.message:
+                point.message = f"{self.cls.name} takes no starting point: solved cold"
+        self.path.points.append(point)
+        return point
+
+
 def run_path(
     problem: Problem,
     lp: LoweredProblem,
@@ -132,48 +185,28 @@ def run_path(
     options: dict[str, Any] | None = None,
     start: str = "best",
     progress: bool | None = False,
+    stop: Callable[[SolutionPath], str | None] | None = None,
 ) -> SolutionPath:
     """Solve with ``cls`` at every bound in ``k`` (in order) on ``lp`` (lowered once); see the
-    module docstring for ``start``."""
-    if start not in STARTS:
-        raise ConstraintError(f"start={start!r} is not one of {', '.join(STARTS)}", hint="best (default), cold or warm")
-    if lp.set is None or not lp.set.thresholds:
-        raise ConstraintError(
-            "a path sweeps the bound of nnz(...) <= k or rank(W) <= r; this problem has none",
-            hint="add a sparsity or rank constraint",
-        )
+    module docstring for ``start``. ``stop`` (the early stop of :mod:`sparsemodel.compare.select`)
+    is asked after every point; when it returns a reason the path ends there and records it
+    (``path.stopped``)."""
+    run = PathRun(problem, lp, cls, options, start)
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]  # every bound checked before anything runs
-    options = dict(options or {})
-    if "init" in options and start != "cold":
-        raise ConstraintError(
-            "init= is chosen by the path at every point after the first (the neighbour's solution)",
-            hint="drop init=, or use start='cold' to give every point the same start",
-        )
-    cls.validate(options)
-    warmable = "init" in cls.options
-    out = SolutionPath(problem, cls.name, options, start)
-    prev: np.ndarray | None = None
     bar = progress_bar(total=len(ks), desc=f"path {cls.name}", unit="k", progress=progress)
     try:
-        for kv in ks:
+        for j, kv in enumerate(ks):
             bar.set_postfix_str(f"k={kv}")
-            t0 = time.perf_counter()
-            try:
-                lpk = lp.with_budget(kv)
-                point = _solve_point(lpk, cls, options, kv, prev if warmable else None, start)
-            except ModelError as exc:
-                msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-                point = PathPoint(kv, None, start, None, None, 0.0, msg)
-            point.time_s = time.perf_counter() - t0
-            if point.ok:
-                prev = lp.layout.pack(point.result.values)
-                if not warmable and start != "cold" and not point.message:
-                    point.message = f"{cls.name} takes no starting point: solved cold"
-            out.points.append(point)
+            run.step(kv)
             bar.update(1)
+            why = stop(run.path) if stop is not None and j + 1 < len(ks) else None
+            if why:
+                run.path.stopped = why
+                run.path.skipped = ks[j + 1 :]
+                break
     finally:
         bar.close()
-    return out
+    return run.path
 
 
 def _solve_point(
@@ -185,8 +218,11 @@ def _solve_point(
     if start in ("cold", "best") or prev is None:
         cold = cls(**options).solve(lp)
     if start in ("warm", "best") and prev is not None:
-        try:
-            warm = cls(**{**options, "init": neighbour_start(lp, prev)}).solve(lp)
+        # a solver that fills a short start itself (auto: by the largest model gains) gets the
+        # neighbour's solution as it is; the others get it with the gradient step outside its support
+        init = prev.copy() if getattr(cls, "fills_start", False) else neighbour_start(lp, prev)
+        try:  # the solver's own options for warm starts (auto: warm_options), then the user's
+            warm = cls(**{**getattr(cls, "warm_options", {}), **options, "init": init}).solve(lp)
         except ModelError:
             if cold is None:
                 raise
@@ -225,6 +261,8 @@ class SolutionPath:
         self.options = options
         self.start = start
         self.points: list[PathPoint] = []
+        self.stopped: str | None = None  # why the path ended before its last k (an early stop)
+        self.skipped: list[int] = []  # the k not computed after an early stop
         self.protected = protected_paths(problem)
 
     # ------------------------------------------------------------------ access
@@ -283,6 +321,10 @@ class SolutionPath:
         if self.start == "best":
             won = sum(1 for p in self.points if p.ok and p.start == "warm")
             parts.append(f"the warm start was strictly better at {won} of {len(self.points)} points")
+        if self.stopped:
+            parts.append(
+                f"stopped early after k={self.points[-1].k}: {self.stopped}; not computed: k = {_span(self.skipped)}"
+            )
         notes = [f"  k={p.k}: {p.message}" for p in self.points if p.message]
         if notes:
             parts += ["notes"] + notes
@@ -307,6 +349,8 @@ class SolutionPath:
                 "start": self.start,
                 "unit": self.unit,
                 "options": self.options,
+                "stopped": self.stopped,
+                "skipped": self.skipped,
                 "points": details,
             }
         )
@@ -359,6 +403,13 @@ class SolutionPath:
         return fig
 
 
+def _span(ks: list[int]) -> str:
+    """k = 18..40 for a run of consecutive bounds, else the list."""
+    if len(ks) > 2 and ks == list(range(ks[0], ks[0] + len(ks))):
+        return f"{ks[0]}..{ks[-1]}"
+    return ", ".join(str(k) for k in ks)
+
+
 def new_figure(panels: int, width: float = 5.5, height: float = 4.2) -> tuple[Any, list[Any]]:
     """A matplotlib Figure on the Agg canvas (pyplot's global backend untouched) with ``panels`` axes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -397,4 +448,4 @@ def report_html(rows: list[dict[str, Any]], columns: Any, caption: str, fig: Any
     return "<div>" + "".join(out) + "</div>"
 
 
-__all__ = ["PathPoint", "STARTS", "SolutionPath", "neighbour_start", "report_html", "run_path"]
+__all__ = ["PathPoint", "PathRun", "STARTS", "SolutionPath", "neighbour_start", "report_html", "run_path"]

@@ -17,8 +17,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
-from scipy.special import logsumexp as _lse
 
 from ..errors import DataError, ModelError, ShapeError, Span
 from .expr import (
@@ -40,6 +38,23 @@ from .expr import (
     dense,
     fmt_shape,
 )
+
+
+def expit(z: Any) -> Any:
+    """The logistic sigmoid 1 / (1 + exp(-z)) without overflow (numpy only: importing the model
+    layer does not load scipy.special)."""
+    z = np.asarray(z, dtype=float)
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _lse(z: np.ndarray, axis: Any = None) -> Any:
+    """log(sum(exp(z))) along ``axis``, shifted by the maximum (no overflow)."""
+    m = np.max(z, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(z - m), axis=axis, keepdims=True)) + m
+    return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
 
 
 class Atom(Expr):
