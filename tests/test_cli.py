@@ -54,8 +54,10 @@ def test_demo_recovers_the_support(capsys):
     assert d["grahtp"]["exact_recovery"] and d["grahtp"]["recovered"] == 50
     assert d["grahtp"]["status"] == "converged"
     assert "fgrahtp" in d
+    assert d["auto"]["exact_recovery"] and d["auto"]["support_names"][:3] == ["x11", "x14", "x46"]
     code, out, _ = run(capsys, "demo")
     assert code == 0 and "grahtp" in out and "50/50" in out and "HT-stable" in out
+    assert "support (auto, the default): x11, x14, x46," in out  # the README's first command: names
 
 
 def test_solvers_registry(capsys):

@@ -254,3 +254,12 @@ def test_the_example_models_print_named_supports(capsys, model, names):
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith(("selected", "edges")))
     assert all(name in line for name in names), line
+
+
+def test_data_rebound_to_a_named_data_object_keeps_its_names():
+    X = RNG.standard_normal((40, 3))
+    prob = sm.parse(
+        "data X : matrix\nvar w[cols(X)]\nminimize sum_squares(X @ w - X[:, 1])\nsubject to\n  nnz(w) <= 1\n",
+        data={"X": sm.Data(X, names=(None, ["u", "v", "z"]))},
+    )
+    assert prob.solve().support_names == ["v"]

@@ -869,6 +869,8 @@ class ModelBuilder:
                 )
                 path = ds.path
             else:
+                if isinstance(given, Data):  # sm.Data(X, names=...): the values and their names
+                    info["names"], given = given.axis_names, given.value
                 given, frame = frame_names(given)
                 if frame is not None:
                     info["names"] = frame
