@@ -202,7 +202,7 @@ def test_cli_select_prints_curve_choice_and_solution(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "choosing k by bic (BIC = n log(RSS/n) + log(n) df" in out
-    assert "chosen k = 4" in out and "nonzeros    4" in out
+    assert "chosen k = 4 coordinates" in out and "selected    4: w[" in out
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
     np.savetxt(tmp_path / "folds.csv", np.arange(len(y)) % 4)
     code = main(
@@ -214,7 +214,7 @@ def test_cli_select_prints_curve_choice_and_solution(tmp_path, capsys):
             "--quiet",
             "--fold-ids",
             str(tmp_path / "folds.csv"),
-            "--json",
+            "--out",
             str(tmp_path / "s.json"),
         ]
     )
@@ -363,7 +363,7 @@ def test_cli_select_defaults_to_ebic_over_the_default_range_and_reports_the_earl
         'data X : matrix from "X.npy"\ndata y : vector from "y.npy"\nvar w[cols(X)]\n'
         "minimize sum_squares(X @ w - y) / (2 * rows(X))\nsubject to\n  nnz(w) <= 5\n"
     )
-    code = main(["select", str(model), "--quiet", "--json", str(tmp_path / "s.json")])
+    code = main(["select", str(model), "--quiet", "--out", str(tmp_path / "s.json")])
     out = capsys.readouterr().out
     assert code == 0 and "choosing k by ebic (EBIC = n log(RSS/n) + (log(n) + 2 gamma log(p)) df" in out
     assert "chosen k = 4" in out and "early stop after k=10" in out and "not computed: k = 11..23" in out

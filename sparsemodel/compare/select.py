@@ -56,7 +56,6 @@ import io
 import json
 import math
 import numbers
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +71,9 @@ from ..errors import ModelError
 from ..model.problem import Objective, Problem
 from ..model.samples import rebind_rows, sample_nodes, split_data_term
 from ..outputs import check_output, protected_paths, write_output
-from ..util import jsonable
-from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes
+from ..progress import progress_bar
+from ..util import jsonable, k_header, k_text
+from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
 from .runner import _ks
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ DEFAULT_CV_RULE = "min"  # cross-validation's default rule (docs/selection.md: 1
 # the early stop (EarlyStop): patience in k, margin in criterion units / standard errors
 IC_PATIENCE, IC_MARGIN = 5, 10.0
 CV_PATIENCE, CV_MARGIN = 5, 0.0
-SELECT_COLUMNS = ("k", "value", "se", "nnz", "df", "loss", "objective", "status")
+SELECT_COLUMNS = ("k", "unit", "value", "se", "nnz", "df", "loss", "objective", "status", "support", "support_names")
 
 
 class SelectionError(ModelError):
@@ -359,9 +359,7 @@ def run_select(
     fold_runs = _fold_runs(problem, cls, options, start, dt, splits) if splits is not None else []
     per_fold = np.full((len(fold_runs), len(ks)), np.nan) if splits is not None else None
     curve: list[dict[str, Any]] = []
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(ks), file=sys.stderr, disable=not progress, desc=f"choosing k by {by}", unit="k")
+    bar = progress_bar(total=len(ks), desc=f"choosing k by {by}", unit="k", progress=progress)
     try:
         for j, kv in enumerate(ks):
             bar.set_postfix_str(f"k={kv}")
@@ -425,6 +423,9 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         "loss": None,
         "objective": None,
         "status": pt.row()["status"],
+        "unit": lp.set.unit,
+        "support": pt.row()["support"],
+        "support_names": pt.row()["support_names"],
     }
     if pt.ok:
         x = lp.layout.pack(pt.result.values)
@@ -534,7 +535,11 @@ class Selection:
         from tabulate import tabulate
 
         name = "mean held-out loss" if self.by == "cv" else self.by.upper()
-        head = ["k", name] + (["se"] if self.by == "cv" else []) + ["nnz", "df", "data loss", "objective", "status"]
+        head = (
+            [k_header(self.result.unit), name]
+            + (["se"] if self.by == "cv" else [])
+            + ["nnz", "df", "data loss", "objective", "status"]
+        )
         body = []
         for r in self.curve:
             mark = " *" if r["k"] == self.k else ""
@@ -552,7 +557,7 @@ class Selection:
         parts = [
             f"choosing k by {self.by} ({self.describe()})",
             tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True),
-            f"chosen k = {self.k} (rule: {self.rule}; path of {self.solver}, start={self.path.start})",
+            f"chosen {k_text(self.k, self.result.unit)} (rule: {self.rule}; path of {self.solver}, start={self.path.start})",
         ]
         if self.stopped:
             parts.append(
@@ -588,6 +593,7 @@ class Selection:
                 "skipped": self.skipped,
                 "per_fold": self.per_fold.tolist() if self.per_fold is not None else None,
                 "result": self.result.to_dict(),
+                "path": self.path.to_dict()["points"],
             }
         )
 
@@ -610,6 +616,22 @@ class Selection:
         """PNG: the curve versus k (with standard-error bars for cross-validation), the chosen k
         marked; beside it the all-data objective versus k."""
         check_output(path, self.protected, overwrite)
+        return write_output(path, png_bytes(self.figure()), self.protected, overwrite)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the curve's table, the plot and the chosen solution."""
+        head = f"<p>choosing k by {self.by} ({self.describe()})</p>"
+        table = report_html(
+            self.curve,
+            SELECT_COLUMNS,
+            f"chosen {k_text(self.k, self.result.unit)} (rule: {self.rule}; path of {self.solver})",
+            self.figure(),
+            head,
+        )
+        return table + self.result._repr_html_()
+
+    def figure(self) -> Any:
+        """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
         fig, (ax, ax_o) = new_figure(2)
         ks = self.ks
         vals = [r["value"] for r in self.curve]
@@ -630,12 +652,12 @@ class Selection:
         ax.set_title("mean held-out loss" if self.by == "cv" else self.by.upper())
         ax_o.set_title("objective on all the data")
         for a in (ax, ax_o):
-            a.set_xlabel("k (bound)")
+            a.set_xlabel(k_header(self.result.unit))
             a.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
         name = Path(self.source).name if not self.source.startswith("<") else "problem"
         fig.suptitle(f"{name}: choosing k by {self.by} ({self.solver})")
-        return write_output(path, png_bytes(fig), self.protected, overwrite)
+        return fig
 
 
 __all__ = [

@@ -178,7 +178,7 @@ class Problem:
         k: Iterable[int] | int,
         solver: str | None = None,
         start: str = "best",
-        progress: bool = False,
+        progress: bool | None = False,
         **options: Any,
     ):
         """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
