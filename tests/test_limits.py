@@ -194,3 +194,27 @@ def test_every_solver_gives_the_same_answer_above_every_limit(solver, kind):
         assert res.extra["rank"] == ref.extra["rank"]
     else:
         assert np.array_equal(res.support, ref.support)
+
+
+def test_small_problems_solve_on_one_blas_thread(monkeypatch):
+    """Below BLAS_THREADS_LIMIT a solve runs with one BLAS thread (OpenBLAS's spinning second
+    thread made small factorizations thousands of times slower on a busy machine); above it the
+    user's setting is left alone."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from sparsemodel.solvers import base
+
+    seen = []
+
+    def spy(self, lp):
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return original(self, lp)
+
+    original = base.REGISTRY["grahtp"].run
+    monkeypatch.setattr(base.REGISTRY["grahtp"], "run", spy)
+    prob = PROBLEMS["nnz"]
+    with threadpool_limits(limits=2):
+        get_solver("grahtp")().solve(prob.lower())
+        monkeypatch.setattr(base, "BLAS_THREADS_LIMIT", 1)
+        get_solver("grahtp")().solve(prob.lower())
+    assert seen == [1, 2]
