@@ -18,6 +18,11 @@ Problems (every one a sparsity-constrained model written with the builder, solve
 * ``multinomial`` -- ``abess.datasets.make_multivariate_glm_data`` (3 classes, rho = 0.5):
   softmax written ``sum(logsumexp(X W + b, axis = 1)) - sum(Y .* (X W + b))`` with all classes free
   and row groups (``nnz(W, groups = g) <= k``, one label per row of W); per seed;
+* ``medium`` -- least squares and logistic regression at n = 1000, p = 5000, k = 20 (a Gaussian
+  design, coefficients of random sign and size 1 to 2): the Jacobian (n p = 5e6 entries) is above
+  the storage limit, so every product streams from the data;
+* ``large`` (``--size full`` only) -- the same at n = 5000, p = 10000, k = 100, skscope's comparison
+  size with abess; 2 seeds each;
 * ``khan`` -- the Khan gene-expression data (63 x 2308, 4 classes; ``--data``): the same softmax
   with all classes free, row groups, standardized columns and lam/2 ||W||^2 (lam = 1); per k.
 
@@ -32,7 +37,8 @@ problem (the lowering, shared by every k of a problem, is reported per problem);
 ``fit``; skscope's is ``ScopeSolver.solve`` with ``jit=True`` (its JAX compilation included, as a
 user pays it). abess gets the same ridge (``alpha``) and intercept as our model.
 
-Targets (issue 9): objective ratio <= 1 + 1e-9 in at least 95 % of cases, median time ratio <= 1.
+Targets (issue 16): no failure; objective ratio <= 1 + 1e-9 in at least 95 % of cases; median time
+ratio <= 1, and at most 1.5 in every problem family. The script prints each verdict.
 
     python benchmarks/vs_abess.py                      # the small size (a few minutes)
     python benchmarks/vs_abess.py --size full --csv vs_abess.csv
@@ -338,6 +344,37 @@ def khan_cases(args: argparse.Namespace) -> list[Case]:
     return cases
 
 
+def sized_cases(name: str, n: int, p: int, k: int, args: argparse.Namespace, seeds: int) -> list[Case]:
+    """Least squares and logistic regression at one size (Gaussian design, k coefficients of
+    random sign and size 1 to 2 at random positions; noise N(0, 1), or labels drawn from the
+    logistic model): skscope's comparison size with abess (n = 5000, p = 10000, k = 100) and a
+    medium one whose Jacobian (n * p entries) is above the storage limit (design.FULL_LIMIT)."""
+    ab = _abess()
+    cases = []
+    for kind in ("least squares", "logistic"):
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            X = rng.standard_normal((n, p))
+            w0 = np.zeros(p)
+            S = rng.choice(p, k, replace=False)
+            w0[S] = rng.choice([-1.0, 1.0], k) * rng.uniform(1, 2, k)
+            w = sm.Variable(p, name="w")
+            if kind == "least squares":
+                y = X @ w0 + rng.standard_normal(n)
+                prob = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y) / (2 * n)), [sm.nnz(w) <= k])
+                model, target = (ab.linear.LinearRegression if ab else None), y
+            else:
+                v = np.where(rng.random(n) < 1 / (1 + np.exp(-(X @ w0))), 1.0, -1.0)
+                prob = sm.Problem(sm.minimize(sm.mean(sm.logistic(-v * (X @ w)))), [sm.nnz(w) <= k])
+                model, target = (ab.linear.LogisticRegression if ab else None), (v > 0).astype(float)
+
+            def fit(X=X, target=target, model=model) -> np.ndarray:
+                return np.asarray(model(support_size=[k], fit_intercept=False).fit(X, target).coef_, dtype=float)
+
+            cases.append(Case(name, f"{kind} n={n} p={p} k={k} seed={seed}", prob.lower(), fit if ab else None))
+    return cases
+
+
 def jax_lse(jnp: Any, Z: Any) -> Any:
     m = jnp.max(Z, axis=1, keepdims=True)
     return jnp.log(jnp.sum(jnp.exp(Z - m), axis=1)) + m[:, 0]
@@ -352,6 +389,10 @@ PROBLEMS = {
     "gamma": lambda a: glm_cases("gamma", a),
     "multinomial": lambda a: glm_cases("multinomial", a),
     "khan": khan_cases,
+    # above the Jacobian storage limit (n * p = 5e6 > design.FULL_LIMIT)
+    "medium": lambda a: sized_cases("medium", 1000, 5000, 20, a, a.seeds),
+    # skscope's comparison size (full size only: abess takes seconds per fit)
+    "large": lambda a: sized_cases("large", 5000, 10000, 100, a, 2) if a.size == "full" else [],
 }
 
 
@@ -516,6 +557,25 @@ def main() -> None:
         )
         print("\nauto against skscope (ScopeSolver, JAX compilation included)")
         print(tabulate(table, headers=headers))
+    timed_rows = [r for r in rows if "time_ratio" in r]
+    if timed_rows:
+        ok = sum(bool(r["ok"]) for r in timed_rows)
+        med = statistics.median(r["time_ratio"] for r in timed_rows)
+        fams = {r["problem"] for r in timed_rows}
+        worst = max(
+            ((statistics.median(r["time_ratio"] for r in timed_rows if r["problem"] == f_), f_) for f_ in fams),
+        )
+        print("\ntargets (issue 16):")
+        print(f"  no failure: {'holds' if all(r['status'] != 'diverged' for r in rows) else 'fails'}")
+        print(
+            f"  objective at most abess's in >= 95 % of cases: {100 * ok / len(timed_rows):.1f} % "
+            f"({'holds' if ok >= 0.95 * len(timed_rows) else 'fails'})"
+        )
+        print(f"  median time ratio <= 1: {med:.2f} ({'holds' if med <= 1 else 'fails'})")
+        print(
+            f"  median time ratio <= 1.5 in every problem family: worst {worst[1]} {worst[0]:.2f} "
+            f"({'holds' if worst[0] <= 1.5 else 'fails'})"
+        )
     if args.csv:
         keys = sorted({k for r in rows for k in r})
         with open(args.csv, "w", newline="") as fh:

@@ -18,12 +18,13 @@ try:
     from sklearn.datasets import load_digits
 
     data = load_digits()
-    X, labels, source = data.data, data.target, "scikit-learn digits"
+    X, labels, source, pixels = data.data, data.target, "scikit-learn digits", list(data.feature_names)
 except ImportError:  # a synthetic stand-in of the same shape
     rng = np.random.default_rng(0)
     means = rng.standard_normal((10, 4)) @ rng.standard_normal((4, 64)) * 2
     labels = rng.integers(0, 10, 1797)
     X, source = means[labels] + rng.standard_normal((1797, 64)), "synthetic stand-in"
+    pixels = [f"pixel_{i // 8}_{i % 8}" for i in range(64)]
 
 rng = np.random.default_rng(0)
 order = rng.permutation(len(labels))
@@ -35,8 +36,10 @@ Y = np.eye(10)[labels]
 n, p = len(train), Z.shape[1]
 W = sm.Variable((p, 10), name="W")
 b = sm.Variable(10, name="b")  # per-class intercepts: free, never part of the rank
+Ztr = sm.Data(Z[train], name="Z", names=(None, pixels))  # W's rows are pixels
+Ytr = sm.Data(Y[train], name="Y", names=(None, [f"digit {d}" for d in range(10)]))  # its columns, digits
 prob = sm.Problem(
-    sm.minimize(sm.sum_squares(Z[train] @ W + b - Y[train]) / (2 * n) + 1e-3 / 2 * sm.sum_squares(W)),
+    sm.minimize(sm.sum_squares(Ztr @ W + b - Ytr) / (2 * n) + 1e-3 / 2 * sm.sum_squares(W)),
     [sm.rank(W) <= 3],
 )
 
@@ -49,3 +52,10 @@ for r in range(1, 10):
         scores = Z[test] @ res.values["W"] + res.values["b"]
         row.append((np.mean(scores.argmax(axis=1) == labels[test]), res.objective))
     print(f"{r:2d}   {row[0][0]:20.3f}   {row[1][0]:21.3f}   {row[0][1]:16.6f}   {row[1][1]:17.6f}")
+
+res = prob.solve("grahtp", k=3)
+print()
+print(res.summary())  # the rank and the singular values, not a support: W is dense
+rows = np.linalg.norm(res.x, axis=1)
+names = res.axis_names()[0]
+print("pixels that weigh most at r = 3:", ", ".join(f"{names[i]} {rows[i]:.3f}" for i in np.argsort(-rows)[:8]))

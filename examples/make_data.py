@@ -1,9 +1,12 @@
 """Write the generated data used by the example model files (seed 0).
 
 python examples/make_data.py
-    examples/data/linreg_{X,v,w}.npy      sparse_linreg.sm (paper 000, Section 6.1 design)
-    examples/data/multitask_{X,Y,W}.npy   multitask_rank.sm (rank-5 multi-task regression)
-    examples/data/graph_{Z,O}.npy         precision.sm (paper 000, Section 6.3.1: p = 30, n = 200)
+    examples/data/linreg.npz      sparse_linreg.sm (paper 000, Section 6.1 design): X, v, the true w
+    examples/data/multitask.npz   multitask_rank.sm (rank-5 multi-task regression): X, Y, the true W
+    examples/data/graph.npz       precision.sm (paper 000, Section 6.3.1: p = 30, n = 200): Z, the true O
+
+Each archive names the columns of its data (``X_names``, ``Y_names``, ``Z_names``: x0, x1, ...,
+the convention of scikit-learn for unnamed features), so that results print supports by name.
 """
 
 from pathlib import Path
@@ -12,23 +15,19 @@ import numpy as np
 
 from sparsemodel.datasets import low_rank_regression, sparse_linear_regression, sparse_precision
 
+
+def names(prefix: str, n: int) -> np.ndarray:
+    return np.array([f"{prefix}{j}" for j in range(n)])
+
+
 out = Path(__file__).parent / "data"
 out.mkdir(exist_ok=True)
 X, v, w = sparse_linear_regression(250, p=500, k=50, seed=0)
-np.save(out / "linreg_X.npy", X)
-np.save(out / "linreg_v.npy", v)
-np.save(out / "linreg_w.npy", w)
-print(
-    f"wrote {out}/linreg_X.npy {X.shape}, linreg_v.npy {v.shape}, linreg_w.npy (the true w, {np.count_nonzero(w)} nonzeros)"
-)
+np.savez(out / "linreg.npz", X=X, X_names=names("x", X.shape[1]), v=v, w=w)
+print(f"wrote {out}/linreg.npz: X {X.shape}, v {v.shape}, the true w ({np.count_nonzero(w)} nonzeros)")
 X, Y, W = low_rank_regression(500, p=100, m=30, r=5, seed=0)
-np.save(out / "multitask_X.npy", X)
-np.save(out / "multitask_Y.npy", Y)
-np.save(out / "multitask_W.npy", W)
-print(f"wrote {out}/multitask_X.npy {X.shape}, multitask_Y.npy {Y.shape}, multitask_W.npy (the true W, rank 5)")
+np.savez(out / "multitask.npz", X=X, X_names=names("x", X.shape[1]), Y=Y, Y_names=names("y", Y.shape[1]), W=W)
+print(f"wrote {out}/multitask.npz: X {X.shape}, Y {Y.shape}, the true W (rank 5)")
 Z, O = sparse_precision(30, n=200, seed=0)
-np.save(out / "graph_Z.npy", Z)
-np.save(out / "graph_O.npy", O)
-print(
-    f"wrote {out}/graph_Z.npy {Z.shape}, graph_O.npy (the true precision matrix, {np.count_nonzero(np.triu(O, 1))} edges)"
-)
+np.savez(out / "graph.npz", Z=Z, Z_names=names("v", Z.shape[1]), O=O)
+print(f"wrote {out}/graph.npz: Z {Z.shape}, the true precision matrix O ({np.count_nonzero(np.triu(O, 1))} edges)")

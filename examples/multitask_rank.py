@@ -13,14 +13,15 @@ import numpy as np
 import sparsemodel as sm
 
 here = Path(__file__).parent
-X = np.load(here / "data" / "multitask_X.npy")
-Y = np.load(here / "data" / "multitask_Y.npy")
-W_true = np.load(here / "data" / "multitask_W.npy")
+data = np.load(here / "data" / "multitask.npz")
+X, Y, W_true = data["X"], data["Y"], data["W"]
 n, p = X.shape
 m = Y.shape[1]
 
 W = sm.Variable((p, m), name="W")
-prob = sm.Problem(sm.minimize(sm.sum_squares(X @ W - Y) / (2 * n)), [sm.rank(W) <= 5])
+Xd = sm.Data(X, name="X", names=(None, data["X_names"]))  # W's rows: X's columns
+Yd = sm.Data(Y, name="Y", names=(None, data["Y_names"]))  # W's columns: the responses
+prob = sm.Problem(sm.minimize(sm.sum_squares(Xd @ W - Yd) / (2 * n)), [sm.rank(W) <= 5])
 
 
 def err(A: np.ndarray) -> float:
@@ -45,8 +46,12 @@ print(
     "the relaxation shrinks every singular value"
 )
 
-# the text front end builds the same problem
+# the text front end builds the same problem; a rank result prints its rank and singular values
 same = sm.load(str(here / "multitask_rank.sm")).solve()
-print(f"from the model file: objective {same.objective:.10f}")
+print(f"from the model file: objective {same.objective:.10f}\n")
+print(same.summary())
+rows = np.linalg.norm(same.x, axis=1)  # the features that load most on the rank-5 coefficients, by name
+names = same.axis_names()[0]
+print("largest rows of W:", ", ".join(f"{names[i]} {rows[i]:.2f}" for i in np.argsort(-rows)[:8]), "\n")
 
 print(prob.compare(["grahtp", "nuclear"], k=range(1, 9), progress=False).table())

@@ -6,8 +6,9 @@ prob = sm.Problem(sm.minimize(sm.sum_squares(A @ w - y) / (2 * n)), [sm.nnz(w) <
 res = prob.solve(solver="grahtp")
 """
 
+from typing import Any
+
 from .errors import ModelError
-from .grammar import load, parse
 from .model.atoms import (
     cols,
     cov,
@@ -33,10 +34,33 @@ from .model.atoms import (
 from .model.constraints import box, eig, nnz, offdiag, rank
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, Problem, minimize
-from .solvers import REGISTRY as registry
-from .solvers import Result
 
 __version__ = "0.1.0"
+
+# loaded on first use, so that `import sparsemodel` costs little more than numpy and scipy.sparse:
+# the grammar (lark) only for model files, the solvers (and their numerics) only for a solve
+_LAZY = {
+    "load": ("grammar", "load"),
+    "parse": ("grammar", "parse"),
+    "registry": ("solvers", "REGISTRY"),
+    "Result": ("solvers", "Result"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sparsemodel' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ModelError",

@@ -9,6 +9,7 @@ file unless --force is given.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .outputs import check_output, distinct, protected_paths, write_output
+from .outputs import check_output, distinct, protected_paths, write_error, write_output
 from .util import jsonable, parse_values
 
 EXIT_USER = 2
@@ -149,36 +150,72 @@ def solver_and_options(args: argparse.Namespace, problem: Any) -> tuple[str | No
     return name, opts
 
 
+def progress_of(args: argparse.Namespace) -> bool | None:
+    """--progress: always; --quiet: never; neither: on a terminal (or in a notebook) only."""
+    if getattr(args, "progress", False):
+        return True
+    if getattr(args, "quiet", False):
+        return False
+    return None
+
+
+def output_files(args: argparse.Namespace, problem: Any) -> dict[str, Path]:
+    """--out (JSON), --csv and --plot, checked before anything runs: never an input of the model,
+    never an existing file without --force, never two outputs to one file."""
+    protected = protected_paths(problem)
+    given = {"json": getattr(args, "out", None), "csv": getattr(args, "csv", None), "plot": getattr(args, "plot", None)}
+    flags = {"json": "--out", "csv": "--csv", "plot": "--plot"}
+    distinct({flags[k]: p for k, p in given.items()})
+    return {k: check_output(p, protected, args.force, "--force") for k, p in given.items() if p is not None}
+
+
+def announce(args: argparse.Namespace, kind: str, path: Path) -> None:
+    """`wrote csv: t.csv`, on stdout, or on stderr when stdout carries --json."""
+    print(f"wrote {kind}: {path}", file=sys.stderr if args.json else sys.stdout)
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = load_problem(args)
-    protected = protected_paths(problem)
-    if args.out is not None:
-        check_output(args.out, protected, args.force, "--force")
+    outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
-    result = problem.solve(name or "auto", k=args.k, progress=not args.quiet, **opts)
+    result = problem.solve(name or "auto", k=args.k, progress=progress_of(args), **opts)
     payload = result.to_dict()
     payload["model"] = str(args.model)
     text = json.dumps(payload, indent=None if args.json else 2, allow_nan=False)
-    if args.out is not None:  # checked again now: a file created meanwhile is not replaced
-        write_output(args.out, text + "\n", protected, args.force, "--force")
+    protected = protected_paths(problem)
+    if "json" in outs:  # checked again now: a file created meanwhile is not replaced
+        write_output(outs["json"], text + "\n", protected, args.force, "--force")
+    if "csv" in outs:
+        write_output(outs["csv"], coefficients_csv(result), protected, args.force, "--force")
     if args.json:
         print(text)
     else:
         print(result.summary())
-        if args.out is not None:
-            print(f"wrote       {args.out}")
-    if result.status == "unbounded":
+    for kind, path in outs.items():
+        announce(args, kind, path)
+    if result.status in ("unbounded", "diverged"):
+        print(f"the solve ended {result.status}: {result.message}", file=sys.stderr)
         return EXIT_USER
-    return 0 if result.status != "diverged" else 1
+    return 0
+
+
+def coefficients_csv(result: Any) -> str:
+    """The coefficient table of a result (every coordinate of every variable): variable, name,
+    position and value, one row each."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["variable", "name", "position", "value"])
+    for r in result.coefficients(all=True):
+        w.writerow([r["variable"], r["name"], " ".join(map(str, r["position"])), repr(r["value"])])
+    return buf.getvalue()
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     problem = load_problem(args)
-    protected = protected_paths(problem)
-    outs = {kind: p for kind, p in (("csv", args.csv), ("json", args.json_out), ("plot", args.plot)) if p is not None}
-    distinct({f"--{'json' if k == 'json' else k}": p for k, p in outs.items()})
-    for p in outs.values():
-        check_output(p, protected, args.force, "--force")
+    outs = output_files(args, problem)
     cw = problem.compare_with or {}
     solvers = [s.strip() for s in args.solvers.split(",")] if args.solvers else cw.get("solvers")
     if not solvers:
@@ -207,7 +244,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             solvers,
             k=ks,
             options=options,
-            progress=not args.quiet,
+            progress=progress_of(args),
             sweep=sweep,
             csv=outs.get("csv"),
             overwrite=args.force,
@@ -217,57 +254,58 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if comp is None:
             raise
         interrupted = True
-    print(comp.table())
+    if args.json:
+        print(json.dumps(comp.to_dict(), allow_nan=False))
+    else:
+        print(comp.table())
     if "json" in outs:
         comp.to_json(outs["json"], overwrite=args.force)
     if "plot" in outs:
         comp.plot(outs["plot"], overwrite=args.force)
     for kind, p in outs.items():
-        print(f"wrote {kind}: {p}")
+        announce(args, kind, p)
     if interrupted:
         print(
             f"interrupted after {len(comp.rows)} of {comp.total} runs; the finished ones are above and in the files",
             file=sys.stderr,
         )
         return 130
-    failed = [r for r in comp.rows if r["status"] == "error"]
-    return 0 if not failed else 1
+    failed = comp.failed()
+    if failed:  # a solver refused its cell (an option, a constraint, a k it cannot reach): said, not a bug
+        print(f"{len(failed)} of {len(comp.rows)} runs failed; their messages are in the table", file=sys.stderr)
+        return EXIT_USER
+    return 0
 
 
-def report_outputs(args: argparse.Namespace, problem: Any) -> dict[str, Path]:
-    """--csv / --json / --plot of path and select, checked before anything runs."""
-    protected = protected_paths(problem)
-    distinct({"--csv": args.csv, "--json": args.json_out, "--plot": args.plot})
-    return {
-        kind: check_output(p, protected, args.force, "--force")
-        for kind, p in (("csv", args.csv), ("json", args.json_out), ("plot", args.plot))
-        if p
-    }
-
-
-def write_reports(report: Any, outs: dict[str, Path]) -> None:
+def write_reports(args: argparse.Namespace, report: Any, outs: dict[str, Path]) -> None:
     writers = {"csv": report.to_csv, "json": report.to_json, "plot": report.plot}
     for kind, path in outs.items():
         writers[kind](path, overwrite=True)
-        print(f"wrote {kind}: {path}")
+        announce(args, kind, path)
 
 
 def cmd_path(args: argparse.Namespace) -> int:
     problem = load_problem(args)
-    outs = report_outputs(args, problem)
+    outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
     ks = parse_k_range(args.k)
-    result = problem.path(k=ks, solver=name or "auto", start=args.start, progress=not args.quiet, **opts)
-    print(result.table())
-    write_reports(result, outs)
-    return 0 if not result.failed() else 1
+    result = problem.path(k=ks, solver=name or "auto", start=args.start, progress=progress_of(args), **opts)
+    if args.json:
+        print(json.dumps(result.to_dict(), allow_nan=False))
+    else:
+        print(result.table())
+    write_reports(args, result, outs)
+    if result.failed():
+        print(f"{len(result.failed())} of {len(result.points)} points failed; see the notes", file=sys.stderr)
+        return EXIT_USER
+    return 0
 
 
 def cmd_select(args: argparse.Namespace) -> int:
     problem = load_problem(args)
-    outs = report_outputs(args, problem)
+    outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
-    ks = parse_k_range(args.k)
+    ks = parse_k_range(args.k) if args.k is not None else None
     fold_ids = None
     if args.fold_ids:
         from .io import read_data
@@ -283,13 +321,19 @@ def cmd_select(args: argparse.Namespace) -> int:
         rule=args.rule,
         gamma=args.gamma,
         start=args.start,
-        progress=not args.quiet,
+        progress=progress_of(args),
+        early_stop=args.early_stop,
+        patience=args.patience,
+        margin=args.margin,
         **opts,
     )
-    print(sel.table())
-    print()
-    print(sel.result.summary())
-    write_reports(sel, outs)
+    if args.json:
+        print(json.dumps(sel.to_dict(), allow_nan=False))
+    else:
+        print(sel.table())
+        print()
+        print(sel.result.summary())
+    write_reports(args, sel, outs)
     return 0
 
 
@@ -330,39 +374,54 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(c)
     c.set_defaults(func=cmd_check)
 
+    def output_args(q: argparse.ArgumentParser, what: str, table: bool = True) -> None:
+        """The outputs every command that solves takes, with one meaning everywhere."""
+        q.add_argument("--json", action="store_true", help=f"print the {what} as one JSON object instead of the text")
+        q.add_argument("--out", metavar="FILE", help=f"also write the {what} as JSON to FILE")
+        if table:
+            q.add_argument("--csv", metavar="FILE", help=f"write the {what} as CSV (with the supports)")
+            q.add_argument("--plot", metavar="FILE", help=f"write the {what} as a PNG plot")
+        q.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
+        loud = q.add_mutually_exclusive_group()
+        loud.add_argument("--quiet", action="store_true", help="no progress bar")
+        loud.add_argument(
+            "--progress", action="store_true", help="a progress bar even when standard error is not a terminal"
+        )
+
     s = sub.add_parser("solve", help="solve a model file")
     model_args(s)
     s.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
     s.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-    s.add_argument("--k", type=int, help="override the bound of the sparsity or rank constraint (k or r)")
-    s.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
-    s.add_argument("--out", help="also write the JSON result to this file")
-    s.add_argument("--force", action="store_true", help="allow --out to replace an existing file")
-    s.add_argument("--quiet", action="store_true", help="no progress bar (shown on a terminal for long solves)")
-    s.set_defaults(func=cmd_solve)
+    s.add_argument(
+        "--k",
+        type=int,
+        help="override the bound of the sparsity or rank constraint, in its unit (coordinates, groups, edges, rank)",
+    )
+    output_args(s, "result", table=False)
+    s.add_argument("--csv", metavar="FILE", help="write the coefficient table (every coordinate, by name) as CSV")
+    s.set_defaults(func=cmd_solve, plot=None)
 
     m = sub.add_parser("compare", help="run several solvers on one model, optionally over a range of k")
     model_args(m)
     m.add_argument("--solvers", help="comma-separated solver names (default: the model's `compare with`)")
-    m.add_argument("--k", help="values of the bound (sparsity k or rank r): 20, 5:50:5 (inclusive) or 1,2,5")
+    m.add_argument(
+        "--k", help="values of the bound, in its unit: 20, 5:50:5 (inclusive) or 1,2,5 (sparsity k or rank r)"
+    )
     m.add_argument("--at", metavar="NAME=VALUES", help="sweep a param instead: lam=0.001,0.01,0.1 or lam=1:3")
     m.add_argument("--option", "-o", action="append", metavar="SOLVER:KEY=VALUE", help="solver option, repeatable")
-    m.add_argument("--csv", help="write the table as CSV")
-    m.add_argument("--json", dest="json_out", help="write the results as JSON")
-    m.add_argument("--plot", help="write objective/time versus k as PNG")
-    m.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
-    m.add_argument("--quiet", action="store_true", help="no progress bar")
+    output_args(m, "comparison (every run's solution)")
     m.set_defaults(func=cmd_compare)
 
-    def report_args(q: argparse.ArgumentParser, what: str) -> None:
-        q.add_argument("--k", required=True, help="values of the bound: 1:40 (inclusive), 1:40:2 or 1,2,5")
+    def report_args(q: argparse.ArgumentParser, what: str, k_required: bool = True) -> None:
+        q.add_argument(
+            "--k",
+            required=k_required,
+            help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5"
+            + ("" if k_required else " (default 0 to n / (log(log n) log p))"),
+        )
         q.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
         q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-        q.add_argument("--csv", help=f"write the {what} as CSV")
-        q.add_argument("--json", dest="json_out", help=f"write the {what} as JSON")
-        q.add_argument("--plot", help=f"write the {what} as PNG")
-        q.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
-        q.add_argument("--quiet", action="store_true", help="no progress bar")
+        output_args(q, what)
 
     pa = sub.add_parser("path", help="a warm-started path over the bound k with one solver")
     model_args(pa)
@@ -375,20 +434,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pa.set_defaults(func=cmd_path)
 
-    se = sub.add_parser("select", help="choose k: cross-validation or an information criterion over a path")
+    se = sub.add_parser("select", help="choose k: an information criterion or cross-validation over a path")
     model_args(se)
-    report_args(se, "curve")
+    report_args(se, "curve", k_required=False)
     se.add_argument(
-        "--by", choices=("cv", "aic", "bic", "ebic", "gic"), default="cv", help="how to choose (default cv)"
+        "--by",
+        choices=("ebic", "aic", "bic", "ebic_cc", "gic", "cv"),
+        help="how to choose (default ebic; cv when --folds or --fold-ids is given)",
     )
-    se.add_argument("--folds", type=int, default=5, help="number of folds of cross-validation (default 5)")
+    se.add_argument("--folds", type=int, help="number of folds of cross-validation (default 5; implies --by cv)")
     se.add_argument("--seed", type=int, default=0, help="seed of the random folds (default 0)")
     se.add_argument(
-        "--fold-ids", metavar="FILE", help="a vector file with one fold label per sample (instead of --folds)"
+        "--fold-ids",
+        metavar="FILE",
+        help="a vector file with one fold label per sample (instead of --folds; implies --by cv)",
     )
-    se.add_argument("--rule", choices=("min", "1se"), default="min", help="min, or 1se: the smallest k within one se")
+    se.add_argument(
+        "--rule",
+        choices=("min", "1se"),
+        help="cross-validation: min (default), or 1se: the smallest k within one se of the minimum",
+    )
     se.add_argument("--gamma", type=float, default=1.0, help="the EBIC constant gamma (default 1)")
-    se.add_argument("--start", choices=("best", "cold", "warm"), default="best", help="how path points are started")
+    se.add_argument(
+        "--start",
+        choices=("best", "cold", "warm"),
+        default="warm",
+        help="how path points are started (default warm: from the previous k's solution)",
+    )
+    se.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="compute every k (default: stop once the curve has clearly turned)",
+    )
+    se.add_argument("--patience", type=int, help="early stop: consecutive k above the minimum + margin (default 5)")
+    se.add_argument(
+        "--margin",
+        type=float,
+        help="early stop: criterion units (default 10), or standard errors for cv (default 0)",
+    )
     se.set_defaults(func=cmd_select)
 
     v = sub.add_parser("solvers", help="the solver registry: names, constraint kinds, options")
@@ -413,6 +497,11 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
 
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    old = _json_with_a_file(argv)
+    if old is not None:
+        print(old.render(), file=sys.stderr)
+        return EXIT_USER
     args = parser.parse_args(argv)
     saved = warnings.showwarning
     warnings.showwarning = _show_warning
@@ -424,32 +513,75 @@ def main(argv: list[str] | None = None) -> int:
 
             with use_scheduler(getattr(args, "scheduler", None)):  # loading reads dask data too
                 code = int(args.func(args) or 0)
-            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            sys.stdout.flush()  # a closed pipe or a full disk shows here, not at interpreter exit
             return code
     except ModelError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_USER
     except BrokenPipeError:  # `sparsemodel solve m.sm --json | head`: stop quietly, as Unix tools do
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more is written to the closed pipe
-        except OSError:
-            pass
+        _silence_stdout()
         return 141
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            return _internal_error(exc)
+        # standard output could not be written (`sparsemodel solve m.sm > /dev/full`): say so
+        _silence_stdout()
+        print(write_error("standard output", exc).render(), file=sys.stderr)
+        return EXIT_USER
     except Exception as exc:  # a bug in sparsemodel: one line, the traceback only on request
         if os.environ.get("SPARSEMODEL_DEBUG"):
             raise
-        cause = str(exc).splitlines()[0] if str(exc) else ""
-        print(
-            f"internal error (a bug in sparsemodel, not in your model): {type(exc).__name__}: {cause}\n"
-            "rerun with SPARSEMODEL_DEBUG=1 to see the traceback, and please report it",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal_error(exc)
     finally:
         warnings.showwarning = saved
+
+
+def _json_with_a_file(argv: list[str]) -> CLIError | None:
+    """``--json t.json`` (what compare, path and select took before): --json is a flag on every
+    command, the file is --out."""
+    for i, a in enumerate(argv):
+        name = (
+            a.split("=", 1)[1]
+            if a.startswith("--json=")
+            else (argv[i + 1] if a == "--json" and i + 1 < len(argv) else "")
+        )
+        if name and not name.startswith("-") and (a.startswith("--json=") or name.lower().endswith(".json")):
+            return CLIError(
+                f"--json {name}: --json takes no file name; on every command it prints the JSON on standard output",
+                hint=f"write the JSON to a file with --out {name}",
+            )
+    return None
+
+
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+
+
+def _silence_stdout() -> None:
+    """Nothing more goes to a standard output that cannot be written (a closed pipe, a full disk):
+    the process's descriptor is pointed at /dev/null so that the interpreter's exit does not fail
+    on the unwritten buffer again."""
+    real = sys.stdout is sys.__stdout__
+    try:
+        if real:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the broken stream until exit
+    except (OSError, ValueError):
+        pass
+
+
+def _internal_error(exc: BaseException) -> int:
+    if os.environ.get("SPARSEMODEL_DEBUG"):
+        raise exc
+    cause = str(exc).splitlines()[0] if str(exc) else ""
+    print(
+        f"internal error (a bug in sparsemodel, not in your model): {type(exc).__name__}: {cause}\n"
+        "rerun with SPARSEMODEL_DEBUG=1 to see the traceback, and please report it",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

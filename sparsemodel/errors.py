@@ -118,3 +118,9 @@ class UnboundedError(ModelError):
     """The objective is unbounded below on the feasible set (no minimizer exists)."""
 
     kind = "unbounded objective"
+
+
+class DataWarning(UserWarning):
+    """Something about the data worth knowing that does not stop the model: a ``map`` key that
+    matches no cell, a clause of the model's data line that a rebound file (``--data``) does not
+    take. The CLI prints it as one ``warning:`` line."""

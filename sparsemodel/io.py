@@ -169,9 +169,23 @@ def load_spec(
     mapping: Mapping[MapKey, float] | None = None,
     name: str | None = None,
     span: Span | None = None,
+    info: dict[str, Any] | None = None,
+    rebound: bool = False,
 ) -> tuple[Value, np.ndarray | None]:
-    """Read the file of a parsed spec; returns the raw value and (for CSV) each row's line number."""
+    """Read the file of a parsed spec; returns the raw value and (for CSV) each row's line number.
+
+    ``info`` (a dict, filled in): ``names`` (per axis, the names of the positions: a CSV header's
+    columns, an .npz archive's ``KEY_names`` / ``feature_names`` / ``columns``), ``label_text`` (the
+    text each number of a ``map`` came from) and ``notes`` (what the reading did not apply, for
+    warnings). ``rebound``: the file replaces the one of the model's data line (``data=``,
+    ``--data``), so the line's ``except`` and ``map`` apply where they fit the new file and are
+    skipped, with a note, where they do not (``except`` on a file without those columns, a text
+    ``map`` on numbers)."""
     who = _who(name)
+    info = {} if info is None else info
+    notes: list[str] = info.setdefault("notes", [])
+    if rebound:
+        exclude, mapping = _fit_clauses(ds, exclude, mapping, notes, name)
     if ds.fmt in CHUNKED_FORMATS:
         if exclude or mapping:
             raise DataError(f"{who}'except' and 'map' recode CSV tables; {ds.describe()} is read lazily as is", span)
@@ -190,7 +204,7 @@ def load_spec(
     mapping = dict(mapping or {})
     try:
         if ds.fmt == "csv":
-            return read_csv(ds, exclude=exclude, mapping=mapping, name=name, span=span)
+            return read_csv(ds, exclude=exclude, mapping=mapping, name=name, span=span, info=info, rebound=rebound)
         if ds.fmt == "npy":
             try:
                 value: Value = np.load(ds.path, allow_pickle=False)
@@ -204,7 +218,7 @@ def load_spec(
                     "write the array with numpy.save(path, array) from a numeric array",
                 ) from None
         elif ds.fmt == "npz":
-            value = _read_npz(ds, name, span)
+            value = _read_npz(ds, name, span, info)
         elif ds.fmt == "mtx":
             import scipy.io  # only for Matrix Market files
 
@@ -428,26 +442,43 @@ def _apply_number_map(a: np.ndarray, num: dict[float, float]) -> np.ndarray:
     return out
 
 
-def _read_npz(ds: DataSpec, name: str | None, span: Span | None) -> Value:
+NAME_KEYS = ("{key}_names", "feature_names", "columns")  # where an .npz archive keeps column names
+
+
+def _read_npz(ds: DataSpec, name: str | None, span: Span | None, info: dict[str, Any] | None = None) -> Value:
+    """One array of an archive. Arrays of text are names, not data: ``KEY_names`` (or
+    ``feature_names`` / ``columns``) names the columns of ``KEY``, and an archive holding one numeric
+    array and its names needs no key."""
     with np.load(ds.path, allow_pickle=False) as z:
         keys = list(z.files)
         if {"format", "shape", "data"} <= set(keys) and ds.key is None:
             return sp.load_npz(ds.path).tocsr()
-        if ds.key is None:
-            if len(keys) == 1:
-                return np.asarray(z[keys[0]])
+        texts = {k for k in keys if z[k].dtype.kind in "US"}
+        numeric = [k for k in keys if k not in texts]
+        key = ds.key
+        if key is None:
+            if len(numeric) == 1:
+                key = numeric[0]
+            else:
+                raise DataError(
+                    f"{_who(name)}{ds.describe()} holds several arrays ({', '.join(numeric)})",
+                    span,
+                    f'pick one with "{ds.text}:{numeric[0] if numeric else keys[0]}"',
+                )
+        if key not in keys:
             raise DataError(
-                f"{_who(name)}{ds.describe()} holds several arrays ({', '.join(keys)})",
+                f"{_who(name)}{ds.path.name} has no array named {key!r}",
                 span,
-                f'pick one with "{ds.text}:{keys[0]}"',
+                _did_you_mean(key, keys, "arrays"),
             )
-        if ds.key not in keys:
-            raise DataError(
-                f"{_who(name)}{ds.path.name} has no array named {ds.key!r}",
-                span,
-                _did_you_mean(ds.key, keys, "arrays"),
-            )
-        return np.asarray(z[ds.key])
+        value = np.asarray(z[key])
+        if info is not None and value.ndim == 2:
+            for pattern in NAME_KEYS:
+                nk = pattern.format(key=key)
+                if nk in texts and z[nk].ndim == 1 and len(z[nk]) == value.shape[1]:
+                    info["names"] = (None, tuple(str(s) for s in z[nk]))
+                    break
+        return value
 
 
 def _did_you_mean(word: str, options: Iterable[str], what: str) -> str:
@@ -536,9 +567,15 @@ def read_csv(
     mapping: Mapping[MapKey, float] | None = None,
     name: str | None = None,
     span: Span | None = None,
+    info: dict[str, Any] | None = None,
+    rebound: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A delimited table as a float matrix (or one column of it) and each row's line number."""
+    """A delimited table as a float matrix (or one column of it) and each row's line number;
+    ``info`` receives the names of the kept columns (``names``), the text each mapped number
+    came from (``label_text``) and notes (a ``map`` key that matched no cell)."""
     who = _who(name)
+    info = {} if info is None else info
+    notes: list[str] = info.setdefault("notes", [])
     rows, lines = _rows(ds.path)
     if not rows:
         raise DataError(f"{who}{ds.describe()} is empty", span)
@@ -559,6 +596,9 @@ def read_csv(
     names = header if header is not None else [str(j) for j in range(width)]
     keep = list(range(width))
     for col in exclude:
+        if rebound and not (header is not None and col in header) and not re.fullmatch(r"\d+", col):
+            notes.append(f'the model\'s except "{col}" does not apply: {ds.describe()} has no column {col!r}')
+            continue
         j = _column_index(col, header, width, who, ds, span, "except")
         if j in keep:
             keep.remove(j)
@@ -573,6 +613,11 @@ def read_csv(
     text_map = {k: float(v) for k, v in mapping.items() if isinstance(k, str)}
     num_map = {float(k): float(v) for k, v in mapping.items() if not isinstance(k, str)}
     line_no = np.asarray(lines)
+    if header is not None and ds.key is None:
+        info["names"] = (None, tuple(header[j] for j in keep))
+    if text_map and len(set(text_map.values())) == len(text_map):
+        info["label_text"] = {v: k for k, v in text_map.items()}
+    used: set[Any] = set()
     out: np.ndarray | None = None
     if not text_map:  # fast path: every kept cell is a number
         sub = rows if keep == list(range(width)) else [[r[j] for j in keep] for r in rows]
@@ -581,15 +626,24 @@ def read_csv(
         except ValueError:
             out = None
         if out is not None and num_map:
+            used.update(k for k in num_map if np.any(out == k))
             out = _apply_number_map(out, num_map)
     if out is None:
         cols = [
-            _convert_column([r[j] for r in rows], names[j], text_map, num_map, line_no, who, ds, span) for j in keep
+            _convert_column([r[j] for r in rows], names[j], text_map, num_map, line_no, who, ds, span, used)
+            for j in keep
         ]
         out = np.column_stack(cols)
+    unused = [k for k in list(text_map) + list(num_map) if k not in used]
+    for k in unused:
+        notes.append(f"map key {_key_text(k)} matches no cell of {ds.describe()}")
     if ds.key is not None:
         out = out[:, 0]
     return out, line_no
+
+
+def _key_text(k: Any) -> str:
+    return f'"{k}"' if isinstance(k, str) else _fmt_num(k)
 
 
 def _column_index(
@@ -616,12 +670,16 @@ def _convert_column(
     who: str,
     ds: DataSpec,
     span: Span | None,
+    used: set[Any] | None = None,
 ) -> np.ndarray:
+    used = set() if used is None else used
     s = np.char.strip(np.asarray(cells, dtype=str))
     out = np.full(len(s), np.nan)
     done = np.zeros(len(s), dtype=bool)
     for key, val in text_map.items():
         m = s == key
+        if m.any():
+            used.add(key)
         out[m] = val
         done |= m
     done |= np.isin(s, MISSING)
@@ -633,9 +691,47 @@ def _convert_column(
         values = sorted({str(s[i]) for i in bad})
         shown = ", ".join(repr(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
         i0 = bad[0]
-        if len(values) <= 10:
-            codes = ["-1", "1"] if len(values) == 2 else [str(j) for j in range(len(values))]
-            suggestion = "map {" + ", ".join(f'"{v}": {c}' for v, c in zip(values, codes)) + "}"
+        unused = [k for k in text_map if k not in used and not np.any(s == k)]
+        if unused:  # a key that matches nothing next to text that no key matches: a misspelling
+            fixed = dict(text_map)
+            pairs = []
+            for v in values:
+                close = difflib.get_close_matches(v, unused, n=1, cutoff=0.0) if len(values) <= len(unused) else []
+                k = (
+                    close[0]
+                    if close
+                    else next((u for u in unused if u.lower() == v.lower()), unused[0] if len(unused) == 1 else None)
+                )
+                if k is not None and k in fixed:
+                    fixed[v] = fixed.pop(k)
+                    pairs.append((k, v))
+            named = ", ".join(f'"{k}"' for k in unused)
+            suggestion = "map {" + ", ".join(f'"{k}": {_fmt_num(v)}' for k, v in fixed.items()) + "}"
+            hint = (
+                f"the map key{'s' if len(unused) > 1 else ''} {named} match{'' if len(unused) > 1 else 'es'} no cell of "
+                f"column {col!r}"
+                + (f" (did you mean {', '.join(repr(v) for _, v in pairs)}?)" if pairs else "")
+                + (f"; write {suggestion}" if pairs and len(fixed) <= 10 else "")
+            )
+        elif len(values) <= 10:
+            taken = sorted(set(text_map.values()))
+            if len(values) == 2 and not taken:
+                codes = ["-1", "1"]
+            elif taken == [1.0] and len(values) == 1:  # {"Yes": 1} and one more label: the other of -1/+1
+                codes = ["-1"]
+            elif taken == [-1.0] and len(values) == 1:
+                codes = ["1"]
+            else:
+                start = int(max(taken)) + 1 if taken else 0
+                codes = [str(start + j) for j in range(len(values))]
+            suggestion = (
+                "map {"
+                + ", ".join(
+                    [f'"{k}": {_fmt_num(v)}' for k, v in text_map.items()]
+                    + [f'"{v}": {c}' for v, c in zip(values, codes)]
+                )
+                + "}"
+            )
             hint = f'recode it with a clause such as {suggestion}, or drop it with except "{col}"'
         else:
             hint = f'drop it with except "{col}", or recode its values with map {{"text": number, ...}}'
@@ -647,9 +743,43 @@ def _convert_column(
         ) from None
     orig = nums.copy()
     for k, v in num_map.items():
-        nums[orig == k] = v
+        m = orig == k
+        if m.any():
+            used.add(k)
+        nums[m] = v
     out[rest] = nums
     return out
+
+
+def _fit_clauses(
+    ds: DataSpec, exclude: Sequence[str], mapping: Mapping[MapKey, float] | None, notes: list[str], name: str | None
+) -> tuple[Sequence[str], Mapping[MapKey, float] | None]:
+    """The model's ``except`` and ``map`` for a file that replaces the model's own (``--data``):
+    kept where they fit the new file's format, dropped with a note where they do not (``except``
+    names CSV columns; a text ``map`` recodes CSV cells, never the numbers of .npy/.npz/.mtx/libsvm
+    files, whose numeric keys still apply)."""
+    who = "rebound"
+    if ds.fmt == "csv":
+        return exclude, mapping
+    if exclude:
+        notes.append(
+            f"{who} to {ds.describe()}: the model's except "
+            + ", ".join(f'"{c}"' for c in exclude)
+            + f" drops CSV columns and does not apply to a {ds.fmt} file"
+        )
+        exclude = ()
+    if mapping:
+        text = {k: v for k, v in mapping.items() if isinstance(k, str)}
+        if text:
+            shown = ", ".join(f'"{k}": {_fmt_num(v)}' for k, v in text.items())
+            kept = {k: v for k, v in mapping.items() if not isinstance(k, str)}
+            notes.append(
+                f"{who} to {ds.describe()}: the model's map {{{shown}}} recodes text cells of a CSV "
+                f"table and does not apply to the numbers of a {ds.fmt} file"
+                + (" (its numeric keys still do)" if kept else "; its numbers are used as they are")
+            )
+            mapping = kept
+    return exclude, mapping
 
 
 # ---------------------------------------------------------------------------- libsvm

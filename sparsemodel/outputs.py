@@ -10,11 +10,16 @@ again at the moment of writing.
 * :func:`distinct` -- refuses two outputs to one file;
 * :class:`RowSink` -- a CSV opened when a sweep starts, one row written (and flushed) as each run
   finishes, so that an interrupted sweep keeps what it finished.
+
+A failure of the write itself (a full disk, ``/dev/full``, a quota, a read-only file system, a
+permission refused) is an :class:`OutputError` naming the file and the system's reason
+(:func:`write_error`), never an internal error.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -88,7 +93,31 @@ def open_output(
             hint=f"choose a new name, or pass {flag}",
         ) from None
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror}") from None
+        raise write_error(path, exc) from None
+
+
+REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file would be too large",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EIO: "an input/output error",
+}
+
+
+def write_error(path: str | Path, exc: OSError) -> OutputError:
+    """The error of a failed write to ``path``: the system's message and what it means."""
+    why = exc.strerror or str(exc)
+    plain = REASONS.get(exc.errno or 0)
+    detail = f"{why} ({plain})" if plain and plain.lower() != why.lower() else why
+    return OutputError(
+        f"write error: cannot write {path}: {detail}",
+        hint="no input was changed; free some space or write elsewhere, then run again"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        else "choose a file you may write (another folder, or check its permissions)",
+    )
 
 
 def write_output(
@@ -98,8 +127,15 @@ def write_output(
     overwrite: bool = False,
     flag: str = "overwrite=True",
 ) -> Path:
-    with open_output(path, protected, overwrite, isinstance(data, bytes), flag) as fh:
-        fh.write(data)
+    fh = open_output(path, protected, overwrite, isinstance(data, bytes), flag)
+    try:
+        try:
+            fh.write(data)
+            fh.flush()
+        finally:
+            fh.close()
+    except OSError as exc:  # a full disk shows at the write or the close
+        raise write_error(path, exc) from None
     return Path(path)
 
 
@@ -130,22 +166,35 @@ class RowSink:
         self.fh = open_output(path, protected, overwrite, flag=flag)
         self.columns = columns
         self.writer = csv.DictWriter(self.fh, fieldnames=columns, lineterminator="\n")
-        self.writer.writeheader()
-        self.fh.flush()
+        try:
+            self.writer.writeheader()
+            self.fh.flush()
+        except OSError as exc:
+            self.close()
+            raise write_error(self.path, exc) from None
         self.rows = 0
 
     def write(self, row: dict[str, Any]) -> None:
-        self.writer.writerow(
-            {
-                c: ("" if row.get(c) is None else (repr(row[c]) if isinstance(row[c], float) else row[c]))
-                for c in self.columns
-            }
-        )
-        self.fh.flush()
+        try:
+            self.writer.writerow(
+                {
+                    c: ("" if row.get(c) is None else (repr(row[c]) if isinstance(row[c], float) else row[c]))
+                    for c in self.columns
+                }
+            )
+            self.fh.flush()
+        except OSError as exc:
+            self.close()
+            raise write_error(self.path, exc) from None
         self.rows += 1
 
     def close(self) -> None:
-        self.fh.close()
+        if self.fh.closed:
+            return
+        try:
+            self.fh.close()
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
 
 
-__all__ = ["RowSink", "check_output", "distinct", "open_output", "protected_paths", "write_output"]
+__all__ = ["RowSink", "check_output", "distinct", "open_output", "protected_paths", "write_error", "write_output"]

@@ -16,13 +16,14 @@ import numpy as np
 from .compile.lowered import LoweredProblem
 from .errors import ModelError, SolverError, UnboundedError
 from .model.checks import label_errors
-from .model.expr import AFFINE, CONSTANT, CONVEX
+from .model.expr import AFFINE, CONSTANT, CONVEX, Parameter
 from .model.expr import fmt_shape as _fmt_shape
 from .model.problem import Problem
 from .progress import SolveProgress
 from .scheduler import use_scheduler
 from .solvers import REGISTRY, auto_solver, get_solver, solvers_for
 from .solvers.base import Result
+from .util import k_text
 
 
 def lower(problem: Problem, k: int | None = None) -> LoweredProblem:
@@ -72,17 +73,18 @@ def solve(
     solver: str | None = None,
     k: int | None = None,
     scheduler: Any = None,
-    progress: bool = False,
+    progress: bool | None = False,
     **options: Any,
 ) -> Result:
     """Solve with a registered solver; see :meth:`Problem.solve`. ``scheduler`` says where passes
     over dask data run (:mod:`sparsemodel.scheduler`); ``progress`` shows a bar (iterations,
-    objective, passes over the data) on a terminal for solves longer than half a second."""
+    objective, passes over the data) for solves longer than half a second: True always, None on a
+    terminal or in a notebook (:mod:`sparsemodel.progress`), False never."""
     with use_scheduler(scheduler, problem):
         return _solve(problem, solver, k, progress, **options)
 
 
-def _solve(problem: Problem, solver: str | None, k: int | None, progress: bool, **options: Any) -> Result:
+def _solve(problem: Problem, solver: str | None, k: int | None, progress: bool | None, **options: Any) -> Result:
     _refuse_bad_models(problem)
     if problem.solve_with is not None and solver in (None, problem.solve_with[0]):
         name, opts, span = problem.solve_with
@@ -97,8 +99,8 @@ def _solve(problem: Problem, solver: str | None, k: int | None, progress: bool, 
         solver = auto_solver(lp)
     cls = get_solver(solver)
     inst = cls(**options)
-    if progress:
-        lp.progress = SolveProgress(solver, inst.opts.get("max_iter"))
+    if progress is not False:
+        lp.progress = SolveProgress(solver, inst.opts.get("max_iter"), enabled=progress)
     try:
         result = inst.solve(lp)
     finally:
@@ -113,7 +115,7 @@ def compare(
     solvers: Iterable[str] | str,
     k: Iterable[int] | int | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     sweep: Any = None,
     csv: Any = None,
     overwrite: bool = False,
@@ -130,7 +132,7 @@ def _compare(
     solvers: Iterable[str] | str,
     k: Any,
     options: Any,
-    progress: bool,
+    progress: bool | None,
     sweep: Any,
     csv: Any,
     overwrite: bool,
@@ -170,7 +172,7 @@ def path(
     k: Iterable[int] | int,
     solver: str | None = None,
     start: str = "best",
-    progress: bool = False,
+    progress: bool | None = False,
     scheduler: Any = None,
     **options: Any,
 ):
@@ -188,21 +190,25 @@ def path(
 
 def select(
     problem: Problem,
-    k: Iterable[int] | int,
-    by: str = "cv",
+    k: Iterable[int] | int | None = None,
+    by: str | None = None,
     solver: str | None = None,
-    folds: int = 5,
+    folds: Any = None,
     seed: int | None = 0,
     fold_ids: Any = None,
-    rule: str = "min",
+    rule: str | None = None,
     gamma: float = 1.0,
-    start: str = "best",
-    progress: bool = False,
+    start: str = "warm",
+    progress: bool | None = False,
     scheduler: Any = None,
+    early_stop: bool = True,
+    patience: int | None = None,
+    margin: float | None = None,
     **options: Any,
 ):
-    """Choose the bound among ``k`` by cross-validation (``by="cv"``) or an information criterion
-    (``aic``, ``bic``, ``ebic``, ``gic``) over a warm-started path (see
+    """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)) by an information
+    criterion (``aic``, ``bic``, ``ebic`` -- the default --, ``gic``) or cross-validation
+    (``by="cv"``) over a warm-started path that stops once the curve has clearly turned (see
     :mod:`sparsemodel.compare.select`); returns a :class:`~sparsemodel.compare.select.Selection`."""
     from .compare.select import run_select
 
@@ -224,6 +230,9 @@ def select(
             rule=rule,
             gamma=gamma,
             progress=progress,
+            early_stop=early_stop,
+            patience=patience,
+            margin=margin,
         )
 
 
@@ -257,6 +266,7 @@ class CheckReport:
     compare_with: str | None
     samples: int | None = None
     errors: list[ModelError] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -287,10 +297,32 @@ class CheckReport:
             out.append(f"solve with  {self.solve_with}")
         if self.compare_with:
             out.append(f"compare     {self.compare_with}")
+        for n in self.notes:
+            out.append(f"note        {n}")
         for e in self.errors:
             out.append(e.render())
         out.append("ok" if self.ok else f"{len(self.errors)} problem(s) found")
         return "\n".join(out)
+
+
+def bound_notes(lp: LoweredProblem | None) -> list[str]:
+    """A param named like the bound (k, or r for a rank) that the bound counts differently
+    (``nnz(offdiag(O)) <= k`` counts entries, sparsemodel's k edges): said, since --k, k= and
+    Result.k mean the bound in its unit."""
+    s = lp.set if lp is not None else None
+    if s is None or not s.thresholds:
+        return []
+    expr = getattr(s.constraint, "k_expr", None) or getattr(s.constraint, "r_expr", None)
+    out = []
+    for node in expr.walk() if expr is not None else []:
+        if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != s.budget:
+            want = "2 * k" if s.unit == "edges" else node.name
+            out.append(
+                f"param {node.name} = {float(node.value):g} but the bound {s.bound_text()} is "
+                f"{k_text(s.budget, s.unit)}: --k, k= and Result.k count the bound in {s.unit}; "
+                f"write the bound as {want} (or name the param otherwise) so that both mean one thing"
+            )
+    return out
 
 
 def _storage(d: Any) -> str:
@@ -365,6 +397,7 @@ def check(problem: Problem) -> CheckReport:
         if problem.compare_with.get("sweep") is not None:
             cw += f" at {problem.compare_with['sweep']} in {problem.compare_with['text']}"
     return CheckReport(
+        notes=bound_notes(lp),
         source=problem.source,
         variables=[(v.name, v.shape, v.symmetric) for v in problem.variables],
         data=[(n, d.shape, _storage(d)) for n, d in problem.data.items()],

@@ -8,19 +8,23 @@ optional extra (``pip install sparsemodel[sklearn]``).
 Common parameters:
 
 * ``k`` -- the number of nonzero coefficients (an int), or how to choose it over 0..``k_max``:
-  ``"cv"`` (K-fold cross-validation: ``cv`` is the number of folds, whose random split
-  ``random_state`` fixes, a scikit-learn splitter, or an iterable of (train, test) splits), ``"bic"``
-  (default), ``"aic"``, ``"ebic"``, ``"gic"`` (docs/selection.md states every constant). An int at
+  ``"ebic"`` (default: the deviance + (log n + 2 log p) per coefficient, abess's default
+  criterion), ``"cv"`` (K-fold cross-validation: ``cv`` is the number of folds, whose random split
+  ``random_state`` fixes, a scikit-learn splitter, or an iterable of (train, test) splits),
+  ``"bic"``, ``"aic"``, ``"ebic_cc"``, ``"gic"`` (docs/selection.md states every constant and why
+  ebic is the default). The path over k stops once the criterion has clearly turned. An int at
   least the number of features fits every coefficient (no constraint).
 * ``always_select`` -- feature indices that are always in the model and not counted by k
   (``nnz(w, free=always_select) <= k``; any index list).
 * ``fit_intercept`` -- an intercept, never counted by k.
 * ``solver`` -- a registered solver (``sparsemodel solvers``) or ``"auto"``; ``solver_options`` a
   dict of its options (``{"max_iter": 50}``).
-* ``k_max`` -- the largest k tried when k is chosen (default: min(number of units, 40)).
+* ``k_max`` -- the largest k tried when k is chosen (default: min(units, n / (log(log n) log p)),
+  abess's default, n the sum of the sample weights).
 * ``alpha`` -- a ridge alpha/2 ||w||^2 added to the summed loss (the objective is divided by the
   sum of the sample weights; the intercept is not penalized): 0 for the linear and Poisson
-  estimators, 1 for the logistic one (as scikit-learn's defaults, C = 1).
+  estimators, 1e-4 for the logistic one (small enough not to move the choice of k, large enough
+  that separable data has a minimizer; docs/selection.md).
 
 Fitted attributes: ``coef_``, ``intercept_``, ``support_`` (boolean mask over the features: nonzero
 coefficient, or always selected), ``k_`` (the k used), ``n_iter_`` (iterations of the final solve),
@@ -50,8 +54,8 @@ from .model.constraints import box, nnz
 from .model.expr import Data, Variable
 from .model.problem import Problem, minimize
 
-CHOOSERS = ("cv", "bic", "aic", "ebic", "gic")
-DEFAULT_K_MAX = 40
+CHOOSERS = ("ebic", "cv", "bic", "aic", "ebic_cc", "gic")
+DEFAULT_K = "ebic"  # = sparsemodel.compare.select.DEFAULT_BY (tested): the estimators import only the builder
 
 
 class _SparseModel(BaseEstimator):
@@ -59,7 +63,7 @@ class _SparseModel(BaseEstimator):
 
     def __init__(
         self,
-        k: int | str = "bic",
+        k: int | str = DEFAULT_K,
         *,
         fit_intercept: bool = True,
         always_select: Any = None,
@@ -133,16 +137,19 @@ class _SparseModel(BaseEstimator):
             with_nnz = lambda k: Problem(minimize(objective), [target(k, free)] + cons)  # noqa: E731
             opts = dict(self.solver_options or {})
             if isinstance(self.k, str):
-                top = min(units, DEFAULT_K_MAX if self.k_max is None else self.k_max)
-                prob = with_nnz(top)
-                folds = self.cv
-                if hasattr(folds, "split"):  # a scikit-learn splitter
-                    folds = list(folds.split(X, y))
-                elif not isinstance(folds, numbers.Integral):  # an iterable of (train, test) splits
-                    folds = list(folds)
-                sel = prob.select(
-                    k=range(0, top + 1), by=self.k, solver=self.solver, folds=folds, seed=self.random_state, **opts
-                )
+                # k_max None: Problem.select's default range, 0..min(units, n / (log(log n) log p))
+                top = None if self.k_max is None else min(units, self.k_max)
+                prob = with_nnz(0 if top is None else top)
+                split: dict[str, Any] = {}
+                if self.k == "cv":
+                    folds = self.cv
+                    if hasattr(folds, "split"):  # a scikit-learn splitter
+                        folds = list(folds.split(X, y))
+                    elif not isinstance(folds, numbers.Integral):  # an iterable of (train, test) splits
+                        folds = list(folds)
+                    split = {"folds": folds, "seed": self.random_state}
+                ks = None if top is None else range(0, top + 1)
+                sel = prob.select(k=ks, by=self.k, solver=self.solver, **split, **opts)
                 res, self.k_ = sel.result, sel.k
                 self.curve_ = sel.curve
             elif self.k >= units:
@@ -259,9 +266,11 @@ class SparseLogisticRegression(ClassifierMixin, _SparseModel):
     """Logistic regression with at most k nonzero coefficients.
 
     Two classes: min [sum_i s_i log(1 + exp(-v_i (x_i'w + b))) + alpha/2 ||w||^2] / sum_i s_i, v = +-1,
-    k counts features. ``alpha`` defaults to 1 (scikit-learn's LogisticRegression with C = 1): on
-    separable data (common when features outnumber samples) the unpenalized loss has no minimizer;
-    alpha=0 removes the ridge.
+    k counts features. ``alpha`` defaults to 1e-4: on separable data (common when features
+    outnumber samples) the unpenalized loss has no minimizer, and this ridge gives it one without
+    moving the choice of k (scikit-learn's C = 1, alpha = 1, made k="cv" keep most of the 30
+    features of the breast-cancer data, where alpha = 1e-4 keeps the best 3); alpha=0 removes the
+    ridge.
     More classes, the softmax loss over scores Z = X W + b (W: features x classes), by ``multinomial``:
 
     * ``"groups"`` (default): every class has a column and the rows of W are groups: k counts
@@ -274,7 +283,7 @@ class SparseLogisticRegression(ClassifierMixin, _SparseModel):
 
     def __init__(
         self,
-        k: int | str = "bic",
+        k: int | str = DEFAULT_K,
         *,
         fit_intercept: bool = True,
         always_select: Any = None,
@@ -283,7 +292,7 @@ class SparseLogisticRegression(ClassifierMixin, _SparseModel):
         k_max: int | None = None,
         cv: int = 5,
         random_state: int | None = 0,
-        alpha: float = 1.0,
+        alpha: float = 1e-4,
         multinomial: str = "groups",
     ):
         super().__init__(

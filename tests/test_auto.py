@@ -140,6 +140,35 @@ def test_auto_ends_at_a_one_swap_local_minimum_on_least_squares(seed):
     assert r.extra["starts"][0]["start_objective"] == pytest.approx(prob.solve("grahtp").objective, rel=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_init_seeds_one_search_filled_to_k_by_model_gains(seed):
+    """init= (what a path over k passes): one search from the given support; a start with fewer
+    than k units is filled to k by the units of largest model gain, one with more is cut to its k
+    largest; the end point is a one-swap local minimum like the cold solve's (least squares), and
+    from the cold answer itself the search moves nowhere."""
+    prob = least_squares(seed, k=4)
+    lp = prob.lower()
+    cold = prob.solve("auto")
+    same = prob.solve("auto", init=cold.x)
+    assert same.extra["start"] == "init" and same.extra["swaps"] == 0 and len(same.extra["starts"]) == 1
+    assert same.objective == pytest.approx(cold.objective, rel=1e-12)
+    assert sorted(same.support) == sorted(cold.support)
+    three = prob.solve("auto", k=3)  # fewer units than k = 4: filled by the largest model gain
+    filled = prob.solve("auto", init=three.x)
+    units = np.asarray(filled.support) - 1
+    assert len(units) == 4 and filled.extra["start_objective"] < three.objective
+    for J, I in itertools.product(units, np.setdiff1d(np.arange(12), units)):
+        new = np.sort(np.append(np.setdiff1d(units, [J]), I))
+        assert lp.restricted_minimize(new).f >= filled.objective - 1e-9 * abs(filled.objective)
+    big = prob.solve("auto", k=6)  # more units than k: cut to the 4 largest, then searched
+    cut = prob.solve("auto", init=big.x)
+    assert len(cut.support) == 4 and cut.objective <= lp.restricted_minimize(
+        np.sort(np.argsort(-np.abs(big.x[1:]))[:4])
+    ).f * (1 + 1e-12)
+    with pytest.raises(SolverError, match="init has 5 entries"):
+        prob.solve("auto", init=np.zeros(5))
+
+
 def test_auto_on_row_groups_recovers_the_rows():
     """A softmax with all classes free and row groups (nnz(W, groups = g) <= k, one label per row of
     W): auto, and every group solver, returns a finite objective; auto finds the true rows."""

@@ -54,8 +54,10 @@ def test_demo_recovers_the_support(capsys):
     assert d["grahtp"]["exact_recovery"] and d["grahtp"]["recovered"] == 50
     assert d["grahtp"]["status"] == "converged"
     assert "fgrahtp" in d
+    assert d["auto"]["exact_recovery"] and d["auto"]["support_names"][:3] == ["x11", "x14", "x46"]
     code, out, _ = run(capsys, "demo")
     assert code == 0 and "grahtp" in out and "50/50" in out and "HT-stable" in out
+    assert "support (auto, the default): x11, x14, x46," in out  # the README's first command: names
 
 
 def test_solvers_registry(capsys):
@@ -172,7 +174,7 @@ def test_divergence_status_and_advice(capsys, model_dir):
     code, out, _ = run(
         capsys, "solve", str(model_dir / "model.sm"), "--solver", "fgrahtp", "-o", "eta=100", "-o", "backtracking=false"
     )
-    assert code == 1 and "diverged" in out and "smaller eta" in out
+    assert code == 2 and "diverged" in out and "smaller eta" in out  # said and explained: not a bug (exit 1)
 
 
 def test_compare_writes_files(capsys, model_dir):
@@ -238,8 +240,8 @@ def test_rank_model_file_from_the_cli(capsys, tmp_path):
         "minimize sum_squares(X @ W - Y) / 2\nsubject to\n    rank(W) <= r\n"
         "compare with grahtp, nuclear at r in 1:3\n"
     )
-    code, out, _ = run(capsys, "compare", str(tmp_path / "mt.sm"), "--quiet", "--json", str(tmp_path / "r.json"))
-    assert code == 0 and out.splitlines()[1].split()[:3] == ["r", "grahtp", "nuclear"]
+    code, out, _ = run(capsys, "compare", str(tmp_path / "mt.sm"), "--quiet", "--out", str(tmp_path / "r.json"))
+    assert code == 0 and out.splitlines()[1].split()[:4] == ["r", "(rank)", "grahtp", "nuclear"]
     j = json.loads((tmp_path / "r.json").read_text())
     assert j["sweep"] == "r" and j["r"] == [1, 2, 3] and [r["budget"] for r in j["rows"][::2]] == [1, 2, 3]
     code, out, _ = run(capsys, "solve", str(tmp_path / "mt.sm"), "--solver", "iht", "--k", "1", "--json")

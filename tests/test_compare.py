@@ -66,7 +66,7 @@ def test_table_shows_objectives_errors_and_time_ratios(sweep):
     assert "objective" in text and "time" in text and "time / fastest's (median)" in text and "fastest (k)" in text
     lines = text.splitlines()
     head = next(line for line in lines if line.split()[:1] == ["k"])
-    assert head.split() == ["k", "grahtp", "lasso", "grasp", "foba"]
+    assert head.split() == ["k", "(coordinates)", "grahtp", "lasso", "grasp", "foba"]  # the bound with its unit
     row1 = next(line for line in lines if line.split()[:1] == ["1"])
     assert row1.split()[2] == "error"
     assert "lasso at k=1:" in text
@@ -135,9 +135,14 @@ def test_never_overwrites_model_or_data_files(tmp_path):
 
 
 def test_default_k_and_problem_compare_delegates(capsys):
+    """The default bar shows only on a terminal (standard error here is captured, not a TTY);
+    progress=True asks for it anywhere, progress=False never shows it."""
     prob = problem_with_duplicate()
-    comp = prob.compare(["grahtp", "foba"])  # progress bar on by default, on stderr
+    comp = prob.compare(["grahtp", "foba"])
     assert [r["k"] for r in comp.rows] == [3, 3]
+    assert capsys.readouterr().err == ""
+    asked = prob.compare(["grahtp", "foba"], progress=True)
+    assert [r["k"] for r in asked.rows] == [3, 3]
     err = capsys.readouterr().err
     assert "compare" in err and "2/2" in err
     quiet = prob.compare(["grahtp"], k=2, progress=False)
@@ -152,11 +157,13 @@ def test_errors_per_cell_for_constraints_and_k(tmp_path):
     grouped = sm.Problem(
         sm.minimize(sm.sum_squares(X @ w - X[:, 0])), [sm.nnz(w, groups=np.repeat(np.arange(4), 2)) <= 1]
     )
-    comp = compare(grouped, ["grasp", "lasso"], k=[1, 2, 9], progress=False)
+    with pytest.raises(ConstraintError, match="has only 4 groups"):  # k above the 4 groups: refused before running
+        compare(grouped, ["grasp", "lasso"], k=[1, 2, 9], progress=False)
+    comp = compare(grouped, ["grasp", "lasso"], k=[1, 2, 4], progress=False)
     status = {(r["solver"], r["k"]): r["status"] for r in comp.rows}
     assert status[("grasp", 1)] == "converged" and status[("grasp", 2)] == "converged"
     assert status[("lasso", 1)] == "error" and "does not handle group-sparsity" in comp.row("lasso", 1)["message"]
-    assert status[("grasp", 9)] == "error" and status[("lasso", 9)] == "error"  # k above the 4 groups
+    assert status[("grasp", 4)] == "converged" and "allows every unit" in comp.row("grasp", 4)["message"]
     comp.to_csv(tmp_path / "g.csv")
     comp.plot(tmp_path / "g.png")
 

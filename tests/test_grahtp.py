@@ -113,8 +113,9 @@ def test_bad_inputs():
     X, y, _ = sparse_linear_regression(50, p=20, k=3, seed=0)
     r0 = linreg(X, y, 0).solve("grahtp")  # k = 0 is legal: w = 0
     assert r0.status == "converged" and len(r0.support) == 0 and r0.k == 0
-    with pytest.raises(SolverError, match="does nothing"):
-        linreg(X, y, 20).solve("grahtp")
+    full = linreg(X, y, 20).solve("grahtp")  # k = p is legal too: the bound does nothing
+    assert full.status == "converged" and full.k == 20 and "allows every unit" in full.message
+    np.testing.assert_allclose(full.x, np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-8)
     with pytest.raises(SolverError, match="did you mean 'max_iter'"):
         linreg(X, y, 3).solve("grahtp", max_iters=10)
     with pytest.raises(SolverError, match="not a valid number"):
@@ -167,7 +168,7 @@ def test_inexact_restricted_solves_are_no_divergence(monkeypatch):
     assert h[-1] <= h[0] and r.objective <= h[0]
 
 
-def precision_problem(symmetric: bool) -> tuple[sm.Problem, set]:
+def precision_problem(symmetric: bool, bound: int = 6) -> tuple[sm.Problem, set]:
     rng = np.random.default_rng(0)
     p = 8
     Om = 2.0 * np.eye(p)
@@ -176,7 +177,7 @@ def precision_problem(symmetric: bool) -> tuple[sm.Problem, set]:
         Om[i, j] = Om[j, i] = 0.8
     S = np.cov(rng.multivariate_normal(np.zeros(p), np.linalg.inv(Om), size=2000), rowvar=False)
     O = sm.Variable((p, p), name="O", symmetric=symmetric)
-    return sm.Problem(sm.minimize(-sm.logdet(O) + sm.trace(S @ O)), [sm.nnz(sm.offdiag(O)) <= 6]), edges
+    return sm.Problem(sm.minimize(-sm.logdet(O) + sm.trace(S @ O)), [sm.nnz(sm.offdiag(O)) <= bound]), edges
 
 
 @pytest.mark.parametrize("solver", ["grahtp", "fgrahtp", "iht", "grasp"])
@@ -189,7 +190,7 @@ def test_symmetric_offdiag_selected_in_pairs(solver):
     off = r.x - np.diag(np.diag(r.x))
     np.testing.assert_allclose(r.x, r.x.T, atol=1e-10)
     assert {(min(i, j), max(i, j)) for i, j in zip(*np.nonzero(off))} == edges
-    assert r.k == 6 and len(r.support) == 6
+    assert r.k == 3 and r.unit == "edges" and len(r.support) == 6  # k counts edges: 3 pairs, 6 entries
 
 
 def test_pairs_refused_by_single_coordinate_solvers_and_infinite_objective_reported():
@@ -197,8 +198,9 @@ def test_pairs_refused_by_single_coordinate_solvers_and_infinite_objective_repor
     with pytest.raises(SolverError, match="omp does not handle symmetric off-diagonal") as e:
         prob.solve("omp")
     assert "grahtp" in e.value.hint
-    one = prob.solve("grahtp", k=1, init=np.eye(8))  # one entry of a symmetric pair allows no edge
-    assert "allows none" in one.message and one.k == 1
+    odd, _ = precision_problem(symmetric=True, bound=1)
+    one = odd.solve("grahtp", init=np.eye(8))  # one entry of a symmetric pair allows no edge
+    assert "allows no edge" in one.message and one.k == 0
     np.testing.assert_allclose(one.x, np.diag(np.diag(one.x)), atol=0)
     plain, _ = precision_problem(symmetric=False)  # x = 0 is outside the domain of logdet
     r = plain.solve("omp")  # the start moves the free diagonal into the domain (O = I)

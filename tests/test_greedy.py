@@ -398,10 +398,11 @@ def test_bad_sparsity_bounds(solver):
     ri = linreg(X, y, 3, intercept=True).solve(solver, k=0)
     assert len(ri.support) == 0 and ri.x[0] == pytest.approx(y.mean(), rel=1e-10)
     assert ri.objective == pytest.approx(float(((y - y.mean()) ** 2).sum()) / 2, rel=1e-10)
-    with pytest.raises(SolverError, match="allows all 8 coordinates to be nonzero"):
-        linreg(X, y, 8).solve(solver)
-    with pytest.raises(SolverError, match="allows all 8 coordinates"):
-        linreg(X, y, 3, intercept=True).solve(solver, k=8)  # the intercept is not a coordinate to count
+    full = linreg(X, y, 8).solve(solver)  # k = p is accepted as by every command: least squares
+    assert full.k == 8 and "allows every unit" in full.message
+    np.testing.assert_allclose(full.x, np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-8)
+    both = linreg(X, y, 3, intercept=True).solve(solver, k=8)  # the intercept is not a coordinate to count
+    assert both.k == 8 and len(both.support) == 8
     with pytest.raises(ConstraintError, match="has only 8 coordinates"):
         linreg(X, y, 9).solve(solver)
 

@@ -108,7 +108,7 @@ def test_cli_nonsense_is_refused(capsys, ls_dir):
     assert code == 2 and "max_iter must be >= 1" in err
     code, _, err = run(capsys, "solve", m, "--out", "")
     assert code == 2 and "empty" in err
-    for a, b in (("--csv", "--plot"), ("--csv", "--json")):
+    for a, b in (("--csv", "--plot"), ("--csv", "--out")):
         code, _, err = run(
             capsys, "compare", m, "--solvers", "grahtp", a, str(ls_dir / "same.out"), b, str(ls_dir / "same.out")
         )
@@ -210,7 +210,7 @@ def test_an_interrupted_sweep_keeps_its_finished_rows(capsys, ls_dir, flaky):
     out = ls_dir / "part.csv"
     code, stdout, err = run(
         capsys, "compare", str(ls_dir / "m.sm"), "--solvers", "grahtp,flaky_test", "--k", "1:4", "--quiet",
-        "--csv", str(out), "--json", str(ls_dir / "part.json"),
+        "--csv", str(out), "--out", str(ls_dir / "part.json"),
     )  # fmt: skip
     assert code == 130 and "interrupted after 5 of 8 runs" in err  # Ctrl-C during flaky_test's third run
     with open(out) as fh:
@@ -226,7 +226,7 @@ def test_a_file_created_during_the_sweep_is_not_overwritten(capsys, ls_dir, flak
     flaky.calls = -100  # never interrupts here
     code, _, err = run(
         capsys, "compare", str(ls_dir / "m.sm"), "--solvers", "flaky_test", "--k", "1", "--quiet",
-        "-o", f"flaky_test:touch={target}", "--json", str(target),
+        "-o", f"flaky_test:touch={target}", "--out", str(target),
     )  # fmt: skip
     assert code == 2 and "refusing to overwrite the existing file" in err and "late.json" in err
     assert target.read_text() == "the user's file\n"

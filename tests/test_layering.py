@@ -65,3 +65,22 @@ def test_the_estimators_use_only_the_builder():
     below = ("sparsemodel.compile", "sparsemodel.solvers", "sparsemodel.compare", "sparsemodel.session")
     mods = [m for m, _ in imports(PKG / "sklearn.py")]
     assert mods and not [m for m in mods if any(m == p or m.startswith(p + ".") for p in below)]
+
+
+def test_import_loads_only_the_model_layer():
+    """`import sparsemodel` (the Python builder) loads neither the grammar (lark), the solvers and
+    their numerics, nor scipy.special, cvxpy, sympy or matplotlib; they load on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sparsemodel as sm\n"
+        "heavy = ['lark', 'sparsemodel.grammar', 'sparsemodel.solvers', 'sparsemodel.compile', 'scipy.special',\n"
+        "         'scipy.linalg', 'cvxpy', 'sympy', 'matplotlib', 'tqdm', 'dask']\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+        "from sparsemodel import load, parse, registry, Result\n"
+        "print(sm.load is load, 'auto' in registry, Result.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == ""
+    assert out[1] == "True True Result"

@@ -151,7 +151,7 @@ def test_cli_path_writes_reports_and_protects_inputs(tmp_path, capsys):
             "--k",
             "1:6",
             "--quiet",
-            "--json",
+            "--out",
             str(tmp_path / "p.json"),
             "--plot",
             str(tmp_path / "p.png"),

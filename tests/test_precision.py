@@ -335,7 +335,7 @@ def test_cli_check_prints_the_box_and_solve_compare_run(tmp_path, capsys):
     assert "eigenvalues of O in [0.5, 20]" in out
     assert main(["solve", str(tmp_path / "m.sm"), "--solver", "grahtp"]) == 0
     out = capsys.readouterr().out
-    assert "edges       2" in out and "in_box      True" in out
+    assert "edges       2" in out and "in_box True" in out
     assert main(["compare", str(tmp_path / "m.sm"), "--solvers", "grahtp,glasso,foba", "--k", "2,4", "--quiet"]) == 0
 
 

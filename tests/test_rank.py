@@ -243,3 +243,12 @@ def test_rank_from_a_model_file(tmp_path):
     assert prob.solve().extra["rank"] == 2
     comp = prob.compare(["grahtp"], sweep=("r", prob.compare_with["values"]), progress=False)
     assert comp.column == "r" and [r["budget"] for r in comp.rows] == [1, 2, 3]
+
+
+def test_choosing_the_rank_by_default_uses_bic():
+    """EBIC (the default for sparsity) counts selected units, which a rank does not have: select()
+    on a rank constraint uses BIC, df = r (p + m - r), and finds the true rank 2."""
+    X, Y, _ = multitask(4, n=150, p=12, m=6, r=2, noise=0.5)
+    sel = problem(X, Y, 1).select(k=range(0, 6))
+    assert sel.by == "bic" and sel.k == 2
+    assert [r["df"] for r in sel.curve[:3]] == [0, 12 + 6 - 1, 2 * (12 + 6 - 2)]

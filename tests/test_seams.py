@@ -232,23 +232,31 @@ def precision_problem(k_expr: str = "k"):
     return sm.parse(text, data={"Z": Z})
 
 
-def test_symmetric_pairs_sweep_reports_the_bound_as_written():
-    """Bug: a symmetric nnz(offdiag(O)) <= k sweep at k = 4, 6 showed 2 and 3 in the table while
-    Result.k said 4 and 6."""
+def test_symmetric_pairs_sweep_counts_edges_everywhere():
+    """Issue 21: k meant edges in a param sweep and entries in --k / k= / Result.k. Now k counts
+    what is selected, edges (a pair O[i,j], O[j,i]), in the sweep, the table, Result.k and check,
+    while the bound as written counts entries as nnz does (nnz(offdiag(O)) <= 4 is 2 edges)."""
     prob = precision_problem("4")
-    comp = compare(prob, ["grahtp"], k=[4, 6], options={"grahtp": {"init": np.eye(6)}}, progress=False)
-    assert [r["k"] for r in comp.rows] == [4, 6]
-    assert [r["budget"] for r in comp.rows] == [4, 6]
-    for k in (4, 6):
+    assert prob.lower().budget == 2
+    comp = compare(prob, ["grahtp"], k=[2, 3], options={"grahtp": {"init": np.eye(6)}}, progress=False)
+    assert [r["k"] for r in comp.rows] == [2, 3]
+    assert [r["budget"] for r in comp.rows] == [2, 3] and {r["unit"] for r in comp.rows} == {"edges"}
+    for k in (2, 3):
         res = comp.results[("grahtp", k)]
-        assert res.k == k and res.unit == "entries"
+        assert res.k == k and res.unit == "edges" and res.k_text == f"k = {k} edges ({2 * k} entries)"
         off = res.x - np.diag(np.diag(res.x))
-        assert np.count_nonzero(off) == k  # k // 2 pairs, mirrored
-    assert "budget 4 entries = 2 pairs" in prob.check().render()
+        assert np.count_nonzero(off) == 2 * k  # k pairs, mirrored
+        assert res.bound == f"nnz(offdiag(O)) <= {2 * k}"
+    assert comp.table().splitlines()[1].split()[:2] == ["k", "(edges)"]
+    assert "budget k = 2 edges = 4 entries" in prob.check().render()
+    assert prob.solve("grahtp", k=3, init=np.eye(6)).k == 3  # k= is edges too
 
 
 def test_a_param_in_the_bound_moves_the_bound():
+    """param k with nnz(offdiag(O)) <= 2 * k: the param, the sweep's column, the budget and
+    Result.k are one number (edges)."""
     prob = precision_problem("2 * k")
     comp = compare(prob, ["grahtp"], sweep=("k", [1, 2, 3]), options={"grahtp": {"init": np.eye(6)}}, progress=False)
-    assert comp.column == "k" and [r["budget"] for r in comp.rows] == [2, 4, 6]
-    assert [comp.results[("grahtp", v)].k for v in (1, 2, 3)] == [2, 4, 6]
+    assert comp.column == "k" and [r["budget"] for r in comp.rows] == [1, 2, 3]
+    assert [comp.results[("grahtp", v)].k for v in (1, 2, 3)] == [1, 2, 3]
+    assert comp.table().splitlines()[1].split()[:2] == ["k", "(edges)"]

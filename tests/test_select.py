@@ -3,6 +3,7 @@ loss, cross-validation that picks the true k, held-out losses against a by-hand 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -40,8 +41,12 @@ def test_criterion_formulas_by_hand():
     D = 4 * math.log(2.0)
     assert criterion("aic", 8.0, 4, 2, 10, 2, True) == pytest.approx(D + 4)
     assert criterion("bic", 8.0, 4, 2, 10, 2, True) == pytest.approx(D + 2 * math.log(4))
-    assert criterion("ebic", 8.0, 4, 2, 10, 2, True) == pytest.approx(D + 2 * math.log(4) + 2 * math.log(45))
-    assert criterion("ebic", 8.0, 4, 2, 10, 2, True, gamma=0.5) == pytest.approx(D + 2 * math.log(4) + math.log(45))
+    # EBIC as abess computes it (the default): (log n + 2 gamma log p) per degree of freedom
+    assert criterion("ebic", 8.0, 4, 2, 10, 2, True) == pytest.approx(D + (math.log(4) + 2 * math.log(10)) * 2)
+    assert criterion("ebic", 8.0, 4, 2, 10, 2, True, gamma=0.5) == pytest.approx(D + (math.log(4) + math.log(10)) * 2)
+    # Chen & Chen's binomial form
+    assert criterion("ebic_cc", 8.0, 4, 2, 10, 2, True) == pytest.approx(D + 2 * math.log(4) + 2 * math.log(45))
+    assert criterion("ebic_cc", 8.0, 4, 2, 10, 2, True, gamma=0.5) == pytest.approx(D + 2 * math.log(4) + math.log(45))
     assert criterion("gic", 8.0, 4, 2, 10, 2, True) == pytest.approx(D + math.log(math.log(4)) * math.log(10) * 2)
     # a likelihood loss: D = 2 L
     assert criterion("bic", 3.5, 20, 3, 10, 3, False) == pytest.approx(7.0 + 3 * math.log(20))
@@ -73,14 +78,18 @@ def test_logistic_bic_by_hand_with_intercept_and_ridge():
     n, p = X.shape
     w = sm.Variable(p + 1, name="w")
     obj = sm.mean(sm.logistic(-v * (X @ w[1:] + w[0]))) + 0.05 * sm.sum_squares(w[1:])
-    sel = sm.Problem(sm.minimize(obj), [sm.nnz(w[1:]) <= 2]).select(k=range(1, 5), by="ebic")
-    for r in sel.curve:
+    prob = sm.Problem(sm.minimize(obj), [sm.nnz(w[1:]) <= 2])
+    sel = prob.select(k=range(1, 5), by="ebic_cc")
+    default = prob.select(k=range(1, 5))
+    assert default.by == "ebic" and [r["k"] for r in default.curve] == [r["k"] for r in sel.curve]
+    for r, d in zip(sel.curve, default.curve):
         x = sel.path.at(r["k"]).x
         L = float(np.sum(np.logaddexp(0, -v * (X @ x[1:] + x[0]))))
         s = int(np.count_nonzero(x[1:]))
         assert r["df"] == s + 1 and r["loss"] == pytest.approx(L / n, rel=1e-10)
         want = 2 * L + math.log(n) * (s + 1) + 2 * math.log(math.comb(p, s))
         assert r["value"] == pytest.approx(want, rel=1e-10)
+        assert d["value"] == pytest.approx(2 * L + (math.log(n) + 2 * math.log(p)) * (s + 1), rel=1e-10)
 
 
 def test_degrees_of_freedom_count_free_coordinates_but_not_fixed_ones():
@@ -100,11 +109,12 @@ def test_cross_validation_picks_the_true_k():
     X, y, beta = separated()
     prob = ls(X, y, ridge=1e-4)
     sel = prob.select(k=range(0, 11), by="cv", folds=5, seed=0)
-    assert sel.k == 4
+    assert sel.k == 4 and sel.rule == "min"
     assert set(np.flatnonzero(sel.result.x)) == set(np.flatnonzero(beta))
-    assert sel.per_fold.shape == (5, 11)
+    assert sel.per_fold.shape == (5, len(sel.curve)) and sel.stopped  # stopped early, after k = 4 + 5
+    assert prob.select(k=range(0, 11), by="cv", early_stop=False).per_fold.shape == (5, 11)
     # the criteria agree on this problem
-    for by in ("bic", "ebic", "gic"):
+    for by in ("bic", "ebic", "ebic_cc", "gic"):
         assert prob.select(k=range(0, 11), by=by).k == 4
     # and the one-standard-error rule never picks a larger k than the minimum
     assert prob.select(k=range(0, 11), by="cv", rule="1se").k <= 4
@@ -192,7 +202,7 @@ def test_cli_select_prints_curve_choice_and_solution(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "choosing k by bic (BIC = n log(RSS/n) + log(n) df" in out
-    assert "chosen k = 4" in out and "nonzeros    4" in out
+    assert "chosen k = 4 coordinates" in out and "selected    4: w[" in out
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
     np.savetxt(tmp_path / "folds.csv", np.arange(len(y)) % 4)
     code = main(
@@ -204,7 +214,7 @@ def test_cli_select_prints_curve_choice_and_solution(tmp_path, capsys):
             "--quiet",
             "--fold-ids",
             str(tmp_path / "folds.csv"),
-            "--json",
+            "--out",
             str(tmp_path / "s.json"),
         ]
     )
@@ -223,3 +233,145 @@ def test_explicit_splits_equal_fold_ids():
     assert np.array_equal(a.per_fold, b.per_fold) and a.k == b.k
     with pytest.raises(SelectionError, match="out-of-range"):
         ls(X, y).select(k=[1, 2], folds=[(np.arange(30), np.arange(30, 45))])
+
+
+# ----------------------------------------------------------------------------- the default, the early stop, lockstep cv
+
+
+def ar_design(n: int, p: int, s: int, seed: int, family: str = "linear"):
+    """Columns AR(1)-correlated 0.5^|i-j|, s coefficients of size 1 to 2 with random signs (the
+    family of benchmarks/choose_k.py); the model with a free intercept, as the estimators build it."""
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, p))
+    X = np.empty((n, p))
+    X[:, 0] = Z[:, 0]
+    for j in range(1, p):
+        X[:, j] = 0.5 * X[:, j - 1] + math.sqrt(0.75) * Z[:, j]
+    support = np.sort(rng.choice(p, s, replace=False))
+    beta = np.zeros(p)
+    beta[support] = rng.choice([-1.0, 1.0], s) * rng.uniform(1.0, 2.0, s)
+    w, b = sm.Variable(p, name="w"), sm.Variable((), name="b")
+    z = X @ w + b
+    if family == "linear":
+        y = X @ beta + rng.standard_normal(n)
+        obj = sm.sum_squares(z - y) / (2 * n)
+    elif family == "logistic":
+        v = np.where(rng.uniform(size=n) < 1 / (1 + np.exp(-X @ beta)), 1.0, -1.0)
+        obj = sm.mean(sm.logistic(-v * z))
+    else:
+        y = rng.poisson(np.exp(X @ (0.3 * beta)))
+        obj = sm.mean(sm.exp(z) - y * z)
+    return sm.Problem(sm.minimize(obj), [sm.nnz(w) <= 1]), support
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_default_criterion_recovers_the_support_where_bic_overfits(seed):
+    """n = 120, p = 300: BIC keeps noise up to the end of the default range (0..13 = n / (log(log n)
+    log p)), the default (EBIC, log n + 2 log p per unit) finds exactly the 4 true coefficients."""
+    prob, support = ar_design(120, 300, 4, seed)
+    sel = prob.select()
+    assert sel.by == "ebic" and sel.k == 4
+    assert np.flatnonzero(sel.result.values["w"]).tolist() == support.tolist()
+    bic = prob.select(by="bic", early_stop=False)
+    assert bic.ks == list(range(0, 14)) and bic.k == 13  # the default range, and BIC at its end
+    assert sel.stopped and sel.ks == list(range(0, len(sel.curve)))  # stopped early, after k = 4 + 5 or so
+    assert "early stop after k=" in sel.table()
+
+
+@pytest.mark.parametrize("family", ["linear", "logistic", "poisson"])
+@pytest.mark.parametrize("by", ["ebic", "bic", "cv"])
+def test_early_stop_chooses_what_the_full_path_chooses(family, by):
+    """The stopped path is the full path's beginning (same points, same values) and chooses the same
+    k; it stops before the end whenever the curve turns (always here for ebic and cv)."""
+    prob, _ = ar_design(100, 60, 3, 7, family)
+    ks = range(0, 16)
+    short = prob.select(k=ks, by=by, folds=3 if by == "cv" else None)
+    full = prob.select(k=ks, by=by, folds=3 if by == "cv" else None, early_stop=False)
+    assert short.k == full.k and full.stopped is None and full.ks == list(ks)
+    m = len(short.curve)
+    for a, b in zip(short.curve, full.curve[:m]):
+        assert a["value"] == b["value"] and a["objective"] == b["objective"]
+    if by != "bic":
+        assert short.stopped and short.skipped == list(range(m, 16)) and m < 16
+    if by == "cv":
+        assert np.array_equal(short.per_fold, full.per_fold[:, :m])
+
+
+def test_the_early_stop_rule_on_hand_made_curves():
+    from sparsemodel.compare.select import EarlyStop
+
+    def first_stop(values, patience, margin, se=None, cv=False):
+        rule, curve = EarlyStop(patience, margin, cv), []
+        for k, v in enumerate(values):
+            curve.append({"k": k, "value": v, "se": None if se is None else se[k]})
+            if rule.check(curve):
+                return k
+        return None
+
+    # minimum 3 at k = 2; k = 3 (4.0) is within the margin 10, so the 5 points after it decide: stop at k = 8
+    assert first_stop([10, 5, 3, 4, 20, 21, 22, 23, 24, 25], 5, 10.0) == 8
+    # a second dip within the patience resets nothing that matters: the new minimum at k = 5 restarts the count
+    assert first_stop([10, 5, 3, 20, 20, 1, 30, 30, 30, 30, 30, 30], 5, 10.0) == 10
+    assert first_stop([10, 5, 3, 20, 21, 22, 23, 24], 5, 0.0) == 7
+    assert first_stop([10, 5, 3, 4, 4, 4, 4, 4, 4, 4], 5, 2.0) is None  # flat within the margin: never
+    assert first_stop([10, 5, 3, math.nan, 20, 21, 22, 23, 24], 5, 1.0) == 8  # a failed point is not "above"
+    # cross-validation: the margin counts standard errors of the minimum's mean
+    se = [1.0] * 10
+    assert first_stop([9, 5, 3, 3.5, 3.5, 3.5, 3.5, 3.5, 9, 9], 5, 1.0, se, cv=True) is None
+    assert first_stop([9, 5, 3, 3.5, 3.5, 3.5, 3.5, 3.5, 9, 9], 5, 0.0, se, cv=True) == 7
+
+
+def test_lockstep_cross_validation_equals_each_folds_own_path():
+    """The folds' paths run in lockstep over k (so the curve can stop early); each fold's held-out
+    losses equal those of that fold's model built by hand on its training rows, solved alone as a
+    warm path over the same k, and evaluated on its held-out rows."""
+    from sparsemodel.compare.select import splits_of
+
+    X, y, _ = separated(n=90, p=20, s=3)
+    n, p = X.shape
+    sel = ls(X, y, ridge=1e-4).select(k=range(0, 12), by="cv", folds=4, seed=3)
+    assert sel.stopped and sel.per_fold.shape == (4, len(sel.curve))
+    for f, (tr, te) in enumerate(splits_of(n, 4, 3, None)):
+        w = sm.Variable(p, name="w")
+        own = sm.Problem(
+            sm.minimize(sm.sum_squares(X[tr] @ w - y[tr]) / (2 * n) + 1e-4 * sm.sum_squares(w)), [sm.nnz(w) <= 3]
+        )
+        path = own.path(k=sel.ks, start="warm")
+        for j, k in enumerate(sel.ks):
+            x = path.at(k).x
+            held = float(np.sum((X[te] @ x - y[te]) ** 2)) / (2 * n)
+            assert sel.per_fold[f, j] == pytest.approx(held, rel=1e-9, abs=1e-14)
+
+
+def test_select_refuses_folds_with_a_criterion_and_bad_early_stop_constants():
+    X, y, _ = separated(n=30, p=6)
+    with pytest.raises(SelectionError, match="does not use them"):
+        ls(X, y).select(k=[1, 2], by="bic", folds=3)
+    assert ls(X, y).select(k=[1, 2], folds=3).by == "cv"  # folds alone imply cross-validation
+    with pytest.raises(SelectionError, match="patience=0"):
+        ls(X, y).select(k=[1, 2], patience=0)
+    with pytest.raises(SelectionError, match="margin=-1"):
+        ls(X, y).select(k=[1, 2], margin=-1)
+
+
+def test_cli_select_defaults_to_ebic_over_the_default_range_and_reports_the_early_stop(tmp_path, capsys):
+    X, y, _ = separated()
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    model = tmp_path / "m.sm"
+    model.write_text(
+        'data X : matrix from "X.npy"\ndata y : vector from "y.npy"\nvar w[cols(X)]\n'
+        "minimize sum_squares(X @ w - y) / (2 * rows(X))\nsubject to\n  nnz(w) <= 5\n"
+    )
+    code = main(["select", str(model), "--quiet", "--out", str(tmp_path / "s.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "choosing k by ebic (EBIC = n log(RSS/n) + (log(n) + 2 gamma log(p)) df" in out
+    assert "chosen k = 4" in out and "early stop after k=10" in out and "not computed: k = 11..23" in out
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert data["stopped"] and data["skipped"] == list(range(11, 24)) and data["k"] == 4
+    assert data["early_stop"] == {"patience": 5, "margin": 10.0}
+    code = main(["select", str(model), "--quiet", "--no-early-stop", "--k", "0:12"])
+    out = capsys.readouterr().out
+    assert code == 0 and "chosen k = 4" in out and "early stop" not in out
+    code = main(["select", str(model), "--quiet", "--by", "bic", "--folds", "3"])
+    assert code == 2 and "does not use them" in capsys.readouterr().err

@@ -167,3 +167,45 @@ def test_bad_parameters_raise_value_errors():
         SparsePoissonRegression().fit(X, y - 100)
     with pytest.raises(ValueError, match="does not handle group-sparsity"):
         SparseLogisticRegression(k=2, solver="els").fit(X, np.arange(40) % 3)
+
+
+def test_the_estimators_default_k_is_select_s_default():
+    from sparsemodel.compare.select import DEFAULT_BY
+    from sparsemodel.sklearn import DEFAULT_K
+
+    assert DEFAULT_K == DEFAULT_BY == "ebic"
+    for cls in (SparseLinearRegression, SparseLogisticRegression, SparsePoissonRegression):
+        assert cls().k == DEFAULT_BY
+
+
+def test_the_default_ridge_does_not_move_the_choice_of_k():
+    """Breast cancer (raw features): the default ridge (alpha = 1e-4) chooses the same k and support
+    as no ridge at all, and cross-validation keeps a few features; scikit-learn's C = 1 (alpha = 1)
+    shrinks the large coefficients of the small-scale features so hard that cross-validation keeps
+    most of the 30."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    d = SparseLogisticRegression().fit(X, y)
+    z = SparseLogisticRegression(alpha=0.0).fit(X, y)
+    assert d.alpha == 1e-4 and d.k_ == z.k_ and np.array_equal(d.support_, z.support_)
+    cv = SparseLogisticRegression(k="cv").fit(X, y)
+    heavy = SparseLogisticRegression(k="cv", alpha=1.0).fit(X, y)
+    assert cv.k_ <= 5 and heavy.k_ >= 10
+    assert cv.score(X, y) > 0.9
+
+
+def test_the_default_ridge_gives_separable_data_a_bounded_fit():
+    """p = 300 > n = 60 and three strong coefficients: the classes are separable. The default ridge
+    gives the loss a minimizer (||w|| <= sqrt(2 n log 2 / alpha): the objective at 0 bounds the
+    ridge term), the solve converges, and the default criterion finds the three."""
+    rng = np.random.default_rng(5)
+    n, p = 60, 300
+    X = rng.standard_normal((n, p))
+    support = np.array([7, 100, 250])
+    y = (X[:, support] @ np.array([8.0, -9.0, 10.0]) > 0).astype(int)
+    m = SparseLogisticRegression().fit(X, y)
+    assert m.result_.status == "converged" and np.all(np.isfinite(m.coef_))
+    assert np.linalg.norm(m.coef_) <= np.sqrt(2 * n * np.log(2) / m.alpha)
+    assert np.flatnonzero(m.support_).tolist() == support.tolist()
+    assert m.score(X, y) == 1.0

@@ -30,9 +30,8 @@ import csv
 import io
 import json
 import math
-import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,15 +42,29 @@ from ..compile.lowered import LoweredProblem
 from ..compile.sets import CoordinateSparsity
 from ..errors import ConstraintError, ModelError
 from ..outputs import check_output, protected_paths, write_output
-from ..util import jsonable
-from .runner import ERROR, _ks
+from ..progress import progress_bar
+from ..util import jsonable, k_header
+from .runner import ERROR, _ks, support_cells
 
 if TYPE_CHECKING:
     from ..model.problem import Problem
     from ..solvers.base import Result, Solver
 
 STARTS = ("best", "cold", "warm")
-PATH_COLUMNS = ("k", "objective", "nnz", "status", "start", "cold_objective", "warm_objective", "time_s", "message")
+PATH_COLUMNS = (
+    "k",
+    "unit",
+    "objective",
+    "nnz",
+    "status",
+    "start",
+    "cold_objective",
+    "warm_objective",
+    "time_s",
+    "support",
+    "support_names",
+    "message",
+)
 
 
 @dataclass
@@ -74,8 +87,10 @@ class PathPoint:
 
     def row(self) -> dict[str, Any]:
         r = self.result
+        cells = support_cells(r) if r is not None else {"support": None, "support_names": None}
         return {
             "k": self.k,
+            "unit": r.unit if r is not None else None,
             "objective": float(r.objective) if r is not None else None,
             "nnz": int(len(r.support)) if r is not None else None,
             "status": r.status if r is not None else ERROR,
@@ -83,6 +98,7 @@ class PathPoint:
             "cold_objective": self.cold_objective,
             "warm_objective": self.warm_objective,
             "time_s": self.time_s,
+            **cells,
             "message": self.message or (r.message if r is not None else ""),
         }
 
@@ -108,6 +124,59 @@ def neighbour_start(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
     return z
 
 
+class PathRun:
+    """A path computed one bound at a time: :func:`run_path` drives one, the lockstep
+    cross-validation of :mod:`sparsemodel.compare.select` drives one per fold. ``step(k)`` solves
+    the next point (warm-started from the last solution found), appends it to ``path`` and returns
+    it."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        lp: LoweredProblem,
+        cls: type[Solver],
+        options: dict[str, Any] | None = None,
+        start: str = "best",
+    ):
+        if start not in STARTS:
+            raise ConstraintError(
+                f"start={start!r} is not one of {', '.join(STARTS)}", hint="best (default), cold or warm"
+            )
+        if lp.set is None or not lp.set.thresholds:
+            raise ConstraintError(
+                "a path sweeps the bound of nnz(...) <= k or rank(W) <= r; this problem has none",
+                hint="add a sparsity or rank constraint",
+            )
+        options = dict(options or {})
+        if "init" in options and start != "cold":
+            raise ConstraintError(
+                "init= is chosen by the path at every point after the first (the neighbour's solution)",
+                hint="drop init=, or use start='cold' to give every point the same start",
+            )
+        cls.validate(options)
+        self.lp, self.cls, self.options, self.start = lp, cls, options, start
+        self.warmable = "init" in cls.options
+        self.prev: np.ndarray | None = None
+        self.path = SolutionPath(problem, cls.name, options, start)
+
+    def step(self, kv: int) -> PathPoint:
+        t0 = time.perf_counter()
+        try:
+            lpk = self.lp.with_budget(kv)
+            prev = self.prev if self.warmable else None
+            point = _solve_point(lpk, self.cls, self.options, kv, prev, self.start)
+        except ModelError as exc:
+            msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            point = PathPoint(kv, None, self.start, None, None, 0.0, msg)
+        point.time_s = time.perf_counter() - t0
+        if point.ok:
+            self.prev = self.lp.layout.pack(point.result.values)
+            if not self.warmable and self.start != "cold" and not point.message:
+                point.message = f"{self.cls.name} takes no starting point: solved cold"
+        self.path.points.append(point)
+        return point
+
+
 def run_path(
     problem: Problem,
     lp: LoweredProblem,
@@ -115,51 +184,29 @@ def run_path(
     k: Iterable[int] | int,
     options: dict[str, Any] | None = None,
     start: str = "best",
-    progress: bool = False,
+    progress: bool | None = False,
+    stop: Callable[[SolutionPath], str | None] | None = None,
 ) -> SolutionPath:
     """Solve with ``cls`` at every bound in ``k`` (in order) on ``lp`` (lowered once); see the
-    module docstring for ``start``."""
-    if start not in STARTS:
-        raise ConstraintError(f"start={start!r} is not one of {', '.join(STARTS)}", hint="best (default), cold or warm")
-    if lp.set is None or not lp.set.thresholds:
-        raise ConstraintError(
-            "a path sweeps the bound of nnz(...) <= k or rank(W) <= r; this problem has none",
-            hint="add a sparsity or rank constraint",
-        )
+    module docstring for ``start``. ``stop`` (the early stop of :mod:`sparsemodel.compare.select`)
+    is asked after every point; when it returns a reason the path ends there and records it
+    (``path.stopped``)."""
+    run = PathRun(problem, lp, cls, options, start)
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]  # every bound checked before anything runs
-    options = dict(options or {})
-    if "init" in options and start != "cold":
-        raise ConstraintError(
-            "init= is chosen by the path at every point after the first (the neighbour's solution)",
-            hint="drop init=, or use start='cold' to give every point the same start",
-        )
-    cls.validate(options)
-    warmable = "init" in cls.options
-    from tqdm import tqdm
-
-    out = SolutionPath(problem, cls.name, options, start)
-    prev: np.ndarray | None = None
-    bar = tqdm(total=len(ks), file=sys.stderr, disable=not progress, desc=f"path {cls.name}", unit="k")
+    bar = progress_bar(total=len(ks), desc=f"path {cls.name}", unit="k", progress=progress)
     try:
-        for kv in ks:
+        for j, kv in enumerate(ks):
             bar.set_postfix_str(f"k={kv}")
-            t0 = time.perf_counter()
-            try:
-                lpk = lp.with_budget(kv)
-                point = _solve_point(lpk, cls, options, kv, prev if warmable else None, start)
-            except ModelError as exc:
-                msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-                point = PathPoint(kv, None, start, None, None, 0.0, msg)
-            point.time_s = time.perf_counter() - t0
-            if point.ok:
-                prev = lp.layout.pack(point.result.values)
-                if not warmable and start != "cold" and not point.message:
-                    point.message = f"{cls.name} takes no starting point: solved cold"
-            out.points.append(point)
+            run.step(kv)
             bar.update(1)
+            why = stop(run.path) if stop is not None and j + 1 < len(ks) else None
+            if why:
+                run.path.stopped = why
+                run.path.skipped = ks[j + 1 :]
+                break
     finally:
         bar.close()
-    return out
+    return run.path
 
 
 def _solve_point(
@@ -171,8 +218,11 @@ def _solve_point(
     if start in ("cold", "best") or prev is None:
         cold = cls(**options).solve(lp)
     if start in ("warm", "best") and prev is not None:
-        try:
-            warm = cls(**{**options, "init": neighbour_start(lp, prev)}).solve(lp)
+        # a solver that fills a short start itself (auto: by the largest model gains) gets the
+        # neighbour's solution as it is; the others get it with the gradient step outside its support
+        init = prev.copy() if getattr(cls, "fills_start", False) else neighbour_start(lp, prev)
+        try:  # the solver's own options for warm starts (auto: warm_options), then the user's
+            warm = cls(**{**getattr(cls, "warm_options", {}), **options, "init": init}).solve(lp)
         except ModelError:
             if cold is None:
                 raise
@@ -184,16 +234,11 @@ def _solve_point(
 
 
 def full_model(lp: LoweredProblem, solver: Solver) -> Result:
-    """The point at the largest bound (every unit may be nonzero): one restricted solve over every
-    coordinate (box constraints kept), reported as the solver's result at that bound."""
-    from ..compile.lowered import Clock
-    from ..solvers.base import CONVERGED, finish
+    """The point at the largest bound (every unit may be nonzero), as ``Solver.solve`` answers it
+    for every solver (:func:`sparsemodel.solvers.base.full_budget`)."""
+    from ..solvers.base import full_budget
 
-    clock = Clock()
-    lp = lp.fresh()
-    r = lp.restricted_minimize(None, cols=np.arange(lp.n))
-    msg = f"{lp.set.bound_text()}: the bound allows every unit, so this is the unconstrained minimizer"
-    return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
+    return full_budget(lp.fresh(), solver)
 
 
 def _better(a: Result, b: Result) -> bool:
@@ -216,6 +261,8 @@ class SolutionPath:
         self.options = options
         self.start = start
         self.points: list[PathPoint] = []
+        self.stopped: str | None = None  # why the path ended before its last k (an early stop)
+        self.skipped: list[int] = []  # the k not computed after an early stop
         self.protected = protected_paths(problem)
 
     # ------------------------------------------------------------------ access
@@ -242,6 +289,11 @@ class SolutionPath:
     def failed(self) -> list[PathPoint]:
         return [p for p in self.points if not p.ok]
 
+    @property
+    def unit(self) -> str:
+        """What k counts (coordinates, groups, edges, rank), from the points solved."""
+        return next((p.result.unit for p in self.points if p.ok), "")
+
     def rows(self) -> list[dict[str, Any]]:
         return [p.row() for p in self.points]
 
@@ -264,11 +316,15 @@ class SolutionPath:
                     f"{r['time_s']:.3g}",
                 ]
             )
-        head = ["k", "objective", "nnz", "status", "start", "time (s)"]
+        head = [k_header(self.unit), "objective", "nnz", "status", "start", "time (s)"]
         parts = [f"path of {self.solver} (start={self.start})", tabulate(body, headers=head, tablefmt=fmt)]
         if self.start == "best":
             won = sum(1 for p in self.points if p.ok and p.start == "warm")
             parts.append(f"the warm start was strictly better at {won} of {len(self.points)} points")
+        if self.stopped:
+            parts.append(
+                f"stopped early after k={self.points[-1].k}: {self.stopped}; not computed: k = {_span(self.skipped)}"
+            )
         notes = [f"  k={p.k}: {p.message}" for p in self.points if p.message]
         if notes:
             parts += ["notes"] + notes
@@ -282,22 +338,19 @@ class SolutionPath:
         for p in self.points:
             d = p.row()
             if p.ok:
-                r = p.result
-                d.update(
-                    {
-                        "support": [int(i) for i in r.support],
-                        "x": np.asarray(r.x).tolist(),
-                        "iterations": int(r.iterations),
-                        "certificate": r.certificate,
-                    }
-                )
+                r = p.result.to_dict()
+                r.pop("history", None)
+                d.update({key: v for key, v in r.items() if key not in ("k", "objective", "status", "message")})
             details.append(d)
         return jsonable(
             {
                 "source": self.source,
                 "solver": self.solver,
                 "start": self.start,
+                "unit": self.unit,
                 "options": self.options,
+                "stopped": self.stopped,
+                "skipped": self.skipped,
                 "points": details,
             }
         )
@@ -320,6 +373,14 @@ class SolutionPath:
     def plot(self, path: str | Path, overwrite: bool = False) -> Path:
         """PNG: objective versus k (log scale when positive) and seconds per point."""
         check_output(path, self.protected, overwrite)
+        return write_output(path, png_bytes(self.figure()), self.protected, overwrite)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the table and the plot."""
+        return report_html(self.rows(), PATH_COLUMNS, f"path of {self.solver} (start={self.start})", self.figure())
+
+    def figure(self) -> Any:
+        """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
         fig, (ax_o, ax_t) = new_figure(2)
         ks = [p.k for p in self.points]
         objs = [p.result.objective if p.ok else math.nan for p in self.points]
@@ -332,14 +393,21 @@ class SolutionPath:
         ax_t.plot(ks, [max(p.time_s, 1e-6) for p in self.points], marker="o")
         ax_t.set_yscale("log")
         for ax, title, ylabel in ((ax_o, "objective", "f(x)"), (ax_t, "time per point", "seconds")):
-            ax.set_xlabel("k (bound)")
+            ax.set_xlabel(k_header(self.unit) or "k (bound)")
             ax.set_ylabel(ylabel)
             ax.set_title(title)
             ax.grid(True, alpha=0.3)
         ax_o.legend(fontsize="small")
         name = Path(self.source).name if not self.source.startswith("<") else "problem"
         fig.suptitle(f"{name}: path of {self.solver} over k (start={self.start})")
-        return write_output(path, png_bytes(fig), self.protected, overwrite)
+        return fig
+
+
+def _span(ks: list[int]) -> str:
+    """k = 18..40 for a run of consecutive bounds, else the list."""
+    if len(ks) > 2 and ks == list(range(ks[0], ks[0] + len(ks))):
+        return f"{ks[0]}..{ks[-1]}"
+    return ", ".join(str(k) for k in ks)
 
 
 def new_figure(panels: int, width: float = 5.5, height: float = 4.2) -> tuple[Any, list[Any]]:
@@ -360,4 +428,24 @@ def png_bytes(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["PathPoint", "STARTS", "SolutionPath", "neighbour_start", "run_path"]
+def report_html(rows: list[dict[str, Any]], columns: Any, caption: str, fig: Any = None, extra: str = "") -> str:
+    """What a notebook shows for a report: its rows as an HTML table and its plot inline (PNG)."""
+    import base64
+
+    from ..solvers.report import html_table
+
+    def cell(v: Any) -> Any:
+        if v is None:
+            return ""
+        return f"{v:.6g}" if isinstance(v, float) else v
+
+    cols = [c for c in columns if c != "message"] + ["message"]
+    body = [[cell(r.get(c)) for c in cols] for r in rows]
+    out = [extra, html_table(cols, body, caption)]
+    if fig is not None:
+        png = base64.b64encode(png_bytes(fig)).decode("ascii")
+        out.append(f'<img alt="{caption}" src="data:image/png;base64,{png}"/>')
+    return "<div>" + "".join(out) + "</div>"
+
+
+__all__ = ["PathPoint", "PathRun", "STARTS", "SolutionPath", "neighbour_start", "report_html", "run_path"]

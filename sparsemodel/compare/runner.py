@@ -5,7 +5,11 @@ lowered once and each budget is ``lp.with_budget(k)``, sharing the data and ever
 param (``sweep=("lam", [...])``: the param is rebound and the problem lowered again for each
 value; when the bound is written with that param, ``nnz(offdiag(O)) <= 2 * k``, the bound follows).
 The table's first column is named after what was swept, and every row also records the budget
-actually used (in the set's unit), the same number as ``Result.k``. All solvers at one point see
+actually used (in the set's unit: ``k (coordinates)``, ``k (edges)``, ``r (rank)``), the same
+number as ``Result.k``, and the solution's support (positions and names), so that every answer of
+the sweep can be read back from the CSV or the JSON (which keeps each ``x``). Every bound is
+checked before anything runs: a bound beyond the constraint's size is refused as a whole, as
+``solve``, ``path`` and ``select`` refuse it; 0 and the full size are legal. All solvers at one point see
 the same lowered problem. A solver that fails with a :class:`~sparsemodel.errors.ModelError` (an
 option it refuses, a k it cannot reach — LASSO — a constraint it does not handle) fails only its
 own cell: the cell records status ``error`` and the message, and the sweep goes on.
@@ -27,7 +31,6 @@ import io
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -39,14 +42,28 @@ from ..compile.lowered import LoweredProblem
 from ..errors import ConstraintError, ModelError, SolverError
 from ..model.expr import Parameter
 from ..outputs import RowSink, check_output, protected_paths, write_output
+from ..progress import progress_bar
 from ..solvers import get_solver
-from ..util import jsonable
+from ..util import jsonable, k_header
 
 if TYPE_CHECKING:
     from ..model.problem import Problem
     from ..solvers.base import Result
 
-COLUMNS = ("solver", "k", "budget", "objective", "nnz", "status", "time_s", "iterations", "message")
+COLUMNS = (
+    "solver",
+    "k",
+    "budget",
+    "unit",
+    "objective",
+    "nnz",
+    "status",
+    "time_s",
+    "iterations",
+    "support",
+    "support_names",
+    "message",
+)
 BOUND_NAMES = ("k", "r")  # names that mean "the bound" when no param has them
 ERROR = "error"
 
@@ -56,7 +73,7 @@ def compare(
     solvers: Iterable[str] | str,
     k: Iterable[int] | int | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     sweep: tuple[str, Iterable[float]] | dict[str, Iterable[float]] | None = None,
     csv: str | Path | None = None,
     overwrite: bool = False,
@@ -92,14 +109,25 @@ def compare(
     if ce is not None:
         raise ce
     column, values, param = _sweep_spec(problem, k, sweep)
-
-    from tqdm import tqdm
+    base: LoweredProblem | None = None
+    if param is None and values != [None]:  # every bound checked before anything runs
+        base = LoweredProblem(problem)
+        if base.set is None or not base.set.thresholds:
+            raise ConstraintError(
+                f"k={values} sweeps the bound of nnz(...) <= k or rank(W) <= r, and this problem has none",
+                hint="add a sparsity or rank constraint, or sweep a param",
+            )
+        values = [base.set.check_budget(v) for v in values]
+    elif param is not None:
+        _check_param_bounds(problem, param, values)
 
     comp = Comparison(problem, names, values, options, column)
+    comp.param_swept = param is not None
+    if base is not None and base.set is not None:
+        comp.unit = base.set.unit
     if csv is not None:
         comp.sink = RowSink(csv, list(comp.columns), comp.protected, overwrite)
-    bar = tqdm(total=len(names) * len(values), file=sys.stderr, disable=not progress, desc="compare", unit="run")
-    base: LoweredProblem | None = None
+    bar = progress_bar(total=len(names) * len(values), desc="compare", unit="run", progress=progress)
     saved = param.value.copy() if param is not None else None
     try:
         for v in values:
@@ -116,6 +144,8 @@ def compare(
                     comp._add_error(n, v, None, exc, 0.0)
                     bar.update(1)
                 continue
+            if lp.set is not None and not comp.unit:
+                comp.unit = lp.set.unit
             _warm_up(lp, classes.values())
             for n in names:
                 bar.set_postfix_str(f"{n} {column}={v}")
@@ -139,6 +169,27 @@ def compare(
         if param is not None:
             param.value = saved
     return comp
+
+
+def _check_param_bounds(problem: Any, param: Parameter, values: list[float]) -> None:
+    """A param sweep that moves a bound (``nnz(offdiag(O)) <= 2 * k``): every value's bound is
+    checked before anything runs (the param is restored)."""
+    saved = param.value.copy()
+    try:
+        for v in values:
+            param.value = np.asarray(float(v))
+            for c in problem.constraints:
+                if hasattr(c, "k_expr") or hasattr(c, "r_expr"):
+                    e = getattr(c, "k_expr", None) or getattr(c, "r_expr", None)
+                    if any(node is param for node in e.walk()):
+                        try:
+                            c.validate()
+                        except ConstraintError as exc:
+                            raise ConstraintError(
+                                f"at {param.name} = {v:g}: {exc.message}", exc.span, exc.hint
+                            ) from None
+    finally:
+        param.value = saved
 
 
 def find_param(problem: Any, name: str) -> Parameter | None:
@@ -189,6 +240,17 @@ def _sweep_spec(problem: Any, k: Any, sweep: Any) -> tuple[str, list[Any], Param
     if not all(math.isfinite(v) for v in values):
         raise ConstraintError(f"the values of {name!r} must be finite; got {values}")
     return name, values, param
+
+
+def support_cells(res: Result) -> dict[str, str]:
+    """The support of a result as two CSV cells: positions (``3 17 42``, or ``(0,1) (2,3)`` for a
+    matrix) and names (``MOSTYPE; MAUT1``). Empty for a rank bound (the matrix is dense; its rank
+    and singular values are in the JSON)."""
+    if res.unit == "rank":
+        return {"support": "", "support_names": ""}
+    pos = res.support_positions
+    text = " ".join(str(p[0]) if len(p) == 1 else "(" + ",".join(map(str, p)) + ")" for p in pos)
+    return {"support": text, "support_names": "; ".join(res.support_names)}
 
 
 def _ks(k: Iterable[int] | int | None) -> list[int | None]:
@@ -249,10 +311,12 @@ class Comparison:
         self.sink: RowSink | None = None  # rows written as they finish
         self.interrupted = False
         self.total = len(solvers) * len(values)
+        self.unit = ""  # what the bound counts: coordinates, groups, edges, rank
 
     @property
     def columns(self) -> tuple[str, ...]:
         return ("solver", self.column) + COLUMNS[2:]
+        self.param_swept = False  # a param was swept (else the bound, or nothing)
 
     # ------------------------------------------------------------------ collecting
     def _add(self, row: dict[str, Any]) -> None:
@@ -267,11 +331,13 @@ class Comparison:
                 "solver": solver,
                 self.column: v,
                 "budget": res.k,
+                "unit": res.unit,
                 "objective": float(res.objective),
                 "nnz": int(len(res.support)),
                 "status": res.status,
                 "time_s": float(elapsed),
                 "iterations": int(res.iterations),
+                **support_cells(res),
                 "message": res.message,
             }
         )
@@ -283,11 +349,14 @@ class Comparison:
                 "solver": solver,
                 self.column: v,
                 "budget": budget,
+                "unit": self.unit,
                 "objective": None,
                 "nnz": None,
                 "status": ERROR,
                 "time_s": float(elapsed),
                 "iterations": None,
+                "support": None,
+                "support_names": None,
                 "message": msg,
             }
         )
@@ -344,14 +413,42 @@ class Comparison:
             )
         return out
 
+    def bound_column(self) -> tuple[str, list[Any]] | None:
+        """The bound per swept value when the sweep is over a param that moves it (None otherwise)."""
+        if not self.param_swept:
+            return None
+        per = []
+        for v in self.values:
+            b = next((r["budget"] for r in self.rows if r[self.column] == v and r["budget"] is not None), None)
+            per.append(b)
+        if all(b is None for b in per) or len({b for b in per}) <= 1 or per == list(self.values):
+            return None  # the bound does not move, or it is the param itself (nnz(w) <= k)
+        return k_header(self.unit), per
+
+    def _param_is_bound(self) -> bool:
+        budgets = [next((r["budget"] for r in self.rows if r[self.column] == v), None) for v in self.values]
+        return bool(self.unit) and budgets == list(self.values)
+
     def table(self, fmt: str = "simple") -> str:
-        """Objective per solver (columns) at each k (rows), then time medians and ratios per solver."""
+        """Objective per solver (columns) at each k (rows), then time medians and ratios per solver.
+        The bound's column says its unit, ``k (edges)``; a param sweep that moves the bound shows
+        the bound beside the param."""
         from tabulate import tabulate
 
-        head = [self.column] + self.solvers
+        bound = self.bound_column()
+        first = self.column
+        if self.param_swept and bound is None and self._param_is_bound():
+            first = f"{self.column} ({self.unit})"  # nnz(w) <= k with param k: the param is the bound
+        elif self.param_swept:
+            first = f"{self.column} (param)"
+        elif self.unit:
+            first = k_header(self.unit) if self.column == "k" or self.unit == "rank" else f"{self.column} ({self.unit})"
+        head = [first] + ([bound[0]] if bound else []) + self.solvers
         body = []
-        for k in self.values:
+        for i, k in enumerate(self.values):
             line: list[Any] = ["-" if k is None else (f"{k:g}" if isinstance(k, float) else k)]
+            if bound:
+                line.append("-" if bound[1][i] is None else bound[1][i])
             for s in self.solvers:
                 r = self.row(s, k)
                 if r is None:
@@ -376,6 +473,23 @@ class Comparison:
     def __str__(self) -> str:
         return self.table()
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the objective table, the time summary and the plot."""
+        from ..solvers.report import html_table
+        from .path import report_html
+
+        summary = self.summary_rows()
+        cols = list(summary[0]) if summary else []
+        times = html_table(
+            cols,
+            [
+                [("" if r[c] is None else (f"{r[c]:.4g}" if isinstance(r[c], float) else r[c])) for c in cols]
+                for r in summary
+            ],
+            "time",
+        )
+        return report_html(self.rows, self.columns, f"compare: solvers versus {self.column}", self.figure(), "") + times
+
     def __repr__(self) -> str:
         return f"Comparison(solvers={self.solvers}, {self.column}={self.values}, runs={len(self.rows)}, errors={len(self.failed())})"
 
@@ -389,7 +503,9 @@ class Comparison:
         return write_output(path, data, self.protected, overwrite)
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
-        """One line per solver and k, columns ``COLUMNS`` (empty cells for failed runs)."""
+        """One line per solver and k, columns ``COLUMNS`` (empty cells for failed runs): the bound
+        and its unit, the support as positions (``3 17 42``; ``(0,1) (2,3)`` for a matrix) and as
+        names (``MOSTYPE; MAUT1``)."""
         buf = io.StringIO()
         cols = list(self.columns)
         w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
@@ -399,25 +515,21 @@ class Comparison:
         return self._write(path, overwrite, buf.getvalue())
 
     def to_dict(self) -> dict[str, Any]:
+        """Rows, the per-solver summary and every run's result (``details``: the solution ``x``,
+        every variable's values, the support by position and name, the coefficients, options,
+        certificate and extra, as ``Result.to_dict()`` without the per-iteration history)."""
         details = []
         for (s, k), res in self.results.items():
-            details.append(
-                {
-                    "solver": s,
-                    self.column: k,
-                    "budget": res.k,
-                    "support": [int(i) for i in res.support],
-                    "options": res.options,
-                    "certificate": res.certificate,
-                    "extra": res.extra,
-                }
-            )
+            d = res.to_dict()
+            d.pop("history", None)
+            details.append({"solver": s, self.column: k, "budget": res.k, **d})
         return jsonable(
             {
                 "source": self.source,
                 "solvers": self.solvers,
                 "sweep": self.column,
                 self.column: self.values,
+                "unit": self.unit,
                 "options": self.options,
                 "rows": self.rows,
                 "summary": self.summary_rows(),
@@ -426,7 +538,7 @@ class Comparison:
         )
 
     def to_json(self, path: str | Path, overwrite: bool = False, indent: int | None = 2) -> Path:
-        """Rows, per-solver summary and per-run details (support, options, certificate, extra)."""
+        """Rows, per-solver summary and per-run results (:meth:`to_dict`)."""
         return self._write(path, overwrite, json.dumps(self.to_dict(), indent=indent, allow_nan=False) + "\n")
 
     def plot(self, path: str | Path, overwrite: bool = False) -> Path:
@@ -471,7 +583,9 @@ class Comparison:
             if vals and min(vals) > 0 and max(vals) / min(vals) > 10:
                 ax.set_yscale("log")
         for ax, title, ylabel in ((ax_obj, "objective", "f(x)"), (ax_t, "time", "seconds")):
-            ax.set_xlabel(self.column if self.column not in BOUND_NAMES else f"{self.column} (bound)")
+            ax.set_xlabel(
+                f"{self.column} (param)" if self.param_swept else (k_header(self.unit) if self.unit else self.column)
+            )
             ax.set_ylabel(ylabel)
             ax.set_title(title)
             ax.grid(True, alpha=0.3)

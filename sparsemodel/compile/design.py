@@ -42,6 +42,7 @@ from .structure import Composite, RawTerm, jacobian_columns
 
 DENSE_LIMIT = 1_000_000  # reduced columns are returned dense up to this many entries
 FULL_LIMIT = 4_000_000  # entries: cache a term's whole Jacobian below this
+CHUNK_ENTRIES = 4_000_000  # entries per block of columns when streaming a Jacobian that is not kept
 SMALL_DENSE = 200_000  # entries: a sparse block this small is used dense
 
 
@@ -230,6 +231,42 @@ class Block:
         return Block(where[self.coords], self.vshape, self.op, self.shape, self.scale, self.scalar_out, self.right)
 
 
+def _read_coords(m: Any, n: int) -> np.ndarray:
+    """The coordinates an affine map reads (all of them for a map without blocks)."""
+    blocks = getattr(m, "blocks", None)
+    if blocks is None:
+        return np.arange(n)
+    return np.unique(np.concatenate([b.coords for b in blocks])) if blocks else np.zeros(0, dtype=np.int64)
+
+
+def _operator_blocks(m: Any, n: int) -> list[tuple[Block, Any]]:
+    """The blocks of an affine map that read a data operator through a vector view (``X @ w``,
+    whose Jacobian columns are the operator's columns times the scale), each with its squared
+    scale, when every coordinate such a block reads is read by no other block (so squares of the
+    Jacobian's entries split by block); [] otherwise or for chunked operators."""
+    blocks = getattr(m, "blocks", None)
+    if not blocks:
+        return []
+    out = [
+        b
+        for b in blocks
+        if b.op is not None
+        and not b.op.chunked
+        and len(b.vshape) == 1
+        and not b.scalar_out
+        and b.right is None
+        and b.nshape == m.shape
+    ]
+    if not out:
+        return []
+    seen = np.zeros(n, dtype=np.int64)
+    for b in blocks:
+        seen[b.coords] += 1
+    if any(np.any(seen[b.coords] > 1) for b in out):
+        return []
+    return [(b, np.asarray(b.scale).reshape(-1) ** 2 if np.ndim(b.scale) else float(b.scale) ** 2) for b in out]
+
+
 def _place_sparse(D: sp.csc_matrix, hits: np.ndarray, ncols: int, size: int) -> sp.csc_matrix:
     coo = D.tocoo()
     return sp.csc_matrix((coo.data, (coo.row, hits[coo.col])), shape=(size, ncols))
@@ -274,6 +311,27 @@ class AffineMap:
         c = np.asarray(cot, dtype=float).reshape(self.shape)
         for blk in self.blocks:
             blk.vjp(c, out, want)
+        return out
+
+    def vjp_columns(self, C: np.ndarray) -> np.ndarray:
+        """A' C for a (size, c) matrix of cotangents, as an (n, c) array: one transposed product
+        with the data for blocks that read a data operator through a vector view (X @ w), one
+        :meth:`Block.vjp` per column for the others."""
+        C = np.asarray(C, dtype=float).reshape(self.size, -1)
+        out = np.zeros((self.n, C.shape[1]))
+        for blk in self.blocks:
+            if (
+                blk.op is not None
+                and len(blk.vshape) == 1
+                and not blk.scalar_out
+                and blk.right is None
+                and blk.nshape == self.shape
+            ):
+                S = C * (np.asarray(blk.scale).reshape(-1)[:, None] if np.ndim(blk.scale) else float(blk.scale))
+                out[blk.coords] += np.asarray(blk.op.rmatvec(S)).reshape(len(blk.coords), -1)
+                continue
+            for j in range(C.shape[1]):
+                blk.vjp(C[:, j].reshape(self.shape), out[:, j])
         return out
 
     def columns(self, cols: np.ndarray) -> Any:
@@ -601,6 +659,9 @@ class Reduced:
     offsets: list[np.ndarray]
     lin: np.ndarray
     const: float
+    # per term: the diagonal r of a separable ridge on these columns (see Design.separable_diagonal),
+    # False for a term that is not one, None where not known (the kernel then checks the columns)
+    folds: list[Any] | None = None
 
     @property
     def d(self) -> int:
@@ -641,6 +702,7 @@ class Design:
         del zero
         self._cache: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._full: dict[int, Any] = {}
+        self._separable: dict[int, np.ndarray | None] = {}
         # the sample axis: the largest leading dimension among the terms that read data; the terms
         # with it are the finite sum, every other term (the separable regularizer, a quad_form, a
         # small side term) is evaluated exactly in every mini-batch, which keeps it unbiased
@@ -862,6 +924,89 @@ class Design:
         F = self.full_columns(i)
         return F[:, cols] if F is not None else self.terms[i].map.columns(cols)
 
+    def _curvatures(self, x: np.ndarray | None) -> list[np.ndarray] | None:
+        """c_t * phi_t''(z_t) of every term at x (the constant ones of a quadratic design when x is
+        None); None when some term is row-wise (its Hessian is not J' diag(c) J)."""
+        out = []
+        for t in self.terms:
+            if t.rowwise:
+                return None
+            z = t.map.b if (x is None and t.quadratic) else t.map.value(x if x is not None else np.zeros(self.n))
+            out.append(t.coef * t.derivs(z, 2)[2])
+        return out
+
+    def hessian_columns(self, cols: np.ndarray, x: np.ndarray | None = None) -> np.ndarray | None:
+        """H[:, cols] (n, len(cols)) of the composite part at x (None: a quadratic design's constant
+        Hessian): sum_t J_t' diag(c_t phi_t'') J_t[:, cols], from the stored Jacobian when it is
+        kept, else from the columns and one transposed product with the data per block of columns
+        (no whole Jacobian formed). None for a row-wise term."""
+        curv = self._curvatures(x)
+        if curv is None:
+            return None
+        cols = np.asarray(cols, dtype=np.int64)
+        out = np.zeros((self.n, len(cols)))
+        for i, t in enumerate(self.terms):
+            J = self.full_columns(i)
+            step = max(1, CHUNK_ENTRIES // max(t.map.size, 1))
+            for lo in range(0, len(cols), step):
+                blk = cols[lo : lo + step]
+                Jb = J[:, blk] if J is not None else t.map.columns(blk)
+                L = (sp.diags(curv[i]) @ Jb).toarray() if sp.issparse(Jb) else curv[i][:, None] * np.asarray(Jb)
+                if J is not None:
+                    out[:, lo : lo + step] += np.asarray(J.T @ L)
+                elif hasattr(t.map, "vjp_columns"):
+                    out[:, lo : lo + step] += t.map.vjp_columns(L)
+                else:
+                    for j in range(L.shape[1]):
+                        out[:, lo + j] += t.map.vjp(L[:, j])
+        return out
+
+    def hessian_diagonal(self, x: np.ndarray | None = None, squares: list[Any] | None = None) -> np.ndarray | None:
+        """diag(H) of the composite part at x (None: a quadratic design's constant Hessian):
+        sum_t (J_t * J_t)' (c_t phi_t''). ``squares``: each term's stored J * J (or None), else the
+        columns are streamed in blocks (one pass over the data). None for a row-wise term."""
+        curv = self._curvatures(x)
+        if curv is None:
+            return None
+        out = np.zeros(self.n)
+        for i, t in enumerate(self.terms):
+            sq = squares[i] if squares is not None else None
+            if sq is not None:
+                out += np.asarray(sq.T @ curv[i]).ravel()
+                continue
+            rest = _read_coords(t.map, self.n)
+            for blk_, scale2 in _operator_blocks(t.map, self.n):
+                out[blk_.coords] += blk_.op.column_square_dot(scale2 * curv[i])
+                rest = rest[~np.isin(rest, blk_.coords)]
+            step = max(1, CHUNK_ENTRIES // max(t.map.size, 1))
+            for lo in range(0, len(rest), step):
+                blk = rest[lo : lo + step]
+                Jb = t.map.columns(blk)
+                if sp.issparse(Jb):
+                    out[blk] += np.asarray(Jb.multiply(Jb).T @ curv[i]).ravel()
+                else:
+                    Jb = np.asarray(Jb)
+                    out[blk] += np.einsum("ij,ij,i->j", Jb, Jb, curv[i])
+        return out
+
+    def row_square_sums(self, i: int, cols: np.ndarray) -> np.ndarray:
+        """sum_{j in cols} J_i[:, j]^2 (one value per entry of term i): from the data operator of
+        each block that reads one (X @ w), the other blocks' columns streamed."""
+        t = self.terms[i]
+        out = np.zeros(t.map.size)
+        rest = np.intersect1d(cols, _read_coords(t.map, self.n))
+        for blk, scale2 in _operator_blocks(t.map, self.n):
+            loc = blk.local(self.n)[cols]
+            hit = loc >= 0
+            if hit.any():
+                out += scale2 * blk.op.row_square_sums(None if hit.sum() == blk.op.shape[1] else loc[hit])
+                rest = rest[~np.isin(rest, cols[hit])]
+        step = max(1, CHUNK_ENTRIES // max(t.map.size, 1))
+        for lo in range(0, len(rest), step):
+            Jb = t.map.columns(rest[lo : lo + step])
+            out += np.asarray(Jb.multiply(Jb).sum(axis=1)).ravel() if sp.issparse(Jb) else np.einsum("ij,ij->i", Jb, Jb)
+        return out
+
     def columns(self, cols: np.ndarray) -> list[Any]:
         """Each term's Jacobian columns ``cols`` (cached for the last few column sets)."""
         cols = np.asarray(cols, dtype=np.int64)
@@ -898,7 +1043,35 @@ class Design:
         const = self.const + (
             float(self.lin @ x_fixed) - float(self.lin[cols] @ x_fixed[cols]) if x_fixed is not None else 0.0
         )
-        return Reduced(self.terms, Js, offs, self.lin[cols].copy(), const)
+        folds = []
+        for i in range(len(self.terms)):
+            r = self.separable_diagonal(i)
+            folds.append(False if r is None else r[cols])
+        return Reduced(self.terms, Js, offs, self.lin[cols].copy(), const, folds)
+
+    def separable_diagonal(self, i: int) -> np.ndarray | None:
+        """For a separable quadratic term c * sum_r w_r (a_r x_(j_r))^2 (a ridge: every entry reads
+        one coordinate, no data operator, no offset), the diagonal r over all coordinates with
+        c * sum_r w_r (J x)_r^2 = 1/2 sum_j r_j x_j^2 (r_j = 2 c sum_(r: j_r = j) w_r a_r^2); None for
+        any other term. Decided once per term from its whole (sparse) Jacobian."""
+        if i not in self._separable:
+            t = self.terms[i]
+            r = None
+            m = t.map
+            if (
+                t.quadratic
+                and not t.rowwise
+                and getattr(m, "canonical", False)
+                and not m.reads_data()
+                and not np.any(m.b)
+            ):
+                J = sp.csr_matrix(m.columns(np.arange(self.n)))
+                J.eliminate_zeros()
+                if np.diff(J.indptr).max(initial=0) <= 1:
+                    w = t.weights if t.weights is not None else np.ones(J.shape[0])
+                    r = 2.0 * t.coef * np.asarray(J.multiply(J).T @ w).ravel()
+            self._separable[i] = r
+        return self._separable[i]
 
     def stacked(self, cols: np.ndarray) -> np.ndarray:
         """Least squares: columns ``cols`` of the stacked weighted design M = [sqrt(c_t w_t) J_t]_t
@@ -1197,6 +1370,7 @@ class Design:
         d.terms = [Term(t.coef, t.phi, mp, t.weights, t.rowwise) for t, mp in zip(self.terms, maps)]
         d._cache = OrderedDict()
         d._full = {}
+        d._separable = {}
         d.sample_terms = list(self.sample_terms)
         d.n_samples = self.n_samples
         return d

@@ -96,7 +96,13 @@ class _State:
         self.dense = [not (sp.issparse(J) or is_operator(J)) for J in rd.Js]
         self.act = []  # the terms evaluated as terms (the others are folded into the ridge)
         for t_i, t in enumerate(rd.terms):
-            fold = _separable_ridge(t, rd.Js[t_i], rd.offsets[t_i]) if extra is None else None
+            fold = None
+            if extra is None:
+                known = rd.folds[t_i] if rd.folds is not None else None
+                if known is None:  # not decided by the design: from the columns
+                    fold = _separable_ridge(t, rd.Js[t_i], rd.offsets[t_i])
+                elif known is not False and not np.any(rd.offsets[t_i]):
+                    fold = known
             if fold is None:
                 self.act.append(t_i)
                 continue
@@ -359,7 +365,96 @@ def newton(
     previous solve on other columns, to start from (:func:`_factor_from_hint`).
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
+        U0 = np.atleast_2d(np.asarray(U0, dtype=float))
+        if U0.shape[0] == 1 and extra is None and fixed is None and l1 is None and lower is None and upper is None:
+            return _newton_one(rd, U0, ridge, tol, max_iter, give_up, hint)
         return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin, lower, upper, hint)
+
+
+_ONE = np.zeros(1, dtype=np.int64)  # the index of the one problem of a single solve
+_ROUNDING = 4 * np.finfo(float).eps
+
+
+def _newton_one(
+    rd: Reduced,
+    U0: np.ndarray,
+    ridge: np.ndarray | None,
+    tol: float,
+    max_iter: int,
+    give_up: float | None,
+    hint: tuple[np.ndarray, np.ndarray, Any] | None,
+) -> NewtonResult:
+    """The damped-Newton loop of one smooth problem (a restricted solve; see :func:`newton`): the
+    iteration of :func:`_newton` with scalars in place of its per-problem index arrays, since most
+    calls are small single solves whose cost is bookkeeping. Steps from a Cholesky factorization of
+    the Hessian, from the last factorization while it is certified (:func:`_stale_direction`), or
+    by conjugate gradients for large or matrix-free problems (:func:`_cg_direction`); Armijo
+    backtracking; the step that meets the stopping test is taken too when it does not increase f
+    (:func:`_polish`), so the coefficients are accurate to rounding."""
+    st = _State(rd, U0, None, ridge)
+    D = st.U.shape[1]
+    matrix_free = D > MATRIX_FREE_DIM or any(map(is_operator, rd.Js))
+    reuse = not matrix_free and D >= STALE_MIN_DIM
+    quad_finish = rd.quadratic and not matrix_free
+    factor = last = None
+    if reuse and hint is not None:
+        made = _factor_from_hint(st, hint)
+        if made is not None:
+            factor, last = made
+    f, conv, iters = np.inf, False, 0
+    for _ in range(max_iter):
+        iters += 1
+        fa, ga = st.fg(slice(None))
+        f, g = float(fa[0]), ga[0]
+        if not np.isfinite(f):
+            break
+        if D == 0:
+            conv = True
+            break
+        bound = 2 * tol * (1.0 + abs(f))
+        lazy = _stale_direction(st, factor, g, f, bound) if factor is not None else None
+        if matrix_free:
+            step, dec = _cg_direction(st, g)
+        elif lazy is not None:  # a certified step from an earlier factorization: no new Hessian
+            step, dec = lazy
+        else:
+            factor = None
+            H = st.hessians(_ONE)
+            out = _cholesky_step(H[0], g)
+            if out is not None:
+                step, dec, c = out
+                if reuse:
+                    factor = (c, _curvatures(st))
+                    last = (H[0] - np.diag(st.ridge) if st.ridge is not None else H[0], factor[1])
+            else:
+                steps_, decs = _newton_direction(H, g[None, :], cholesky_tried=True)
+                step, dec = steps_[0], float(decs[0])
+        if dec <= bound:
+            conv = True
+            ut = st.U[0] + step  # polish: the last step too, when it does not increase f
+            ft, keep = st.trial(_ONE, ut[None, :])
+            if np.isfinite(ft[0]) and ft[0] <= f + _ROUNDING * (1.0 + abs(f)):
+                st.accept(_ONE, ut[None, :], keep)
+                f = float(ft[0])
+            break
+        if give_up is not None and f - 2.0 * dec > give_up:  # cannot end below give_up: abandoned
+            break
+        t, moved = 1.0, False
+        for _ls in range(50):
+            ut = st.U[0] + t * step
+            ft, keep = st.trial(_ONE, ut[None, :])
+            if ft[0] <= f - 0.25 * t * dec:
+                st.accept(_ONE, ut[None, :], keep)
+                f, moved = float(ft[0]), True
+                break
+            t *= 0.5
+        if not moved:  # no decrease along the direction: at the optimum up to rounding
+            conv = True
+            break
+        if quad_finish and t == 1.0:  # one full Newton step solves a quadratic exactly
+            conv = True
+            break
+    return NewtonResult(np.array([f]), st.U, iters, np.array([conv]), st.d1(0), last)
 
 
 def _newton(

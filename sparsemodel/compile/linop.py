@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from ..util import is_dask_array
 
 SPARSE_INPUT_FRACTION = 0.25  # use the column subset when at most this fraction of x is nonzero
+_BLOCK = 4_000_000  # entries per block of rows or columns in the square sums
 
 
 class DataOperator:
@@ -134,6 +135,37 @@ class DataOperator:
             else:
                 self._col_sq_norms = np.einsum("ij,ij->j", self.A, self.A)
         return self._col_sq_norms
+
+    def row_square_sums(self, cols: np.ndarray | None = None) -> np.ndarray:
+        """Per row, sum_{j in cols} A[r, j]^2 (all columns when ``cols`` is None), in blocks of rows
+        or columns (no copy of the whole matrix)."""
+        if self.sparse:
+            sub = self.A if cols is None else self.A[:, cols]
+            return np.asarray(sub.multiply(sub).sum(axis=1)).ravel()
+        n, q = self.shape
+        if cols is None or len(cols) == q:
+            step = max(1, _BLOCK // max(q, 1))
+            return np.concatenate(
+                [np.einsum("ij,ij->i", self.A[lo : lo + step], self.A[lo : lo + step]) for lo in range(0, n, step)]
+            )
+        out = np.zeros(n)
+        step = max(1, _BLOCK // max(n, 1))
+        for lo in range(0, len(cols), step):
+            B = self.A[:, cols[lo : lo + step]]
+            out += np.einsum("ij,ij->i", B, B)
+        return out
+
+    def column_square_dot(self, w: np.ndarray) -> np.ndarray:
+        """(A * A)' w: per column, sum_r w_r A[r, j]^2 (in blocks of rows)."""
+        if self.sparse:
+            return np.asarray(self.A.multiply(self.A).T @ w).ravel()
+        n, q = self.shape
+        out = np.zeros(q)
+        step = max(1, _BLOCK // max(q, 1))
+        for lo in range(0, n, step):
+            B = self.A[lo : lo + step]
+            out += np.einsum("ij,ij,i->j", B, B, w[lo : lo + step])  # no temporary B * B
+        return out
 
     def gram_all(self) -> np.ndarray:
         """``A' A`` (q x q, dense), computed once and kept."""

@@ -60,6 +60,7 @@ ADMM_DEFAULTS = {  # subproblem (13): the ADMM of paper 000, App. D.2, and covse
 }
 BOX_NEWTON_MIN, BOX_NEWTON_RATIO = 300, 6  # (13) by barrier Newton for supports of at most max(300, 6 p) entries
 MATERIALIZE_LIMIT = 4_000_000  # entries of J B formed explicitly for a low-rank restricted solve
+HESSIAN_CACHE_LIMIT = 50_000_000  # entries of cached columns of a constant Hessian (400 MB)
 
 
 @dataclass
@@ -991,8 +992,8 @@ class LoweredProblem:
         """mean_j diag(H(x))_j over C from the design's columns, in O(rows) per call: for an
         elementwise term c sum_r w_r phi''(z_r) R_r with R_r = sum_{j in C} J[r, j]^2 (computed once);
         for the row-wise softmax c sum_i w_i (sum_c P_ic R_(i,c) - p_i' G_i p_i) with G_i the Gram
-        matrix of the rows (i, .) of J[:, C] (computed once). None when some term's columns are
-        not stored."""
+        matrix of the rows (i, .) of J[:, C] (computed once; a streamed pass over the columns when
+        the Jacobian is not kept). None when a row-wise term's Jacobian is not kept."""
         d = self.design
         if d is None:
             return None
@@ -1002,11 +1003,14 @@ class LoweredProblem:
             ck = (i, key)
             if ck not in self._rowsq_cache:
                 stored = self.stored_columns(i)
-                if stored is None:
+                if stored is None and t.rowwise:
                     return None
-                J, sq = stored
-                R = np.asarray(sq[:, C].sum(axis=1)).ravel()
                 G = None
+                if stored is None:  # the Jacobian is not kept: its columns streamed once
+                    R = d.row_square_sums(i, C)
+                else:
+                    J, sq = stored
+                    R = np.asarray(sq[:, C].sum(axis=1)).ravel()
                 if t.rowwise:
                     m = t.map.shape[1]
                     JC = J[:, C]
@@ -1038,9 +1042,11 @@ class LoweredProblem:
 
     def hessian_columns(self, cols: np.ndarray) -> np.ndarray | None:
         """H[:, cols] for an objective whose Hessian is constant (quadratic composite designs: least
-        squares, ridge terms), each column computed once from the stored Jacobians and cached; None
-        otherwise. A search that visits many supports (the swap search of ``auto``) then pays
-        O(n_coords) per Hessian entry it reads instead of O(n_samples)."""
+        squares, ridge terms), each column computed once (from the stored Jacobian, or by one
+        transposed product with the data when it is not kept) and cached; None otherwise, or when
+        the cache would pass ``HESSIAN_CACHE_LIMIT`` entries. A search that visits many supports
+        (the swap search of ``auto``) then pays O(n_coords) per Hessian entry it reads instead of
+        O(n_samples)."""
         d = self.design
         if d is None or not d.quadratic:
             return None
@@ -1051,27 +1057,52 @@ class LoweredProblem:
             cache["H"] = np.zeros((self.n, 16))
             cache["used"] = 0
         pos = cache["pos"]
-        missing = np.unique(cols[pos[cols] < 0]).tolist()
-        if missing:
-            acc = np.zeros((self.n, len(missing)))
-            for i, t in enumerate(d.terms):
-                stored = self.stored_columns(i)
-                if stored is None:
-                    return None
-                J = stored[0]
-                w2 = t.coef * t.derivs(t.map.b, 2)[2]  # constant: phi'' of a square is 2 (times weights)
-                Jm = J[:, missing]
-                Jm = Jm.toarray() if sp.issparse(Jm) else np.asarray(Jm)
-                acc += np.asarray(J.T @ (w2[:, None] * Jm))
+        missing = np.unique(cols[pos[cols] < 0])
+        if missing.size:
             used, H = cache["used"], cache["H"]
-            if used + len(missing) > H.shape[1]:
-                grown = np.zeros((self.n, max(2 * H.shape[1], used + len(missing))))
+            if (used + missing.size) * self.n > HESSIAN_CACHE_LIMIT:
+                return None
+            acc = d.hessian_columns(missing)
+            if acc is None:
+                return None
+            if used + missing.size > H.shape[1]:
+                cap = min(max(2 * H.shape[1], used + missing.size), max(HESSIAN_CACHE_LIMIT // self.n, 1))
+                grown = np.zeros((self.n, cap))
                 grown[:, :used] = H[:, :used]
                 cache["H"] = H = grown
-            H[:, used : used + len(missing)] = acc
-            pos[missing] = used + np.arange(len(missing))
-            cache["used"] = used + len(missing)
+            H[:, used : used + missing.size] = acc
+            pos[missing] = used + np.arange(missing.size)
+            cache["used"] = used + missing.size
         return cache["H"][:, pos[cols]]
+
+    def quadratic_origin(self) -> tuple[float, np.ndarray]:
+        """f(0) and the gradient at 0 of the composite part, computed once (with the constant
+        Hessian columns they give f and its gradient anywhere for a quadratic objective)."""
+        if "origin" not in self._hcol_cache:
+            z = self.zeros()
+            self._hcol_cache["origin"] = (self.oracle.peek(z), self.design.value_and_grad(z)[1])
+        return self._hcol_cache["origin"]
+
+    def hessian_diagonal(self, x: np.ndarray | None = None) -> np.ndarray | None:
+        """diag(H(x)) of the composite part over all coordinates (x None: the constant Hessian of a
+        quadratic design, computed once): from the stored squares of the Jacobians, else one
+        streamed pass over the columns. None without a design or for a row-wise (softmax) term."""
+        d = self.design
+        if d is None:
+            return None
+        if d.quadratic:
+            if "diag" not in self._hcol_cache:
+                self._hcol_cache["diag"] = d.hessian_diagonal(None, self._squares())
+            return self._hcol_cache["diag"]
+        return d.hessian_diagonal(self.zeros() if x is None else x, self._squares())
+
+    def _squares(self) -> list[Any]:
+        """Each term's stored J * J, or None where the Jacobian is not kept."""
+        out = []
+        for i in range(len(self.design.terms)):
+            st = self.stored_columns(i)
+            out.append(st[1] if st is not None else None)
+        return out
 
     # ------------------------------------------------------------------ the domain
     def inside_domain(self, x: np.ndarray | None = None) -> np.ndarray:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.linalg.lapack import dpotrf, dpotri, dpotrs
 
 from . import kernels
 
@@ -101,7 +102,7 @@ class ActiveSet:
     ``auto`` or ``lstsq`` on a least-squares objective the incremental factorization is used.
     """
 
-    def __init__(self, lp: LoweredProblem, method: str = "auto", tol: float = 1e-12):
+    def __init__(self, lp: LoweredProblem, method: str = "auto", tol: float = 1e-12, gram: bool = False):
         self.lp = lp
         self.method = lp.restricted_method(method)
         self.tol = tol
@@ -111,15 +112,22 @@ class ActiveSet:
         # the incremental factorization and the batched scoring ignore bounds: with a box, every
         # value is an exact bounded restricted solve instead
         self.bounded = lp.box is not None
-        self.ls = (
-            _LeastSquares(lp, self.C) if self.method == "lstsq" and lp.design is not None and not self.bounded else None
-        )
+        quad = self.method == "lstsq" and lp.design is not None and not self.bounded
+        # gram=True (a search that moves and reads gradients, never scores): solves from the cached
+        # columns of the constant Hessian, no pass over the data
+        self.gram = _GramQuadratic(lp) if gram and quad and gram_pays(lp, len(self.F) + lp.set.k + 256) else None
+        self.ls = _LeastSquares(lp, self.C) if quad and self.gram is None else None
         self.sel = np.empty(0, dtype=np.int64)
         self.ridge: tuple[float, np.ndarray] | None = None
         self.x = lp.zeros()
         self.f = float("nan")
         self.solves = 0
         self._result: Any = None  # the last restricted solve (its loss derivatives give grad())
+
+    @property
+    def direct(self) -> bool:
+        """Solves are direct factorizations (a quadratic objective): a warm start is not used."""
+        return self.gram is not None or self.ls is not None
 
     # ------------------------------------------------------------------ moving
     def solve(
@@ -133,7 +141,12 @@ class ActiveSet:
         if ridge is not None and (ridge[0] <= 0 or len(ridge[1]) == 0):
             ridge = None
         self.solves += 1
-        if self.ls is not None:
+        moved = self.gram.move(self.F, self.C, sel, ridge) if self.gram is not None else None
+        if moved is not None:
+            self.lp.oracle.charge(solves=1)
+            self.x, self.f = moved
+            self._result = None
+        elif self.ls is not None:
             self.lp.oracle.charge(solves=1)
             rid = np.zeros(len(self.C))
             if ridge is not None:
@@ -155,6 +168,8 @@ class ActiveSet:
         from the stored residual, -2 M'e (one pass over the data, no forward evaluation)."""
         if self.ls is not None:
             return -2.0 * self.ls.rmatvec(self.ls.e)
+        if self.gram is not None and self.gram.fresh:
+            return self.gram.grad()
         if self._result is not None:
             return self._result.grad_at(self.lp)
         return self.lp.value_and_grad(self.x)[1]
@@ -248,6 +263,75 @@ class ActiveSet:
 
 
 # ====================================================================== least squares
+
+
+GRAM_RATIO = 4  # cached Hessian columns pay when the coordinates are at most this many times those read per step
+
+
+def gram_pays(lp: LoweredProblem, read: int) -> bool:
+    """Whole cached columns of a constant Hessian (one pass over the data each, then O(n_coords) per
+    entry) are cheaper than products with the data for the ``read`` coordinates a search step reads
+    (O(n_samples * read) per step) when the coordinates are not many more than those: a search
+    visits each column many times. With many coordinates (p = 5000 and up) a column costs a whole
+    pass and the step's products with the data win."""
+    return lp.n <= GRAM_RATIO * max(read, 1)
+
+
+class _GramQuadratic:
+    """Restricted minimizers of a quadratic objective f(x) = f0 + g0'x + x'Hx/2 from cached columns
+    of its constant Hessian (``lp.hessian_columns``: each column one transposed product with the
+    data, once): on a support B (free coordinates included) u = -H_BB^-1 g0_B by a Cholesky
+    factorization of H_BB (O(|B|^3)), the gradient g0 + H[:, B] u (O(n |B|)), no pass over the data.
+    The value is the quadratic form at u (stationary there, so the solve's error enters to second
+    order), or the exact objective when the fit is so close that the form would cancel. ``move``
+    returns None where this does not apply (the Hessian columns are over the cache's limit, H_BB is
+    not numerically positive definite); the caller then solves from the data."""
+
+    def __init__(self, lp: LoweredProblem):
+        self.lp = lp
+        self.f0, self.g0 = lp.quadratic_origin()
+        self.fresh = False
+        self.B = np.empty(0, dtype=np.int64)
+        self.u = np.zeros(0)
+        self.Hc: np.ndarray | None = None
+
+    def move(
+        self, F: np.ndarray, C: np.ndarray, sel: np.ndarray, ridge: tuple[float, np.ndarray] | None
+    ) -> tuple[np.ndarray, float] | None:
+        self.fresh = False
+        B = np.concatenate([F, C[sel]]).astype(np.int64)
+        x = self.lp.zeros()
+        if B.size == 0:
+            self.B, self.u, self.Hc, self.fresh = B, np.zeros(0), np.zeros((self.lp.n, 0)), True
+            return x, self.f0
+        Hc = self.lp.hessian_columns(B)
+        if Hc is None:
+            return None
+        H = Hc[B]
+        rid = None
+        if ridge is not None:  # rho/2 ||x_{C[R]}||^2 on the selected coordinates of R
+            rc = np.zeros(len(C))
+            rc[np.asarray(ridge[1], dtype=np.int64)] = ridge[0]
+            rid = np.concatenate([np.zeros(len(F)), rc[sel]])
+            H = H + np.diag(rid)
+        c, info = dpotrf(H, lower=False, clean=True, overwrite_a=False)
+        d = np.abs(np.diag(c)) if info == 0 else None
+        if d is None or d.min() <= 1e-7 * d.max():  # not numerically positive definite: from the data
+            return None
+        gB = self.g0[B]
+        u, info = dpotrs(c, -gB)
+        if info != 0:
+            return None
+        f = self.f0 + float(gB @ u) + 0.5 * float(u @ (H @ u))
+        x[B] = u
+        if f < 1e-4 * abs(self.f0):  # a near-exact fit: the form cancels, take the objective itself
+            f = self.lp.oracle.peek(x) + (0.5 * float(rid @ (u * u)) if rid is not None else 0.0)
+        self.B, self.u, self.Hc, self.fresh = B, u, Hc, True
+        return x, f
+
+    def grad(self) -> np.ndarray:
+        """The gradient of f (without a ridge) at the last point moved to."""
+        return self.g0 + self.Hc @ self.u
 
 
 class _LeastSquares:
@@ -590,13 +674,39 @@ class SwapModel:
         HBB = np.zeros((nb, nb))
         HBI = np.zeros((nb, ni))
         HII = np.zeros((nI, m, m))  # the diagonal blocks of the candidate units
-        Hc = lp.hessian_columns(B) if m == 1 and not any(v.symmetric for v in lp.layout.variables) else None
+        Hc = (
+            lp.hessian_columns(B)
+            if m == 1 and gram_pays(lp, nb + len(Icols)) and not any(v.symmetric for v in lp.layout.variables)
+            else None
+        )
         if Hc is not None:  # a constant Hessian: its columns for B are cached, the diagonal comes from the squares
             HBB, HBI = Hc[B], Hc[Icols].T
-            HII[:, 0, 0] = _constant_diagonal(lp)[Icols]
+            HII[:, 0, 0] = lp.hessian_diagonal()[Icols]
         for ti, t in enumerate(d.terms if Hc is None else ()):
+            ridge = d.separable_diagonal(ti)
+            if ridge is not None:  # a separable ridge: diagonal, no coupling between coordinates
+                HBB[np.arange(nb), np.arange(nb)] += ridge[B]
+                HII[:, np.arange(m), np.arange(m)] += ridge[Icols].reshape(nI, m)
+                continue
             z = t.map.value(x)
             stored = lp.stored_columns(ti)
+            if stored is not None and not t.rowwise and not sp.issparse(stored[0]) and 4 * len(Icols) > lp.n:
+                # most columns are candidates: products with the whole stored Jacobian (contiguous,
+                # no gather of the candidates' columns), the diagonal from its stored squares
+                J, sq = stored
+                w2 = t.coef * t.derivs(z, 2)[2]
+                LB = J[:, B] * w2[:, None]
+                HBB += J[:, B].T @ LB
+                HBI += (LB.T @ J)[:, Icols]
+                HII[:, np.arange(m), np.arange(m)] += (sq.T @ w2)[Icols].reshape(nI, m)
+                if m > 1:  # the off-diagonal entries within each candidate unit
+                    J3 = J[:, Icols].reshape(J.shape[0], nI, m)
+                    L3 = J3 * w2[:, None, None]
+                    for a_ in range(m):
+                        for b_ in range(a_ + 1, m):
+                            HII[:, a_, b_] += np.einsum("ru,ru->u", J3[:, :, a_], L3[:, :, b_])
+                            HII[:, b_, a_] = HII[:, a_, b_]
+                continue
             JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
             JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)
             if not t.rowwise:  # H_t = J' diag(c w phi'') J, sparse columns kept sparse (a ridge's identity)
@@ -659,24 +769,30 @@ class SwapModel:
                             HII[:, b_, a_] = HII[:, a_, b_]
         HBB = 0.5 * (HBB + HBB.T)
         lam = jitter * max(float(np.trace(HBB)) / max(nb, 1), 1e-300)
-        try:
-            A = sla.cho_solve(
-                sla.cho_factor(HBB + lam * np.eye(nb), check_finite=False), np.eye(nb), check_finite=False
-            )
-        except (np.linalg.LinAlgError, ValueError):
-            A = np.linalg.pinv(HBB)
+        A = _inverse_pd(HBB, lam)
         AB = A @ HBI  # (nb, ni)
-        sigma = HII - np.einsum("rua,rub->uab", HBI.reshape(nb, nI, m), AB.reshape(nb, nI, m))
-        sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
-        sigma += (jitter * np.maximum(np.einsum("uaa->u", np.abs(HII)) / m, 1e-300))[:, None, None] * np.eye(m)
+        xJ = x[B[: nJ * m]].reshape(nJ, m)
         gI = g[Icols].reshape(nI, m)
-        v = _batched_solve(sigma, gI)  # sigma_I^-1 g_I
+        if m == 1:  # single coordinates: every quantity is a vector, every pair one formula
+            s1 = HII[:, 0, 0] - np.einsum("ri,ri->i", HBI, AB)
+            s1 += jitter * np.maximum(np.abs(HII[:, 0, 0]), 1e-300)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v1 = gI[:, 0] / s1
+            sigma, v = s1[:, None, None], v1[:, None]
+            AJJ = np.diagonal(A)[:nJ].reshape(nJ, 1, 1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                removal = 0.5 * xJ[:, 0] ** 2 / AJJ[:, 0, 0]
+        else:
+            # H_IB A H_BI per candidate unit as one batched product (nI, m, nb) @ (nI, nb, m)
+            sigma = HII - np.matmul(HBI.reshape(nb, nI, m).transpose(1, 2, 0), AB.reshape(nb, nI, m).transpose(1, 0, 2))
+            sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
+            sigma += (jitter * np.maximum(np.einsum("uaa->u", np.abs(HII)) / m, 1e-300))[:, None, None] * np.eye(m)
+            v = _batched_solve(sigma, gI)  # sigma_I^-1 g_I
+            idx = np.arange(nJ * m).reshape(nJ, m)
+            AJJ = A[idx[:, :, None], idx[:, None, :]]  # (nJ, m, m)
+            removal = 0.5 * np.einsum("ja,ja->j", xJ, _batched_solve(AJJ, xJ)) if nJ else np.zeros(0)
         gain = 0.5 * np.einsum("ua,ua->u", gI, v)
         gain = np.where(np.isfinite(gain), np.maximum(gain, 0.0), 0.0)
-        xJ = x[B[: nJ * m]].reshape(nJ, m)
-        idx = np.arange(nJ * m).reshape(nJ, m)
-        AJJ = A[idx[:, :, None], idx[:, None, :]]  # (nJ, m, m)
-        removal = 0.5 * np.einsum("ja,ja->j", xJ, _batched_solve(AJJ, xJ)) if nJ else np.zeros(0)
         self.units_in, self.units_out, self.m = units_in, units_out, m
         self.gain, self.removal = gain, removal
         self.x, self.g, self.B, self.Icols = x, g, B, Icols
@@ -690,9 +806,12 @@ class SwapModel:
         take = min(nI, max(candidates, 1))
         # widen only where the model is f (a quadratic objective): elsewhere its best is a guess anyway
         widest = nI if d.quadratic else min(nI, 4 * take)
+        # the pairs of every candidate up to the widest set at once (one vectorized pass instead of
+        # a pass per widening), the set then chosen by the widening rule
+        every = self._pairs(order[:widest]) if nJ else None
         while nJ:  # pair values for the candidates of largest gain, widened until none left out can win
             cols = order[:take]
-            delta = self._pairs(cols)
+            delta = every[:, :take] if every is not None else self._pairs(cols)
             best = float(delta.min()) if delta.size else 0.0
             if take >= widest or -gain[order[take]] >= best:
                 break
@@ -708,18 +827,18 @@ class SwapModel:
         if nJ == 0 or len(cols) == 0:
             return np.zeros((nJ, len(cols)))
         nc = len(cols)
-        ABc = AB.reshape(nb, -1, m)[: nJ * m, cols, :].reshape(nJ, m, nc, m).transpose(0, 2, 1, 3)  # (J, I, a, b)
-        dJ = np.einsum("jiab,ib->jia", ABc, v[cols])  # (A H_BI)_J sigma_I^-1 g_I
         if m == 1:
-            s_ = sigma[cols, 0, 0]
-            K = AJJ[:, 0, 0][:, None] + ABc[:, :, 0, 0] ** 2 / s_[None, :]
-            e = xJ[:, 0][:, None] + dJ[:, :, 0]
-            with np.errstate(divide="ignore", invalid="ignore"):
+            ABc1 = AB[:nJ, cols]  # (J, I)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                K = AJJ[:, 0, 0][:, None] + ABc1**2 / sigma[cols, 0, 0][None, :]
+                e = xJ[:, 0][:, None] + ABc1 * v[cols, 0][None, :]  # x_J + (A H_BI)_J sigma_I^-1 g_I
                 delta = -self.gain[cols][None, :] + 0.5 * e * e / K
         else:
-            St = np.broadcast_to(sigma[cols], (nJ, nc, m, m)).reshape(-1, m, m)
-            sinv = _batched_solve(St, np.swapaxes(ABc, 2, 3).reshape(-1, m, m)).reshape(nJ, nc, m, m)
-            K = AJJ[:, None] + np.einsum("jiab,jibc->jiac", ABc, sinv)
+            ABc = AB.reshape(nb, -1, m)[: nJ * m, cols, :].reshape(nJ, m, nc, m).transpose(0, 2, 1, 3)  # (J, I, a, b)
+            dJ = np.einsum("jiab,ib->jia", ABc, v[cols])  # (A H_BI)_J sigma_I^-1 g_I
+            # sigma_I^-1 once per candidate, then products (not a solve per pair)
+            Sinv = _batched_solve(sigma[cols], np.broadcast_to(np.eye(m), (nc, m, m)))
+            K = AJJ[:, None] + np.matmul(np.matmul(ABc, Sinv[None]), np.swapaxes(ABc, 2, 3))
             e = xJ[:, None, :] + dJ
             q = _batched_solve(K.reshape(-1, m, m), e.reshape(-1, m)).reshape(nJ, nc, m)
             delta = -self.gain[cols][None, :] + 0.5 * np.einsum("jia,jia->ji", e, q)
@@ -797,34 +916,33 @@ def _one_slot(J: Any, m: int) -> tuple[np.ndarray, np.ndarray] | None:
     return V, cls
 
 
-def _constant_diagonal(lp: LoweredProblem) -> np.ndarray:
-    """diag(H) of a quadratic design (constant), from the stored squares of the Jacobians."""
-    d = lp.design
-    diag = np.zeros(lp.n)
-    for ti, t in enumerate(d.terms):
-        diag += t.coef * np.asarray(lp.stored_columns(ti)[1].T @ t.derivs(t.map.b, 2)[2]).ravel()
-    return diag
-
-
 def _screen(lp: LoweredProblem, x: np.ndarray, g: np.ndarray, cols: np.ndarray, m: int) -> np.ndarray:
     """Candidate units (rows of ``cols``, their flat coordinates) by decreasing screening score: the
     gain of adding the unit alone with the Hessian's diagonal, g_i^2 / H_ii (ABESS's forward
-    sacrifice), when the diagonal comes cheap from stored columns; else ||g_I||^2."""
-    d = lp.design
+    sacrifice), for single coordinates of an elementwise loss; else ||g_I||^2."""
     gI = g[cols]
-    if m == 1 and all(not t.rowwise for t in d.terms):
-        diag = np.zeros(lp.n)
-        for ti, t in enumerate(d.terms):
-            stored = lp.stored_columns(ti)
-            if stored is None:
-                diag = None
-                break
-            diag += t.coef * np.asarray(stored[1].T @ t.derivs(t.map.value(x), 2)[2]).ravel()
+    if m == 1:
+        diag = lp.hessian_diagonal(None if lp.design.quadratic else x)
         if diag is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 score = gI[:, 0] ** 2 / diag[cols[:, 0]]
             return np.argsort(-np.where(np.isfinite(score), score, 0.0), kind="stable")
     return np.argsort(-np.einsum("ua,ua->u", gI, gI), kind="stable")
+
+
+def _inverse_pd(H: np.ndarray, lam: float) -> np.ndarray:
+    """(H + lam I)^-1 of a symmetric positive semidefinite H by its Cholesky factor (LAPACK
+    potrf/potri); the pseudo-inverse of H when that fails."""
+    nb = H.shape[0]
+    if nb == 0:
+        return np.zeros((0, 0))
+    M = H + lam * np.eye(nb)
+    c, info = dpotrf(M, lower=False, clean=True, overwrite_a=True)
+    if info == 0:
+        inv, info = dpotri(c, lower=False, overwrite_c=True)
+        if info == 0:
+            return np.triu(inv) + np.triu(inv, 1).T
+    return np.linalg.pinv(H)
 
 
 def _batched_solve(M: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -2,11 +2,13 @@
 
 Every set over the flat vector x (all variables) says:
 
-* ``budget`` -- the bound, in one unit (``unit``): entries for ``nnz`` (also for the symmetric
-  off-diagonal, selected in pairs), groups for ``nnz(w, groups=g)``, the rank for ``rank``;
-  ``with_budget(b)`` is the same set with another bound (sweeps, ``--k``). ``Result.k``, the
-  compare sweep, ``check``, the CLI and the certificate read the bound only from here. A budget of
-  0 is legal: the constrained part is zero and the free part is still fitted.
+* ``budget`` -- the bound k, counted in the units a solver selects (``unit``): coordinates for
+  ``nnz``, groups for ``nnz(w, groups=g)``, edges for the symmetric off-diagonal (one edge is the
+  pair O[i,j], O[j,i]: ``nnz(offdiag(O)) <= 2 * k``, written in entries as nnz counts them, is a
+  budget of k edges), the rank for ``rank``; ``with_budget(b)`` is the same set with another
+  bound (sweeps, ``--k``). ``Result.k``, the compare sweep, ``check``, the CLI and the certificate
+  read the bound only from here, so k means one thing per constraint everywhere. A budget of 0 is
+  legal: the constrained part is zero and the free part is still fitted.
 * ``project(z)`` -- the Euclidean projection onto the set (hard thresholding to the top k,
   truncated SVD, eigenvalue clipping), with the free coordinates untouched, and the ``state`` of
   the result (its support, or its singular subspaces);
@@ -249,7 +251,7 @@ class ConstraintSet(ABC):
             raise ConstraintError(
                 f"{self.bound_text(b)}: {self.target_text()} has only {self.limit} {self.unit}",
                 self.span,
-                f"k must be between 0 and {self.limit}",
+                f"{'r' if self.unit == 'rank' else 'k'} must be between 0 and {self.limit} ({self.unit})",
             )
         return b
 
@@ -303,7 +305,7 @@ class CoordinateSparsity(ConstraintSet):
     """
 
     def __init__(self, constraint: NnzConstraint, layout: Layout, budget: int | None = None, box: Box | None = None):
-        super().__init__(constraint, layout, constraint.k if budget is None else None)
+        super().__init__(constraint, layout, constraint.k_units if budget is None else None)
         self.box = box  # a Box side set composed with the projection (None: no bounds)
         c = constraint
         self.coords = layout.coords(c.variable, c.coords)
@@ -321,19 +323,19 @@ class CoordinateSparsity(ConstraintSet):
             self.n_units = self.size
         self.kind = c.kind
         self.unit = (
-            "groups" if (c.groups is not None and not self.pairs) else ("entries" if self.pairs else "coordinates")
+            "groups" if (c.groups is not None and not self.pairs) else ("edges" if self.pairs else "coordinates")
         )
         if budget is not None:
             self.budget = self.check_budget(budget)
 
     @property
     def limit(self) -> int:
-        return self.n_units * self.unit_size
+        return self.n_units
 
     @property
     def k(self) -> int:
-        """The budget in selectable units (pairs for the symmetric off-diagonal)."""
-        return self.budget // self.unit_size
+        """The budget (already in selectable units: coordinates, groups or edges)."""
+        return self.budget
 
     def with_budget(self, b: int) -> CoordinateSparsity:
         return CoordinateSparsity(self.constraint, self.layout, b, self.box)
@@ -377,7 +379,11 @@ class CoordinateSparsity(ConstraintSet):
         return self.constraint.nnz.target_text
 
     def bound_text(self, b: int | None = None) -> str:
-        return f"{self.constraint.nnz} <= {self.budget if b is None else b}"
+        """The constraint as the language writes it with the budget b (entries for edges)."""
+        b = self.budget if b is None else b
+        if b == self.budget and b == self.constraint.k_units:
+            return str(self.constraint)  # as written: nnz(offdiag(O)) <= 2 * k
+        return f"{self.constraint.nnz} <= {b * self.unit_size}"
 
     # ---- coordinate API
     def select(self, zc: np.ndarray, k: int | None = None) -> np.ndarray:
@@ -405,7 +411,7 @@ class CoordinateSparsity(ConstraintSet):
         With a box, the exact projection onto {nnz <= k} ∩ box: a kept coordinate takes its
         clipped value, so the k kept units are those of largest gain z_i^2 - (z_i - clip(z_i))^2
         (summed over a group's members: the box is separable); free coordinates are clipped."""
-        k = self.k if budget is None else budget // self.unit_size
+        k = self.k if budget is None else budget
         if self.box is None:
             sel = self.select(z[self.coords], k)
             out = z.copy()
@@ -423,7 +429,7 @@ class CoordinateSparsity(ConstraintSet):
         return self.support(x)
 
     def used(self, state: np.ndarray) -> int:
-        return self.units(state) * self.unit_size
+        return self.units(state)
 
     def same(self, a: np.ndarray, b: np.ndarray) -> bool:
         return np.array_equal(a, b)
@@ -515,11 +521,14 @@ class CoordinateSparsity(ConstraintSet):
         var = c.variable.name
         if self.pairs:
             text = (
-                f"budget {self.budget} entries = {self.k} pairs (O[i,j], O[j,i]) of the {self.size} off-diagonal "
-                f"entries of {var}"
+                f"budget k = {self.budget} edges = {self.budget * 2} entries (pairs O[i,j], O[j,i]) of the "
+                f"{self.n_units} edges ({self.size} off-diagonal entries) of {var}"
             )
+            written = self.constraint.k
+            if written % 2 and self.budget == self.constraint.k_units:
+                text += f"; the bound {written} is odd and allows {self.budget} pairs"
         elif self.unit_of is not None:
-            text = f"budget {self.budget} of {self.n_units} groups of {var}"
+            text = f"budget k = {self.budget} of {self.n_units} groups of {var}"
         else:
             text = f"budget k = {self.budget} of {self.n_units} coordinates of {var}"
         nfree = c.variable.size - self.size

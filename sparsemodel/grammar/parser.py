@@ -22,6 +22,7 @@ import functools
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +33,22 @@ from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from .. import io as smio
-from ..errors import ConstraintError, DataError, ModelError, NameResolutionError, ParseError, ShapeError, Source, Span
+from ..errors import (
+    ConstraintError,
+    DataError,
+    DataWarning,
+    ModelError,
+    NameResolutionError,
+    ParseError,
+    ShapeError,
+    Source,
+    Span,
+)
 from ..model import atoms as atoms_mod
 from ..model.atoms import ATOMS, DATA_FUNCTIONS, Atom
 from ..model.constraints import (
     AUTO,
+    AXIS_GROUPS,
     BoxConstraint,
     EigBoxConstraint,
     EigExpr,
@@ -67,6 +79,7 @@ from ..model.expr import (
     dense,
     fmt_shape,
 )
+from ..model.names import frame_names, names_of
 from ..model.problem import Objective, Problem
 from ..model.userfunc import FuncDef
 from ..util import expand_range
@@ -220,7 +233,57 @@ def _end_position(source: Source) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
+STATEMENT_USAGE = {"subject": "subject to", "solve": "solve with NAME", "compare": "compare with NAME, ..."}
+
+
+def _misspelled_statement(source: Source, line: int | None) -> ParseError | None:
+    """``subjet to``, ``minimze ...``, ``parm lam = 1``: a line whose first word is not a statement
+    keyword but is close to one, in a line that does not parse: point at the word."""
+    if line is None:
+        return None
+    m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)(\s+([A-Za-z_][A-Za-z0-9_]*))?", source.line(line))
+    if m is not None and m.group(1) in ("subject", "solve", "compare") and m.group(3):
+        second, want = m.group(3), "to" if m.group(1) == "subject" else "with"
+        if second != want and difflib.get_close_matches(second, [want], n=1, cutoff=0.5):
+            col = m.start(3) + 1
+            return ParseError(
+                f"'{m.group(1)} {second}' is not a statement",
+                Span(source, line, col, line, col + len(second)),
+                f"did you mean '{m.group(1)} {want}'?",
+            )
+    if m is None or m.group(1) in STATEMENT_KEYWORDS:
+        return None
+    word = m.group(1)
+    close = difflib.get_close_matches(word.lower(), STATEMENT_KEYWORDS, n=1, cutoff=0.75)
+    if not close:
+        return None
+    kw = close[0]
+    col = m.start(1) + 1
+    return ParseError(
+        f"unknown statement '{word}'",
+        Span(source, line, col, line, col + len(word)),
+        f"did you mean '{kw}'? (a line starting {STATEMENT_USAGE.get(kw, kw)} ...); "
+        "statements start with: data, param, let, var, func, minimize, subject to, solve with, compare with",
+    )
+
+
+def _misspelled_keyword(tok: Token, expected: set[str]) -> str:
+    """``data X : matrix form "X.csv"``: a name where a keyword was expected and close to it."""
+    if tok.type != "NAME":
+        return ""
+    words = []
+    for t in _lark().terminals:
+        if t.name in expected and t.pattern.type == "str" and str(t.pattern.value).isalpha():
+            words.append(str(t.pattern.value))
+    close = difflib.get_close_matches(str(tok).lower(), words, n=1, cutoff=0.7)
+    return f"did you mean '{close[0]}'? " if close else ""
+
+
 def _convert_lark_error(exc: UnexpectedInput, source: Source) -> ParseError:
+    line = getattr(exc, "line", None)
+    first = _misspelled_statement(source, line if isinstance(line, int) and line > 0 else None)
+    if first is not None:
+        return first
     if isinstance(exc, UnexpectedCharacters):
         line, col = exc.line, exc.column
         char = source.line(line)[col - 1 : col] or "?"
@@ -243,7 +306,7 @@ def _convert_lark_error(exc: UnexpectedInput, source: Source) -> ParseError:
         else:
             end_col = tok.end_column if tok.end_line == tok.line and tok.type != "_NL" else tok.column + 1
             span = Span(source, tok.line, tok.column, tok.line, max(end_col, tok.column + 1))
-        hint = f"expected {describe_expected(expected)}"
+        hint = _misspelled_keyword(tok, expected) + f"expected {describe_expected(expected)}"
         if tok.type == "QUOTE" and "STRING" in expected:
             hint += '; strings use double quotes: "text"'
         if tok.type == "NAME" and str(tok) in STATEMENT_KEYWORDS:
@@ -338,6 +401,15 @@ class _Kw:
 
 
 @dataclass
+class _AxisWord:
+    """The bare word ``rows`` or ``cols``: in ``nnz(W, groups = rows)`` the row (column) groups of
+    a matrix; anywhere else the data function that must be called, ``rows(X)``."""
+
+    word: str
+    span: Span | None
+
+
+@dataclass
 class _Slice:
     start: Any
     stop: Any
@@ -381,6 +453,13 @@ class ExprBuilder(Transformer_NonRecursive):
     def _operand(self, x: Any, op: str, span: Span | None) -> Expr:
         if isinstance(x, Expr):
             return x
+        if isinstance(x, _AxisWord):
+            raise ModelError(
+                f"{x.word} is a function; call it like {x.word}(...)",
+                x.span,
+                f"{x.word}(X) is the number of {x.word} of X; the bare word {x.word} means row or column groups "
+                f"only in nnz(W, groups = {x.word}) <= k",
+            )
         s = _structural_name(x)
         if s is not None:
             raise ConstraintError(
@@ -397,6 +476,9 @@ class ExprBuilder(Transformer_NonRecursive):
         return Constant(float(tok), span=self._sp(meta), text=str(tok))
 
     def name(self, meta, children):
+        word = str(children[0])
+        if word in AXIS_GROUPS and word not in self.b.env:
+            return _AxisWord(word, self._sp(meta))
         return self.b.lookup(children[0], self._sp(meta))
 
     # ---- arithmetic
@@ -582,7 +664,11 @@ class ModelBuilder:
         )
 
     def _check_k_range(self) -> None:
-        """``compare ... at k in A:B:C`` (the bound) must not ask for more than the constraint has."""
+        """``compare ... at k in A:B:C`` (the bound) must not ask for more than the constraint has;
+        nor may a param sweep that moves the bound (``nnz(offdiag(O)) <= 2 * k``, ``at k in ...``),
+        checked value by value as ``compare`` checks it before running."""
+        if self.k_range is not None and self.compare_with is not None and self.compare_with.get("k") is None:
+            self._check_param_range()
         if self.k_range is None or self.compare_with is None or self.compare_with.get("k") is None:
             return
         ks = self.compare_with["k"]
@@ -596,9 +682,9 @@ class ModelBuilder:
             )
         if isinstance(c, RankConstraint):
             limit, unit, what = min(c.variable.shape), "rank", f"{c.variable.name} has rank at most"
-        else:
-            limit = c.n_units * c.unit_size
-            unit = "groups" if (c.groups is not None and c.unit_size == 1) else "coordinates"
+        else:  # k counts what is selected: coordinates, groups, or edges (pairs of a symmetric matrix)
+            limit = c.n_units
+            unit = "edges" if c.unit_size == 2 else "groups" if c.groups is not None else "coordinates"
             what = f"{c.nnz.target_text} has only"
         if ks and max(ks) > limit:
             raise ConstraintError(
@@ -698,6 +784,8 @@ class ModelBuilder:
         v = self.expr(tree)
         if isinstance(v, Expr):
             return v
+        if isinstance(v, _AxisWord):
+            return self.exprs._operand(v, what, v.span)  # raises: rows(...) is called, not named
         s = _structural_name(v)
         raise ConstraintError(
             f"{what} cannot be {s}" if s else f"{what} must be an expression",
@@ -732,7 +820,9 @@ class ModelBuilder:
         except TypeError as exc:
             raise ModelError(f"{fname}(): {exc}", span, f"usage: {fname}{sig}") from None
         for pname, value in list(bound.arguments.items()):
-            if pname == "axis":
+            if fname == "nnz" and pname == "groups" and isinstance(value, _AxisWord):
+                bound.arguments[pname] = value.word  # nnz(W, groups = rows)
+            elif pname == "axis":
                 bound.arguments[pname] = self.exprs._int_value(value, "axis", span)
             elif fname not in CONSTRAINT_FUNCTIONS or pname != "target":
                 bound.arguments[pname] = self.exprs._operand(value, fname, span)
@@ -761,11 +851,14 @@ class ModelBuilder:
                     raise ModelError(f"map lists {key!r} twice", self.span(item))
                 mapping[key] = float(self._signed(val_node))
         path: Path | None = None
+        info: dict[str, Any] = {}
         if name in self.data_overrides:
             given = self.data_overrides[name]
             if isinstance(given, (str, Path)):
                 ds = smio.parse_spec(given, Path.cwd(), name, span)
-                value, lines = smio.load_spec(ds, kind, exclude=exclude, mapping=mapping, name=name, span=span)
+                value, lines = smio.load_spec(
+                    ds, kind, exclude=exclude, mapping=mapping, name=name, span=span, info=info, rebound=True
+                )
                 value = smio.validate(
                     value,
                     kind,
@@ -776,6 +869,11 @@ class ModelBuilder:
                 )
                 path = ds.path
             else:
+                if isinstance(given, Data):  # sm.Data(X, names=...): the values and their names
+                    info["names"], given = given.axis_names, given.value
+                given, frame = frame_names(given)
+                if frame is not None:
+                    info["names"] = frame
                 value = smio.validate(
                     given, kind, name=name, origin=f"the value rebound with data={{'{name}': ...}}", span=span
                 )
@@ -788,11 +886,15 @@ class ModelBuilder:
         else:
             pspan = self.span(path_tok)
             ds = smio.parse_spec(_unquote(path_tok), self.base_dir, name, pspan)
-            value, lines = smio.load_spec(ds, kind, exclude=exclude, mapping=mapping, name=name, span=pspan)
+            value, lines = smio.load_spec(ds, kind, exclude=exclude, mapping=mapping, name=name, span=pspan, info=info)
             value = smio.validate(value, kind, name=name, origin=f"file {ds.describe()}", span=pspan, lines=lines)
             path = ds.path
-        d = Data(value, name=name, span=span, kind=kind)
+        for note in info.get("notes", []):
+            where = f"{span.location()}: " if span is not None else ""
+            warnings.warn(f"{where}data {name}: {note}", DataWarning, stacklevel=2)
+        d = Data(value, name=name, span=span, kind=kind, names=info.get("names"))
         d.path = str(path.resolve()) if path is not None else None
+        d.label_text = info.get("label_text")
         self.declare(name_tok, d)
 
     def _signed(self, node: Tree) -> int | float:
@@ -840,7 +942,7 @@ class ModelBuilder:
                 e.name = name
                 e.span = span
             elif not isinstance(e, (Constant, Parameter)) and not any(isinstance(n, Parameter) for n in e.walk()):
-                e = Data(e.constant_value(), name=name, span=span, kind="let")
+                e = Data(e.constant_value(), name=name, span=span, kind="let", names=names_of(e))
         self.declare(name_tok, e)
 
     def _var_stmt(self, stmt: Tree) -> None:
@@ -1094,6 +1196,28 @@ class ModelBuilder:
             "k": values if bound else None,
             "k_text": text if bound else None,
         }
+
+    def _check_param_range(self) -> None:
+        name = self.compare_with["sweep"]
+        param = self.env.get(name)
+        if not isinstance(param, Parameter) or not self._is_bound_param(name):
+            return
+        saved = param.value.copy()
+        try:
+            for v in self.compare_with["values"]:
+                param.value = np.asarray(float(v))
+                for c in self.constraints:
+                    if isinstance(c, (NnzConstraint, RankConstraint)):
+                        try:
+                            c.validate()
+                        except ConstraintError as exc:
+                            raise ConstraintError(
+                                f"compare ... at {name} in {self.compare_with['text']}: at {name} = {v:g}, {exc.message}",
+                                self.k_range[1],
+                                exc.hint,
+                            ) from None
+        finally:
+            param.value = saved
 
     def _is_bound_param(self, name: str) -> bool:
         """Whether the param ``name`` appears in the bound of a sparsity or rank constraint."""

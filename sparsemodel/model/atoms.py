@@ -17,8 +17,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
-from scipy.special import logsumexp as _lse
 
 from ..errors import DataError, ModelError, ShapeError, Span
 from .expr import (
@@ -40,6 +38,23 @@ from .expr import (
     dense,
     fmt_shape,
 )
+
+
+def expit(z: Any) -> Any:
+    """The logistic sigmoid 1 / (1 + exp(-z)) without overflow (numpy only: importing the model
+    layer does not load scipy.special)."""
+    z = np.asarray(z, dtype=float)
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _lse(z: np.ndarray, axis: Any = None) -> Any:
+    """log(sum(exp(z))) along ``axis``, shifted by the maximum (no overflow)."""
+    m = np.max(z, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(z - m), axis=axis, keepdims=True)) + m
+    return np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
 
 
 class Atom(Expr):
@@ -462,14 +477,26 @@ def _data_arg(x: Any, fname: str, span: Span | None) -> tuple[Any, str | None]:
     return e.constant_value(), str(e)
 
 
+def _col_names(x: Any) -> tuple[str, ...] | None:
+    """The column names of data (a CSV header, a DataFrame's columns), if known."""
+    from .names import names_of
+
+    e = as_expr(x)
+    names = names_of(e)
+    return names[-1] if e.ndim == 2 else None
+
+
 def cov(Z: Any, span: Span | None = None) -> Data:
-    """Sample covariance (1/n) sum (z_i - mean)(z_i - mean)' of the rows of Z (the MLE)."""
+    """Sample covariance (1/n) sum (z_i - mean)(z_i - mean)' of the rows of Z: divided by n, not
+    n - 1 (the maximum-likelihood estimate, which the Gaussian log-likelihood -logdet(O) +
+    trace(S @ O) takes). Both axes are named after Z's columns."""
     v, s = _data_arg(Z, "cov", span)
     v = dense(v)
     if v.ndim != 2:
         raise ShapeError(f"cov() needs a matrix with samples in rows; {s} has shape {fmt_shape(v.shape)}", span)
     c = v - v.mean(axis=0)
-    return Data(c.T @ c / v.shape[0], name=f"cov({s})", span=span)
+    cols = _col_names(Z)
+    return Data(c.T @ c / v.shape[0], name=f"cov({s})", span=span, names=(cols, cols))
 
 
 def rows(X: Any, span: Span | None = None) -> Constant:
@@ -487,11 +514,18 @@ def cols(X: Any, span: Span | None = None) -> Constant:
 
 
 def standardize(X: Any, span: Span | None = None) -> Data:
-    """Columns centred and scaled to unit standard deviation (constant columns left at zero)."""
+    """Columns centred and scaled to unit standard deviation, the standard deviation with divisor
+    n (ddof = 0, NumPy's default and scikit-learn's StandardScaler's; R's scale() divides by
+    n - 1); constant columns are left at zero. The column names are kept."""
     v, s = _data_arg(X, "standardize", span)
     v = dense(v)
     sd = v.std(axis=0)
-    return Data((v - v.mean(axis=0)) / np.where(sd > 0, sd, 1.0), name=f"standardize({s})", span=span)
+    return Data(
+        (v - v.mean(axis=0)) / np.where(sd > 0, sd, 1.0),
+        name=f"standardize({s})",
+        span=span,
+        names=(None, _col_names(X)),
+    )
 
 
 def normalize_columns(X: Any, span: Span | None = None) -> Data:
@@ -500,10 +534,10 @@ def normalize_columns(X: Any, span: Span | None = None) -> Data:
     if sp.issparse(v):
         nrm = np.sqrt(np.asarray(v.multiply(v).sum(axis=0)).ravel())
         out = v @ sp.diags(1.0 / np.where(nrm > 0, nrm, 1.0))
-        return Data(out, name=f"normalize_columns({s})", span=span)
+        return Data(out, name=f"normalize_columns({s})", span=span, names=(None, _col_names(X)))
     v = dense(v)
     nrm = np.linalg.norm(v, axis=0)
-    return Data(v / np.where(nrm > 0, nrm, 1.0), name=f"normalize_columns({s})", span=span)
+    return Data(v / np.where(nrm > 0, nrm, 1.0), name=f"normalize_columns({s})", span=span, names=(None, _col_names(X)))
 
 
 def onehot(y: Any, span: Span | None = None) -> Data:
@@ -515,7 +549,9 @@ def onehot(y: Any, span: Span | None = None) -> Data:
     labels, idx = np.unique(v, return_inverse=True)
     if len(labels) > 1000:
         raise DataError(f"onehot({s}): {len(labels)} distinct labels; is this really a label vector?", span)
-    return Data(np.eye(len(labels))[idx], name=f"onehot({s})", span=span)
+    text = getattr(as_expr(y), "label_text", None) or {}  # a map {"setosa": 0, ...} names its codes
+    names = tuple(text.get(float(lab), f"{lab:g}") for lab in labels)
+    return Data(np.eye(len(labels))[idx], name=f"onehot({s})", span=span, names=(None, names))
 
 
 def ones(n: Any, span: Span | None = None) -> Data:

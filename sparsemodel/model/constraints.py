@@ -64,8 +64,15 @@ class Offdiag:
         return f"offdiag({self.var})"
 
 
+AXIS_GROUPS = ("rows", "cols")  # groups = rows / cols: every row (column) of a matrix is one group
+
+
 class NnzExpr:
     """``nnz(target[, groups=g][, free=idx])``; compare it with ``<= k`` to get a constraint.
+
+    ``groups``: one integer label per coordinate of the target, or ``"rows"`` / ``"cols"`` for a
+    matrix target (``nnz(W, groups = rows) <= k``: at most k nonzero rows, the row-group sparsity
+    of a multinomial or multi-task model, each row one feature's coefficients).
 
     ``free``: positions (0-based, into the flattened target) that are always selected: they are
     optimized in every solve, never thresholded, and not counted by the bound (like the intercept
@@ -99,6 +106,9 @@ class NnzExpr:
                 )
             i, j = np.divmod(self.coords, p)
             self.groups = np.minimum(i, j) * p + np.maximum(i, j)  # one label per unordered pair
+        self.axis_groups: str | None = None
+        if isinstance(groups, str):
+            groups = self._axis_groups(groups, target, span)
         if groups is not None:
             g = as_expr(groups)
             if not g.is_constant():
@@ -113,11 +123,31 @@ class NnzExpr:
             if not np.all(np.isfinite(gv)) or not np.all(gv == np.round(gv)):
                 raise ConstraintError(f"group labels in {g} must be integers", span)
             self.groups = gv.astype(np.int64)
-            self.groups_text = str(g)
+            self.groups_text = self.axis_groups or str(g)
         self.free: np.ndarray | None = None
         self.free_text: str | None = None
         if free is not None:
             self._set_free(free)
+
+    def _axis_groups(self, which: str, target: Any, span: Span | None) -> np.ndarray:
+        """The labels of ``groups = rows`` (one group per row of a matrix target) or ``cols``."""
+        shape = getattr(as_expr(target), "shape", ()) if not isinstance(target, Offdiag) else ()
+        if which not in AXIS_GROUPS:
+            raise ConstraintError(
+                f"nnz({self.target_text}, groups={which!r}): groups is 'rows', 'cols' or one label per coordinate",
+                span,
+                "write nnz(W, groups = rows) <= k, nnz(W, groups = cols) <= k or groups = g with g data",
+            )
+        if isinstance(target, Offdiag) or len(shape) != 2:
+            raise ConstraintError(
+                f"nnz({self.target_text}, groups = {which}) needs a matrix (a variable or a slice of one); "
+                f"{self.target_text} has shape {fmt_shape(tuple(shape))}",
+                span,
+                "groups = rows makes each row of a matrix one group; for a vector give one label per coordinate",
+            )
+        r, c = shape
+        self.axis_groups = which
+        return np.repeat(np.arange(r), c) if which == "rows" else np.tile(np.arange(c), r)
 
     def _set_free(self, free: Any) -> None:
         """Drop the always-selected positions ``free`` from the constrained coordinates."""
@@ -230,6 +260,13 @@ class NnzConstraint(Constraint):
         k = int(kv)
         if k < 0:
             raise ConstraintError(f"{self.nnz} <= {k}: the bound must be nonnegative", self.span)
+        if k > limit and self.nnz.pairs:
+            raise ConstraintError(
+                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {limit} entries ({self.n_units} edges)",
+                self.span,
+                f"the bound counts entries, two per edge: between 0 and {limit}, as in {self.nnz} <= 2 * k with "
+                f"k <= {self.n_units} edges",
+            )
         if k > limit:
             outside = " outside free=" if self.nnz.free is not None else ""
             raise ConstraintError(
@@ -545,6 +582,7 @@ def box(target: Any, lower: Any = None, upper: Any = None, span: Span | None = N
 
 def nnz(target: Any, groups: Any = None, free: Any = None, span: Span | None = None) -> NnzExpr:
     """``sm.nnz(w) <= k``, ``sm.nnz(w[1:]) <= k``, ``sm.nnz(w, groups=g) <= k``, ``sm.nnz(sm.offdiag(O)) <= 2*k``;
+    ``sm.nnz(W, groups="rows") <= k`` (at most k nonzero rows; ``"cols"``: columns);
     ``sm.nnz(w, free=[0, 3]) <= k`` keeps w[0] and w[3] always selected (not counted by k)."""
     return NnzExpr(target, groups=groups, span=span, free=free)
 

@@ -143,6 +143,8 @@ def as_expr(v: Any, span: Span | None = None) -> Expr:
         return Constant(float(v), span=span)
     if sp.issparse(v) or isinstance(v, np.ndarray) or isinstance(v, (list, tuple)) or is_dask_array(v):
         return Data(v, span=span)
+    if type(v).__module__.split(".")[0] == "pandas" and hasattr(v, "to_numpy"):  # a DataFrame or Series
+        return Data(v, span=span)
     raise ModelError(f"cannot use a value of type {type(v).__name__} in a model expression", span)
 
 
@@ -419,9 +421,25 @@ def _dims(shape: Any, name: str | None, span: Span | None) -> tuple[int, ...]:
 
 
 class Data(Leaf):
-    """Data bound to a name (a matrix, vector or scalar; dense or scipy.sparse)."""
+    """Data bound to a name (a matrix, vector or scalar; dense or scipy.sparse; a pandas DataFrame
+    is taken as its values with its column names).
 
-    def __init__(self, value: Any, name: str | None = None, span: Span | None = None, kind: str | None = None):
+    ``axis_names``: per axis, the names of its positions (a CSV header names a matrix's columns)
+    or None; they label results (:mod:`sparsemodel.model.names`) and never change a solve."""
+
+    def __init__(
+        self,
+        value: Any,
+        name: str | None = None,
+        span: Span | None = None,
+        kind: str | None = None,
+        names: Any = None,
+    ):
+        if type(value).__module__.split(".")[0] == "pandas":
+            from .names import frame_names
+
+            value, got = frame_names(value)
+            names = names if names is not None else got
         if is_dask_array(value):
             if value.ndim >= 2:  # a chunked matrix stays lazy: checked in one pass, never loaded whole
                 self._init_dask(value, name, span, kind)
@@ -452,6 +470,7 @@ class Data(Leaf):
         super().__init__(v.shape, name, span)
         self.value = v
         self.kind = kind
+        self.axis_names = _axis_names(names, v.shape)
 
     def _init_dask(self, value: Any, name: str | None, span: Span | None, kind: str | None) -> None:
         """A dask matrix: float64, NaN/inf and the sign from one lazy pass (no copy in memory)."""
@@ -484,6 +503,7 @@ class Data(Leaf):
         super().__init__(v.shape, name, span)
         self.value = v
         self.kind = kind
+        self.axis_names = (None,) * v.ndim
         lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
         self._sign = NONNEG if lo >= 0 else NONPOS if hi <= 0 else ANYSIGN
 
@@ -500,6 +520,17 @@ class Data(Leaf):
 
     def forward(self, vals: list[Any]) -> Any:
         return self.value
+
+
+def _axis_names(names: Any, shape: Shape) -> tuple[tuple[str, ...] | None, ...]:
+    """Per axis, the names that fit it (one string per position) or None."""
+    out: list[tuple[str, ...] | None] = [None] * len(shape)
+    if names is None:
+        return tuple(out)
+    for i, n in enumerate(list(names)[: len(shape)]):
+        if n is not None and len(n) == shape[i]:
+            out[i] = tuple(str(x) for x in n)
+    return tuple(out)
 
 
 def _block_summary(B: np.ndarray) -> tuple[int, int, float, float]:

@@ -178,7 +178,7 @@ class Problem:
         k: Iterable[int] | int,
         solver: str | None = None,
         start: str = "best",
-        progress: bool = False,
+        progress: bool | None = False,
         **options: Any,
     ):
         """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
@@ -191,20 +191,23 @@ class Problem:
 
     def select(
         self,
-        k: Iterable[int] | int,
-        by: str = "cv",
+        k: Iterable[int] | int | None = None,
+        by: str | None = None,
         solver: str | None = None,
-        folds: int = 5,
+        folds: Any = None,
         seed: int | None = 0,
         fold_ids: Any = None,
-        rule: str = "min",
+        rule: str | None = None,
         **kw: Any,
     ):
-        """Choose the bound among ``k``: ``by="cv"`` (K-fold cross-validation with a fixed ``seed``,
-        or the user's ``fold_ids``; the held-out loss is the model's own data term on the held-out
-        rows) or ``"aic"``, ``"bic"``, ``"ebic"``, ``"gic"``; ``rule`` = ``min`` or ``1se``. Other
-        keywords: ``gamma`` (EBIC), ``start`` and ``progress`` (the path), solver options. Returns
-        a :class:`sparsemodel.compare.select.Selection` (``.k``, ``.result``, ``.curve``); see
+        """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)): ``by`` = ``"ebic"``
+        (the default), ``"aic"``, ``"bic"``, ``"gic"``, or ``"cv"`` (K-fold cross-validation with a
+        fixed ``seed``, or the user's ``fold_ids``; the held-out loss is the model's own data term
+        on the held-out rows); ``rule`` = ``min`` or ``1se`` (cross-validation's default). The path
+        is warm-started and stops once the curve has clearly turned. Other keywords: ``gamma``
+        (EBIC), ``early_stop``, ``patience``, ``margin`` (the early stop), ``start`` and
+        ``progress`` (the path), solver options. Returns a
+        :class:`sparsemodel.compare.select.Selection` (``.k``, ``.result``, ``.curve``); see
         docs/selection.md."""
         from .. import session
 

@@ -10,6 +10,7 @@ design (``lp.design``) and the constraint set (``lp.set``), never cvxpy or the g
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import math
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..compile.lowered import RESTRICTED_METHODS
 from ..errors import SolverError, UnboundedError
-from ..util import jsonable
+from ..util import jsonable, k_text
 
 if TYPE_CHECKING:
     from ..compile.lowered import LoweredProblem
@@ -189,6 +190,16 @@ class Result:
     into its flattening of the selected coordinates, ``values`` every variable by name.
     ``history`` has one entry per iteration: objective, elapsed seconds, IFO count (gradient
     evaluations counted per sample), hard-thresholding count.
+
+    ``k`` is the bound in the constraint's unit (``unit``: coordinates, groups, edges of a
+    symmetric matrix, or the rank; ``k_text`` prints it, ``k = 5 edges (10 entries)``), the same
+    number as ``--k``, ``k=`` and the ``k`` column of every table.
+
+    Names: ``names`` labels every coordinate of every variable (from CSV headers, ``.npz`` names or
+    DataFrame columns, :mod:`sparsemodel.model.names`; a coordinate without a name is written as
+    its position, ``w[3]`` or ``W[2, 5]``); ``support_names`` and ``support_positions`` (``(row,
+    col)`` for a matrix) read the support through them; :meth:`coefficients` and
+    :meth:`to_frame` (pandas) give the coefficient table that ``summary()`` prints.
     """
 
     x: np.ndarray
@@ -207,10 +218,105 @@ class Result:
     certificate: dict[str, Any] | None = None
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-    unit: str = ""  # what k counts: coordinates, groups, entries, rank
+    unit: str = ""  # what k counts: coordinates, groups, edges, rank
     counters: dict[str, int] = field(default_factory=dict)  # the run's oracle counters
+    names: dict[str, Any] = field(default_factory=dict)  # per variable: its names (model.names.VariableNames)
+    bound: str = ""  # the constraint as solved, nnz(w[1:]) <= 10
+    symmetric: bool = False  # the primary variable is a symmetric matrix (an edge is one pair)
+    groups: list[str] = field(default_factory=list)  # the kept groups, by name (group sparsity)
+
+    # ------------------------------------------------------------------ names
+    @property
+    def k_text(self) -> str:
+        """The bound with its unit: ``k = 10 coordinates``, ``k = 5 edges (10 entries)``, ``r = 2``."""
+        return k_text(self.k, self.unit)
+
+    def label(self, i: int, variable: str | None = None) -> str:
+        """The name of coordinate ``i`` (flat, C order) of ``variable`` (default: the primary)."""
+        var = variable or self.variable
+        got = self.names.get(var)
+        if got is not None:
+            return got.label(int(i))
+        shape = np.shape(self.values.get(var, self.x))
+        if len(shape) == 0:
+            return var
+        return f"{var}[{', '.join(str(int(v)) for v in np.unravel_index(int(i), shape))}]"
+
+    def labels(self, variable: str | None = None) -> list[str]:
+        """One label per coordinate (C order) of ``variable`` (default: the primary variable)."""
+        var = variable or self.variable
+        return [self.label(i, var) for i in range(int(np.size(self.values.get(var, self.x))))]
+
+    def axis_names(self, variable: str | None = None) -> list[list[str] | None]:
+        """Per axis of ``variable``: the names of its positions (None for an axis without names)."""
+        got = self.names.get(variable or self.variable)
+        return (
+            got.axis_names()
+            if got is not None
+            else [None] * len(np.shape(self.values.get(variable or self.variable, self.x)))
+        )
+
+    @property
+    def support_names(self) -> list[str]:
+        """The names of the selected coordinates (of ``support``)."""
+        return [self.label(int(i)) for i in self.support]
+
+    @property
+    def support_positions(self) -> list[tuple[int, ...]]:
+        """The support as positions in the variable: ``(i,)`` for a vector, ``(row, col)`` for a
+        matrix (not the flat index ``row * cols + col``)."""
+        if len(self.shape) == 0:
+            return [() for _ in self.support]
+        return [tuple(int(v) for v in np.unravel_index(int(i), self.shape)) for i in self.support]
+
+    def coefficients(self, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002 - the table's word
+        """The coefficient table: one row (``variable``, ``position``, ``name``, ``value``) per
+        nonzero coordinate of the primary variable (of its upper triangle for a symmetric matrix;
+        every coordinate with ``all=True``), then every coordinate of the other variables (free:
+        intercepts). Free coordinates of the primary variable (an intercept w[0]) come first."""
+        rows: list[dict[str, Any]] = []
+        free_first: list[dict[str, Any]] = []
+        for var, value in [(self.variable, self.x)] + [(n, v) for n, v in self.values.items() if n != self.variable]:
+            v = np.asarray(value, dtype=float)
+            flat = v.ravel()
+            primary = var == self.variable
+            on = set(int(i) for i in self.support) if primary else set()
+            which = np.flatnonzero(flat) if primary and not all else np.arange(flat.size)  # only what is shown
+            for i in (int(j) for j in which):
+                pos = tuple(int(p) for p in np.unravel_index(i, v.shape)) if v.ndim else ()
+                if primary and not all and self.symmetric and len(pos) == 2 and pos[0] > pos[1]:
+                    continue
+                row = {"variable": var, "position": pos, "name": self.label(i, var), "value": float(flat[i])}
+                if primary and self.unit in ("coordinates", "groups") and i not in on and flat[i] != 0:
+                    free_first.append(row)  # w[0] of nnz(w[1:]) <= k: always in the model
+                else:
+                    rows.append(row)
+        return free_first + rows
+
+    def to_frame(self, all: bool = False) -> Any:  # noqa: A002
+        """The coefficient table (:meth:`coefficients`) as a pandas DataFrame: columns
+        ``variable``, ``name``, ``position`` (and ``row``, ``col`` for matrices) and ``value``.
+        Needs pandas; without it, :meth:`coefficients` gives the same rows as dicts."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "Result.to_frame() needs pandas, which is not installed (pip install pandas); "
+                "Result.coefficients() gives the same table as a list of dicts"
+            ) from None
+        rows = []
+        for r in self.coefficients(all=all):
+            row = {"variable": r["variable"], "name": r["name"], "position": r["position"], "value": r["value"]}
+            if len(r["position"]) == 2:
+                row["row"], row["col"] = r["position"]
+            rows.append(row)
+        cols = ["variable", "name", "position"] + (["row", "col"] if any("row" in r for r in rows) else []) + ["value"]
+        return pd.DataFrame(rows, columns=cols)
 
     def to_dict(self) -> dict[str, Any]:
+        extra_names: dict[str, Any] = {}
+        if len(self.shape) >= 2:
+            extra_names["support_positions"] = [list(p) for p in self.support_positions]
         return {
             "solver": self.solver,
             "status": self.status,
@@ -219,8 +325,17 @@ class Result:
             "shape": list(self.shape),
             "k": self.k,
             "unit": self.unit,
+            "bound": self.bound,
+            "k_text": self.k_text,
             "counters": jsonable(self.counters),
             "support": [int(i) for i in self.support],
+            "support_names": self.support_names,
+            **extra_names,
+            "names": jsonable(self.axis_names()),
+            "coefficients": [
+                {**r, "position": list(r["position"]), "value": jsonable(r["value"])}
+                for r in (self.coefficients() if self.unit != "rank" else [])
+            ],
             "x": jsonable(np.asarray(self.x).tolist()),
             "values": {k: jsonable(np.asarray(v).tolist()) for k, v in self.values.items()},
             "iterations": int(self.iterations),
@@ -239,6 +354,11 @@ class Result:
         from .report import format_result
 
         return format_result(self, max_support=max_support)
+
+    def _repr_html_(self) -> str:
+        from .report import result_html
+
+        return result_html(self)
 
     def __repr__(self) -> str:
         return (
@@ -321,15 +441,23 @@ class Solver:
         return None
 
     def solve(self, lp: LoweredProblem) -> Result:
-        """Run on a fresh copy of ``lp`` (its own counters). A budget of 0 on a thresholded set is
-        answered here, once for every solver: the constrained part is zero and the free part is
-        fitted by one restricted solve."""
+        """Run on a fresh copy of ``lp`` (its own counters). The two ends of the bound are answered
+        here, once for every solver, so that every bound from 0 to the full size is accepted the
+        same way by solve, compare, path and select: a budget of 0 (the constrained part is zero,
+        the free part fitted by one restricted solve) and a budget that allows every unit (the
+        constraint does nothing: the minimizer over every coordinate)."""
+        with blas_threads(lp):
+            return self._solve(lp)
+
+    def _solve(self, lp: LoweredProblem) -> Result:
         self.check(lp)
         lp = lp.fresh()
         lp.admm_options.update({key: self.opts[name] for name, key in SUBPROBLEM13.items() if name in self.opts})
         why = lp.unbounded_direction()
         if why is None and lp.set is not None and lp.set.thresholds and lp.set.k == 0:
             return zero_budget(lp, self)
+        if why is None and lp.set is not None and lp.set.thresholds and lp.set.budget >= lp.set.limit:
+            return full_budget(lp, self)
         try:
             if why is not None:
                 raise UnboundedError(why)
@@ -350,6 +478,29 @@ class Solver:
 
     def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+BLAS_THREADS_LIMIT = 10_000_000  # entries (samples x coordinates): a smaller problem runs on one BLAS thread
+
+
+def blas_threads(lp: LoweredProblem) -> Any:
+    """One BLAS/OpenMP thread for a problem with fewer than ``BLAS_THREADS_LIMIT`` samples x
+    coordinates (a context manager; nothing otherwise). A solve of such a problem is a stream of
+    small factorizations and products, which a second BLAS thread does not speed up, and OpenBLAS's
+    threads spin-wait when another process holds the other cores: measured on a busy 2-core machine,
+    the Cholesky inverse of a 50 x 50 matrix took 117 ms with two threads against 0.02 ms with one,
+    and the Section 6.1 demo's auto solve 2 s against 30 ms."""
+    if lp.n_samples * lp.n >= BLAS_THREADS_LIMIT:
+        return contextlib.nullcontext()
+    global _CONTROLLER
+    if _CONTROLLER is None:  # inspecting the loaded libraries costs a millisecond: once
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1)
+
+
+_CONTROLLER: Any = None
 
 
 REGISTRY: dict[str, type[Solver]] = {}
@@ -478,6 +629,10 @@ def finish(
         st = s.state(x)
         extra.setdefault("rank", st.rank)
         extra.setdefault("singular_values", [float(v) for v in st.s[: max(s.budget, 1) + 1]])
+    if certificate is not None and not _finite_certificate(certificate):
+        certificate = None  # computed from NaN or inf (a step that is not a number): it says nothing
+    names = problem_names(lp.problem)
+    kept = group_names(s, support, names.get(var.name)) if s is not None and s.kind == "nnz_groups" else []
     return Result(
         x=np.asarray(values[var.name]),
         support=support,
@@ -497,7 +652,57 @@ def finish(
         extra=extra,
         unit=s.unit if s is not None else "",
         counters=lp.oracle.stats(),
+        names=names,
+        bound=s.bound_text() if s is not None else "",
+        symmetric=bool(getattr(var, "symmetric", False)),
+        groups=kept,
     )
+
+
+def group_names(s: Any, support: np.ndarray, names: Any) -> list[str]:
+    """The kept groups of a group-sparsity set, by name: the row (column) names for ``groups =
+    rows`` (``cols``), else ``group LABEL`` with the user's label."""
+    c = s.constraint
+    local = np.asarray(c.coords)
+    pos = np.searchsorted(local, support)  # support: positions in the variable, all inside C
+    labels = np.asarray(c.groups)[pos]
+    axis = {"rows": 0, "cols": 1}.get(getattr(c.nnz, "axis_groups", None) or "", None)
+    out = []
+    for lab in np.unique(labels):
+        member = int(support[np.flatnonzero(labels == lab)[0]])
+        if axis is not None and len(c.variable.shape) == 2:
+            i = int(np.unravel_index(member, c.variable.shape)[axis])
+            axis_names = names.axis_names()[axis] if names is not None else None
+            out.append(
+                axis_names[i]
+                if axis_names is not None
+                else f"{c.variable.name}[{i}, :]"
+                if axis == 0
+                else f"{c.variable.name}[:, {i}]"
+            )
+        else:
+            out.append(f"group {int(lab)}")
+    return out
+
+
+def _finite_certificate(c: dict[str, Any]) -> bool:
+    return all(math.isfinite(v) for v in c.values() if isinstance(v, (float, int)) and not isinstance(v, bool))
+
+
+def problem_names(problem: Any) -> dict[str, Any]:
+    """The names of a problem's variables' coordinates (:func:`sparsemodel.model.names.coordinate_names`,
+    read once per problem; labels are made only for the coordinates a report prints)."""
+    cached = getattr(problem, "_coordinate_names", None)
+    if cached is not None:
+        return cached
+    from ..model.names import coordinate_names
+
+    out = coordinate_names(problem.objective.expr, problem.variables)
+    try:
+        problem._coordinate_names = out
+    except AttributeError:  # pragma: no cover - a problem object that takes no attributes
+        pass
+    return out
 
 
 def zero_budget(lp: LoweredProblem, solver: Solver) -> Result:
@@ -509,14 +714,27 @@ def zero_budget(lp: LoweredProblem, solver: Solver) -> Result:
     r = lp.restricted_minimize(lp.set.empty(), method=method)
     s = lp.set
     free = len(s.free)
+    written = getattr(s.constraint, "k", None)
     why = (
-        f" (entries of a symmetric matrix come in pairs, so {s.budget} allows none)"
-        if s.budget and s.kind == "nnz_pairs"
+        f" (entries of a symmetric matrix come in pairs, so the bound {written} allows no edge)"
+        if s.kind == "nnz_pairs" and written and s.budget == s.constraint.k_units
         else ""
     )
     msg = f"{s.bound_text()}: the constrained part is zero{why}" + (
         f"; the {free} free coordinate(s) were fitted" if free else ""
     )
+    return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
+
+
+def full_budget(lp: LoweredProblem, solver: Solver) -> Result:
+    """The largest bound (every unit may be nonzero: k = the number of coordinates, groups or
+    edges, r = min(p, m)): the constraint does nothing, so the answer is one restricted solve over
+    every coordinate (box and eigenvalue constraints kept), reported as the solver's result."""
+    from ..compile.lowered import Clock
+
+    clock = Clock()
+    r = lp.restricted_minimize(None, cols=np.arange(lp.n))
+    msg = f"{lp.set.bound_text()}: the bound allows every unit, so this is the unconstrained minimizer"
     return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
 
 
@@ -551,9 +769,8 @@ def check_budget(lp: LoweredProblem, solver: str) -> None:
                 s.span,
                 f"use r < {s.limit}, or drop the constraint",
             )
-        unit = {"groups": "groups", "entries": "pairs of entries", "coordinates": "coordinates"}[s.unit]
         raise SolverError(
-            f"{s.constraint.nnz} <= {s.budget} allows all {s.n_units} {unit} to be nonzero, so the constraint does nothing",
+            f"{s.bound_text()} allows all {s.n_units} {s.unit} to be nonzero, so the constraint does nothing",
             s.span,
             f"use k < {s.limit}, or drop the constraint",
         )

@@ -1,21 +1,93 @@
-"""Terminal summaries of results."""
+"""Summaries of results: the text ``sparsemodel solve`` prints and the HTML a notebook shows.
+
+Both read the same pieces of a :class:`~sparsemodel.solvers.base.Result`: the bound with its unit,
+the selection by name (coordinates, groups, edges) or, for a rank bound, the rank and the singular
+values, the certificate where it means something, and the coefficient table.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import numpy as np
+import html
+import math
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .base import Result
 
+MAX_ROWS = 30  # coefficient rows printed before "... N more"
 
-def _fmt_support(support: np.ndarray, max_items: int) -> str:
-    s = [int(i) for i in support]
-    if len(s) <= max_items:
-        return "[" + ", ".join(map(str, s)) + "]"
-    head = ", ".join(map(str, s[: max_items - 3]))
-    return f"[{head}, ..., {', '.join(map(str, s[-2:]))}]"
+
+def _fmt_list(items: list[str], max_items: int) -> str:
+    if len(items) <= max_items:
+        return ", ".join(items)
+    head = ", ".join(items[: max_items - 3])
+    return f"{head}, ..., {', '.join(items[-2:])} ({len(items)} in all)"
+
+
+def bound_line(r: Result) -> str:
+    """``nnz(w[1:]) <= 10: k = 10 coordinates``."""
+    if r.k is None:
+        return "(no sparsity or rank bound)"
+    return f"{r.bound}: {r.k_text}" if r.bound else r.k_text
+
+
+def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
+    """What the solution selected, as (label, text) lines: the rank and singular values of a rank
+    bound, the edges of a symmetric matrix, the selected coordinates otherwise (by name)."""
+    if r.unit == "rank":
+        sv = [float(v) for v in r.extra.get("singular_values", [])]
+        rank = r.extra.get("rank", len([v for v in sv if v > 0]))
+        shown = ", ".join(f"{v:.6g}" for v in sv[: min(rank, max_items)])
+        return [("rank", f"{rank} of at most {r.k}; singular values {shown or '(none)'}")]
+    names = r.support_names
+    if r.symmetric and r.unit == "edges":
+        pos = r.support_positions
+        edges = [n for n, p in zip(names, pos) if len(p) == 2 and p[0] < p[1]]
+        return [("edges", f"{len(edges)} (k = {r.k}): {_fmt_list(edges, max_items)}" if edges else "none")]
+    if r.unit == "groups":
+        return [
+            ("groups", f"{len(r.groups)} kept: {_fmt_list(r.groups, max_items)}"),
+            ("selected", f"{len(names)} coordinates: {_fmt_list(names, max_items)}"),
+        ]
+    return [("selected", f"{len(names)}: {_fmt_list(names, max_items)}" if names else "0 (only the free coordinates)")]
+
+
+def certificate_line(r: Result) -> str | None:
+    """Paper 001's Definition 4 in the set's terms, or None where it says nothing (no step, a
+    solver that does not threshold, values that are not finite)."""
+    c = r.certificate
+    if not c or "verdict" not in c:
+        return None
+    nums = [v for v in c.values() if isinstance(v, float)]
+    if not all(math.isfinite(v) for v in nums):
+        return None
+    g = c.get("gamma", float("nan"))
+    if "sigma_r" in c:  # rank form
+        detail = (
+            f"|projected grad| on the subspace {c['grad_on_subspace_norm']:.2e}, sigma_r(W) {c['sigma_r']:.4g} vs "
+            f"gamma * sigma_1(grad off it) {g * c['max_sv_grad_off_subspace']:.4g}"
+        )
+    elif "min_gain_kept" in c:  # the box form
+        detail = (
+            f"|projected grad| on support {c['projected_grad_on_support_inf']:.2e}, min gain kept "
+            f"{c['min_gain_kept']:.4g} vs max gain off {c['max_gain_off_support']:.4g}"
+        )
+    else:
+        detail = (
+            f"|grad| on support {c['grad_on_support_inf']:.2e}, min |x| top-k {c['min_abs_top_s']:.4g} vs "
+            f"gamma*max|grad| off {g * c['max_abs_grad_off_support']:.4g}"
+        )
+    return f"{c['verdict']} for gamma = {g:.4g} ({detail}; {c.get('definition', '')})"
+
+
+def coefficient_rows(r: Result, max_rows: int = MAX_ROWS) -> tuple[list[tuple[str, str]], int]:
+    """(name, value) rows of the coefficient table (at most ``max_rows``) and how many were left
+    out. A rank bound gives none: its matrix is dense (``Result.to_frame(all=True)``)."""
+    if r.unit == "rank":
+        return [], 0
+    rows = r.coefficients()
+    shown = [(row["name"], f"{row['value']:.6g}") for row in rows[:max_rows]]
+    return shown, max(0, len(rows) - max_rows)
 
 
 def format_result(r: Result, max_support: int = 30) -> str:
@@ -23,27 +95,64 @@ def format_result(r: Result, max_support: int = 30) -> str:
         f"solver      {r.solver}",
         f"status      {r.status}" + (f"  ({r.message})" if r.message else ""),
         f"objective   {r.objective:.10g}",
-        f"variable    {r.variable}  shape {tuple(r.shape)}" + (f"  k = {r.k}" if r.k is not None else ""),
-        f"nonzeros    {len(r.support)}  support {_fmt_support(r.support, max_support)}",
-        f"iterations  {r.iterations}",
-        f"time        {r.time_s:.4g} s",
+        f"variable    {r.variable}  shape {tuple(r.shape)}",
+        f"bound       {bound_line(r)}",
     ]
-    c = r.certificate
-    if c and "min_gain_kept" in c:  # the box form of Definition 4
+    if r.k is not None:
+        lines += [f"{label:<11} {text}" for label, text in selection_lines(r, max_support)]
+    lines += [f"iterations  {r.iterations}", f"time        {r.time_s:.4g} s"]
+    cert = certificate_line(r)
+    if cert is not None:
+        lines.append(f"certificate {cert}")
+    rows, more = coefficient_rows(r)
+    if rows:
+        width = max(len(n) for n, _ in rows)
+        lines.append("coefficients")
+        lines += [f"  {n:<{width}}  {v:>12}" for n, v in rows]
+        if more:
+            lines.append(f"  ... {more} more (all of them: --json, --csv FILE or Result.to_frame())")
+    elif r.unit == "rank":
+        shape = " x ".join(map(str, r.shape))
         lines.append(
-            f"certificate {c.get('verdict')} for gamma = {c.get('gamma', float('nan')):.4g} "
-            f"(|projected grad| on support {c.get('projected_grad_on_support_inf', float('nan')):.2e}, "
-            f"min gain kept {c.get('min_gain_kept', float('nan')):.4g} vs max gain off "
-            f"{c.get('max_gain_off_support', float('nan')):.4g}; {c.get('definition', '')})"
+            f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"
         )
-    elif c:
+    details = [(k, v) for k, v in r.extra.items() if isinstance(v, (int, float, str)) and k not in ("rank",)]
+    if details:
         lines.append(
-            f"certificate {c.get('verdict')} for gamma = {c.get('gamma', float('nan')):.4g} "
-            f"(|grad| on support {c.get('grad_on_support_inf', float('nan')):.2e}, "
-            f"min |x| top-k {c.get('min_abs_top_s', float('nan')):.4g} vs gamma*max|grad| off "
-            f"{c.get('gamma', 0) * c.get('max_abs_grad_off_support', 0):.4g}; {c.get('definition', '')})"
+            "details     " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in details)
         )
-    for k, v in r.extra.items():
-        if isinstance(v, (int, float, str)):
-            lines.append(f"{k:<11} {v:.10g}" if isinstance(v, float) else f"{k:<11} {v}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- HTML (notebooks)
+
+
+def html_table(headers: list[str], rows: list[list[Any]], caption: str | None = None) -> str:
+    """A plain HTML table (escaped), as notebooks render DataFrames."""
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def result_html(r: Result) -> str:
+    info = [
+        ["solver", r.solver],
+        ["status", r.status + (f" ({r.message})" if r.message else "")],
+        ["objective", f"{r.objective:.10g}"],
+        ["variable", f"{r.variable}, shape {tuple(r.shape)}"],
+        ["bound", bound_line(r)],
+    ]
+    if r.k is not None:
+        info += [[label, text] for label, text in selection_lines(r)]
+    info += [["iterations", r.iterations], ["time", f"{r.time_s:.4g} s"]]
+    cert = certificate_line(r)
+    if cert is not None:
+        info.append(["certificate", cert])
+    parts = [html_table(["", ""], info, "sparsemodel result")]
+    rows, more = coefficient_rows(r, max_rows=200)
+    if rows:
+        parts.append(html_table(["name", "value"], [list(x) for x in rows], "coefficients"))
+        if more:
+            parts.append(f"<p>... {more} more: Result.to_frame()</p>")
+    return "<div>" + "".join(parts) + "</div>"
