@@ -49,3 +49,30 @@ def test_iht_escapes_unstable_and_stays_at_stable_points(setup):
             assert np.all(np.diff(h) <= 1e-12)  # paper 001, Corollary 3: f(x_k) is nonincreasing
             assert r.certificate["ht_stable"]  # Theorem 4: the limit is HT-stable
             assert (tuple(r.support) == S) == c["ht_stable"]
+
+
+def test_iht_whose_steps_all_fail_is_stopped_not_diverged(monkeypatch):
+    """With backtracking f never goes up: when no step size lowers it (here every new point is made
+    to look a little worse), IHT returns its last iterate as converged and says why, instead of
+    'diverged' with a decreasing objective (issue 21)."""
+    import sparsemodel as sm
+    from sparsemodel.solvers import get_solver
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 8))
+    y = X @ np.array([3.0, 0, 0, 0, 0, 0, 0, -2.0]) + 0.1 * rng.standard_normal(40)
+    w = sm.Variable(8, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y)), [sm.nnz(w) <= 2]).lower()
+    true_vg = type(lp).value_and_grad
+
+    f0 = float(y @ y)
+
+    def worse(self, x, coords=None):
+        f, g = true_vg(self, x, coords)
+        return (f0 + 1.0 if np.any(x) else f), g  # every point but the start (0) looks worse than it
+
+    monkeypatch.setattr(type(lp), "value_and_grad", worse)
+    r = get_solver("iht")().solve(lp)
+    assert r.status == "converged"
+    assert "stopped" in r.message and "diverged" not in r.message
+    assert r.extra["step_halvings"] > 60

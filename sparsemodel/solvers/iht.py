@@ -53,6 +53,7 @@ from .base import (
     initial_point,
     register,
 )
+from .grahtp import stalled_message
 from .greedy import solve_unconstrained
 
 
@@ -125,8 +126,8 @@ class IHT(Solver):
             if increased and o["backtracking"]:
                 gamma /= 2.0
                 halvings += 1
-                if halvings > 60:
-                    status, message = DIVERGED, divergence_message(self.name, f0, fn, gamma, "gamma")
+                if halvings > 60:  # f only went down: no step lowers it further (not a divergence)
+                    status, message = CONVERGED, stalled_message(self.name, f0, f, fn, gamma).replace("eta", "gamma")
                     break
                 continue
             if not np.isfinite(fn):
