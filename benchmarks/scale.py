@@ -121,7 +121,7 @@ def child(spec: dict) -> dict:
             out["nnz"] = int(X.nnz) if hasattr(X, "nnz") else int(X.size)
             Xv, sched = X, None
             if method == "grahtp-dask":  # imports and the dask array's graph before the clock starts
-                from sparsemodel.compile.chunked import as_dask
+                from sparsemodel.objective.chunked import as_dask
 
                 Xv, sched = as_dask(X, max(1, X.shape[0] // (4 * spec["threads"]))), "threads"
             t = time.perf_counter()

@@ -31,7 +31,7 @@ from Python or the CLI):
 ========================  ==============================================================
 
 A dask matrix stays lazy: ``matrix`` data is never loaded whole (the solvers run on it through
-:class:`~sparsemodel.compile.chunked.DaskOperator`); a ``vector``/``labels``/``scalar`` read from
+:class:`~sparsemodel.objective.chunked.DaskOperator`); a ``vector``/``labels``/``scalar`` read from
 these sources is loaded (a vector of length n is what the solvers hold anyway).
 
 Recoding: ``exclude`` (the model's ``except "col", ...``) drops CSV columns; ``mapping`` (the

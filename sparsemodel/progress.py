@@ -23,7 +23,7 @@ from typing import Any
 
 def data_passes() -> int:
     """Passes made over chunked (dask) data in this process so far (0 without dask data)."""
-    mod = sys.modules.get("sparsemodel.compile.chunked")
+    mod = sys.modules.get("sparsemodel.objective.chunked")
     return int(mod.TOTAL_PASSES[0]) if mod is not None else 0
 
 

@@ -65,7 +65,7 @@ def use_scheduler(spec: Any, problem: Any = None) -> Iterator[Any]:
     finally:
         _ACTIVE.pop()
         if not _ACTIVE:
-            from .compile.chunked import forget_persisted
+            from .objective.chunked import forget_persisted
 
             forget_persisted()
 

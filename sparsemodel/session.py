@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .compile.lowered import LoweredProblem
 from .errors import ModelError, SolverError, UnboundedError
+from .lowering.lowered import LoweredProblem
 from .model.checks import label_errors
 from .model.expr import AFFINE, CONSTANT, CONVEX, Parameter
 from .model.expr import fmt_shape as _fmt_shape

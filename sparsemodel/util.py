@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -89,3 +90,27 @@ def jsonable(v: Any) -> Any:
     if v is None or isinstance(v, (int, str)):
         return v
     return str(v)
+
+
+class Clock:
+    """Wall-clock timer for solver histories; time spent in ``paused()`` (logging the objective
+    for the history) is not counted."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.off = 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.t0 - self.off
+
+    def paused(self) -> Any:
+        clock = self
+
+        class _Pause:
+            def __enter__(self) -> None:
+                self.t = time.perf_counter()
+
+            def __exit__(self, *exc: Any) -> None:
+                clock.off += time.perf_counter() - self.t
+
+        return _Pause()

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import sparsemodel as sm
-from sparsemodel.compile import kernels
-from sparsemodel.compile.scoring import SwapModel
 from sparsemodel.errors import SolverError
+from sparsemodel.lowering.swaps import SwapModel
+from sparsemodel.numerics.newton import newton
 
 
 def least_squares(seed: int = 0, n: int = 40, p: int = 12, k: int = 3, intercept: bool = True) -> sm.Problem:
@@ -275,9 +275,9 @@ def test_newton_give_up_abandons_only_problems_that_cannot_reach_the_bar():
     for problem in (lp, lg):
         cols = problem.sparsity.flat(np.array([0, 3, 6]))
         rd = problem.design.reduced(cols)
-        full = kernels.newton(rd, np.zeros((1, len(cols))))
+        full = newton(rd, np.zeros((1, len(cols))))
         f_min = float(full.values[0])
-        below = kernels.newton(rd, np.zeros((1, len(cols))), give_up=f_min + 1.0)  # reachable: solved
+        below = newton(rd, np.zeros((1, len(cols))), give_up=f_min + 1.0)  # reachable: solved
         assert below.values[0] == pytest.approx(f_min, rel=1e-12) and below.converged[0]
-        above = kernels.newton(rd, np.zeros((1, len(cols))), give_up=f_min - 1.0)  # unreachable: abandoned
+        above = newton(rd, np.zeros((1, len(cols))), give_up=f_min - 1.0)  # unreachable: abandoned
         assert above.values[0] >= f_min and above.iterations <= full.iterations

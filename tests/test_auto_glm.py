@@ -19,8 +19,8 @@ import pytest
 from scipy.special import expit, softmax
 
 import sparsemodel as sm
-from sparsemodel.compile.scoring import insertion_values
 from sparsemodel.datasets import caravan_path, sparse_logistic_regression
+from sparsemodel.lowering.active import insertion_values
 from sparsemodel.model.userfunc import func
 
 # ---------------------------------------------------------------------- abess's test data

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import sparsemodel as sm
-from sparsemodel.compile.kernels import kkt_residual
-from sparsemodel.compile.l1 import l1_minimize
 from sparsemodel.errors import ConstraintError, ModelError, ParseError, ShapeError, SolverError
+from sparsemodel.lowering.l1 import l1_minimize
+from sparsemodel.numerics.proximal import kkt_residual
 
 RNG = np.random.default_rng(11)
 BOX_SOLVERS = ["grahtp", "fgrahtp", "iht", "grasp", "omp", "ompr", "els", "forward", "lasso"]

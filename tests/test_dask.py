@@ -15,9 +15,9 @@ da = pytest.importorskip("dask.array")
 
 import sparsemodel as sm  # noqa: E402
 from sparsemodel.cli import main  # noqa: E402
-from sparsemodel.compile.chunked import DaskOperator, as_dask  # noqa: E402
-from sparsemodel.compile.linop import DataOperator  # noqa: E402
 from sparsemodel.errors import DataError, ModelError  # noqa: E402
+from sparsemodel.objective.chunked import DaskOperator, as_dask  # noqa: E402
+from sparsemodel.objective.operators import DataOperator  # noqa: E402
 
 N, P, K = 120, 30, 4
 

@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 import sparsemodel as sm
-from sparsemodel.compile.evaluator import Evaluator, Layout
 from sparsemodel.model.userfunc import func
+from sparsemodel.objective.evaluator import Evaluator, Layout
 
 RNG = np.random.default_rng(12345)
 

@@ -149,7 +149,7 @@ def test_inexact_restricted_solves_are_no_divergence(monkeypatch):
     does): a step whose S2 keeps the support is F(t) = F(t-1), not an increase of f, so GraHTP ends
     'converged' with f never above its start (it used to halve eta ~50 times, re-solving on the same
     support each time, and report 'diverged' with f below its start)."""
-    from sparsemodel.compile.lowered import LoweredProblem
+    from sparsemodel.lowering.lowered import LoweredProblem
 
     exact = LoweredProblem.restricted_minimize
     calls = [0]

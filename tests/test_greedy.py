@@ -1,5 +1,5 @@
 """IHT, OMP, OMPR, ELS, ARHT (paper 003, Algorithms 1-6), forward selection, and the exact
-candidate scoring they share (sparsemodel.compile.scoring).
+candidate scoring they share (sparsemodel.lowering.active).
 
 Brute-force agreement (p = 10, k = 3, n = 30; "agrees" = objective within 1e-9 of the best of all
 120 supports), measured on the seeds used here:
@@ -27,9 +27,9 @@ import pytest
 
 import sparsemodel as sm
 from sparsemodel.cli import main
-from sparsemodel.compile.scoring import ActiveSet, insertion_values, removal_values
 from sparsemodel.datasets import correlated_regression
 from sparsemodel.errors import ConstraintError, SolverError
+from sparsemodel.lowering.active import ActiveSet, insertion_values, removal_values
 from sparsemodel.solvers import arht as arht_module
 from sparsemodel.solvers.arht import rho_2_plus
 from sparsemodel.solvers.iht import restricted_smoothness

@@ -192,7 +192,7 @@ def flaky():
         calls = 0
 
         def run(self, lp):
-            from sparsemodel.compile.lowered import Clock
+            from sparsemodel.util import Clock
 
             type(self).calls += 1
             if self.opts["touch"]:
@@ -293,7 +293,7 @@ def test_warnings_print_one_line_without_internal_paths(capsys, ls_dir):
         def run(self, lp):
             import warnings
 
-            from sparsemodel.compile.lowered import Clock
+            from sparsemodel.util import Clock
 
             for _ in range(3):
                 warnings.warn("overflow encountered in exp", RuntimeWarning, stacklevel=1)

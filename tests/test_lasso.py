@@ -186,9 +186,9 @@ def test_logdet_objective_outside_numpy_domain_at_zero():
 
 @pytest.mark.parametrize("loss", ["least_squares", "logistic"])
 def test_numpy_and_cvxpy_backends_solve_the_same_relaxation(loss):
-    """The proximal-Newton path (sparsemodel.compile.l1) and cvxpy agree on (1): penalized
+    """The proximal-Newton path (sparsemodel.lowering.l1) and cvxpy agree on (1): penalized
     objective to 1e-8 relative and the same support, at several lambdas, with a free intercept."""
-    from sparsemodel.compile.l1 import l1_minimize
+    from sparsemodel.lowering.l1 import l1_minimize
 
     rng = np.random.default_rng(5)
     n, p = 60, 15
@@ -201,7 +201,7 @@ def test_numpy_and_cvxpy_backends_solve_the_same_relaxation(loss):
         v = np.where(X[:, 0] - X[:, 1] + 0.5 * rng.standard_normal(n) > 0, 1.0, -1.0)
         obj = sm.mean(sm.logistic(-v * (X @ w[1:] + w[0])))
     lp = sm.Problem(sm.minimize(obj), [sm.nnz(w[1:]) <= 3]).lower()
-    ref = lp.relaxation("l1")  # the cvxpy relaxation, built in sparsemodel.compile.relax
+    ref = lp.relaxation("l1")  # the cvxpy relaxation, built in sparsemodel.lowering.relax
     lam_max = float(np.max(np.abs(lp.grad(lp.restricted_minimize(np.empty(0, int)).x)[1:])))
     for frac in (0.5, 0.2, 0.05):
         lam = frac * lam_max

@@ -20,26 +20,28 @@ import pytest
 import scipy.sparse as sp
 
 import sparsemodel as sm
-from sparsemodel.compile import design as design_mod
-from sparsemodel.compile import kernels, lowered, scoring, sets
 from sparsemodel.errors import SolverError
+from sparsemodel.lowering import active, constants, lowrank_solve
+from sparsemodel.numerics import evaluation, newton
+from sparsemodel.objective import columns
+from sparsemodel.sets import lowrank
 from sparsemodel.solvers import REGISTRY, get_solver
 
 # every size switch of the package: module, name, the value that sends every problem here to the
 # branch for large problems
 LIMITS = [
-    (design_mod, "FULL_LIMIT", 0),  # the whole Jacobian is kept below this
-    (design_mod, "DENSE_LIMIT", 0),  # sparse reduced columns are densified below this
-    (design_mod, "CHUNK_ENTRIES", 50),  # streamed blocks of columns
-    (design_mod, "SMALL_DENSE", 0),
-    (lowered, "MATERIALIZE_LIMIT", 0),  # a low-rank reduced design is formed explicitly below this
-    (lowered, "HESSIAN_CACHE_LIMIT", 0),  # cached columns of a constant Hessian
-    (kernels, "MATRIX_FREE_DIM", 2),  # Newton forms Hessians up to this dimension, CG above
-    (kernels, "CHUNK", 50),
-    (kernels, "FOLD_LIMIT", 0),  # a dense ridge term is folded into the diagonal below this
-    (kernels, "STALE_MIN_DIM", 1),  # Cholesky factors reused from this dimension
-    (scoring, "_CHUNK", 50),
-    (sets, "SVD_FULL_LIMIT", 0),  # full LAPACK SVD up to this min(p, m)
+    (columns, "FULL_LIMIT", 0),  # the whole Jacobian is kept below this
+    (columns, "DENSE_LIMIT", 0),  # sparse reduced columns are densified below this
+    (columns, "CHUNK_ENTRIES", 50),  # streamed blocks of columns
+    (columns, "SMALL_DENSE", 0),
+    (lowrank_solve, "MATERIALIZE_LIMIT", 0),  # a low-rank reduced design is formed explicitly below this
+    (constants, "HESSIAN_CACHE_LIMIT", 0),  # cached columns of a constant Hessian
+    (newton, "MATRIX_FREE_DIM", 2),  # Newton forms Hessians up to this dimension, CG above
+    (evaluation, "CHUNK", 50),
+    (evaluation, "FOLD_LIMIT", 0),  # a dense ridge term is folded into the diagonal below this
+    (newton, "STALE_MIN_DIM", 1),  # Cholesky factors reused from this dimension
+    (active, "_CHUNK", 50),
+    (lowrank, "SVD_FULL_LIMIT", 0),  # full LAPACK SVD up to this min(p, m)
 ]
 
 
@@ -96,14 +98,14 @@ def test_auto_just_above_the_jacobian_storage_limit(make, sparse, monkeypatch):
     """n * p just above FULL_LIMIT: the Jacobian is not kept; auto still solves, and gives the
     answer it gives when the limit is raised so that the same Jacobian is kept."""
     n = 1001 if not sparse else 2001
-    p = design_mod.FULL_LIMIT // n + 1  # n * p just above the limit
-    assert n * p > design_mod.FULL_LIMIT
+    p = columns.FULL_LIMIT // n + 1  # n * p just above the limit
+    assert n * p > columns.FULL_LIMIT
     prob, truth = make(n, p, 8, sparse)
     lp = prob.lower()
     assert lp.design.full_columns(0) is None  # the design term really is above the limit
     res = get_solver("auto")().solve(lp)
     assert res.status == "converged"
-    monkeypatch.setattr(design_mod, "FULL_LIMIT", 10 * n * p)
+    monkeypatch.setattr(columns, "FULL_LIMIT", 10 * n * p)
     lp_kept = prob.lower()
     assert lp_kept.design.full_columns(0) is not None
     kept = get_solver("auto")().solve(lp_kept)

@@ -13,8 +13,8 @@ import pytest
 
 import sparsemodel as sm
 from sparsemodel.cli import main
-from sparsemodel.compile.lowered import Clock
 from sparsemodel.solvers.base import finish, get_solver
+from sparsemodel.util import Clock
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RNG = np.random.default_rng(21)

@@ -58,7 +58,7 @@ def test_best_path_is_never_worse_than_the_single_solve(solver):
 
 
 def test_one_lowering_for_the_whole_path(monkeypatch):
-    from sparsemodel.compile import lowered
+    from sparsemodel.lowering import lowered
 
     X, y, _ = regression()
     prob = ls(X, y)

@@ -11,10 +11,17 @@ import pytest
 
 import sparsemodel as sm
 from sparsemodel.cli import main
-from sparsemodel.compile import kernels
-from sparsemodel.compile.cvxpy_lower import precision_cvxpy
-from sparsemodel.compile.precision import edge_gains
 from sparsemodel.errors import ConstraintError, SolverError
+from sparsemodel.lowering.cvxpy_lower import precision_cvxpy
+from sparsemodel.numerics.logdet import (
+    admm_logdet,
+    covsel,
+    logdet_box_newton,
+    shift_into_box,
+    soft_offdiag_prox,
+    support_prox,
+)
+from sparsemodel.objective.precision import edge_gains
 
 
 def truth(p: int, seed: int) -> np.ndarray:
@@ -54,15 +61,15 @@ def test_admm_solves_subproblem_13_as_cvxpy_does_with_an_active_box():
     rng = np.random.default_rng(2)
     mask = np.triu(rng.random((p, p)) < 0.3, 1)
     mask = mask | mask.T | np.eye(p, dtype=bool)
-    free = kernels.admm_logdet(S, kernels.support_prox(mask), tol=1e-11)
+    free = admm_logdet(S, support_prox(mask), tol=1e-11)
     lam = np.linalg.eigvalsh(free.Theta)
     alpha, beta = lam[0] * 1.3, lam[-1] * 0.8  # both ends of the box active
-    res = kernels.admm_logdet(S, kernels.support_prox(mask), alpha, beta, tol=1e-11)
+    res = admm_logdet(S, support_prox(mask), alpha, beta, tol=1e-11)
     ref, _ = precision_cvxpy(S, mask, alpha, beta)
     assert res.converged
     assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 1e-6
     assert np.all(res.Theta[~mask] == 0) and np.array_equal(res.Theta, res.Theta.T)
-    ev = np.linalg.eigvalsh(kernels.shift_into_box(res.Theta, alpha, beta))
+    ev = np.linalg.eigvalsh(shift_into_box(res.Theta, alpha, beta))
     assert ev[0] >= alpha - 1e-8 and ev[-1] <= beta + 1e-8
     assert ev[0] == pytest.approx(alpha, abs=1e-6) and ev[-1] == pytest.approx(beta, abs=1e-6)  # active
 
@@ -83,7 +90,7 @@ def test_covsel_solves_the_graph_mle_as_cvxpy_does():
     rng = np.random.default_rng(7)
     mask = np.triu(rng.random((p, p)) < 0.3, 1)
     mask = mask | mask.T | np.eye(p, dtype=bool)
-    res = kernels.covsel(S, mask, tol=1e-12, max_sweeps=1000)
+    res = covsel(S, mask, tol=1e-12, max_sweeps=1000)
     ref, _ = precision_cvxpy(S, mask, 0.0, np.inf)
     assert res.converged
     assert np.all(res.Theta[~mask] == 0) and np.array_equal(res.Theta, res.Theta.T)
@@ -91,7 +98,7 @@ def test_covsel_solves_the_graph_mle_as_cvxpy_does():
     assert f(res.Theta) <= f(ref) + 1e-10 and f(res.Theta) == pytest.approx(f(ref), rel=1e-8)
     assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 5e-6  # cvxpy's own accuracy: ~1e-6
     assert np.abs(np.where(mask, S - np.linalg.inv(res.Theta), 0)).max() < 1e-9  # KKT on the graph
-    warm = kernels.covsel(S, mask, tol=1e-12, max_sweeps=1000, W0=res.W)  # a solution's W: two sweeps
+    warm = covsel(S, mask, tol=1e-12, max_sweeps=1000, W0=res.W)  # a solution's W: two sweeps
     assert np.allclose(warm.Theta, res.Theta, atol=1e-9) and warm.sweeps == 2 < res.sweeps
 
 
@@ -101,20 +108,20 @@ def test_barrier_newton_solves_subproblem_13_as_cvxpy_does_with_an_active_box():
     rng = np.random.default_rng(2)
     mask = np.triu(rng.random((p, p)) < 0.3, 1)
     mask = mask | mask.T | np.eye(p, dtype=bool)
-    mle = kernels.covsel(S, mask, tol=1e-12, max_sweeps=1000).Theta
+    mle = covsel(S, mask, tol=1e-12, max_sweeps=1000).Theta
     lam = np.linalg.eigvalsh(mle)
     alpha, beta = lam[0] * 1.3, lam[-1] * 0.8  # both ends of the box active
     f = lambda O: -np.linalg.slogdet(O)[1] + np.sum(S * O)  # noqa: E731
     ref, _ = precision_cvxpy(S, mask, alpha, beta)
     for start in (None, mle):  # cold, and from the graph's MLE outside the box
-        res = kernels.logdet_box_newton(S, mask, alpha, beta, Theta0=start)
+        res = logdet_box_newton(S, mask, alpha, beta, Theta0=start)
         assert res.converged and res.gap <= 1e-11
         assert np.all(res.Theta[~mask] == 0) and np.array_equal(res.Theta, res.Theta.T)
         ev = np.linalg.eigvalsh(res.Theta)
         assert alpha <= ev[0] <= alpha * (1 + 1e-8) and beta * (1 - 1e-8) <= ev[-1] <= beta  # both ends active
         assert f(res.Theta) <= f(ref) + 1e-8 and f(res.Theta) == pytest.approx(f(ref), rel=1e-8)
         assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 1e-5  # cvxpy's own accuracy
-    free = kernels.logdet_box_newton(S, mask)  # no box: plain Newton for the graph's MLE, as covsel
+    free = logdet_box_newton(S, mask)  # no box: plain Newton for the graph's MLE, as covsel
     assert free.converged and np.allclose(free.Theta, mle, rtol=1e-8, atol=1e-10)
 
 
@@ -124,7 +131,7 @@ def test_the_default_restricted_solve_is_covsel_and_hands_an_active_box_to_barri
     S = sample_cov(truth(p, 3), 30, 4)
     rng = np.random.default_rng(8)
     mask = np.triu(rng.random((p, p)) < 0.25, 1)
-    mle = kernels.covsel(S, mask | mask.T | np.eye(p, dtype=bool), tol=1e-12).Theta
+    mle = covsel(S, mask | mask.T | np.eye(p, dtype=bool), tol=1e-12).Theta
     lam = np.linalg.eigvalsh(mle)
     alpha, beta = (lam[0] * 1.2, lam[-1] * 0.9) if active else (lam[0] * 0.5, lam[-1] * 2)
     lp = problem(S, int(mask.sum()), alpha, beta).lower().fresh()
@@ -142,15 +149,15 @@ def test_the_default_restricted_solve_is_covsel_and_hands_an_active_box_to_barri
 
 
 def test_an_active_box_on_a_large_support_goes_to_the_admm(monkeypatch):
-    from sparsemodel.compile import lowered
+    from sparsemodel.lowering import precision_solve
 
-    monkeypatch.setattr(lowered, "BOX_NEWTON_MIN", 0)
-    monkeypatch.setattr(lowered, "BOX_NEWTON_RATIO", 1)  # every support with edges counts as large
+    monkeypatch.setattr(precision_solve, "BOX_NEWTON_MIN", 0)
+    monkeypatch.setattr(precision_solve, "BOX_NEWTON_RATIO", 1)  # every support with edges counts as large
     p = 12
     S = sample_cov(truth(p, 3), 30, 4)
     rng = np.random.default_rng(8)
     mask = np.triu(rng.random((p, p)) < 0.25, 1)
-    mle = kernels.covsel(S, mask | mask.T | np.eye(p, dtype=bool), tol=1e-12).Theta
+    mle = covsel(S, mask | mask.T | np.eye(p, dtype=bool), tol=1e-12).Theta
     lam = np.linalg.eigvalsh(mle)
     lp = problem(S, int(mask.sum()), lam[0] * 1.2, lam[-1] * 0.9).lower().fresh()
     i, j = np.nonzero(mask)
@@ -246,7 +253,7 @@ def test_auto_box_lower_end_holds_every_graphs_mle():
         S = np.cov(Z, rowvar=False, bias=True)
         mask = np.triu(rng.random((p, p)) < 0.5, 1)
         mask = mask | mask.T | np.eye(p, dtype=bool)
-        lam = np.linalg.eigvalsh(kernels.covsel(S, mask, tol=1e-12, max_sweeps=5000).Theta)[0]
+        lam = np.linalg.eigvalsh(covsel(S, mask, tol=1e-12, max_sweeps=5000).Theta)[0]
         lp = problem(S, 2).lower()
         assert lp.eigbox.alpha == pytest.approx(min(lu_box(S)[0], 1 / np.trace(S)))
         assert lam >= lp.eigbox.alpha * (1 - 1e-9)
@@ -258,7 +265,7 @@ def test_auto_box_lower_end_holds_every_graphs_mle():
 def test_glasso_admm_matches_cvxpy_and_scikit_learn():
     S = sample_cov(truth(12, 7), 40, 8)
     lam = 0.1
-    res = kernels.admm_logdet(S, kernels.soft_offdiag_prox(lam), tol=1e-11)
+    res = admm_logdet(S, soft_offdiag_prox(lam), tol=1e-11)
     ref, _ = precision_cvxpy(S, None, lam=lam)
     assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 1e-6
     skc = pytest.importorskip("sklearn.covariance")

@@ -113,7 +113,7 @@ def test_free_coordinates_eliminated_exactly_in_low_rank_least_squares(side, ext
     """Free coordinates next to rank(W) <= r on least squares (an intercept b, and another variable
     beta read through its own data): the Schur-complement solve equals the generic solve over the
     whole reduced design to 1e-10, also with an all-zero feature (a singular Gram matrix)."""
-    from sparsemodel.compile.lowered import LoweredProblem
+    from sparsemodel.lowering.lowered import LoweredProblem
 
     rng = np.random.default_rng(5)
     n, p, m, q = 60, 7, 5, 3

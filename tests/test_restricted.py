@@ -164,12 +164,13 @@ def test_newton_coefficients_are_accurate_to_rounding():
 
 def test_stale_factor_steps_match_fresh_hessians(monkeypatch):
     """A single restricted solve that reuses its last Cholesky factor (conjugate gradients on the
-    Newton system, kernels._stale_direction) ends at the same minimizer, to rounding, as one that
+    Newton system, _stale_direction) ends at the same minimizer, to rounding, as one that
     forms every Hessian; the ridge term folded into the diagonal and the gradient taken from the
     solve's loss derivatives agree with a full evaluation; removal scoring of a one-coordinate
     support (a coordinate held at zero) agrees with the direct solve."""
-    from sparsemodel.compile import kernels
-    from sparsemodel.compile.scoring import ActiveSet
+    from sparsemodel.lowering.active import ActiveSet
+    from sparsemodel.numerics import newton as newton_mod
+    from sparsemodel.numerics.evaluation import _State
 
     rng = np.random.default_rng(3)
     n, p = 300, 20
@@ -190,17 +191,17 @@ def test_stale_factor_steps_match_fresh_hessians(monkeypatch):
         return out
 
     formed = [0]
-    hessians = kernels._State.hessians
+    hessians = _State.hessians
 
-    def counting(self: kernels._State, idx: np.ndarray) -> np.ndarray:
+    def counting(self: _State, idx: np.ndarray) -> np.ndarray:
         formed[0] += 1
         return hessians(self, idx)
 
-    monkeypatch.setattr(kernels._State, "hessians", counting)
-    monkeypatch.setattr(kernels, "STALE_MIN_DIM", 0)  # these problems are small: reuse factors anyway
+    monkeypatch.setattr(_State, "hessians", counting)
+    monkeypatch.setattr(newton_mod, "STALE_MIN_DIM", 0)  # these problems are small: reuse factors anyway
     fast = run()
     fast_hessians, formed[0] = formed[0], 0
-    monkeypatch.setattr(kernels, "STALE_RATIO", 1.0)  # no curvature ever counts as unchanged: fresh Hessians
+    monkeypatch.setattr(newton_mod, "STALE_RATIO", 1.0)  # no curvature ever counts as unchanged: fresh Hessians
     fresh = run()
     assert fast_hessians < formed[0]
     for (x1, f1, g1), (x2, f2, g2) in zip(fast, fresh):

@@ -10,10 +10,10 @@ import scipy.sparse as sp
 
 import sparsemodel as sm
 from sparsemodel.compare import compare
-from sparsemodel.compile.design import ExprMap, linearize
-from sparsemodel.compile.evaluator import Evaluator
-from sparsemodel.compile.sets import truncated_svd
 from sparsemodel.errors import ConstraintError
+from sparsemodel.objective.affine import ExprMap, linearize
+from sparsemodel.objective.evaluator import Evaluator
+from sparsemodel.sets.lowrank import truncated_svd
 
 RNG = np.random.default_rng(7)
 

@@ -12,8 +12,8 @@ import scipy.sparse as sp
 
 import sparsemodel as sm
 from sparsemodel.cli import main
-from sparsemodel.compile.sets import LowRank
 from sparsemodel.errors import SolverError
+from sparsemodel.sets.lowrank import LowRank
 
 STOCHASTIC = ["hsg_ht", "ahsg_ht", "sg_ht", "svrg_ht"]
 

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..compile.lowered import LoweredProblem
-from ..compile.sets import CoordinateSparsity
 from ..errors import ConstraintError, ModelError
+from ..lowering.lowered import LoweredProblem
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..sets.sparsity import CoordinateSparsity
 from ..util import jsonable, k_header
 from .runner import ERROR, _ks, support_cells
 

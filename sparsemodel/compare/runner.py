@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..compile.lowered import LoweredProblem
 from ..errors import ConstraintError, ModelError, SolverError
+from ..lowering.lowered import LoweredProblem
 from ..model.expr import Parameter
 from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..progress import progress_bar

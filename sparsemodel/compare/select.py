@@ -64,14 +64,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.special import gammaln
 
-from ..compile.evaluator import Evaluator
-from ..compile.lowered import LoweredProblem
-from ..compile.sets import CoordinateSparsity, LowRank
 from ..errors import ModelError
+from ..lowering.lowered import LoweredProblem
 from ..model.problem import Objective, Problem
 from ..model.samples import rebind_rows, sample_nodes, split_data_term
+from ..objective.evaluator import Evaluator
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..sets.lowrank import LowRank
+from ..sets.sparsity import CoordinateSparsity
 from ..util import jsonable, k_header, k_text
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
 from .runner import _ks

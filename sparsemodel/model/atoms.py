@@ -3,7 +3,7 @@
 An atom is one class: ``forward`` computes its value, ``vjp`` its gradient (reverse mode),
 ``curvature_kind`` / ``monotonicity`` / ``_sign_of`` its DCP properties. Lowerings live below the
 model: the cvxpy counterpart of every atom is one entry of the table in
-:mod:`sparsemodel.compile.cvxpy_lower`.
+:mod:`sparsemodel.lowering.cvxpy_lower`.
 Elementwise atoms additionally give their first and second derivatives ``d1``/``d2``, which the
 lowering uses for Newton steps on generalized-linear objectives.
 

@@ -3,7 +3,7 @@
 Each constraint says which variable and which coordinates of it it governs and validates its
 bound as written. It is declarative: the projection, the state of a point, the subspace of the
 restricted problem and the bound used by solvers live in the matching constraint set
-(:mod:`sparsemodel.compile.sets`).
+(:mod:`sparsemodel.sets`).
 """
 
 from __future__ import annotations
@@ -469,7 +469,7 @@ class BoxConstraint(Constraint):
     the target's shape (either may be None: one-sided). A convex side constraint: the projection
     clips, the restricted solves keep their coordinates in the box, and next to ``nnz(...) <= k``
     the projection onto both ranks coordinates by the gain of keeping their clipped value (see
-    ``sparsemodel.compile.sets.Box``)."""
+    ``sparsemodel.sets.side.Box``)."""
 
     kind = "box"
 

@@ -3,7 +3,7 @@
 Nodes know their shape (NumPy broadcasting rules), their source span (when they came from a
 model file), their DCP curvature and sign, how to print themselves, and their numeric
 semantics: ``forward`` (value from the children's values) and ``vjp`` (vector-Jacobian product,
-for reverse-mode gradients). The evaluator in :mod:`sparsemodel.compile.evaluator` orchestrates
+for reverse-mode gradients). The evaluator in :mod:`sparsemodel.objective.evaluator` orchestrates
 these over the tree; solvers never see nodes.
 """
 

@@ -2,7 +2,7 @@
 
 Stable numerics for the softplus pattern, the table of functions a func body may call, the
 sign tests behind the curvature check (the translation of a body to cvxpy lives in
-sparsemodel.compile.cvxpy_lower).
+sparsemodel.lowering.cvxpy_lower).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ variables) are never in R, never selected or swapped out, and optimized in every
 The gradient argmax of line 15 runs over the constrained coordinates outside S(t) (on S(t) and on F
 the gradient of g_R vanishes at the restricted minimizer x(t), so this is the paper's argmax over
 [n]). The restricted solves use the incremental Cholesky factorization of
-:class:`~sparsemodel.compile.scoring.ActiveSet` on least squares (the regularizer is a diagonal on
+:class:`~sparsemodel.lowering.active.ActiveSet` on least squares (the regularizer is a diagonal on
 the Gram matrix: paper 003, Section 6.2.2 encodes it the same way, as identity rows appended to A),
 warm-started Newton otherwise.
 
@@ -81,11 +81,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compile import kernels
-from ..compile.lowered import Clock, LoweredProblem
-from ..compile.scoring import ActiveSet
-from ..compile.sets import top_k
 from ..errors import SolverError
+from ..lowering.active import ActiveSet
+from ..lowering.lowered import LoweredProblem
+from ..numerics.smooth import power_method
+from ..sets.sparsity import top_k
+from ..util import Clock
 from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
 from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
 
@@ -150,7 +151,7 @@ def rho_2_plus(lp: LoweredProblem, starts: int = 3, iters: int = 100) -> float:
     for seed in range(starts):
         rng = np.random.default_rng(seed)
         v0s += [np.ones(nC) + 1e-3 * rng.standard_normal(nC), rng.standard_normal(nC)]
-    return kernels.power_method(hv_C, trunc, v0s, iters=iters)
+    return power_method(hv_C, trunc, v0s, iters=iters)
 
 
 @register

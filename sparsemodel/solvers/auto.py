@@ -12,7 +12,7 @@ candidate swap checked by an exact restricted solve.
    (a point; a path over k passes its neighbour's solution) replaces them: its support, cut to the
    k largest units, seeds one search, filled to k by the units of largest model gain.
 2. **Swap search** (coordinate and group sparsity on composite objectives). At the restricted
-   minimizer x of the current support, :class:`~sparsemodel.compile.scoring.SwapModel` predicts,
+   minimizer x of the current support, :class:`~sparsemodel.lowering.swaps.SwapModel` predicts,
    from the Hessian at x, the change of f for every swap of one selected unit J (coordinate or
    group) against one unselected unit I: the minimum of the Newton model over the support with J
    removed and I added, all other selected units and the free coordinates refitted. On least
@@ -45,8 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compile.lowered import Clock, LoweredProblem
-from ..compile.scoring import ActiveSet, SwapModel
+from ..lowering.active import ActiveSet
+from ..lowering.lowered import LoweredProblem
+from ..lowering.swaps import SwapModel
+from ..util import Clock
 from .base import (
     CONVERGED,
     DIVERGED,

@@ -3,7 +3,7 @@
 A solver is a subclass of :class:`Solver` registered with :func:`register`. It declares the
 constraint kinds it handles (``nnz``, ``nnz_groups``, ``nnz_pairs``, ``rank``, ``eig_box``, ``box``), its
 options with defaults and help, and implements ``run(lp) -> Result`` on a
-:class:`~sparsemodel.compile.lowered.LoweredProblem`: it sees the oracle (``lp.oracle``), the
+:class:`~sparsemodel.lowering.lowered.LoweredProblem`: it sees the oracle (``lp.oracle``), the
 design (``lp.design``) and the constraint set (``lp.set``), never cvxpy or the grammar.
 ``sparsemodel solvers``, ``solver="auto"`` and the error messages all read the same registry.
 """
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..compile.lowered import RESTRICTED_METHODS
 from ..errors import SolverError, UnboundedError
+from ..lowering.restricted import RESTRICTED_METHODS
 from ..util import jsonable, k_text
 
 if TYPE_CHECKING:
-    from ..compile.lowered import LoweredProblem
+    from ..lowering.lowered import LoweredProblem
 
 CONVERGED = "converged"
 MAX_ITER = "max_iter"
@@ -472,7 +472,7 @@ class Solver:
                     )
             return res
         except UnboundedError as exc:  # no minimizer: say so instead of reporting a point as converged
-            from ..compile.lowered import Clock
+            from ..util import Clock
 
             return finish(lp, self, lp.zeros(), UNBOUNDED, 0, Clock(), f=-np.inf, message=exc.message)
 
@@ -707,7 +707,7 @@ def problem_names(problem: Any) -> dict[str, Any]:
 
 def zero_budget(lp: LoweredProblem, solver: Solver) -> Result:
     """Budget 0: the constrained part is zero, the free part is fitted (one restricted solve)."""
-    from ..compile.lowered import Clock
+    from ..util import Clock
 
     clock = Clock()
     method = solver.opts.get("restricted", "auto") if isinstance(solver.opts.get("restricted"), str) else "auto"
@@ -730,7 +730,7 @@ def full_budget(lp: LoweredProblem, solver: Solver) -> Result:
     """The largest bound (every unit may be nonzero: k = the number of coordinates, groups or
     edges, r = min(p, m)): the constraint does nothing, so the answer is one restricted solve over
     every coordinate (box and eigenvalue constraints kept), reported as the solver's result."""
-    from ..compile.lowered import Clock
+    from ..util import Clock
 
     clock = Clock()
     r = lp.restricted_minimize(None, cols=np.arange(lp.n))
@@ -804,3 +804,11 @@ def _into_side_sets(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
     if lp.eigbox is not None and not lp.eigbox.contains(x):
         x, _ = lp.eigbox.project(x)
     return x
+
+
+def require_sparsity(lp: LoweredProblem, solver: str) -> Any:
+    if lp.sparsity is None:
+        raise SolverError(
+            f"{solver} solves sparsity-constrained problems; this problem has no nnz(...) <= k constraint"
+        )
+    return lp.sparsity

@@ -25,7 +25,7 @@ Scoring (option ``scoring``):
 
 * ``exact`` (default): Q_i = min f over F(s) ∪ {i} (the exact decrease after refitting) and
   R_j = min f over F(s) \\ {j} (the exact increase after refitting): the fully corrective scores
-  ``insertion_values`` / ``removal_values`` of :mod:`sparsemodel.compile.scoring`, in its stateful
+  ``insertion_values`` / ``removal_values`` of :mod:`sparsemodel.lowering.active`, in its stateful
   form ``ActiveSet``, which also does every refit: on least squares it updates a Cholesky factor
   of the selected columns as coordinates enter and leave and scores all candidates in closed form
   (measured on the Section 6.1 problem, n=250, p=500, k=50, single-threaded BLAS: 0.035 s against
@@ -47,10 +47,11 @@ from typing import Any
 
 import numpy as np
 
-from ..compile import kernels
-from ..compile.lowered import Clock, LoweredProblem, require_sparsity
-from ..compile.scoring import ActiveSet
 from ..errors import SolverError
+from ..lowering.active import ActiveSet
+from ..lowering.lowered import LoweredProblem
+from ..numerics.newton import newton
+from ..util import Clock
 from .base import (
     CONVERGED,
     DIVERGED,
@@ -63,6 +64,7 @@ from .base import (
     finish,
     initial_point,
     register,
+    require_sparsity,
     restricted_option,
     subproblem13_options,
 )
@@ -202,11 +204,11 @@ class FoBa(Solver):
     def _run_edges(self, lp: LoweredProblem, clock: Clock) -> Result:
         """FoBa on the edges of a precision matrix (the baseline of paper 000, Section 6.3; Jalali
         et al. 2011 for graphs): forward, the edge of the best single-edge exact line search
-        (:class:`~sparsemodel.compile.precision.EdgeMoves`), then the refit (ADMM of Appendix D.2,
+        (:class:`~sparsemodel.objective.precision.EdgeMoves`), then the refit (ADMM of Appendix D.2,
         in the box); backward, while zeroing the cheapest edge raises f by at most nu times the
         gain recorded at that level, remove it and refit. Both scores are Zhang's (``scoring`` does
         not apply: an exact score would be one ADMM per candidate)."""
-        from ..compile.precision import EdgeMoves
+        from ..objective.precision import EdgeMoves
 
         o = self.opts
         check_k(lp, self.name)
@@ -292,7 +294,7 @@ def _line_search_values(lp: LoweredProblem, x: np.ndarray, flat: np.ndarray, blo
         for i in range(len(design.terms)):
             J = design.term_columns(i, cols)
             extra.append(np.ascontiguousarray((J.toarray() if hasattr(J, "toarray") else np.asarray(J)).T))
-        res = kernels.newton(rd, np.zeros((len(cols), 1)), extra=extra, tol=1e-14, max_iter=50)
+        res = newton(rd, np.zeros((len(cols), 1)), extra=extra, tol=1e-14, max_iter=50)
         lp.oracle.charge(grads=res.iterations, ifo=lp.n_samples * res.iterations)
         out[start : start + len(cols)] = res.values
     return out

@@ -23,10 +23,10 @@ GraHTP's step S3 uses, so the relaxation is judged by the likelihood its graph a
 shift when ``box='drop'`` and the model has one). ``Result.extra`` holds lambda, the penalized
 objective and the search path.
 
-Backends. ``numpy`` (default): (G) by the ADMM of :func:`sparsemodel.compile.kernels.admm_logdet`
+Backends. ``numpy`` (default): (G) by the ADMM of :func:`sparsemodel.numerics.logdet.admm_logdet`
 (the splitting of paper 000, Appendix D.2 with soft thresholding in place of the support
 projection; Boyd et al. 2011, Section 6.5), warm-started along the search; its solution has exact
-zeros. ``cvxpy``: (G) built from the model in cvxpy (:mod:`sparsemodel.compile.relax`, kind
+zeros. ``cvxpy``: (G) built from the model in cvxpy (:mod:`sparsemodel.lowering.relax`, kind
 ``glasso``); tests check both give the same minimizer to 1e-6. An edge counts when
 |O_ij| > ``zero_tol`` * max |O_ij| (cvxpy's interior points have no exact zeros).
 """
@@ -38,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from ..compile import kernels
-from ..compile.lowered import Clock, LoweredProblem
-from ..compile.precision import EdgeMoves
 from ..errors import SolverError
+from ..lowering.lowered import LoweredProblem
+from ..numerics.logdet import ADMMResult, admm_logdet, shift_into_box, soft_offdiag_prox
+from ..objective.precision import EdgeMoves
+from ..util import Clock
 from .base import (
     CONVERGED,
     History,
@@ -147,7 +148,7 @@ class GLasso(Solver):
         else:
             x = x_g.copy()
             if lp.eigbox is not None:
-                x[W] = kernels.shift_into_box(O_g, lp.eigbox.alpha, lp.eigbox.beta).ravel()
+                x[W] = shift_into_box(O_g, lp.eigbox.alpha, lp.eigbox.beta).ravel()
             f = lp.oracle.peek(x)
         extra: dict[str, Any] = {
             "lambda": lam,
@@ -169,7 +170,7 @@ class _GlassoADMM:
 
     def __init__(self, S: np.ndarray, alpha: float, beta: float, tol: float, max_iter: int, lp: LoweredProblem):
         self.S, self.alpha, self.beta, self.tol, self.max_iter, self.lp = S, alpha, beta, tol, max_iter, lp
-        self.done: dict[float, kernels.ADMMResult] = {}
+        self.done: dict[float, ADMMResult] = {}
         self.solves = 0
 
     def solve(self, lam: float) -> np.ndarray:
@@ -181,9 +182,9 @@ class _GlassoADMM:
         else:
             prev = self.done[near]
             T0, G0, rho = prev.Theta, prev.Gamma, prev.rho
-        res = kernels.admm_logdet(
+        res = admm_logdet(
             self.S,
-            kernels.soft_offdiag_prox(lam),
+            soft_offdiag_prox(lam),
             self.alpha,
             self.beta,
             rho=rho,

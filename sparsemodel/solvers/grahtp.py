@@ -14,7 +14,7 @@ a relative change ||x(t) - x(t-1)|| / ||x(t-1)|| <= tol (the criterion of Sectio
 Coordinates outside the nnz(...) slice (an intercept, other variables) are never thresholded:
 S2 ranks only the constrained coordinates, S3 always optimizes the free ones.
 
-The same three steps run on any constraint set of :mod:`sparsemodel.compile.sets`: for
+The same three steps run on any constraint set of :mod:`sparsemodel.sets`: for
 ``rank(W) <= r``, S2 is the truncated SVD (the best rank-r approximation), F(t) is its singular
 subspaces, S3 minimizes f over {U C} (the column space of the S2 point; see ``LowRank``), and the
 stopping rule F(t) = F(t-1) compares column spaces.
@@ -62,8 +62,9 @@ from typing import Any
 
 import numpy as np
 
-from ..compile.lowered import Clock, LoweredProblem
 from ..errors import SolverError
+from ..lowering.lowered import LoweredProblem
+from ..util import Clock
 from .base import (
     CONVERGED,
     DIVERGED,

@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compile.lowered import Clock, LoweredProblem, require_sparsity
+from ..lowering.lowered import LoweredProblem
+from ..util import Clock
 from .base import (
     CONVERGED,
     DIVERGED,
@@ -62,6 +63,7 @@ from .base import (
     finish,
     initial_point,
     register,
+    require_sparsity,
     restricted_option,
     subproblem13_options,
 )

@@ -4,7 +4,7 @@ forward selection by exact decrease (the FBS baseline of paper 000, Section 3.2)
 All four keep a support S (positions into the constrained coordinates C) and the restricted
 minimizer x(S) = argmin { f(x) : supp_C(x) within S }, with the free coordinates F (intercepts,
 other variables) optimized in every restricted solve and never selected, counted or removed. The
-restricted solves go through :class:`~sparsemodel.compile.scoring.ActiveSet`: on least squares a
+restricted solves go through :class:`~sparsemodel.lowering.active.ActiveSet`: on least squares a
 Cholesky factorization of the selected columns of the stacked weighted design is updated when a
 column enters or leaves; on other losses the lowered problem's Newton / L-BFGS solve is warm started
 from the previous iterate (the new coordinate at 0).
@@ -15,7 +15,7 @@ from the previous iterate (the new coordinate at 0).
   out, re-solve, stop at the first swap that does not lower f (returning the last iterate before it).
 * ``els`` (Algorithm 4): j = argmin_{j in S} x_j^2 out, and in the i whose insertion gives the lowest
   exact value min { f(x) : supp(x) within S ∪ {i} \\ {j} } (scored by
-  :func:`~sparsemodel.compile.scoring.insertion_values`); stop when that swap does not lower f, or
+  :func:`~sparsemodel.lowering.active.insertion_values`); stop when that swap does not lower f, or
   after T = ``max_iter`` iterations.
 * ``forward``: s times, add the i whose insertion gives the lowest exact value
   min { f(x) : supp(x) within S ∪ {i} } (orthogonal least squares on least squares; the same exact
@@ -39,9 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compile.lowered import Clock, LoweredProblem
-from ..compile.scoring import ActiveSet
 from ..errors import SolverError
+from ..lowering.active import ActiveSet
+from ..lowering.lowered import LoweredProblem
+from ..util import Clock
 from .base import (
     CONVERGED,
     MAX_ITER,
@@ -205,7 +206,7 @@ def edge_forward_path(
     """The steps of :func:`edge_forward`: (x, f, steps). ``growth`` > 0 adds the
     max(1, ceil(growth |F|)) best edges per step (a graph of k edges in about
     log(k) / log(1 + growth) steps; a start of ``auto``)."""
-    from ..compile.precision import EdgeMoves
+    from ..objective.precision import EdgeMoves
 
     moves = EdgeMoves(lp)
     units = np.empty(0, dtype=np.int64)

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compile.lowered import Clock, LoweredProblem
 from ..errors import SolverError
+from ..lowering.lowered import LoweredProblem
+from ..util import Clock
 from .base import (
     CONVERGED,
     DIVERGED,

@@ -9,7 +9,7 @@ Free coordinates F (an intercept, other variables) are optimized but never penal
 thresholded. Box constraints (``w >= 0``, ``lo <= w <= hi``) stay constraints of (1) in both
 backends (coordinate descent clips, cvxpy keeps them as constraints); lambda_max then counts only
 the directions the box allows (with w >= 0, max_j -grad_j f). f is any convex loss of the model; the relaxation is built in cvxpy by
-:mod:`sparsemodel.compile.relax` (``lp.relaxation("l1")``) with lambda a ``cvxpy.Parameter``, so
+:mod:`sparsemodel.lowering.relax` (``lp.relaxation("l1")``) with lambda a ``cvxpy.Parameter``, so
 (1) is compiled once and only re-solved while lambda changes.
 
 Tuning (paper 003, Section 6.3.2: "for each sparsity level we applied binary search on alpha in
@@ -43,7 +43,7 @@ Backends. ``backend="cvxpy"`` solves (1) with cvxpy (Clarabel, then SCS, tight t
 that supports are counted reliably) for any convex loss the model lowers to. For composite
 objectives (elementwise losses of affine maps: least squares, logistic, Huber, ...) the default
 ``backend="auto"`` uses the NumPy proximal-Newton / coordinate-descent solver of
-:mod:`sparsemodel.compile.l1` instead, warm-started along the search: the same minimizer with
+:mod:`sparsemodel.lowering.l1` instead, warm-started along the search: the same minimizer with
 exact zeros, and about 1000 times faster on a logistic LASSO over Caravan (an interior-point
 solve there takes 10-30 s). The paper itself used scikit-learn's coordinate-descent ``Lasso``
 (least squares only); both backends solve the same relaxation (tests check they agree).
@@ -56,10 +56,22 @@ from typing import Any
 
 import numpy as np
 
-from ..compile.l1 import entering
-from ..compile.lowered import Clock, LoweredProblem, require_sparsity
 from ..errors import SolverError
-from .base import CONVERGED, History, Option, Result, Solver, check_k, finish, register, restricted_option
+from ..lowering.l1 import entering
+from ..lowering.lowered import LoweredProblem
+from ..util import Clock
+from .base import (
+    CONVERGED,
+    History,
+    Option,
+    Result,
+    Solver,
+    check_k,
+    finish,
+    register,
+    require_sparsity,
+    restricted_option,
+)
 from .tuning import check_search_options, choose_backend, search_lambda, search_options
 
 
@@ -172,7 +184,7 @@ class Lasso(Solver):
 
 
 class _ProxNewton:
-    """Problem (1) by the NumPy proximal-Newton path (sparsemodel.compile.l1), each lambda warm-
+    """Problem (1) by the NumPy proximal-Newton path (sparsemodel.lowering.l1), each lambda warm-
     started from the solution at the nearest lambda solved so far."""
 
     def __init__(self, lp: LoweredProblem, x_free: np.ndarray):
@@ -182,7 +194,7 @@ class _ProxNewton:
         self.solves = 0
 
     def solve(self, lam: float) -> np.ndarray:
-        from ..compile.l1 import l1_minimize
+        from ..lowering.l1 import l1_minimize
 
         self.solves += 1
         near = min(self.done, key=lambda m: abs(math.log(m / lam)), default=None)

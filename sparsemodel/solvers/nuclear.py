@@ -27,10 +27,10 @@ objective f(x_nuc) and the penalized objective beside it. ``debias=false`` retur
 solution itself.
 
 Backends. ``cvxpy`` builds (N) with ``cvxpy.normNuc`` once, lambda a Parameter
-(``lp.relaxation("nuclear")``, :mod:`sparsemodel.compile.relax`); an interior-point solve is slow
+(``lp.relaxation("nuclear")``, :mod:`sparsemodel.lowering.relax`); an interior-point solve is slow
 (about 100 s at W 100 x 30 with 500 samples on this project's machine). ``numpy`` (the default for
 composite objectives, ``backend="auto"``) solves the same problem by accelerated proximal
-gradient with singular value thresholding (:func:`sparsemodel.compile.kernels.fista`), warm-started
+gradient with singular value thresholding (:func:`sparsemodel.numerics.proximal.fista`), warm-started
 along the search; tests check both backends reach the same minimizer.
 """
 
@@ -41,10 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from ..compile import kernels
-from ..compile.lowered import Clock, LoweredProblem
-from ..compile.sets import LowRank
 from ..errors import SolverError
+from ..lowering.lowered import LoweredProblem
+from ..numerics.proximal import fista, svt
+from ..sets.lowrank import LowRank
+from ..util import Clock
 from .base import CONVERGED, History, Option, Result, Solver, check_budget, finish, register, restricted_option
 from .tuning import check_search_options, choose_backend, search_lambda, search_options
 
@@ -160,12 +161,12 @@ class _Fista:
 
         def prox(z: np.ndarray, t: float) -> np.ndarray:
             out = z.copy()
-            out[s.W] = kernels.svt(z[s.W].reshape(s.shape), t * lam).ravel()
+            out[s.W] = svt(z[s.W].reshape(s.shape), t * lam).ravel()
             return out
 
         def pen(x: np.ndarray) -> float:
             return lam * float(np.linalg.svd(x[s.W].reshape(s.shape), compute_uv=False).sum())
 
-        res = kernels.fista(vg, prox, pen, x0, self.L, tol=self.tol)
+        res = fista(vg, prox, pen, x0, self.L, tol=self.tol)
         self.done[lam] = res.x
         return res.x.copy()

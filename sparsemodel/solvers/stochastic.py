@@ -54,8 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from ..compile.lowered import Clock, LoweredProblem
 from ..errors import SolverError
+from ..lowering.lowered import LoweredProblem
+from ..util import Clock
 from .base import (
     CONVERGED,
     DIVERGED,
@@ -336,12 +337,12 @@ def restricted_convexity(lp: LoweredProblem, L: float) -> float:
     """rho_s: the smallest eigenvalue of the Hessian (bound) over 2k-unit directions, estimated as
     L - lambda_max(L I - H) by the truncated power method (the kernel of lp.smoothness), floored
     at 1e-6 L (a problem without restricted strong convexity gets a large kappa)."""
-    from ..compile import kernels
+    from ..numerics.smooth import power_method
 
     hv = lp.hessian_operator()
     trunc = lp.truncation(lp.power_budget(2 * lp.set.k) if lp.set is not None else None)
     rng = np.random.default_rng(0)
-    top = kernels.power_method(lambda v: L * v - hv(v), trunc, [np.ones(lp.n), rng.standard_normal(lp.n)])
+    top = power_method(lambda v: L * v - hv(v), trunc, [np.ones(lp.n), rng.standard_normal(lp.n)])
     return max(L - top, 1e-6 * L)
 
 

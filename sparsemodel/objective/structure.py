@@ -7,7 +7,7 @@ Many objectives in this field have the form
 (least squares, logistic, Poisson and Huber regression, ridge terms; ``quad_form(a, P)`` becomes
 ``||R a||^2`` with R'R = P; ``logsumexp(Z, axis=1)``, the softmax loss, is a *row-wise* phi with one
 value per row of Z). :func:`decompose` finds that form in the expression tree (or returns None, and
-the general L-BFGS path is used); :class:`~sparsemodel.compile.design.Design` turns it into the
+the general L-BFGS path is used); :class:`~sparsemodel.objective.design.Design` turns it into the
 data interface the kernels use. :func:`jacobian_columns` extracts the columns ``A[:, S]`` of any
 affine expression by batched forward mode (the fallback for affine maps without a canonical block
 form), keeping selections of variable coordinates sparse so that ``X @ w`` costs a column gather.

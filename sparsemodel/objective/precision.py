@@ -5,8 +5,8 @@ Section 5.3):
 
 written ``-logdet(O) + trace(S @ O)`` (or ``trace(O @ S)``, ``sum(S * O)``), times a positive
 constant. :func:`logdet_form` finds S; the restricted problem (13) on a support and an eigenvalue
-box is then solved by covsel, a barrier Newton method (:func:`sparsemodel.compile.kernels.logdet_box_newton`)
-or the ADMM of Appendix D.2 (:func:`sparsemodel.compile.kernels.admm_logdet`),
+box is then solved by covsel, a barrier Newton method (:func:`sparsemodel.numerics.logdet.logdet_box_newton`)
+or the ADMM of Appendix D.2 (:func:`sparsemodel.numerics.logdet.admm_logdet`),
 the graphical LASSO by the same ADMM with soft thresholding, and single-edge line searches
 (:func:`edge_gains`) in closed form.
 """

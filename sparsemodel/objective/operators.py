@@ -25,7 +25,7 @@ class DataOperator:
     """A data matrix ``A`` (dense or sparse) with the operations solvers need.
 
     ``DataOperator(A)`` with a dask array ``A`` builds the chunked implementation,
-    :class:`~sparsemodel.compile.chunked.DaskOperator` (same interface; dask imported only then)."""
+    :class:`~sparsemodel.objective.chunked.DaskOperator` (same interface; dask imported only then)."""
 
     chunked = False  # the data lives in row blocks (a dask array): each product is a pass over them
 

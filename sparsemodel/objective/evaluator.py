@@ -5,7 +5,7 @@ visits the tree once forward (values) and once backward (vector-Jacobian product
 keep the hot loops cheap:
 
 * ``data @ v`` where ``v`` is a variable (or a slice of one) goes through
-  :class:`~sparsemodel.compile.linop.DataOperator`, which multiplies only the columns where the
+  :class:`~sparsemodel.objective.operators.DataOperator`, which multiplies only the columns where the
   iterate is nonzero;
 * a restricted gradient (``coords=``) asks such products for only the needed columns of
   ``data' @ g``, so a restricted solve on s coordinates costs O(n s), not O(n p).
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..model.expr import Data, Expr, Index, MatMul, Variable, dense
-from .linop import DataOperator
+from .operators import DataOperator
 
 
 class Layout:

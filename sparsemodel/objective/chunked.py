@@ -1,6 +1,6 @@
 """The chunked implementation of the data interface: a dask array split into row blocks.
 
-:class:`DaskOperator` offers what :class:`~sparsemodel.compile.linop.DataOperator` offers (the
+:class:`DaskOperator` offers what :class:`~sparsemodel.objective.operators.DataOperator` offers (the
 design, the kernels and the solvers cannot tell them apart) for a matrix held as a dask array:
 in the memory of the machine, on its disk (``.npy`` row blocks, Zarr, HDF5: read block by block,
 never all at once), or in the memory of a cluster's workers.
@@ -32,7 +32,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .linop import DataOperator, _dense_row_top_sq, is_dask_array
+from .operators import DataOperator, _dense_row_top_sq, is_dask_array
 
 FAN_IN = 8  # partial sums combined per task of the tree reduction
 BLOCK_BYTES = 128 * 2**20  # target size of a row block when the matrix must be re-chunked

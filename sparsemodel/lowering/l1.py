@@ -5,7 +5,7 @@ an interior-point solve of a logistic LASSO on Caravan (5822 x 85) takes 10-30 s
 tens of milliseconds and returns exact zeros. It is proximal Newton (Lee, Sun & Saunders 2014)
 with the exact Hessian of the composite form, each quadratic model minimized by cyclic coordinate
 descent with soft thresholding (as in glmnet / newGLMNET): the ``l1`` option of the one Newton
-kernel, :func:`sparsemodel.compile.kernels.newton`. It runs on a working set of coordinates that
+kernel, :func:`sparsemodel.numerics.newton.newton`. It runs on a working set of coordinates that
 grows until the optimality conditions |grad_j f(x)| <= lam hold on every coordinate of C outside
 it. Free coordinates F (intercepts) are in every working set and never penalized. A box
 (``w >= 0``, ``lo <= w <= hi``, ``lp.box``) is kept exactly: coordinate descent clips each
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import kernels
-from .kernels import cd_quadratic_l1, kkt_residual
+from ..numerics.newton import newton
+from ..numerics.proximal import cd_quadratic_l1, kkt_residual
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -60,7 +60,7 @@ def l1_minimize(
         counters["outer"] += 1
         cols = np.union1d(np.fromiter(working, dtype=np.int64, count=len(working)), F)
         rd = design.reduced(cols, dense_cols=True)
-        res = kernels.newton(
+        res = newton(
             rd,
             x[cols][None, :],
             l1=pen_full[cols],

@@ -20,9 +20,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError, SolverError
+from ..objective.evaluator import Layout
+from ..sets.base import ConstraintSet
+from ..sets.lowrank import LowRank
+from ..sets.side import Box, EigBox
+from ..sets.sparsity import CoordinateSparsity
 from .cvxpy_lower import box_constraints, lower_expr, solve_cvxpy
-from .evaluator import Layout
-from .sets import Box, ConstraintSet, CoordinateSparsity, EigBox, LowRank
 
 RELAXATIONS = ("l1", "nuclear", "glasso")
 

@@ -5,7 +5,7 @@ arguments (the cvxpy way: ``CANON_METHODS``). :func:`lower_expr` walks an expres
 The variables of the problem become one cvxpy vector ``u`` over a chosen set of flat coordinates
 (all others fixed at zero), so the same lowering serves a whole problem, a problem restricted to a
 support (:func:`restricted_cvxpy`, the reference for the NumPy restricted solves) and the convex
-relaxations of :mod:`sparsemodel.compile.relax`. Solvers never import cvxpy: they go through here.
+relaxations of :mod:`sparsemodel.lowering.relax`. Solvers never import cvxpy: they go through here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..errors import ModelError, SolverError, Span
 from ..model import atoms as A
 from ..model.expr import Add, Div, Expr, Index, MatMul, Mul, Neg, Sub, Transpose, Variable, dense
 from ..model.userfunc import UserFunc
-from .evaluator import Layout
+from ..objective.evaluator import Layout
 
 if TYPE_CHECKING:
     import sympy

@@ -1,0 +1,208 @@
+"""The lowered problem: the only thing a solver sees.
+
+``LoweredProblem`` turns a :class:`~sparsemodel.model.problem.Problem` into
+
+* ``layout`` -- every variable in one flat vector x;
+* ``oracle`` -- value, gradient, Hessian-vector products and the run's counters
+  (:mod:`~sparsemodel.objective.oracle`; a fresh one per run, see :meth:`LoweredProblem.fresh`);
+* ``design`` -- the composite form of the objective when it has one (:mod:`~.design`): the data
+  behind one interface, columns for any subspace, rows for any sample subset;
+* ``set`` -- the constraint set that carries the bound and is projected onto by hard
+  thresholding (:mod:`~.sets`: coordinate sparsity or low rank), and ``side`` -- convex
+  constraints kept inside restricted solves (the eigenvalue box);
+* ``restricted_minimize(state)`` -- min f over the subspace of a state (step S3 of GraHTP, the
+  inner solve of OMP/OMPR/ELS/ARHT), by the kernels of :mod:`~.kernels`;
+* ``smoothness`` / ``mean_curvature`` -- the restricted smoothness estimates used for step sizes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConstraintError
+from ..objective.design import Design
+from ..objective.evaluator import Evaluator, Layout
+from ..objective.oracle import Oracle
+from ..objective.precision import LogdetForm, logdet_form
+from ..objective.structure import decompose
+from ..sets.base import ConstraintSet
+from ..sets.registry import build_set
+from ..sets.side import Box, EigBox
+from ..sets.sparsity import CoordinateSparsity
+from .constants import StepConstants
+from .guards import Guards
+from .lowrank_solve import LowRankSolves
+from .precision_solve import ADMM_DEFAULTS, PrecisionSolves
+from .restricted import RestrictedSolves
+
+if TYPE_CHECKING:
+    from ..model.problem import Problem
+
+
+class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConstants, Guards):
+    """A problem as functions of the flat vector x, for solvers."""
+
+    def __init__(self, problem: Problem, budget: int | None = None):
+        self.problem = problem
+        self.layout = Layout(problem.variables)
+        self.n = self.layout.n
+        self.objective = problem.objective.expr
+        self.ev = Evaluator(self.objective, self.layout)
+        comp = decompose(self.objective, self.layout)
+        self.design: Design | None = Design(comp, self.layout) if comp is not None else None
+        self.oracle = Oracle(self.ev, self.design, self.layout)
+        # the Gaussian log-likelihood c (-logdet(O) + <S, O>) of a precision matrix (paper 000, 5.3)
+        self.precision: LogdetForm | None = logdet_form(self.objective, problem.variables)
+        S = self.precision.S if self.precision is not None else None
+        sets = [build_set(c, self.layout, S) for c in problem.constraints]
+        # every coordinate box (w >= 0, lo <= w <= hi) is one Box: their intersection
+        self.box: Box | None = None
+        for b in [s for s in sets if isinstance(s, Box)]:
+            self.box = b if self.box is None else self.box.merge(b)
+        sets = [s for s in sets if not isinstance(s, Box)] + ([self.box] if self.box is not None else [])
+        thresh = [s for s in sets if s.thresholds]
+        if len(thresh) > 1:
+            raise ConstraintError(
+                f"{len(thresh)} sparsity or rank constraints ({'; '.join(str(s.constraint) for s in thresh)}); "
+                "one per problem is supported",
+                thresh[1].span,
+                "combine them into one nnz(...) over a single variable, or use groups=",
+            )
+        self.set: ConstraintSet | None = thresh[0] if thresh else None
+        self.side: list[ConstraintSet] = [s for s in sets if not s.thresholds]
+        if self.box is not None and self.set is not None:
+            if not isinstance(self.set, CoordinateSparsity):
+                raise ConstraintError(
+                    f"{self.box.constraint} together with {self.set.constraint}: box constraints combine with "
+                    "nnz(...) <= k, not with rank constraints",
+                    self.box.span,
+                    "drop the bounds, or constrain the sparsity instead of the rank",
+                )
+            self.set = self.set.with_box(self.box)
+        if budget is not None:
+            if self.set is None:
+                raise ConstraintError(
+                    f"a bound ({budget}) was given but the problem has no nnz(...) <= k or rank(W) <= r constraint"
+                )
+            self.set = self.set.with_budget(budget)
+        eig = [s for s in self.side if isinstance(s, EigBox)]
+        if len(eig) > 1:
+            raise ConstraintError(
+                f"two eigenvalue boxes ({eig[0].constraint}; {eig[1].constraint}); write one: alpha <= eig(O) <= beta",
+                eig[1].span,
+            )
+        self.eigbox: EigBox | None = eig[0] if eig else None
+        if self.eigbox is not None:
+            self._check_eigbox()
+        self.kinds = {c.kind for c in problem.constraints}
+        self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
+        self.admm_options: dict[str, Any] = dict(ADMM_DEFAULTS)  # a solver's admm_* options (set per run)
+        self._lowrank_cache: dict[Any, Any] = {}
+        self._free_cache: dict[bytes, Any] = {}  # (grad f(0), H[:, free]) of a quadratic objective
+        self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
+        self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
+        self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
+        self.progress: Any = None  # a callable(iteration, f) the solvers' History reports to
+
+    # ------------------------------------------------------------------ copies
+    def fresh(self) -> LoweredProblem:
+        """A copy for one run: its own oracle (zeroed counters); data, design and caches shared."""
+        lp = copy.copy(self)
+        lp.oracle = self.oracle.fresh()
+        lp._admm_warm = {}
+        lp.admm_options = dict(ADMM_DEFAULTS)
+        return lp
+
+    def _check_eigbox(self) -> None:
+        """An eigenvalue box needs the diagonal free: a matrix with eigenvalues >= alpha > 0 has a
+        positive diagonal, so a sparsity bound that may zero diagonal entries admits no matrix in
+        the box on most supports."""
+        box, s = self.eigbox, self.set
+        if s is None or s.variable is not box.variable or box.alpha <= 0:
+            return
+        p = box.shape[0]
+        diag = box.W[np.arange(p) * (p + 1)]
+        if np.isin(diag, s.coords).any():
+            raise ConstraintError(
+                f"{s.constraint} counts the diagonal of {box.variable.name}, but {box.constraint} needs every "
+                f"diagonal entry positive (eigenvalues >= {box.alpha:g}): supports without the whole diagonal "
+                "contain no matrix in the box",
+                s.span,
+                f"bound the off-diagonal only: nnz(offdiag({box.variable.name})) <= 2 * k",
+            )
+
+    def with_budget(self, budget: int) -> LoweredProblem:
+        lp = self.fresh()
+        if self.set is None:
+            raise ConstraintError(f"a bound ({budget}) was given but the problem has no bounded constraint")
+        lp.set = self.set.with_budget(budget)
+        return lp
+
+    def with_set(self, s: ConstraintSet) -> LoweredProblem:
+        lp = copy.copy(self)
+        lp.set = s
+        return lp
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def sparsity(self) -> CoordinateSparsity | None:
+        """The coordinate-sparsity set, when the problem's set is one (None otherwise)."""
+        return self.set if isinstance(self.set, CoordinateSparsity) else None
+
+    @property
+    def budget(self) -> int | None:
+        return self.set.budget if self.set is not None else None
+
+    @property
+    def n_samples(self) -> int:
+        return self.oracle.n_samples
+
+    @property
+    def structure(self) -> str:
+        if self.precision is not None:
+            return (
+                f"Gaussian log-likelihood of the precision matrix {self.precision.var.name} "
+                "(-logdet + trace(S @ .); restricted solves (13): covsel, and where the eigenvalue box is active "
+                "barrier Newton (small supports) or the ADMM of paper 000, Appendix D.2)"
+            )
+        if self.design is not None:
+            return self.design.describe()
+        return "general smooth objective (L-BFGS restricted solves)"
+
+    @property
+    def primary(self):
+        for s in [self.set] + self.side:
+            if s is not None:
+                return s.variable
+        return self.layout.variables[0]
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.n)
+
+    def f(self, x: np.ndarray) -> float:
+        return self.oracle.f(x)
+
+    def value_and_grad(self, x: np.ndarray, coords: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        return self.oracle.value_and_grad(x, coords)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        return self.oracle.grad(x)
+
+    def ifo(self) -> int:
+        return self.oracle.ifo
+
+    def unpack(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        return self.layout.unpack(x)
+
+    # ------------------------------------------------------------------ relaxations
+    def relaxation(self, kind: str, solver: str = "auto", eigbox: bool = True) -> Any:
+        """The convex relaxation ``kind`` ('l1', 'nuclear', 'glasso') of this problem, built in cvxpy
+        (:mod:`sparsemodel.lowering.relax`); ``solve(lam)`` returns the flat x. ``eigbox=False``
+        drops the eigenvalue box from the relaxation."""
+        from .relax import Relaxation
+
+        eb = self.eigbox if eigbox else None
+        return Relaxation(self.objective, self.layout, self.set, kind, solver, box=self.box, eigbox=eb)

@@ -1,0 +1,1 @@
+"""Numerical kernels: they take arrays, operators and reduced designs, never a lowered problem."""

@@ -1,0 +1,543 @@
+"""Affine maps of the flat vector x: the A_t x + b_t inside every term of a composite objective.
+
+An :class:`AffineMap` is a sum of :class:`Block` s, each ``scale * (D @ x[view])`` over a
+:class:`~sparsemodel.objective.operators.DataOperator` (no copy of the user's data) or a plain view
+of x; :func:`linearize` builds it from a model expression, :func:`affine_map` falls back to an
+:class:`ExprMap` (products through the evaluator) when an expression is affine but not of that
+form. A map gives values, transposed products (one or many cotangents), Jacobian columns, row
+subsets (mini-batches, folds) and low-rank reductions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..model.expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Sub, Variable, dense, unbroadcast
+from .evaluator import Evaluator, Layout
+from .operators import DataOperator
+from .structure import jacobian_columns
+
+
+class NotCanonical(Exception):
+    """The affine expression has no canonical block form (use ExprMap)."""
+
+
+class Block:
+    """One summand ``scale * broadcast(native(x))`` of an affine map of shape ``shape``.
+
+    ``native(x)`` is ``x[coords].reshape(vshape)`` (``op`` None), ``op @ x[coords]`` for a vector
+    view (an (n,) result, or a scalar when ``op`` came from a data vector), or ``op @ X`` with
+    ``X = x[coords].reshape(q, m)`` (an (n, m) result); ``right`` (a dense (r, m) array, for
+    matrix views) multiplies the result on the right (the row-space subspaces W = B V' of a
+    low-rank set). ``scale`` is a float or an array of the map's shape.
+    """
+
+    def __init__(
+        self,
+        coords: np.ndarray,
+        vshape: tuple[int, ...],
+        op: DataOperator | None,
+        shape: tuple[int, ...],
+        scale: Any = 1.0,
+        scalar_out: bool = False,
+        right: np.ndarray | None = None,
+    ):
+        self.coords = np.asarray(coords, dtype=np.int64)
+        self.vshape = tuple(vshape)
+        self.op = op
+        self.scalar_out = scalar_out
+        self.right = right
+        if op is None:
+            self.nshape = self.vshape
+        elif scalar_out:
+            self.nshape = ()
+        else:
+            self.nshape = (op.shape[0],) + self.vshape[1:]
+        if right is not None:
+            self.nshape = (self.nshape[0], right.shape[1])
+        self.shape = tuple(shape)
+        self.scale = scale if np.ndim(scale) == 0 else np.broadcast_to(np.asarray(scale, dtype=float), self.shape)
+        self._inv: np.ndarray | None = None
+
+    # ---- evaluation
+    def native(self, x: np.ndarray) -> np.ndarray:
+        v = x[self.coords]
+        if self.op is None:
+            out = v.reshape(self.vshape)
+        elif len(self.vshape) == 1:
+            r = self.op.matvec(v)
+            return r.reshape(()) if self.scalar_out else r
+        else:
+            out = self.op.matmat(v.reshape(self.vshape))
+        return out @ self.right if self.right is not None else out
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        v = self.native(x)
+        if v.shape != self.shape:
+            v = np.broadcast_to(v, self.shape)
+        return v * self.scale
+
+    def vjp(self, cot: np.ndarray, out: np.ndarray, want: np.ndarray | None = None) -> None:
+        """out[coords] += (d value / d x[coords])' cot; with ``want`` (a boolean mask over x) only
+        those coordinates need to be right (the others may be skipped)."""
+        t = cot * self.scale if not (np.ndim(self.scale) == 0 and self.scale == 1.0) else cot
+        t = unbroadcast(t, self.nshape)
+        if self.right is not None:
+            t = t @ self.right.T
+        if self.op is None:
+            out[self.coords] += np.asarray(t, dtype=float).ravel()
+            return
+        if len(self.vshape) == 1:
+            y = np.atleast_1d(t).reshape(self.op.shape[0])
+            if want is not None:
+                sel = np.flatnonzero(want[self.coords])
+                if len(sel) < len(self.coords):
+                    if sel.size:
+                        out[self.coords[sel]] += self.op.rmatvec(y, sel)
+                    return
+            out[self.coords] += self.op.rmatvec(y)
+            return
+        out[self.coords] += np.asarray(self.op.rmatvec(t)).ravel()
+
+    # ---- columns of the Jacobian
+    def local(self, n: int) -> np.ndarray:
+        if self._inv is None or len(self._inv) != n:
+            inv = np.full(n, -1, dtype=np.int64)
+            inv[self.coords] = np.arange(len(self.coords))
+            self._inv = inv
+        return self._inv
+
+    def columns(self, cols: np.ndarray, n: int) -> Any:
+        """The Jacobian columns ``cols`` (flat coordinates) of this block: a (size, len(cols))
+        matrix, dense or sparse, zero for columns the block does not read."""
+        size = int(np.prod(self.shape, dtype=np.int64))
+        loc = self.local(n)[cols]
+        hits = np.flatnonzero(loc >= 0)
+        if hits.size == 0:
+            return None
+        if self.right is not None:  # probe: apply the block to each unit direction
+            out = np.zeros((size, len(cols)))
+            e = np.zeros(n)
+            for h in hits:
+                e[cols[h]] = 1.0
+                out[:, h] = self.value(e).reshape(-1)
+                e[cols[h]] = 0.0
+            return out
+        scale_full = None if np.ndim(self.scale) == 0 else np.asarray(self.scale).reshape(-1)
+        s0 = float(self.scale) if np.ndim(self.scale) == 0 else None
+        if self.op is not None and len(self.vshape) == 1 and not self.scalar_out and self.nshape == self.shape:
+            D = self.op.columns(loc[hits], keep_sparse=True)
+            if sp.issparse(D):
+                D = sp.diags(scale_full) @ D if scale_full is not None else D * s0
+                D = D.tocsc()
+                if hits.size == len(cols):
+                    return D
+                return _place_sparse(D, hits, len(cols), size)
+            D = D * (scale_full[:, None] if scale_full is not None else s0)
+            if hits.size == len(cols):
+                return D
+            out = np.zeros((size, len(cols)))
+            out[:, hits] = D
+            return out
+        rows_list, cols_list, vals_list = [], [], []
+        if self.op is None:
+            # broadcast of a view: entry e of the output reads view position idx[e]
+            idx = np.broadcast_to(np.arange(int(np.prod(self.vshape, dtype=np.int64))).reshape(self.vshape), self.shape)
+            idx = idx.ravel()
+            order = np.argsort(idx, kind="stable")
+            starts = np.searchsorted(idx[order], np.arange(len(self.coords) + 1))
+            for h in hits:
+                lo, hi = starts[loc[h]], starts[loc[h] + 1]
+                r = order[lo:hi]
+                rows_list.append(r)
+                cols_list.append(np.full(len(r), h))
+                vals_list.append(scale_full[r] if scale_full is not None else np.full(len(r), s0))
+        elif self.scalar_out:
+            a = self.op.columns(loc[hits]).reshape(-1)  # (1, h) -> (h,)
+            for j, h in enumerate(hits):
+                r = np.arange(size)
+                rows_list.append(r)
+                cols_list.append(np.full(size, h))
+                vals_list.append(a[j] * (scale_full if scale_full is not None else np.full(size, s0)))
+        elif len(self.vshape) == 2 and self.shape == self.nshape:
+            q, m = self.vshape
+            a_idx, b_idx = np.divmod(loc[hits], m)
+            Dc = self.op.columns(a_idx, keep_sparse=True)
+            Dc = Dc.tocoo() if sp.issparse(Dc) else sp.coo_matrix(Dc)
+            r = Dc.row * m + b_idx[Dc.col]
+            v = Dc.data * (scale_full[r] if scale_full is not None else s0)
+            rows_list.append(r)
+            cols_list.append(hits[Dc.col])
+            vals_list.append(v)
+        else:
+            raise NotCanonical
+        if not rows_list:
+            return None
+        return sp.csc_matrix(
+            (np.concatenate(vals_list), (np.concatenate(rows_list), np.concatenate(cols_list))),
+            shape=(size, len(cols)),
+        )
+
+    # ---- row subsets
+    def rows(self, rows: np.ndarray, new_shape: tuple[int, ...]) -> Block:
+        scale = self.scale if np.ndim(self.scale) == 0 else np.asarray(self.scale)[rows]
+        if self.op is not None and not self.scalar_out:
+            return Block(self.coords, self.vshape, self.op.rows(rows), new_shape, scale, right=self.right)
+        if self.op is None and len(self.nshape) == len(self.shape) and self.nshape[0] == self.shape[0] > 1:
+            c = self.coords.reshape(self.vshape)[rows].ravel()
+            return Block(c, (len(rows),) + self.vshape[1:], None, new_shape, scale, right=self.right)
+        return Block(self.coords, self.vshape, self.op, new_shape, scale, self.scalar_out, self.right)
+
+    def scaled(self, k: Any, shape: tuple[int, ...]) -> Block:
+        if np.ndim(k) == 0 and np.ndim(self.scale) == 0 and shape == self.shape:
+            return Block(
+                self.coords, self.vshape, self.op, shape, float(self.scale) * float(k), self.scalar_out, self.right
+            )
+        s = np.broadcast_to(self.scale, self.shape) * np.asarray(k, dtype=float)
+        return Block(self.coords, self.vshape, self.op, shape, np.broadcast_to(s, shape), self.scalar_out, self.right)
+
+    def remapped(self, where: np.ndarray) -> Block:
+        return Block(where[self.coords], self.vshape, self.op, self.shape, self.scale, self.scalar_out, self.right)
+
+
+def _read_coords(m: Any, n: int) -> np.ndarray:
+    """The coordinates an affine map reads (all of them for a map without blocks)."""
+    blocks = getattr(m, "blocks", None)
+    if blocks is None:
+        return np.arange(n)
+    return np.unique(np.concatenate([b.coords for b in blocks])) if blocks else np.zeros(0, dtype=np.int64)
+
+
+def _operator_blocks(m: Any, n: int) -> list[tuple[Block, Any]]:
+    """The blocks of an affine map that read a data operator through a vector view (``X @ w``,
+    whose Jacobian columns are the operator's columns times the scale), each with its squared
+    scale, when every coordinate such a block reads is read by no other block (so squares of the
+    Jacobian's entries split by block); [] otherwise or for chunked operators."""
+    blocks = getattr(m, "blocks", None)
+    if not blocks:
+        return []
+    out = [
+        b
+        for b in blocks
+        if b.op is not None
+        and not b.op.chunked
+        and len(b.vshape) == 1
+        and not b.scalar_out
+        and b.right is None
+        and b.nshape == m.shape
+    ]
+    if not out:
+        return []
+    seen = np.zeros(n, dtype=np.int64)
+    for b in blocks:
+        seen[b.coords] += 1
+    if any(np.any(seen[b.coords] > 1) for b in out):
+        return []
+    return [(b, np.asarray(b.scale).reshape(-1) ** 2 if np.ndim(b.scale) else float(b.scale) ** 2) for b in out]
+
+
+def _place_sparse(D: sp.csc_matrix, hits: np.ndarray, ncols: int, size: int) -> sp.csc_matrix:
+    coo = D.tocoo()
+    return sp.csc_matrix((coo.data, (coo.row, hits[coo.col])), shape=(size, ncols))
+
+
+class AffineMap:
+    """``x -> sum(blocks) + b`` of shape ``shape`` (see :class:`Block`)."""
+
+    canonical = True
+
+    def __init__(self, blocks: list[Block], b: np.ndarray, shape: tuple[int, ...], n: int):
+        self.blocks = blocks
+        self.shape = tuple(shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        b = np.asarray(b, dtype=float)
+        if b.ndim == 1 and b.size == self.size and self.shape != b.shape:
+            b = b.reshape(self.shape)  # already flattened
+        self.b = np.broadcast_to(b, self.shape).reshape(-1).copy()
+        self.n = n
+
+    @property
+    def n_rows(self) -> int | None:
+        return self.shape[0] if self.shape else None
+
+    def reads_data(self) -> bool:
+        return any(b.op is not None for b in self.blocks)
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        """A x + b, flattened."""
+        out = self.b.copy()
+        for blk in self.blocks:
+            out += blk.value(x).reshape(-1)
+        return out
+
+    def vjp(self, cot: np.ndarray, coords: np.ndarray | None = None) -> np.ndarray:
+        """A' cot as a flat vector of length n (only ``coords`` guaranteed with coords given)."""
+        out = np.zeros(self.n)
+        want = None
+        if coords is not None:
+            want = np.zeros(self.n, dtype=bool)
+            want[coords] = True
+        c = np.asarray(cot, dtype=float).reshape(self.shape)
+        for blk in self.blocks:
+            blk.vjp(c, out, want)
+        return out
+
+    def vjp_columns(self, C: np.ndarray) -> np.ndarray:
+        """A' C for a (size, c) matrix of cotangents, as an (n, c) array: one transposed product
+        with the data for blocks that read a data operator through a vector view (X @ w), one
+        :meth:`Block.vjp` per column for the others."""
+        C = np.asarray(C, dtype=float).reshape(self.size, -1)
+        out = np.zeros((self.n, C.shape[1]))
+        for blk in self.blocks:
+            if (
+                blk.op is not None
+                and len(blk.vshape) == 1
+                and not blk.scalar_out
+                and blk.right is None
+                and blk.nshape == self.shape
+            ):
+                S = C * (np.asarray(blk.scale).reshape(-1)[:, None] if np.ndim(blk.scale) else float(blk.scale))
+                out[blk.coords] += np.asarray(blk.op.rmatvec(S)).reshape(len(blk.coords), -1)
+                continue
+            for j in range(C.shape[1]):
+                blk.vjp(C[:, j].reshape(self.shape), out[:, j])
+        return out
+
+    def columns(self, cols: np.ndarray) -> Any:
+        cols = np.asarray(cols, dtype=np.int64)
+        acc: Any = None
+        for blk in self.blocks:
+            M = blk.columns(cols, self.n)
+            if M is None:
+                continue
+            if acc is None:
+                acc = M
+            elif sp.issparse(acc) and sp.issparse(M):
+                acc = acc + M
+            elif sp.issparse(acc) or sp.issparse(M):  # one block is dense: so is the sum
+                acc = (acc.toarray() if sp.issparse(acc) else acc) + (M.toarray() if sp.issparse(M) else M)
+            else:
+                acc = acc + M
+        if acc is None:
+            return sp.csc_matrix((self.size, len(cols)))
+        return acc
+
+    def rows(self, rows: np.ndarray) -> AffineMap:
+        rows = np.asarray(rows, dtype=np.int64)
+        new_shape = (len(rows),) + self.shape[1:]
+        b = self.b.reshape(self.shape)[rows]
+        return AffineMap([blk.rows(rows, new_shape) for blk in self.blocks], b, new_shape, self.n)
+
+    def low_rank(
+        self,
+        W: np.ndarray,
+        shape: tuple[int, int],
+        U: np.ndarray | None,
+        Vt: np.ndarray | None,
+        new_coords: np.ndarray,
+        where: np.ndarray,
+        n_new: int,
+    ) -> AffineMap:
+        """The map with the matrix variable at flat coordinates ``W`` (p x m, C order) replaced by
+        ``U @ C`` (U given), ``C @ Vt`` (Vt given) or ``U @ C @ Vt`` (both), C at ``new_coords``;
+        other coordinates move by ``where``."""
+        p, m = shape
+        cshape = (U.shape[1] if U is not None else p, Vt.shape[0] if Vt is not None else m)
+        inW = np.zeros(self.n, dtype=bool)
+        inW[W] = True
+        Wset = W.reshape(p, m)
+        blocks = []
+        for blk in self.blocks:
+            touch = inW[blk.coords]
+            if not touch.any():
+                blocks.append(blk.remapped(where))
+                continue
+            if not (
+                touch.all()
+                and blk.vshape == (p, m)
+                and blk.right is None
+                and np.array_equal(blk.coords.reshape(p, m), Wset)
+            ):
+                raise NotCanonical
+            if U is None:
+                op = blk.op
+            elif blk.op is None:
+                op = DataOperator(U)
+            else:
+                op = blk.op.left_multiply(U)
+            blocks.append(Block(new_coords, cshape, op, blk.shape, blk.scale, right=Vt))
+        return AffineMap(blocks, self.b, self.shape, n_new)
+
+
+class ExprMap:
+    """Any affine expression, evaluated through its tree (the fallback of :class:`AffineMap`)."""
+
+    canonical = False
+
+    def __init__(self, expr: Expr, layout: Layout):
+        self.expr = expr
+        self.layout = layout
+        self.ev = Evaluator(expr, layout)
+        self.shape = expr.shape
+        self.size = expr.size
+        self.n = layout.n
+        self.b = np.atleast_1d(dense(self.ev.value(np.zeros(layout.n)))).reshape(-1).astype(float)
+
+    @property
+    def n_rows(self) -> int | None:
+        return self.shape[0] if self.shape else None
+
+    def reads_data(self) -> bool:
+        return any(isinstance(nd, Data) for nd in self.expr.walk())
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        return np.atleast_1d(dense(self.ev.value(x))).reshape(-1).astype(float)
+
+    def vjp(self, cot: np.ndarray, coords: np.ndarray | None = None) -> np.ndarray:
+        c = np.asarray(cot, dtype=float).reshape(self.shape) if self.shape else float(np.asarray(cot).reshape(-1)[0])
+        return self.ev.vjp(np.zeros(self.n), c, coords=coords)
+
+    def columns(self, cols: np.ndarray) -> Any:
+        return jacobian_columns(self.expr, self.layout, np.asarray(cols, dtype=np.int64))
+
+    def rows(self, rows: np.ndarray) -> _RowsOfExpr:
+        return _RowsOfExpr(self, np.asarray(rows, dtype=np.int64))
+
+
+class _RowsOfExpr:
+    """Rows of an ExprMap: evaluated in full, then subset (no cheaper way through a general tree)."""
+
+    canonical = False
+
+    def __init__(self, base: ExprMap, rows: np.ndarray):
+        self.base, self.rows_ = base, rows
+        self.shape = (len(rows),) + base.shape[1:]
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.n = base.n
+        self.b = base.b.reshape(base.shape)[rows].reshape(-1)
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        return self.base.value(x).reshape(self.base.shape)[self.rows_].reshape(-1)
+
+    def vjp(self, cot: np.ndarray, coords: np.ndarray | None = None) -> np.ndarray:
+        full = np.zeros(self.base.shape)
+        full[self.rows_] = np.asarray(cot, dtype=float).reshape(self.shape)
+        return self.base.vjp(full, coords)
+
+    def columns(self, cols: np.ndarray) -> Any:
+        J = self.base.columns(cols)
+        idx = np.arange(self.base.size).reshape(self.base.shape)[self.rows_].reshape(-1)
+        return J[idx]
+
+
+def _view(e: Expr, layout: Layout) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """(flat coordinates, shape) if e is a variable or a chain of basic indexing of one."""
+    if isinstance(e, Variable):
+        return layout.coords(e), e.shape
+    if isinstance(e, Index):
+        inner = _view(e.args[0], layout)
+        if inner is not None:
+            return inner[0][e.flat_indices()], e.shape
+    return None
+
+
+def _merge_blocks(blocks: list[Block]) -> list[Block]:
+    """Blocks that read the same view through the same operator become one (their scales add):
+    ``w[0] + 2 * w[0] + ...`` is one block, not one per term."""
+    out: dict[tuple, Block] = {}
+    for blk in blocks:
+        key = (id(blk.op), blk.coords.tobytes(), blk.vshape, id(blk.right), blk.scalar_out)
+        if key in out:
+            prev = out[key]
+            scale = (
+                float(prev.scale) + float(blk.scale)
+                if np.ndim(prev.scale) == 0 and np.ndim(blk.scale) == 0
+                else np.broadcast_to(prev.scale, prev.shape) + np.broadcast_to(blk.scale, blk.shape)
+            )
+            out[key] = Block(blk.coords, blk.vshape, blk.op, blk.shape, scale, blk.scalar_out, blk.right)
+        else:
+            out[key] = blk
+    return list(out.values())
+
+
+def linearize(e: Expr, layout: Layout) -> AffineMap:
+    """The canonical block form of the affine expression ``e`` (raises NotCanonical)."""
+    n = layout.n
+    shape = e.shape
+    if e.is_constant():
+        return AffineMap([], dense(e.constant_value()), shape, n)
+    v = _view(e, layout)
+    if v is not None:
+        return AffineMap([Block(v[0], v[1], None, shape)], 0.0, shape, n)
+    if isinstance(e, MatMul):
+        a, b = e.args
+        if a.is_constant() and not b.is_constant():
+            D = a.constant_value()
+            vb = _view(b, layout)
+            if vb is not None and np.ndim(D) == 2 and b.ndim in (1, 2):
+                return AffineMap([Block(vb[0], vb[1], DataOperator(D), shape)], 0.0, shape, n)
+            if vb is not None and np.ndim(D) == 1 and b.ndim == 1:
+                return AffineMap([Block(vb[0], vb[1], DataOperator(D), shape, scalar_out=True)], 0.0, shape, n)
+            if np.ndim(D) == 2 and b.ndim == 1:  # constant matrix @ (affine vector): fold into the blocks
+                inner = linearize(b, layout)
+                Dd = dense(D)
+                blocks = []
+                for blk in inner.blocks:
+                    sc = np.broadcast_to(blk.scale, blk.shape) if np.ndim(blk.scale) else float(blk.scale)
+                    if blk.op is None and blk.nshape == blk.shape:
+                        M = Dd * (sc[None, :] if np.ndim(sc) else sc)
+                    elif blk.op is not None and len(blk.vshape) == 1 and not blk.scalar_out and blk.nshape == blk.shape:
+                        M = Dd @ ((sc[:, None] if np.ndim(sc) else sc) * blk.op.dense())
+                    else:
+                        raise NotCanonical
+                    blocks.append(Block(blk.coords, blk.vshape, DataOperator(M), shape))
+                return AffineMap(blocks, Dd @ inner.b, shape, n)
+        raise NotCanonical
+    if isinstance(e, (Add, Sub)):
+        # a chain of + and - (10,000 terms long in a generated model) without recursion along it
+        blocks: list[Block] = []
+        b = np.zeros(shape)
+        stack = [(e, 1.0)]
+        while stack:
+            node, sign = stack.pop()
+            if isinstance(node, (Add, Sub)):
+                stack.append((node.args[1], -sign if isinstance(node, Sub) else sign))
+                stack.append((node.args[0], sign))
+                continue
+            if isinstance(node, Neg):
+                stack.append((node.args[0], -sign))
+                continue
+            part = linearize(node, layout)
+            blocks += [blk.scaled(sign, shape) for blk in part.blocks]
+            b = b + sign * np.broadcast_to(part.b.reshape(part.shape), shape)
+        return AffineMap(_merge_blocks(blocks), b, shape, n)
+    if isinstance(e, Neg):
+        pa = linearize(e.args[0], layout)
+        return AffineMap([blk.scaled(-1.0, shape) for blk in pa.blocks], -pa.b, shape, n)
+    if isinstance(e, (Mul, Div)):
+        a, b = e.args
+        if isinstance(e, Div):
+            if not b.is_constant():
+                raise NotCanonical
+            k, inner = 1.0 / dense(b.constant_value()), a
+        elif a.is_constant():
+            k, inner = dense(a.constant_value()), b
+        elif b.is_constant():
+            k, inner = dense(b.constant_value()), a
+        else:
+            raise NotCanonical
+        pa = linearize(inner, layout)
+        kk = float(k) if np.ndim(k) == 0 else k
+        bb = np.broadcast_to(pa.b.reshape(pa.shape), shape) * kk
+        return AffineMap([blk.scaled(kk, shape) for blk in pa.blocks], bb, shape, n)
+    raise NotCanonical
+
+
+def affine_map(e: Expr, layout: Layout) -> AffineMap | ExprMap:
+    try:
+        return linearize(e, layout)
+    except NotCanonical:
+        return ExprMap(e, layout)

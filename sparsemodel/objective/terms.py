@@ -1,0 +1,120 @@
+"""The pieces of a composite objective: a :class:`Term` c * sum_i w_i phi(z_i) (z = its affine map
+of x; a row-wise phi for the softmax), which reads every fact about its loss from the atom, and a
+:class:`Reduced` design (the terms on a subset of coordinates), what the numerical kernels take.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..model import atoms as A
+
+
+@dataclass
+class Term:
+    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number."""
+
+    coef: float
+    phi: Any
+    map: Any
+    weights: np.ndarray | None = None
+    rowwise: bool = False
+
+    @property
+    def quadratic(self) -> bool:
+        return isinstance(self.phi, A.square)
+
+    @property
+    def curvature_sup(self) -> float | None:
+        """sup phi'' of the loss (a global curvature bound), as its atom states it (built-in or user
+        ``func``); 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2."""
+        if self.rowwise:
+            return 0.5
+        return getattr(self.phi, "curvature_sup", None)
+
+    @property
+    def out_size(self) -> int:
+        """Number of phi values: entries, or rows for a row-wise loss."""
+        return self.map.shape[0] if self.rowwise else self.map.size
+
+    def derivs(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, Any, Any]:
+        """phi values and derivatives on the last axis of ``z`` (which may carry a leading batch
+        axis), weights applied. Elementwise: (v, phi', phi'') per entry. Row-wise: (v per row,
+        gradient per entry, None; the Hessian is diag(P) - P P' per row, see :func:`row_hvp`)."""
+        w = self.weights
+        if self.rowwise:
+            m = self.map.shape[1]
+            Z = z.reshape(z.shape[:-1] + (-1, m))
+            zmax = Z.max(axis=-1, keepdims=True)
+            E = np.exp(Z - zmax)
+            s = E.sum(axis=-1, keepdims=True)
+            v = (np.log(s) + zmax)[..., 0]
+            P = (E / s).reshape(z.shape) if order >= 1 else None
+            if w is not None:
+                v = v * w
+                if P is not None:
+                    P = (P.reshape(Z.shape) * w[:, None]).reshape(z.shape)
+            return v, P, None
+        v, d1, d2 = self.phi.derivs(z, order)
+        if w is not None:
+            v = v * w
+            d1 = d1 * w if d1 is not None else None
+            d2 = d2 * w if d2 is not None else None
+        return v, d1, d2
+
+    def probs(self, z: np.ndarray) -> np.ndarray:
+        """Row-wise softmax probabilities (unweighted), same shape as z."""
+        m = self.map.shape[1]
+        Z = z.reshape(z.shape[:-1] + (-1, m))
+        E = np.exp(Z - Z.max(axis=-1, keepdims=True))
+        return (E / E.sum(axis=-1, keepdims=True)).reshape(z.shape)
+
+    def curv_apply(self, z: np.ndarray, d2: np.ndarray | None, u: np.ndarray) -> np.ndarray:
+        """The loss Hessian at z (per entry or per row) applied to u (same shape as z), weights in."""
+        if not self.rowwise:
+            return d2 * u
+        m = self.map.shape[1]
+        P = self.probs(z).reshape(z.shape[:-1] + (-1, m))
+        U = u.reshape(P.shape)
+        out = P * U - P * (P * U).sum(axis=-1, keepdims=True)
+        if self.weights is not None:
+            out = out * self.weights[:, None]
+        return out.reshape(z.shape)
+
+
+@dataclass
+class Reduced:
+    """A design restricted to d coordinates: what the kernels minimize over.
+
+    ``Js[t]`` is term t's Jacobian columns (size_t x d, dense or sparse), ``offsets[t]`` its affine
+    value at the fixed part of x (b_t, plus A_t x for coordinates held at a given value), ``lin``
+    the gradient of the linear terms on these coordinates."""
+
+    terms: list[Term]
+    Js: list[Any]
+    offsets: list[np.ndarray]
+    lin: np.ndarray
+    const: float
+    # per term: the diagonal r of a separable ridge on these columns (see Design.separable_diagonal),
+    # False for a term that is not one, None where not known (the kernel then checks the columns)
+    folds: list[Any] | None = None
+
+    @property
+    def d(self) -> int:
+        return len(self.lin)
+
+    @property
+    def least_squares(self) -> bool:
+        return all(t.quadratic and t.coef > 0 for t in self.terms)
+
+    @property
+    def quadratic(self) -> bool:
+        return all(t.quadratic for t in self.terms)
+
+    def dense(self) -> Reduced:
+        Js = [J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float) for J in self.Js]
+        return Reduced(self.terms, Js, self.offsets, self.lin, self.const)

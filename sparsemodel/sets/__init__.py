@@ -1,0 +1,1 @@
+"""The constraint sets: one protocol, one class per kind, one registry."""

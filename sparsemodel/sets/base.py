@@ -1,0 +1,167 @@
+"""Constraint sets: one class per constraint kind, the seam between the model and the solvers.
+
+Every set over the flat vector x (all variables) says:
+
+* ``budget`` -- the bound k, counted in the units a solver selects (``unit``): coordinates for
+  ``nnz``, groups for ``nnz(w, groups=g)``, edges for the symmetric off-diagonal (one edge is the
+  pair O[i,j], O[j,i]: ``nnz(offdiag(O)) <= 2 * k``, written in entries as nnz counts them, is a
+  budget of k edges), the rank for ``rank``; ``with_budget(b)`` is the same set with another
+  bound (sweeps, ``--k``). ``Result.k``, the compare sweep, ``check``, the CLI and the certificate
+  read the bound only from here, so k means one thing per constraint everywhere. A budget of 0 is
+  legal: the constrained part is zero and the free part is still fitted.
+* ``project(z)`` -- the Euclidean projection onto the set (hard thresholding to the top k,
+  truncated SVD, eigenvalue clipping), with the free coordinates untouched, and the ``state`` of
+  the result (its support, or its singular subspaces);
+* ``state(x)`` and ``used(state)`` -- the structure of a point and how much budget it uses;
+* ``subspace(state)`` -- the linear space on which the restricted (debiasing) problem lives: a map
+  from reduced coordinates, plus the free coordinates (:class:`CoordSubspace`,
+  :class:`LowRankSubspace`);
+* ``certificate(x, g, gamma)`` -- paper 001's Definition 4 in the set's terms (is x a fixed point
+  of the projected gradient step with step gamma?).
+
+Adding a constraint kind is one class here plus its entry in :func:`build_set` (see
+docs/architecture.md, with :class:`LowRank` as the worked example)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConstraintError
+from ..model.constraints import (
+    Constraint,
+)
+from ..objective.evaluator import Layout
+
+
+@dataclass
+class CoordSubspace:
+    """Points supported on the flat coordinates ``cols`` (sorted; the support and the free ones)."""
+
+    cols: np.ndarray
+    n: int
+
+    @property
+    def dim(self) -> int:
+        return len(self.cols)
+
+    def embed(self, u: np.ndarray) -> np.ndarray:
+        x = np.zeros(self.n)
+        x[self.cols] = u
+        return x
+
+    def restrict(self, g: np.ndarray) -> np.ndarray:
+        return g[self.cols]
+
+    def coords_of(self, x: np.ndarray) -> np.ndarray:
+        return x[self.cols]
+
+
+class ConstraintSet(ABC):
+    """The protocol every solver uses (see the module docstring)."""
+
+    kind: str = "set"
+    unit: str = ""
+    thresholds: bool = True  # projected by hard thresholding (False: a convex set)
+
+    def __init__(self, constraint: Constraint, layout: Layout, budget: int | None):
+        self.constraint = constraint
+        self.layout = layout
+        self.n = layout.n
+        self.variable = constraint.variable
+        self.budget = budget
+
+    @property
+    def span(self) -> Any:
+        return self.constraint.span
+
+    @property
+    def limit(self) -> int:
+        """The largest meaningful budget (every unit selected)."""
+        raise NotImplementedError
+
+    def check_budget(self, b: Any) -> int:
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer, float, np.floating)) or float(b) != int(b):
+            raise ConstraintError(
+                f"{self.constraint}: the bound {b!r} is not an integer",
+                self.span,
+                f"use an integer 0 <= {self.unit} bound <= {self.limit}",
+            )
+        b = int(b)
+        if b < 0:
+            raise ConstraintError(f"{self.constraint}: the bound {b} must be nonnegative", self.span)
+        if b > self.limit:
+            raise ConstraintError(
+                f"{self.bound_text(b)}: {self.target_text()} has only {self.limit} {self.unit}",
+                self.span,
+                f"{'r' if self.unit == 'rank' else 'k'} must be between 0 and {self.limit} ({self.unit})",
+            )
+        return b
+
+    @abstractmethod
+    def with_budget(self, b: int) -> ConstraintSet: ...
+
+    @abstractmethod
+    def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, Any]: ...
+
+    @abstractmethod
+    def state(self, x: np.ndarray) -> Any: ...
+
+    @abstractmethod
+    def used(self, state: Any) -> int: ...
+
+    @abstractmethod
+    def same(self, a: Any, b: Any) -> bool: ...
+
+    @abstractmethod
+    def subspace(self, state: Any) -> Any: ...
+
+    @abstractmethod
+    def empty(self) -> Any:
+        """The state of a point that uses none of the budget (only the free part nonzero)."""
+
+    @abstractmethod
+    def certificate(self, x: np.ndarray, g: np.ndarray, gamma: float, rtol: float = 1e-6) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    def target_text(self) -> str:
+        return str(self.variable)
+
+    def bound_text(self, b: int | None = None) -> str:
+        return f"{self.constraint}" if b is None else f"{self.constraint} (bound {b})"
+
+
+class SideSet(ConstraintSet):
+    """A convex set kept inside the restricted solves (``thresholds = False``): no budget, no
+    structure to select, and its restricted problem is the whole space. Subclasses give the
+    projection, ``contains``, the certificate and ``describe``."""
+
+    unit = ""
+    thresholds = False
+
+    @property
+    def limit(self) -> int:
+        return 0
+
+    def with_budget(self, b: int) -> SideSet:
+        raise ConstraintError(f"{self.constraint} has no bound to change", self.span)
+
+    def state(self, x: np.ndarray) -> None:
+        return None
+
+    def used(self, state: Any) -> int:
+        return 0
+
+    def same(self, a: Any, b: Any) -> bool:
+        return True
+
+    def empty(self) -> None:
+        return None
+
+    def subspace(self, state: Any) -> CoordSubspace:
+        return CoordSubspace(np.arange(self.n), self.n)
