@@ -22,8 +22,8 @@ import numpy as np
 from tabulate import tabulate
 
 import sparsemodel as sm
-from sparsemodel.compare import compare
 from sparsemodel.datasets import sparse_linear_regression
+from sparsemodel.workflows.compare import compare
 
 
 def main() -> None:

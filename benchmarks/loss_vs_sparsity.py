@@ -28,8 +28,8 @@ import numpy as np
 from tabulate import tabulate
 
 import sparsemodel as sm
-from sparsemodel.compare import compare
 from sparsemodel.datasets import caravan, correlated_regression
+from sparsemodel.workflows.compare import compare
 
 SOLVERS = ["lasso", "omp", "ompr", "arht", "els"]
 PAPER_ORDER = ["els", "arht", "ompr", "omp", "lasso"]  # best first, as paper 003 Section 6 reports

@@ -33,7 +33,8 @@ from .model.atoms import (
 )
 from .model.constraints import box, eig, nnz, offdiag, rank
 from .model.expr import Constant, Data, Expr, Parameter, Variable
-from .model.problem import Objective, Problem, minimize
+from .model.problem import Objective, minimize
+from .problem import Problem
 
 __version__ = "0.1.0"
 

@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("once")
             warnings.showwarning = _show_warning
-            from .scheduler import use_scheduler
+            from .workflows.scheduler import use_scheduler
 
             with use_scheduler(getattr(args, "scheduler", None)):  # loading reads dask data too
                 code = int(args.func(args) or 0)

@@ -52,7 +52,8 @@ from .errors import ModelError
 from .model import atoms as A
 from .model.constraints import box, nnz
 from .model.expr import Data, Variable
-from .model.problem import Problem, minimize
+from .model.problem import minimize
+from .problem import Problem
 
 CHOOSERS = ("ebic", "cv", "bic", "aic", "ebic_cc", "gic")
 DEFAULT_K = "ebic"  # = sparsemodel.compare.select.DEFAULT_BY (tested): the estimators import only the builder

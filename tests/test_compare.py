@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import sparsemodel as sm
-from sparsemodel.compare import COLUMNS, Comparison, OutputError, compare
-from sparsemodel.errors import ConstraintError, ConvexityError, SolverError
+from sparsemodel.errors import ConstraintError, ConvexityError, OutputError, SolverError
+from sparsemodel.workflows.compare import COLUMNS, Comparison, compare
 
 
 def problem_with_duplicate(source: str = "<python>", symbols: dict | None = None) -> sm.Problem:

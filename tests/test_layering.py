@@ -1,6 +1,6 @@
-"""The layering of DESIGN.md, read from the import graph (every import statement, top level or
-inside a function): model/ and grammar/ import nothing from compile/, solvers/ or compare/, and no
-solver imports cvxpy or the grammar."""
+"""The layering of docs/architecture.md, read from the import graph (every import statement, top
+level or inside a function): each package imports only packages on its own floor or below, the
+model layer never reaches up to the facade, solvers never import cvxpy or the grammar."""
 
 from __future__ import annotations
 
@@ -9,11 +9,36 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "sparsemodel"
 
+# floors, bottom up: a module may import its own floor and the floors below, never above
+FLOORS = [
+    ("sparsemodel.errors", "sparsemodel.util", "sparsemodel.progress", "sparsemodel.datasets", "sparsemodel.io"),
+    ("sparsemodel.model",),
+    ("sparsemodel.objective",),
+    ("sparsemodel.sets", "sparsemodel.numerics"),
+    ("sparsemodel.lowering",),
+    ("sparsemodel.solvers",),
+    ("sparsemodel.outputs", "sparsemodel.workflows"),
+    ("sparsemodel.problem",),  # the facade: Problem
+    ("sparsemodel.grammar", "sparsemodel.sklearn", "sparsemodel.demo"),  # front ends that make Problems
+    ("sparsemodel.cli", "sparsemodel"),
+]
+
+
+def floor_of(mod: str) -> int | None:
+    best, depth = None, -1
+    for i, names in enumerate(FLOORS):
+        for p in names:
+            if (mod == p or mod.startswith(p + ".")) and p.count(".") > depth:
+                best, depth = i, p.count(".")
+    return best
+
 
 def imports(path: Path) -> list[tuple[str, int]]:
     """(absolute module name, line) of every import in a file of the package."""
     rel = path.relative_to(PKG.parent).with_suffix("")
     here = list(rel.parts)  # e.g. ["sparsemodel", "model", "problem"]
+    if here[-1] == "__init__":
+        here = here[:-1] + ["__init__"]
     out = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
@@ -29,6 +54,31 @@ def imports(path: Path) -> list[tuple[str, int]]:
     return out
 
 
+def module_of(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_every_module_has_a_floor():
+    lost = [module_of(f) for f in PKG.rglob("*.py") if floor_of(module_of(f)) is None]
+    assert lost == []
+
+
+def test_no_import_runs_up_a_floor():
+    """The whole rule: data flows down. This is what makes the model layer free of the solvers (the
+    old Problem.solve imported the session from inside the model: a 24-file import loop)."""
+    bad = []
+    for f in sorted(PKG.rglob("*.py")):
+        here = floor_of(module_of(f))
+        for mod, line in imports(f):
+            if not mod.startswith("sparsemodel"):
+                continue
+            there = floor_of(mod)
+            if there is not None and there > here:
+                bad.append(f"{f.relative_to(PKG.parent)}:{line} imports {mod} (floor {there} > {here})")
+    assert bad == []
+
+
 def offending(layer: str, forbidden: tuple[str, ...]) -> list[str]:
     bad = []
     for f in sorted((PKG / layer).rglob("*.py")):
@@ -38,31 +88,27 @@ def offending(layer: str, forbidden: tuple[str, ...]) -> list[str]:
     return bad
 
 
-def test_model_and_grammar_import_nothing_below_them():
-    below = ("sparsemodel.compile", "sparsemodel.solvers", "sparsemodel.compare")
-    assert offending("model", below) == []
-    assert offending("grammar", below) == []
-
-
 def test_solvers_never_import_cvxpy_or_the_grammar():
-    assert offending("solvers", ("cvxpy", "sparsemodel.grammar", "lark")) == []
+    assert offending("solvers", ("cvxpy", "sparsemodel.grammar", "lark", "sparsemodel.lowering.cvxpy_lower")) == []
 
 
-def test_compile_never_imports_solvers_reports_or_the_grammar():
-    assert offending("compile", ("sparsemodel.solvers", "sparsemodel.compare", "sparsemodel.grammar")) == []
+def test_numerics_take_arrays_not_problems():
+    """Kernels take arrays, operators and reduced designs: nothing of the lowering, the sets or the
+    solvers (the reduced design's type is read for annotations only)."""
+    assert offending("numerics", ("sparsemodel.lowering", "sparsemodel.sets", "sparsemodel.solvers")) == []
 
 
-def test_the_checker_sees_imports_inside_functions(tmp_path):
-    """The graph reader is not blind to late imports (the old loop went through them)."""
-    f = PKG / "model" / "problem.py"
-    mods = [m for m, _ in imports(f)]
-    assert "sparsemodel.session" in mods  # Problem.solve delegates downward through the session
+def test_the_checker_sees_imports_inside_functions():
+    """The graph reader is not blind to late imports: the facade's methods import the workflows
+    inside themselves (so that `import sparsemodel` stays light), and the checker sees them."""
+    mods = [m for m, _ in imports(PKG / "problem.py")]
+    assert "sparsemodel.workflows" in mods
 
 
 def test_the_estimators_use_only_the_builder():
     """sparsemodel/sklearn.py builds models with the Python builder and solves them through Problem:
     it imports nothing from the lowerings, the solvers, the reports or the session."""
-    below = ("sparsemodel.compile", "sparsemodel.solvers", "sparsemodel.compare", "sparsemodel.session")
+    below = ("sparsemodel.objective", "sparsemodel.lowering", "sparsemodel.solvers", "sparsemodel.workflows")
     mods = [m for m, _ in imports(PKG / "sklearn.py")]
     assert mods and not [m for m in mods if any(m == p or m.startswith(p + ".") for p in below)]
 
@@ -75,7 +121,8 @@ def test_import_loads_only_the_model_layer():
 
     code = (
         "import sys, sparsemodel as sm\n"
-        "heavy = ['lark', 'sparsemodel.grammar', 'sparsemodel.solvers', 'sparsemodel.compile', 'scipy.special',\n"
+        "heavy = ['lark', 'sparsemodel.grammar', 'sparsemodel.solvers', 'sparsemodel.objective',\n"
+        "         'sparsemodel.lowering', 'sparsemodel.workflows', 'scipy.special',\n"
         "         'scipy.linalg', 'cvxpy', 'sympy', 'matplotlib', 'tqdm', 'dask']\n"
         "print(','.join(m for m in heavy if m in sys.modules))\n"
         "from sparsemodel import load, parse, registry, Result\n"

@@ -10,8 +10,8 @@ import pytest
 
 import sparsemodel as sm
 from sparsemodel.cli import main
-from sparsemodel.compare.path import neighbour_start
 from sparsemodel.errors import ConstraintError
+from sparsemodel.workflows.path import neighbour_start
 
 
 def regression(n: int = 80, p: int = 40, s: int = 6, seed: int = 1):

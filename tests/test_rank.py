@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import sparsemodel as sm
-from sparsemodel.compare import compare
 from sparsemodel.solvers.nuclear import _Fista
+from sparsemodel.workflows.compare import compare
 
 
 def multitask(seed: int, n: int = 500, p: int = 100, m: int = 30, r: int = 5, noise: float = 1.0):

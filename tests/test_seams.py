@@ -9,11 +9,11 @@ import pytest
 import scipy.sparse as sp
 
 import sparsemodel as sm
-from sparsemodel.compare import compare
 from sparsemodel.errors import ConstraintError
 from sparsemodel.objective.affine import ExprMap, linearize
 from sparsemodel.objective.evaluator import Evaluator
 from sparsemodel.sets.lowrank import truncated_svd
+from sparsemodel.workflows.compare import compare
 
 RNG = np.random.default_rng(7)
 

@@ -11,8 +11,8 @@ import pytest
 
 import sparsemodel as sm
 from sparsemodel.cli import main
-from sparsemodel.compare.select import SelectionError, criterion, folds_of, log_binom
 from sparsemodel.errors import ModelError
+from sparsemodel.workflows.select import SelectionError, criterion, folds_of, log_binom
 
 
 def separated(n: int = 120, p: int = 25, s: int = 4, noise: float = 0.5, seed: int = 2):
@@ -298,7 +298,7 @@ def test_early_stop_chooses_what_the_full_path_chooses(family, by):
 
 
 def test_the_early_stop_rule_on_hand_made_curves():
-    from sparsemodel.compare.select import EarlyStop
+    from sparsemodel.workflows.select import EarlyStop
 
     def first_stop(values, patience, margin, se=None, cv=False):
         rule, curve = EarlyStop(patience, margin, cv), []
@@ -325,7 +325,7 @@ def test_lockstep_cross_validation_equals_each_folds_own_path():
     """The folds' paths run in lockstep over k (so the curve can stop early); each fold's held-out
     losses equal those of that fold's model built by hand on its training rows, solved alone as a
     warm path over the same k, and evaluated on its held-out rows."""
-    from sparsemodel.compare.select import splits_of
+    from sparsemodel.workflows.select import splits_of
 
     X, y, _ = separated(n=90, p=20, s=3)
     n, p = X.shape

@@ -170,8 +170,8 @@ def test_bad_parameters_raise_value_errors():
 
 
 def test_the_estimators_default_k_is_select_s_default():
-    from sparsemodel.compare.select import DEFAULT_BY
     from sparsemodel.sklearn import DEFAULT_K
+    from sparsemodel.workflows.select import DEFAULT_BY
 
     assert DEFAULT_K == DEFAULT_BY == "ebic"
     for cls in (SparseLinearRegression, SparseLogisticRegression, SparsePoissonRegression):

@@ -80,8 +80,9 @@ from ..model.expr import (
     fmt_shape,
 )
 from ..model.names import frame_names, names_of
-from ..model.problem import Objective, Problem
+from ..model.problem import Objective
 from ..model.userfunc import FuncDef
+from ..problem import Problem
 from ..util import expand_range
 
 GRAMMAR_FILE = Path(__file__).with_name("sparsemodel.lark")

@@ -1,6 +1,6 @@
 """The lowered problem: the only thing a solver sees.
 
-``LoweredProblem`` turns a :class:`~sparsemodel.model.problem.Problem` into
+``LoweredProblem`` turns a :class:`~sparsemodel.model.problem.Model` into
 
 * ``layout`` -- every variable in one flat vector x;
 * ``oracle`` -- value, gradient, Hessian-vector products and the run's counters
@@ -39,13 +39,13 @@ from .precision_solve import ADMM_DEFAULTS, PrecisionSolves
 from .restricted import RestrictedSolves
 
 if TYPE_CHECKING:
-    from ..model.problem import Problem
+    from ..model.problem import Model
 
 
 class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConstants, Guards):
     """A problem as functions of the flat vector x, for solvers."""
 
-    def __init__(self, problem: Problem, budget: int | None = None):
+    def __init__(self, problem: Model, budget: int | None = None):
         self.problem = problem
         self.layout = Layout(problem.variables)
         self.n = self.layout.n

@@ -3,7 +3,7 @@
 from .atoms import ATOMS, DATA_FUNCTIONS
 from .constraints import eig, nnz, offdiag, rank
 from .expr import Constant, Data, Expr, Parameter, Variable
-from .problem import Objective, Problem, minimize
+from .problem import Model, Objective, minimize
 
 __all__ = [
     "ATOMS",
@@ -14,7 +14,7 @@ __all__ = [
     "Parameter",
     "Variable",
     "Objective",
-    "Problem",
+    "Model",
     "minimize",
     "nnz",
     "rank",

@@ -1,8 +1,9 @@
-"""Problems: an objective to minimize and structural constraints; solving and checking them."""
+"""A model: an objective to minimize and structural constraints, as data (solving it is
+:class:`sparsemodel.problem.Problem`'s job, above every layer that the solving needs)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConstraintError, ConvexityError, ModelError, ShapeError, Span
@@ -57,8 +58,10 @@ def convexity_error(e: Expr) -> ConvexityError | None:
     )
 
 
-class Problem:
-    """minimize f(x) subject to structural constraints.
+class Model:
+    """minimize f(x) subject to structural constraints: the model as data (the Python builder and
+    the model language both make one). :class:`sparsemodel.problem.Problem` is the same model with
+    the methods that solve it.
 
     ``solve_with`` / ``compare_with`` carry the model file's defaults; ``symbols`` the names a
     model file declared (data, params, lets, vars), so data can be inspected or rebound.
@@ -124,94 +127,15 @@ class Problem:
     def convexity_error(self) -> ConvexityError | None:
         return convexity_error(self.objective.expr)
 
-    def check(self):
-        """What `sparsemodel check` prints: shapes, convexity, the constraint sets and their bounds,
-        which solvers apply (a :class:`sparsemodel.session.CheckReport`)."""
-        from .. import session
-
-        return session.check(self)
-
     def nnz_constraint(self) -> NnzConstraint | None:
         """The sparsity constraint, if any (as written; its set carries the bound used)."""
         return next((c for c in self.constraints if isinstance(c, NnzConstraint)), None)
-
-    # ------------------------------------------------------------------ solving (delegated to the session)
-    def lower(self, k: int | None = None):
-        """The lowered problem (what solvers see), with the bound ``k`` in place of the model's."""
-        from .. import session
-
-        return session.lower(self, k)
-
-    def solve(self, solver: str | None = None, k: int | None = None, **options: Any):
-        """Solve with a registered solver (``'auto'`` picks one that handles every constraint).
-
-        ``k`` overrides the bound of the sparsity or rank constraint for this solve (in its unit:
-        entries, groups or the rank). Options are the solver's (see ``sparsemodel solvers``);
-        unknown options are refused with the list of valid ones. Without a solver name, the model
-        file's ``solve with`` line (if any) is used, else ``'auto'``.
-        """
-        from .. import session
-
-        return session.solve(self, solver, k=k, **options)
 
     def store(self, values: dict[str, Any]) -> None:
         """Set each variable's ``value`` from a result's values."""
         for v in self.variables:
             if v.name in values:
                 v.value = values[v.name]
-
-    def compare(
-        self,
-        solvers: Iterable[str],
-        k: Iterable[int] | int | None = None,
-        options: dict[str, dict[str, Any]] | None = None,
-        **kw: Any,
-    ):
-        """Run several solvers on this problem, optionally over a range of the bound ``k`` or of
-        a param (``sweep={"lam": [...]}``); see :func:`sparsemodel.session.compare`."""
-        from .. import session
-
-        return session.compare(self, list(solvers), k=k, options=options, **kw)
-
-    def path(
-        self,
-        k: Iterable[int] | int,
-        solver: str | None = None,
-        start: str = "best",
-        progress: bool | None = False,
-        **options: Any,
-    ):
-        """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
-        started from its neighbour's solution; ``start`` = ``best`` (also solve cold, keep the lower
-        objective: never worse than ``solve(k=k)``), ``cold`` (identical to ``solve(k=k)``) or
-        ``warm``. Returns a :class:`sparsemodel.compare.path.SolutionPath`; see docs/selection.md."""
-        from .. import session
-
-        return session.path(self, k, solver=solver, start=start, progress=progress, **options)
-
-    def select(
-        self,
-        k: Iterable[int] | int | None = None,
-        by: str | None = None,
-        solver: str | None = None,
-        folds: Any = None,
-        seed: int | None = 0,
-        fold_ids: Any = None,
-        rule: str | None = None,
-        **kw: Any,
-    ):
-        """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)): ``by`` = ``"ebic"``
-        (the default), ``"aic"``, ``"bic"``, ``"gic"``, or ``"cv"`` (K-fold cross-validation with a
-        fixed ``seed``, or the user's ``fold_ids``; the held-out loss is the model's own data term
-        on the held-out rows); ``rule`` = ``min`` or ``1se`` (cross-validation's default). The path
-        is warm-started and stops once the curve has clearly turned. Other keywords: ``gamma``
-        (EBIC), ``early_stop``, ``patience``, ``margin`` (the early stop), ``start`` and
-        ``progress`` (the path), solver options. Returns a
-        :class:`sparsemodel.compare.select.Selection` (``.k``, ``.result``, ``.curve``); see
-        docs/selection.md."""
-        from .. import session
-
-        return session.select(self, k, by=by, solver=solver, folds=folds, seed=seed, fold_ids=fold_ids, rule=rule, **kw)
 
     def __str__(self) -> str:
         lines = [str(self.objective)]

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import ModelError
+from ..errors import ModelError
 
 NAMED = ("threads", "synchronous", "local")
 CONNECT_TIMEOUT = "10s"
@@ -65,7 +65,7 @@ def use_scheduler(spec: Any, problem: Any = None) -> Iterator[Any]:
     finally:
         _ACTIVE.pop()
         if not _ACTIVE:
-            from .objective.chunked import forget_persisted
+            from ..objective.chunked import forget_persisted
 
             forget_persisted()
 

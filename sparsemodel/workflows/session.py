@@ -13,25 +13,25 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelError, SolverError, UnboundedError
-from .lowering.lowered import LoweredProblem
-from .model.checks import label_errors
-from .model.expr import AFFINE, CONSTANT, CONVEX, Parameter
-from .model.expr import fmt_shape as _fmt_shape
-from .model.problem import Problem
-from .progress import SolveProgress
+from ..errors import ModelError, SolverError, UnboundedError
+from ..lowering.lowered import LoweredProblem
+from ..model.checks import label_errors
+from ..model.expr import AFFINE, CONSTANT, CONVEX, Parameter
+from ..model.expr import fmt_shape as _fmt_shape
+from ..model.problem import Model
+from ..progress import SolveProgress
+from ..solvers import REGISTRY, auto_solver, get_solver, solvers_for
+from ..solvers.base import Result
+from ..util import k_text
 from .scheduler import use_scheduler
-from .solvers import REGISTRY, auto_solver, get_solver, solvers_for
-from .solvers.base import Result
-from .util import k_text
 
 
-def lower(problem: Problem, k: int | None = None) -> LoweredProblem:
+def lower(problem: Model, k: int | None = None) -> LoweredProblem:
     """The lowered problem, with the bound ``k`` (in the constraint set's unit) when given."""
     return LoweredProblem(problem, budget=None if k is None else k)
 
 
-def _refuse_bad_models(problem: Problem) -> None:
+def _refuse_bad_models(problem: Model) -> None:
     ce = problem.convexity_error()
     if ce is not None:
         raise ce
@@ -47,7 +47,7 @@ def located(exc: ModelError, span: Any) -> ModelError:
     return exc
 
 
-def solver_errors(problem: Problem, name: str, options: dict[str, Any], span: Any) -> list[ModelError]:
+def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any) -> list[ModelError]:
     """What is wrong with running ``name`` with ``options`` on ``problem``: an unknown name or
     option, a bad option value (located at ``span``, the model line that names them), a
     constraint the solver cannot take (located at the constraint)."""
@@ -69,7 +69,7 @@ def solver_errors(problem: Problem, name: str, options: dict[str, Any], span: An
 
 
 def solve(
-    problem: Problem,
+    problem: Model,
     solver: str | None = None,
     k: int | None = None,
     scheduler: Any = None,
@@ -84,7 +84,7 @@ def solve(
         return _solve(problem, solver, k, progress, **options)
 
 
-def _solve(problem: Problem, solver: str | None, k: int | None, progress: bool | None, **options: Any) -> Result:
+def _solve(problem: Model, solver: str | None, k: int | None, progress: bool | None, **options: Any) -> Result:
     _refuse_bad_models(problem)
     if problem.solve_with is not None and solver in (None, problem.solve_with[0]):
         name, opts, span = problem.solve_with
@@ -111,7 +111,7 @@ def _solve(problem: Problem, solver: str | None, k: int | None, progress: bool |
 
 
 def compare(
-    problem: Problem,
+    problem: Model,
     solvers: Iterable[str] | str,
     k: Iterable[int] | int | None = None,
     options: dict[str, dict[str, Any]] | None = None,
@@ -128,7 +128,7 @@ def compare(
 
 
 def _compare(
-    problem: Problem,
+    problem: Model,
     solvers: Iterable[str] | str,
     k: Any,
     options: Any,
@@ -151,7 +151,7 @@ def _compare(
         raise
 
 
-def _with_default_solver(problem: Problem, solver: str | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _with_default_solver(problem: Model, solver: str | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The solver name and options: the given ones, else the model file's ``solve with`` line, else auto."""
     if solver is None and problem.solve_with is not None:
         name, opts, _ = problem.solve_with
@@ -168,7 +168,7 @@ def solver_class(lp: LoweredProblem, name: str) -> type[Any]:
 
 
 def path(
-    problem: Problem,
+    problem: Model,
     k: Iterable[int] | int,
     solver: str | None = None,
     start: str = "best",
@@ -179,7 +179,7 @@ def path(
     """A warm-started path over the bound (see :mod:`sparsemodel.compare.path`): one lowering,
     ``lp.with_budget(k)`` at each k, each point started from its neighbour's solution; returns a
     :class:`~sparsemodel.compare.path.SolutionPath`."""
-    from .compare.path import run_path
+    from .path import run_path
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
@@ -189,7 +189,7 @@ def path(
 
 
 def select(
-    problem: Problem,
+    problem: Model,
     k: Iterable[int] | int | None = None,
     by: str | None = None,
     solver: str | None = None,
@@ -210,7 +210,7 @@ def select(
     criterion (``aic``, ``bic``, ``ebic`` -- the default --, ``gic``) or cross-validation
     (``by="cv"``) over a warm-started path that stops once the curve has clearly turned (see
     :mod:`sparsemodel.compare.select`); returns a :class:`~sparsemodel.compare.select.Selection`."""
-    from .compare.select import run_select
+    from .select import run_select
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
@@ -331,7 +331,7 @@ def _storage(d: Any) -> str:
     return "sparse" if not isinstance(d.value, np.ndarray) else "dense"
 
 
-def check(problem: Problem) -> CheckReport:
+def check(problem: Model) -> CheckReport:
     """Shapes, convexity, labels, the constraint sets with their bounds, and the solvers that apply."""
     errors: list[ModelError] = []
     e = problem.objective.expr

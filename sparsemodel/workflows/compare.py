@@ -47,7 +47,7 @@ from ..solvers import get_solver
 from ..util import jsonable, k_header
 
 if TYPE_CHECKING:
-    from ..model.problem import Problem
+    from ..model.problem import Model
     from ..solvers.base import Result
 
 COLUMNS = (
@@ -69,7 +69,7 @@ ERROR = "error"
 
 
 def compare(
-    problem: Problem,
+    problem: Model,
     solvers: Iterable[str] | str,
     k: Iterable[int] | int | None = None,
     options: dict[str, dict[str, Any]] | None = None,
@@ -294,7 +294,7 @@ class Comparison:
 
     def __init__(
         self,
-        problem: Problem,
+        problem: Model,
         solvers: list[str],
         values: list[Any],
         options: dict[str, dict[str, Any]],

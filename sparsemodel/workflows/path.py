@@ -44,10 +44,10 @@ from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..sets.sparsity import CoordinateSparsity
 from ..util import jsonable, k_header
-from .runner import ERROR, _ks, support_cells
+from .compare import ERROR, _ks, support_cells
 
 if TYPE_CHECKING:
-    from ..model.problem import Problem
+    from ..model.problem import Model
     from ..solvers.base import Result, Solver
 
 STARTS = ("best", "cold", "warm")
@@ -132,7 +132,7 @@ class PathRun:
 
     def __init__(
         self,
-        problem: Problem,
+        problem: Model,
         lp: LoweredProblem,
         cls: type[Solver],
         options: dict[str, Any] | None = None,
@@ -178,7 +178,7 @@ class PathRun:
 
 
 def run_path(
-    problem: Problem,
+    problem: Model,
     lp: LoweredProblem,
     cls: type[Solver],
     k: Iterable[int] | int,

@@ -66,7 +66,7 @@ from scipy.special import gammaln
 
 from ..errors import ModelError
 from ..lowering.lowered import LoweredProblem
-from ..model.problem import Objective, Problem
+from ..model.problem import Model, Objective
 from ..model.samples import rebind_rows, sample_nodes, split_data_term
 from ..objective.evaluator import Evaluator
 from ..outputs import check_output, protected_paths, write_output
@@ -74,8 +74,8 @@ from ..progress import progress_bar
 from ..sets.lowrank import LowRank
 from ..sets.sparsity import CoordinateSparsity
 from ..util import jsonable, k_header, k_text
+from .compare import _ks
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
-from .runner import _ks
 
 if TYPE_CHECKING:
     from ..model.expr import Data, Expr
@@ -141,7 +141,7 @@ class DataTerm:
     n_eff: float  # n of the criteria: the rows, or the sum of the sample weights
 
 
-def data_term(problem: Problem, lp: LoweredProblem) -> DataTerm:
+def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
     d = lp.design
     if d is None or d.n_samples is None or not d.sample_terms:
         raise SelectionError(
@@ -298,7 +298,7 @@ def early_stop_of(
 
 
 def run_select(
-    problem: Problem,
+    problem: Model,
     lp: LoweredProblem,
     cls: type[Solver],
     k: Iterable[int] | int | None = None,
@@ -439,7 +439,7 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
 
 
 def _fold_runs(
-    problem: Problem,
+    problem: Model,
     cls: type[Solver],
     options: dict[str, Any] | None,
     start: str,
@@ -452,7 +452,7 @@ def _fold_runs(
     for train, test in splits:
         train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
         held = rebind_rows(dt.expr, dt.nodes, test)
-        tp = Problem(Objective(train_obj), problem.constraints, source=problem.source)
+        tp = Model(Objective(train_obj), problem.constraints, source=problem.source)
         tlp = LoweredProblem(tp)
         out.append((PathRun(tp, tlp, cls, options, start), Evaluator(held, tlp.layout)))
     return out

@@ -1,0 +1,104 @@
+"""The user's problem: a :class:`~sparsemodel.model.problem.Model` with the methods that solve,
+compare, path over and choose the bound of it (as cvxpy's ``Problem.solve``). This facade sits
+above every layer; the layers below take the model as data and never import it. The workflows load
+on first use (inside the methods), so that ``import sparsemodel`` stays light."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .model.problem import Model
+
+
+class Problem(Model):
+    """minimize f(x) subject to structural constraints, with its solvers (see
+    :class:`~sparsemodel.model.problem.Model` for the data)."""
+
+    @classmethod
+    def of(cls, model: Model) -> Problem:
+        """The facade over a model built elsewhere (the same objects, not copies)."""
+        if isinstance(model, cls):
+            return model
+        out = cls.__new__(cls)
+        out.__dict__.update(model.__dict__)
+        return out
+
+    def check(self):
+        """What `sparsemodel check` prints: shapes, convexity, the constraint sets and their bounds,
+        which solvers apply (a :class:`sparsemodel.session.CheckReport`)."""
+        from .workflows import session
+
+        return session.check(self)
+
+    # ------------------------------------------------------------------ solving (delegated to the session)
+    def lower(self, k: int | None = None):
+        """The lowered problem (what solvers see), with the bound ``k`` in place of the model's."""
+        from .workflows import session
+
+        return session.lower(self, k)
+
+    def solve(self, solver: str | None = None, k: int | None = None, **options: Any):
+        """Solve with a registered solver (``'auto'`` picks one that handles every constraint).
+
+        ``k`` overrides the bound of the sparsity or rank constraint for this solve (in its unit:
+        entries, groups or the rank). Options are the solver's (see ``sparsemodel solvers``);
+        unknown options are refused with the list of valid ones. Without a solver name, the model
+        file's ``solve with`` line (if any) is used, else ``'auto'``.
+        """
+        from .workflows import session
+
+        return session.solve(self, solver, k=k, **options)
+
+    def compare(
+        self,
+        solvers: Iterable[str],
+        k: Iterable[int] | int | None = None,
+        options: dict[str, dict[str, Any]] | None = None,
+        **kw: Any,
+    ):
+        """Run several solvers on this problem, optionally over a range of the bound ``k`` or of
+        a param (``sweep={"lam": [...]}``); see :func:`sparsemodel.session.compare`."""
+        from .workflows import session
+
+        return session.compare(self, list(solvers), k=k, options=options, **kw)
+
+    def path(
+        self,
+        k: Iterable[int] | int,
+        solver: str | None = None,
+        start: str = "best",
+        progress: bool | None = False,
+        **options: Any,
+    ):
+        """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
+        started from its neighbour's solution; ``start`` = ``best`` (also solve cold, keep the lower
+        objective: never worse than ``solve(k=k)``), ``cold`` (identical to ``solve(k=k)``) or
+        ``warm``. Returns a :class:`sparsemodel.compare.path.SolutionPath`; see docs/selection.md."""
+        from .workflows import session
+
+        return session.path(self, k, solver=solver, start=start, progress=progress, **options)
+
+    def select(
+        self,
+        k: Iterable[int] | int | None = None,
+        by: str | None = None,
+        solver: str | None = None,
+        folds: Any = None,
+        seed: int | None = 0,
+        fold_ids: Any = None,
+        rule: str | None = None,
+        **kw: Any,
+    ):
+        """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)): ``by`` = ``"ebic"``
+        (the default), ``"aic"``, ``"bic"``, ``"gic"``, or ``"cv"`` (K-fold cross-validation with a
+        fixed ``seed``, or the user's ``fold_ids``; the held-out loss is the model's own data term
+        on the held-out rows); ``rule`` = ``min`` or ``1se`` (cross-validation's default). The path
+        is warm-started and stops once the curve has clearly turned. Other keywords: ``gamma``
+        (EBIC), ``early_stop``, ``patience``, ``margin`` (the early stop), ``start`` and
+        ``progress`` (the path), solver options. Returns a
+        :class:`sparsemodel.compare.select.Selection` (``.k``, ``.result``, ``.curve``); see
+        docs/selection.md."""
+        from .workflows import session
+
+        return session.select(self, k, by=by, solver=solver, folds=folds, seed=seed, fold_ids=fold_ids, rule=rule, **kw)
