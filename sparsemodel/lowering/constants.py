@@ -12,8 +12,6 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..numerics.smooth import power_method
-from ..sets.lowrank import LowRank
-from ..sets.sparsity import top_k
 
 HESSIAN_CACHE_LIMIT = 50_000_000  # entries of cached columns of a constant Hessian (400 MB)
 
@@ -26,40 +24,14 @@ class StepConstants:
         return self.oracle.hessian_operator(x)
 
     def truncation(self, s: int | None) -> Any:
-        """The truncation of the power method: keep what a budget-s point of the set may use
-        (s coordinates of C; rank s for a low-rank set), the free coordinates always."""
-        st = self.set
-        if st is None or s is None:
+        """The truncation of the power method: what a budget-s point of the set may use."""
+        if self.set is None:
             return lambda v: v
-        if isinstance(st, LowRank):
-            if s >= st.limit:
-                return lambda v: v
-            return lambda v: st.project(v, s)[0]
-        if s >= st.size:
-            return lambda v: v
-        C = st.coords
-
-        def trunc(v: np.ndarray) -> np.ndarray:
-            out = np.zeros_like(v)
-            keep = C[top_k(v[C], s)]
-            out[keep] = v[keep]
-            out[st.free] = v[st.free]
-            return out
-
-        return trunc
+        return self.set.truncation(s)
 
     def power_budget(self, units: int) -> int | None:
-        """The truncation budget of :meth:`smoothness` for ``units`` selectable units of the set:
-        the coordinates of the ``units`` largest groups (pairs, single coordinates), or the rank."""
-        s = self.set
-        if s is None:
-            return None
-        if isinstance(s, LowRank):
-            return min(units, s.limit)
-        if s.unit_of is None:
-            return min(units, s.size)
-        sizes = np.sort(np.bincount(s.unit_of))[::-1]
-        return int(sizes[: min(units, len(sizes))].sum())
+        """The truncation budget of :meth:`smoothness` for ``units`` selectable units of the set."""
+        return self.set.power_units(units) if self.set is not None else None
 
     def restricted_smoothness(self, units: int, starts: int = 3, x: np.ndarray | None = None) -> float:
         """L for ``units`` units of the set: the best of ``starts`` seeded runs of the truncated

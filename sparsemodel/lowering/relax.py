@@ -22,9 +22,7 @@ import numpy as np
 from ..errors import ModelError, SolverError
 from ..objective.evaluator import Layout
 from ..sets.base import ConstraintSet
-from ..sets.lowrank import LowRank
 from ..sets.side import Box, EigBox
-from ..sets.sparsity import CoordinateSparsity
 from .cvxpy_lower import box_constraints, lower_expr, solve_cvxpy
 
 RELAXATIONS = ("l1", "nuclear", "glasso")
@@ -59,16 +57,16 @@ class Relaxation:
         try:
             loss = lower_expr(objective, layout, self.u, np.arange(layout.n))
             if kind == "l1":
-                if not isinstance(cset, CoordinateSparsity):
+                if not cset.coordinate:
                     raise SolverError("the l1 relaxation needs an nnz(...) <= k constraint")
                 pen = cp.norm1(self.u[cset.coords])
             elif kind == "nuclear":
-                if not isinstance(cset, LowRank):
+                if cset.relaxation != "nuclear":
                     raise SolverError("the nuclear-norm relaxation needs a rank(W) <= r constraint")
                 W = cp.reshape(self.u[cset.W], cset.shape, order="C")
                 pen = cp.normNuc(W)
             elif kind == "glasso":
-                if not isinstance(cset, CoordinateSparsity) or not cset.pairs:
+                if cset.relaxation != "glasso":
                     raise SolverError("the graphical LASSO needs nnz(offdiag(O)) <= 2 * k on a symmetric O")
                 pen = cp.norm1(self.u[cset.coords])  # both (i, j) and (j, i): sum over i != j
             else:  # pragma: no cover - guarded by RELAXATIONS

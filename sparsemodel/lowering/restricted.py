@@ -17,8 +17,6 @@ from ..numerics.lstsq import lstsq, lstsq_normal
 from ..numerics.newton import newton
 from ..numerics.smooth import box_newton, lbfgs
 from ..sets.base import CoordSubspace
-from ..sets.lowrank import LowRankSubspace
-from ..sets.sparsity import CoordinateSparsity
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -143,20 +141,10 @@ class RestrictedSolves:
         elif self.set is None:
             sub = CoordSubspace(np.arange(self.n), self.n)
         else:
-            st = state if state is not None else self.set.empty()
-            if isinstance(self.set, CoordinateSparsity):
-                st = np.asarray(st, dtype=np.int64)
-            sub = self.set.subspace(st)
-        ridge_part = 0.0
-        d1 = hess = None
-        if self.precision is not None and (method in ("admm", "covsel", "newton") or self.eigbox is not None):
-            x, f, its, converged, method = self._precision_minimize(sub.cols, x0, method, ridge)
-        elif isinstance(sub, LowRankSubspace):
-            x, f, its, converged, method = self._lowrank_minimize(sub, x0, method, tol)
-        else:
-            x, f, its, converged, ridge_part, d1, hess = self._coord_minimize(
-                sub.cols, x0, ridge, method, tol, give_up, hint
-            )
+            sub = self.set.subspace(state if state is not None else self.set.empty())
+        precision = self.precision is not None and (method in ("admm", "covsel", "newton") or self.eigbox is not None)
+        backend = BACKENDS["precision" if precision else sub.form]
+        x, f, its, converged, method, ridge_part, d1, hess = backend(self, sub, x0, ridge, method, tol, give_up, hint)
         start = x0 if x0 is not None else np.zeros(self.n)
         scale = 1.0 + float(np.linalg.norm(start))
         if (f is not None and f == -np.inf) or float(np.linalg.norm(x)) > 1e12 * scale:
@@ -312,3 +300,31 @@ class RestrictedSolves:
         u, its, ok, f = lbfgs(fun, u0, tol=tol, bounds=bounds)
         self.oracle.charge(grads=calls[0], ifo=self.n_samples * calls[0])
         return u, its, ok, f
+
+
+# ---------------------------------------------------------------------- the dispatch table
+# (objective form x subspace) -> back-end: the precision-matrix form of paper 000's subproblem (13)
+# on any support; otherwise by the subspace's form: coordinates (least squares, Newton, L-BFGS,
+# cvxpy, projected Newton in a box) or the subspaces of a low-rank point. Every back-end returns
+# (x, f or None, iterations, converged, method used, the ridge's part of f, the Newton solve's loss
+# derivatives, its last Hessian).
+
+
+def _precision_backend(
+    lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any
+) -> tuple:
+    x, f, its, converged, method = lp._precision_minimize(sub.cols, x0, method, ridge)
+    return x, f, its, converged, method, 0.0, None, None
+
+
+def _coord_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
+    x, f, its, converged, ridge_part, d1, hess = lp._coord_minimize(sub.cols, x0, ridge, method, tol, give_up, hint)
+    return x, f, its, converged, method, ridge_part, d1, hess
+
+
+def _lowrank_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
+    x, f, its, converged, method = lp._lowrank_minimize(sub, x0, method, tol)
+    return x, f, its, converged, method, 0.0, None, None
+
+
+BACKENDS = {"precision": _precision_backend, "coords": _coord_backend, "lowrank": _lowrank_backend}

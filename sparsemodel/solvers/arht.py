@@ -87,7 +87,7 @@ from ..lowering.lowered import LoweredProblem
 from ..numerics.smooth import power_method
 from ..sets.sparsity import top_k
 from ..util import Clock
-from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
+from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, finish, register
 from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
 
 PRACTICAL_PROGRESS = 1e-3
@@ -207,7 +207,6 @@ class ARHT(Solver):
         o = self.opts
         if lp.sparsity is None:
             return solve_unconstrained(lp, self, o["restricted"])
-        check_k(lp, self.name)
         clock = Clock()
         sps = lp.sparsity
         C = sps.coords

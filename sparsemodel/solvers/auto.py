@@ -57,7 +57,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     finish,
     initial_point,
     register,
@@ -127,8 +126,7 @@ class Auto(Solver):
             if not _searchable(lp):
                 start.extra["note"] = self.plan(lp)
             return start
-        check_k(lp, self.name)
-        members = _members(sps)
+        members = sps.swap_members()
         starts = self._starts(lp)
         hist = History(lp, clock)
         best: dict[str, Any] | None = None
@@ -366,7 +364,6 @@ def edge_pipeline(solver: Solver, lp: LoweredProblem, clock: Clock) -> Result:
     1.94 / -2.98 / -18.36 / -26.58 / -31.58, forward selection at -0.53 / -12.63 / -19.98 / -24.95 /
     -28.66, GraHTP from the doubling start at 1.18 / -11.63 / -20.14 / -25.35 / -30.67."""
     o = solver.opts
-    check_k(lp, solver.name)
     hist = History(lp, clock)
     runs: list[dict[str, Any]] = []
     best: Result | None = None
@@ -409,28 +406,9 @@ def edge_pipeline(solver: Solver, lp: LoweredProblem, clock: Clock) -> Result:
 
 
 def _searchable(lp: LoweredProblem) -> bool:
-    """The swap search applies: coordinate sparsity or groups of one size, a composite objective,
-    no symmetric variable."""
-    sps = lp.sparsity
-    return (
-        sps is not None
-        and lp.set.kind in ("nnz", "nnz_groups")
-        and lp.design is not None
-        and _members(sps) is not None
-        and not any(v.symmetric for v in lp.layout.variables)
-    )
-
-
-def _members(sps: Any) -> np.ndarray | None:
-    """Positions into C of each unit's coordinates (units x size), or None when the groups differ
-    in size."""
-    if sps.unit_of is None:
-        return np.arange(sps.size, dtype=np.int64)[:, None]
-    order = np.argsort(sps.unit_of, kind="stable")
-    counts = np.bincount(sps.unit_of, minlength=sps.n_units)
-    if counts.min() != counts.max():
-        return None
-    return order.reshape(sps.n_units, counts[0])
+    """The swap search applies: a composite objective and a set whose budget is spent on
+    interchangeable units of one size (coordinates, or groups of one size)."""
+    return lp.set is not None and lp.design is not None and lp.set.swap_members() is not None
 
 
 def _units_of(sps: Any, x: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import SolverError, UnboundedError
 from ..lowering.restricted import RESTRICTED_METHODS
+from ..sets.registry import describe_kind
 from ..util import jsonable, k_text
 
 if TYPE_CHECKING:
@@ -32,11 +33,6 @@ MAX_ITER = "max_iter"
 DIVERGED = "diverged"
 INFEASIBLE = "infeasible"
 UNBOUNDED = "unbounded"
-
-# which family of paper handles constraint kinds not served by any registered solver yet
-PLANNED = {
-    "eig_box": "the modified GraHTP of paper 000, Algorithm 2 (eigenvalue-box precision matrices)",
-}
 
 
 @dataclass
@@ -511,17 +507,6 @@ def register(cls: type[Solver]) -> type[Solver]:
     return cls
 
 
-def describe_kind(kind: str) -> str:
-    return {
-        "nnz": "sparsity (nnz(x) <= k)",
-        "nnz_groups": "group-sparsity (nnz(x, groups=g) <= k)",
-        "nnz_pairs": "symmetric off-diagonal sparsity (nnz(offdiag(O)) <= 2k on a symmetric O: entries in pairs)",
-        "rank": "rank (rank(W) <= r)",
-        "eig_box": "eigenvalue-box (alpha <= eig(O) <= beta)",
-        "box": "box (w >= 0, lo <= w <= hi)",
-    }.get(kind, kind)
-
-
 def solvers_for(kind: str) -> list[str]:
     return [n for n, c in REGISTRY.items() if kind in c.handles]
 
@@ -530,9 +515,6 @@ def suggest_for(kind: str) -> str:
     names = solvers_for(kind)
     if names:
         return f"solvers that handle {describe_kind(kind)}: {', '.join(names)}"
-    planned = PLANNED.get(kind)
-    if planned:
-        return f"no solver in this version handles {describe_kind(kind)}; they will be handled by {planned}"
     return f"no solver handles {describe_kind(kind)}"
 
 
@@ -604,11 +586,7 @@ def finish(
     var = lp.primary
     values = lp.unpack(x)
     extra = dict(extra or {})
-    if s is not None and s.kind.startswith("nnz"):  # coordinate sparsity
-        local = s.constraint.coords  # positions of C inside the variable
-        support = np.sort(local[np.flatnonzero(x[s.coords] != 0)])
-    else:
-        support = np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
+    support = s.nonzeros(x) if s is not None else np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
     if lp.eigbox is not None or lp.precision is not None:  # a precision matrix: its spectrum and its graph
         O = lp.layout.get(x, (lp.eigbox or lp.precision).variable if lp.eigbox else lp.precision.var)
         lam = np.linalg.eigvalsh((O + O.T) / 2)
@@ -625,14 +603,13 @@ def finish(
             extra.setdefault("eig_decomps", lp.oracle.counters.eig_decomps)
         if lp.oracle.counters.newton_steps:
             extra.setdefault("newton_steps", lp.oracle.counters.newton_steps)
-    if s is not None and s.kind == "rank":
-        st = s.state(x)
-        extra.setdefault("rank", st.rank)
-        extra.setdefault("singular_values", [float(v) for v in st.s[: max(s.budget, 1) + 1]])
+    names = problem_names(lp.problem)
+    said = s.report(x, support, names.get(var.name)) if s is not None else {}
+    for key, v in said.get("extra", {}).items():
+        extra.setdefault(key, v)
+    kept = said.get("groups", [])
     if certificate is not None and not _finite_certificate(certificate):
         certificate = None  # computed from NaN or inf (a step that is not a number): it says nothing
-    names = problem_names(lp.problem)
-    kept = group_names(s, support, names.get(var.name)) if s is not None and s.kind == "nnz_groups" else []
     return Result(
         x=np.asarray(values[var.name]),
         support=support,
@@ -657,32 +634,6 @@ def finish(
         symmetric=bool(getattr(var, "symmetric", False)),
         groups=kept,
     )
-
-
-def group_names(s: Any, support: np.ndarray, names: Any) -> list[str]:
-    """The kept groups of a group-sparsity set, by name: the row (column) names for ``groups =
-    rows`` (``cols``), else ``group LABEL`` with the user's label."""
-    c = s.constraint
-    local = np.asarray(c.coords)
-    pos = np.searchsorted(local, support)  # support: positions in the variable, all inside C
-    labels = np.asarray(c.groups)[pos]
-    axis = {"rows": 0, "cols": 1}.get(getattr(c.nnz, "axis_groups", None) or "", None)
-    out = []
-    for lab in np.unique(labels):
-        member = int(support[np.flatnonzero(labels == lab)[0]])
-        if axis is not None and len(c.variable.shape) == 2:
-            i = int(np.unravel_index(member, c.variable.shape)[axis])
-            axis_names = names.axis_names()[axis] if names is not None else None
-            out.append(
-                axis_names[i]
-                if axis_names is not None
-                else f"{c.variable.name}[{i}, :]"
-                if axis == 0
-                else f"{c.variable.name}[:, {i}]"
-            )
-        else:
-            out.append(f"group {int(lab)}")
-    return out
 
 
 def _finite_certificate(c: dict[str, Any]) -> bool:
@@ -714,13 +665,7 @@ def zero_budget(lp: LoweredProblem, solver: Solver) -> Result:
     r = lp.restricted_minimize(lp.set.empty(), method=method)
     s = lp.set
     free = len(s.free)
-    written = getattr(s.constraint, "k", None)
-    why = (
-        f" (entries of a symmetric matrix come in pairs, so the bound {written} allows no edge)"
-        if s.kind == "nnz_pairs" and written and s.budget == s.constraint.k_units
-        else ""
-    )
-    msg = f"{s.bound_text()}: the constrained part is zero{why}" + (
+    msg = f"{s.bound_text()}: the constrained part is zero{s.zero_note()}" + (
         f"; the {free} free coordinate(s) were fitted" if free else ""
     )
     return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
@@ -756,29 +701,6 @@ def divergence_message(
     )
 
 
-def check_budget(lp: LoweredProblem, solver: str) -> None:
-    """The common bound check of the thresholding solvers: a bound that lets every unit be nonzero
-    does nothing (a budget of 0 is answered by ``Solver.solve`` before ``run``)."""
-    s = lp.set
-    if s is None or not s.thresholds:
-        return
-    if s.budget >= s.limit:
-        if s.kind == "rank":
-            raise SolverError(
-                f"{s.constraint} with r = {s.budget} allows full rank min{s.shape} = {s.limit}, so the constraint does nothing",
-                s.span,
-                f"use r < {s.limit}, or drop the constraint",
-            )
-        raise SolverError(
-            f"{s.bound_text()} allows all {s.n_units} {s.unit} to be nonzero, so the constraint does nothing",
-            s.span,
-            f"use k < {s.limit}, or drop the constraint",
-        )
-
-
-check_k = check_budget  # the name the sparsity solvers use
-
-
 def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
     if init is None or (isinstance(init, str) and init == "zeros"):
         if lp.eigbox is not None:
@@ -794,7 +716,7 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
             f"init has {x.size} entries; expected {lp.primary.size} (the variable {lp.primary.name}) or {lp.n}"
         )
     if lp.set is not None and lp.set.thresholds:
-        x, _ = lp.set.project(x)
+        x, _ = lp.project(x)
     return _into_side_sets(lp, x)
 
 

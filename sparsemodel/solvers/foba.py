@@ -60,7 +60,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     finish,
     initial_point,
     register,
@@ -126,7 +125,6 @@ class FoBa(Solver):
                     "use grahtp, grasp or iht for other objectives",
                 )
             return self._run_edges(lp, clock)
-        check_k(lp, self.name)
         nu, eps = o["nu"], o["eps"]
         if not 0 < nu < 1:
             raise SolverError(f"option nu={nu} of {self.name} must be in (0, 1)", hint="Zhang's choice is nu = 0.5")
@@ -211,7 +209,6 @@ class FoBa(Solver):
         from ..objective.precision import EdgeMoves
 
         o = self.opts
-        check_k(lp, self.name)
         moves = EdgeMoves(lp)
         k, method, nu, eps = lp.sparsity.k, o["restricted"], o["nu"], o["eps"]
 

@@ -49,7 +49,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     finish,
     register,
     restricted_option,
@@ -96,7 +95,6 @@ class GLasso(Solver):
                 "subject to nnz(offdiag(O)) <= 2 * k (O symmetric)",
                 hint="for vectors use lasso, for ranks nuclear",
             )
-        check_k(lp, self.name)
         check_search_options(o, self.name)
         pf = lp.precision
         moves = EdgeMoves(lp)

@@ -73,7 +73,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     divergence_message,
     finish,
     initial_point,
@@ -138,7 +137,6 @@ class GraHTP(Solver):
         if lp.set is None:  # nothing to threshold: one restricted solve over all coordinates
             r = lp.restricted_minimize(None, method=o["restricted"])
             return finish(lp, self, r.x, CONVERGED, 1, clock, f=r.f)
-        check_k(lp, self.name)
         s = lp.set
         debias = o["debias"]
         search = o["search"] and debias
@@ -198,8 +196,7 @@ class GraHTP(Solver):
                     eta = float(sx @ sx) / sy if sy > 0 else self._curvature_step(lp, x)
             retry = False
             xt = x - eta * g  # S1
-            warm, st = s.project(xt)  # S2: the projection, and F(t)
-            lp.oracle.thresholded()
+            warm, st = lp.project(xt)  # S2: the projection, and F(t)
             same_support = s.same(st, st_prev)
             if debias and same_support:
                 # F(t) = F(t-1): x is already the minimizer on F(t) (S3 of the last iteration), so S3 would
@@ -279,10 +276,9 @@ class GraHTP(Solver):
         e = eta
         for _ in range(60):
             e *= 2.0
-            warm, st = s.project(x - e * g)
+            warm, st = lp.project(x - e * g)
             if any(s.same(st, t) for t in tried):
                 continue
-            lp.oracle.thresholded()
             tried.append(st)
             bar = f - 1e-12 * max(1.0, abs(f))
             r = lp.restricted_minimize(st, x0=warm, method=self.opts["restricted"], grad=True, give_up=bar)

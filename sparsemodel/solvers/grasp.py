@@ -59,7 +59,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     finish,
     initial_point,
     register,
@@ -110,7 +109,6 @@ class GraSP(Solver):
         o = self.opts
         clock = Clock()
         sps = require_sparsity(lp, self.name)
-        check_k(lp, self.name)
         C = sps.coords
         k = sps.k
         method = o["restricted"]
@@ -129,8 +127,7 @@ class GraSP(Solver):
             Z = sps.select(sps.descent_scores(g[C]), 2 * k)  # step 2 (|g|; with a box, feasible directions)
             T = np.union1d(Z, sps.support(x))  # step 3
             b = lp.restricted_minimize(T, x0=x, method=method).x  # step 4
-            xn, sel = sps.project(b)  # step 5: b_k (free coordinates kept)
-            lp.oracle.thresholded()
+            xn, sel = lp.project(b)  # step 5: b_k (free coordinates kept)
             if o["prune"] == "debias":
                 xn = lp.restricted_minimize(sel, x0=xn, method=method).x
             fn, gn = lp.value_and_grad(xn)

@@ -50,7 +50,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     finish,
     initial_point,
     register,
@@ -149,7 +148,6 @@ class _GreedyBase(Solver):
     handles = frozenset({"nnz", "box"})
 
     def _setup(self, lp: LoweredProblem) -> ActiveSet:
-        check_k(lp, self.name)
         return ActiveSet(lp, method=self.opts["restricted"])
 
     def _improves(self, f_new: float, f_old: float) -> bool:
@@ -193,7 +191,6 @@ def edge_forward(lp: LoweredProblem, solver: Solver, growth: float = 0.0) -> Res
     candidate by a full refit would cost one ADMM per candidate), then refit on the support with
     the restricted solve (covsel, in the eigenvalue box when there is one). ``growth`` > 0 adds the
     max(1, ceil(growth |F|)) best edges per step instead of one (:func:`edge_forward_path`)."""
-    check_k(lp, solver.name)
     clock = Clock()
     hist = History(lp, clock)
     x, f, steps = edge_forward_path(lp, solver.opts["restricted"], growth, hist)

@@ -47,7 +47,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     divergence_message,
     finish,
     ht_certificate,
@@ -93,7 +92,6 @@ class IHT(Solver):
         o = self.opts
         if lp.set is None:
             return solve_unconstrained(lp, self, "auto")
-        check_k(lp, self.name)
         s = lp.set
         clock = Clock()
         x = initial_point(lp, o["init"])
@@ -120,8 +118,7 @@ class IHT(Solver):
             )
         status, it, halvings, message = MAX_ITER, 0, 0, ""
         while it < o["max_iter"]:
-            xn, _ = s.project(x - gamma * g)  # line 8: H_s on C (or the truncated SVD), F untouched
-            lp.oracle.thresholded()
+            xn, _ = lp.project(x - gamma * g)  # line 8: H_s on C (or the truncated SVD), F untouched
             fn, gn = lp.value_and_grad(xn)
             increased = not np.isfinite(fn) or fn > f + 1e-14 * max(1.0, abs(f))
             if increased and o["backtracking"]:

@@ -66,7 +66,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_k,
     finish,
     register,
     require_sparsity,
@@ -107,7 +106,6 @@ class Lasso(Solver):
         o = self.opts
         clock = Clock()
         sps = require_sparsity(lp, self.name)
-        check_k(lp, self.name)
         check_search_options(o, self.name)
         k = sps.k
         C = sps.coords

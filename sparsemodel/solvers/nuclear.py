@@ -44,9 +44,8 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..numerics.proximal import fista, svt
-from ..sets.lowrank import LowRank
 from ..util import Clock
-from .base import CONVERGED, History, Option, Result, Solver, check_budget, finish, register, restricted_option
+from .base import CONVERGED, History, Option, Result, Solver, finish, register, restricted_option
 from .tuning import check_search_options, choose_backend, search_lambda, search_options
 
 
@@ -75,10 +74,7 @@ class Nuclear(Solver):
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
         clock = Clock()
-        s = lp.set
-        if not isinstance(s, LowRank):
-            raise SolverError("nuclear solves rank-constrained problems; this problem has no rank(W) <= r constraint")
-        check_budget(lp, self.name)
+        s = lp.set  # a rank set: nuclear handles nothing else (Solver.check)
         check_search_options(o, self.name)
         r = s.budget
         r0 = lp.restricted_minimize(s.empty(), method=o["restricted"])

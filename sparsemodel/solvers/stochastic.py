@@ -66,7 +66,6 @@ from .base import (
     Option,
     Result,
     Solver,
-    check_budget,
     finish,
     initial_point,
     register,
@@ -142,10 +141,9 @@ class _Stochastic(Solver):
                 f"{self.name} needs a finite sum f = (1/n) sum_i f_i over the rows of the data; this objective {what}",
                 hint="deterministic solvers that apply: " + ", ".join(deterministic_alternatives(lp)),
             )
-        check_budget(lp, self.name)
         x = initial_point(lp, self.opts["init"])
         s = lp.set
-        top = lp.power_budget(2 * s.k) if s is not None and s.kind != "rank" else None
+        top = lp.power_budget(2 * s.k) if s is not None and s.coordinate else None
         L = lp.restricted_smoothness(2 * s.k) if s is not None else lp.smoothness(None)
         ls = d.sample_smoothness(top)
         if ls is None:  # no per-sample bound for this loss: the batch noise is not modeled
@@ -174,13 +172,10 @@ class _Stochastic(Solver):
         return 1.0 / (self.L + self.ls / max(s, 1))
 
     def project(self, lp: LoweredProblem, z: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
-        lp.oracle.thresholded()
-        s = lp.set
-        if s is None:
+        if lp.set is None:
+            lp.oracle.thresholded()
             return z, None
-        if s.kind == "rank":
-            return s.project(z, warm=state)
-        return s.project(z)
+        return lp.project(z, warm=state)
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
