@@ -681,19 +681,16 @@ class ModelBuilder:
                 self.k_range[1],
                 "add a constraint, or sweep a param",
             )
-        if isinstance(c, RankConstraint):
-            limit, unit, what = min(c.variable.shape), "rank", f"{c.variable.name} has rank at most"
-        else:  # k counts what is selected: coordinates, groups, or edges (pairs of a symmetric matrix)
-            limit = c.n_units
-            unit = "edges" if c.unit_size == 2 else "groups" if c.groups is not None else "coordinates"
-            what = f"{c.nnz.target_text} has only"
-        if ks and max(ks) > limit:
-            raise ConstraintError(
-                f"compare ... at {self.k_range[0]} in {self.compare_with['text']} goes up to {self.k_range[0]} = {max(ks)}, "
-                f"but {what} {limit} {unit if unit != 'rank' else ''}".rstrip(),
-                self.k_range[1],
-                f"choose values between 0 and {limit}",
-            )
+        for v in sorted(ks, reverse=True):  # each value by the constraint's one bound check, at the sweep
+            try:
+                c.check_bound(v)
+            except ConstraintError as exc:
+                raise ConstraintError(
+                    f"compare ... at {self.k_range[0]} in {self.compare_with['text']}: {self.k_range[0]} = {v}: "
+                    + exc.message.split(": ", 1)[-1],
+                    self.k_range[1],
+                    f"choose values between 0 and {c.limit}",
+                ) from None
 
     def _prepass(self, tree: Tree) -> None:
         data_names: list[str] = []

@@ -211,7 +211,54 @@ class NnzExpr:
         return f"nnz({self.target_text}{g})"
 
 
-class NnzConstraint(Constraint):
+class Bounded:
+    """A constraint with a bound k on what a solver selects: the one place a bound value is checked
+    (the model's written bound, the sets' budgets, the sweeps of compare, path and select, the
+    CLI's --k all go through :meth:`check_bound`). ``unit`` names what k counts, ``limit`` is how
+    many there are, ``unit_size`` the entries per unit (2 for symmetric pairs)."""
+
+    unit: str = "coordinates"
+    unit_size: int = 1
+
+    @property
+    def limit(self) -> int:
+        raise NotImplementedError
+
+    def bound_text(self, b: int) -> str:
+        return f"{self} (bound {b})"
+
+    def check_bound(self, b: Any, written: bool = False) -> int:
+        """The bound b as an integer number of units, or a located error: b must be an integer from
+        0 to ``limit``. ``written``: b is the bound as the model writes it (entries for a symmetric
+        off-diagonal, converted to edges)."""
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer, float, np.floating)) or float(b) != int(b):
+            raise ConstraintError(
+                f"{self}: the bound {b!r} is not an integer",
+                self.span,
+                f"use an integer 0 <= {self.unit} bound <= {self.limit}",
+            )
+        b = int(b)
+        if b < 0:
+            raise ConstraintError(f"{self}: the bound {b} must be nonnegative", self.span)
+        units = b // self.unit_size if written else b
+        if units > self.limit or (written and b > self.limit * self.unit_size):
+            shown = b if written else b * self.unit_size
+            extra = f" ({self.limit} edges: the bound counts entries, two per edge)" if self.unit_size > 1 else ""
+            outside = " outside free=" if getattr(getattr(self, "nnz", None), "free", None) is not None else ""
+            what = (
+                f"{self.limit * self.unit_size} entries{extra}"
+                if written and self.unit_size > 1
+                else f"{self.limit} {self.unit}{outside}"
+            )
+            raise ConstraintError(
+                f"{self.bound_text(shown) if not written else str(self)}: {self.target_text} has only {what}",
+                self.span,
+                f"{'r' if self.unit == 'rank' else 'k'} must be between 0 and {self.limit} ({self.unit})",
+            )
+        return units
+
+
+class NnzConstraint(Bounded, Constraint):
     """At most k nonzero coordinates (or k nonzero groups) among ``coords`` of ``variable``."""
 
     def __init__(self, nnz: NnzExpr, k: Expr, span: Span | None = None):
@@ -249,36 +296,28 @@ class NnzConstraint(Constraint):
         """The bound in selectable units: pairs of entries for a symmetric off-diagonal."""
         return self.k // self.unit_size
 
+    @property
+    def unit(self) -> str:  # type: ignore[override]
+        return "edges" if self.nnz.pairs else "groups" if self.groups is not None else "coordinates"
+
+    @property
+    def limit(self) -> int:
+        return self.n_units
+
+    @property
+    def target_text(self) -> str:
+        return self.nnz.target_text
+
+    def bound_text(self, b: int) -> str:
+        return f"{self.nnz} <= {b}"
+
     def validate(self) -> int:
+        """The bound as written (entries, or groups with groups=), checked."""
         if not self.k_expr.is_constant() or self.k_expr.shape != ():
             raise ConstraintError(f"the bound of {self.nnz} must be an integer constant; got {self.k_expr}", self.span)
         kv = float(self.k_expr.constant_value())
-        unit = "coordinates" if self.groups is None or self.nnz.pairs else "groups"
-        limit = self.n_units * self.unit_size
-        if kv != int(kv):
-            raise ConstraintError(f"{self.nnz} <= {kv:g}: the bound must be an integer", self.span)
-        k = int(kv)
-        if k < 0:
-            raise ConstraintError(f"{self.nnz} <= {k}: the bound must be nonnegative", self.span)
-        if k > limit and self.nnz.pairs:
-            raise ConstraintError(
-                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {limit} entries ({self.n_units} edges)",
-                self.span,
-                f"the bound counts entries, two per edge: between 0 and {limit}, as in {self.nnz} <= 2 * k with "
-                f"k <= {self.n_units} edges",
-            )
-        if k > limit:
-            outside = " outside free=" if self.nnz.free is not None else ""
-            raise ConstraintError(
-                f"{self.nnz} <= {k}: {self.nnz.target_text} has only {limit} {unit}{outside}",
-                self.span,
-                f"k must be between 0 and {limit}",
-            )
-        return k
-
-    def with_k(self, k: int) -> NnzConstraint:
-        """The same constraint with another bound (for sweeps over k)."""
-        return NnzConstraint(self.nnz, as_expr(k), span=self.span)
+        self.check_bound(int(kv) if kv == int(kv) else kv, written=True)
+        return int(kv)
 
     def __str__(self) -> str:
         return f"{self.nnz} <= {self.k_expr}"
@@ -299,8 +338,9 @@ class RankExpr:
         return f"rank({self.var})"
 
 
-class RankConstraint(Constraint):
+class RankConstraint(Bounded, Constraint):
     kind = "rank"
+    unit = "rank"
 
     def __init__(self, W: Variable, r: Expr, span: Span | None = None):
         self.W = W
@@ -317,12 +357,20 @@ class RankConstraint(Constraint):
     def variable(self) -> Variable:
         return self.W
 
+    @property
+    def limit(self) -> int:
+        return min(self.W.shape)
+
+    @property
+    def target_text(self) -> str:
+        return str(self.W)
+
+    def bound_text(self, b: int) -> str:
+        return f"rank({self.W}) <= {b}"
+
     def validate(self) -> int:
         rv = _bound_value(self.r_expr, str(self), self.span)
-        m = min(self.W.shape)
-        if rv != int(rv) or not 0 <= rv <= m:
-            raise ConstraintError(f"{self}: the rank bound must be an integer between 0 and {m}", self.span)
-        return int(rv)
+        return self.check_bound(int(rv) if rv == int(rv) else rv, written=True)
 
     def __str__(self) -> str:
         return f"rank({self.W}) <= {self.r_expr}"

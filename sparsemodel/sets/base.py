@@ -88,22 +88,9 @@ class ConstraintSet(ABC):
         raise NotImplementedError
 
     def check_budget(self, b: Any) -> int:
-        if isinstance(b, bool) or not isinstance(b, (int, np.integer, float, np.floating)) or float(b) != int(b):
-            raise ConstraintError(
-                f"{self.constraint}: the bound {b!r} is not an integer",
-                self.span,
-                f"use an integer 0 <= {self.unit} bound <= {self.limit}",
-            )
-        b = int(b)
-        if b < 0:
-            raise ConstraintError(f"{self.constraint}: the bound {b} must be nonnegative", self.span)
-        if b > self.limit:
-            raise ConstraintError(
-                f"{self.bound_text(b)}: {self.target_text()} has only {self.limit} {self.unit}",
-                self.span,
-                f"{'r' if self.unit == 'rank' else 'k'} must be between 0 and {self.limit} ({self.unit})",
-            )
-        return b
+        """A budget value checked by the constraint's one bound check (an integer from 0 to
+        ``limit`` units; a located error otherwise)."""
+        return self.constraint.check_bound(b)
 
     @abstractmethod
     def with_budget(self, b: int) -> ConstraintSet: ...
