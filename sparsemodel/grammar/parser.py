@@ -49,14 +49,14 @@ from ..model.atoms import ATOMS, DATA_FUNCTIONS, Atom
 from ..model.constraints import (
     AUTO,
     AXIS_GROUPS,
-    BoxConstraint,
-    EigBoxConstraint,
     EigExpr,
     NnzConstraint,
     NnzExpr,
     Offdiag,
     RankConstraint,
     RankExpr,
+    box,
+    constrain,
     eig,
     nnz,
     offdiag,
@@ -1040,7 +1040,7 @@ class ModelBuilder:
                         "write lo <= w <= hi",
                     )
             self.constraints.append(
-                BoxConstraint(b, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span)
+                box(b, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span)
             )
             return
         if c is not None:
@@ -1051,11 +1051,7 @@ class ModelBuilder:
             if ops[0] != ops[1]:
                 raise ConstraintError(f"'{text}': a two-sided bound needs the same comparison twice", span)
             lo, hi = (a, c) if ops[0] == "<=" else (c, a)
-            self.constraints.append(
-                EigBoxConstraint(
-                    b.var, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span, xi=b.xi
-                )
-            )
+            self.constraints.append(b.between(self._bound(lo, text, span), self._bound(hi, text, span), span))
             return
         op = ops[0]
         if AUTO in (a, b) and not isinstance(a if b == AUTO else b, EigExpr):
@@ -1064,36 +1060,22 @@ class ModelBuilder:
                 span,
                 "write: auto <= eig(O) <= auto, or give a number",
             )
-        if isinstance(b, (NnzExpr, RankExpr, EigExpr)) and not isinstance(a, (NnzExpr, RankExpr, EigExpr)):
+        structural = (NnzExpr, RankExpr, EigExpr)
+        if isinstance(b, structural) and not isinstance(a, structural):  # k >= nnz(w) reads nnz(w) <= k
             a, b = b, a
             op = ">=" if op == "<=" else "<="
-        if isinstance(a, NnzExpr):
-            if op != "<=":
-                raise ConstraintError(
-                    f"'{text}' bounds {a} from below", span, "sparsity constraints read nnz(...) <= k"
-                )
-            self.constraints.append(NnzConstraint(a, self._bound(b, text, span), span=span))
-        elif isinstance(a, RankExpr):
-            if op != "<=":
-                raise ConstraintError(f"'{text}' bounds {a} from below", span, "rank constraints read rank(W) <= r")
-            self.constraints.append(RankConstraint(a.var, self._bound(b, text, span), span=span))
-        elif isinstance(a, EigExpr):
-            bound = self._bound(b, text, span)
-            lower, upper = (bound, None) if op == ">=" else (None, bound)
-            self.constraints.append(EigBoxConstraint(a.var, lower=lower, upper=upper, span=span, xi=a.xi))
-        elif isinstance(a, Expr) and isinstance(b, Expr) and (a.is_constant() != b.is_constant()):
-            if a.is_constant():  # 0 <= w reads w >= 0
-                a, b = b, a
-                op = ">=" if op == "<=" else "<="
-            bound = self._bound(b, text, span)
-            lower, upper = (bound, None) if op == ">=" else (None, bound)
-            self.constraints.append(BoxConstraint(a, lower=lower, upper=upper, span=span))
-        else:
+        if isinstance(a, Expr) and isinstance(b, Expr) and a.is_constant() and not b.is_constant():
+            a, b = b, a  # 0 <= w reads w >= 0
+            op = ">=" if op == "<=" else "<="
+        if not isinstance(a, (*structural, Expr)) or (isinstance(a, Expr) and (a.is_constant() or not b.is_constant())):
             raise ConstraintError(
                 f"'{text}' is not a structural constraint",
                 span,
                 f"sparsemodel handles sparsity, rank, eigenvalue and box constraints: {usage}",
             )
+        # the builder's own constructor of one-sided constraints (what nnz(w) <= k, rank(W) <= r,
+        # eig(O) >= a and w >= 0 call), located at the whole constraint
+        self.constraints.append(constrain(a, op, self._bound(b, text, span), span))
 
     def _side(self, t: Any) -> Any:
         """A side of a constraint: an expression, or the word ``auto`` (an eigenvalue bound computed

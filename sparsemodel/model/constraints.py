@@ -198,12 +198,10 @@ class NnzExpr:
             self.free_text = text
 
     def __le__(self, k: Any) -> NnzConstraint:
-        return NnzConstraint(self, as_expr(k), span=self.span)
+        return constrain(self, "<=", k)
 
     def __ge__(self, k: Any) -> NnzConstraint:
-        raise ConstraintError(
-            f"nnz({self.target_text}) >= ... is not a sparsity constraint; write nnz(...) <= k", self.span
-        )
+        return constrain(self, ">=", k)
 
     def __str__(self) -> str:
         g = f", groups={self.groups_text}" if self.groups_text else ""
@@ -332,7 +330,10 @@ class RankExpr:
         self.span = span
 
     def __le__(self, r: Any) -> RankConstraint:
-        return RankConstraint(self.var, as_expr(r), span=self.span)
+        return constrain(self, "<=", r)
+
+    def __ge__(self, r: Any) -> RankConstraint:
+        return constrain(self, ">=", r)
 
     def __str__(self) -> str:
         return f"rank({self.var})"
@@ -405,13 +406,15 @@ class EigExpr:
         return AUTO if isinstance(v, str) and v == AUTO else as_expr(v)
 
     def __ge__(self, alpha: Any) -> EigBoxConstraint:
-        return EigBoxConstraint(self.var, lower=self._bound(alpha), span=self.span, xi=self.xi)
+        return constrain(self, ">=", alpha)
 
     def __le__(self, beta: Any) -> EigBoxConstraint:
-        return EigBoxConstraint(self.var, upper=self._bound(beta), span=self.span, xi=self.xi)
+        return constrain(self, "<=", beta)
 
-    def between(self, alpha: Any, beta: Any) -> EigBoxConstraint:
-        return EigBoxConstraint(self.var, lower=self._bound(alpha), upper=self._bound(beta), span=self.span, xi=self.xi)
+    def between(self, alpha: Any, beta: Any, span: Span | None = None) -> EigBoxConstraint:
+        return EigBoxConstraint(
+            self.var, lower=self._bound(alpha), upper=self._bound(beta), span=span or self.span, xi=self.xi
+        )
 
     def __str__(self) -> str:
         return f"eig({self.var})"
@@ -618,6 +621,28 @@ def _is_view(e: Expr) -> bool:
 def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
     """``target <= value`` (op ``<=``) or ``target >= value``: the comparison operators of
     expressions, e.g. ``w >= 0`` in the Python builder."""
+    return constrain(target, op, value, span)
+
+
+def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Constraint:
+    """``target <= value`` (``op`` = ``"<="``) or ``target >= value``: THE builder of one-sided
+    constraints. The comparison operators of ``nnz(...)``, ``rank(...)``, ``eig(...)`` and
+    expressions call it; the model language calls it with the whole constraint's ``span``."""
+    if isinstance(target, (NnzExpr, RankExpr)):
+        if op != "<=":
+            what = (
+                "sparsity constraints read nnz(...) <= k"
+                if isinstance(target, NnzExpr)
+                else "rank constraints read rank(W) <= r"
+            )
+            raise ConstraintError(f"{target} >= ... bounds {target} from below", span or target.span, what)
+        if isinstance(target, NnzExpr):
+            return NnzConstraint(target, as_expr(value), span=span or target.span)
+        return RankConstraint(target.var, as_expr(value), span=span or target.span)
+    if isinstance(target, EigExpr):
+        v = target._bound(value)
+        lower, upper = (v, None) if op == ">=" else (None, v)
+        return EigBoxConstraint(target.var, lower=lower, upper=upper, span=span or target.span, xi=target.xi)
     if op == "<=":
         return BoxConstraint(target, upper=value, span=span)
     return BoxConstraint(target, lower=value, span=span)
