@@ -31,10 +31,13 @@ from .model.atoms import (
     sum_squares,
     trace,
 )
-from .model.constraints import box, eig, nnz, offdiag, rank
+from .model.constraints import STRUCTURAL_FUNCTIONS, box
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, minimize
 from .problem import Problem
+
+# the constraint words (nnz, rank, eig, offdiag, diff, ...): the same table the model language reads
+globals().update(STRUCTURAL_FUNCTIONS)
 
 __version__ = "0.1.0"
 
@@ -64,6 +67,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    *STRUCTURAL_FUNCTIONS,
     "ModelError",
     "load",
     "parse",
@@ -75,11 +79,7 @@ __all__ = [
     "Problem",
     "Objective",
     "minimize",
-    "nnz",
     "box",
-    "rank",
-    "eig",
-    "offdiag",
     "Result",
     "registry",
     "sum",

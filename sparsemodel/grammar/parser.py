@@ -49,18 +49,15 @@ from ..model.atoms import ATOMS, DATA_FUNCTIONS, Atom
 from ..model.constraints import (
     AUTO,
     AXIS_GROUPS,
+    STRUCTURAL_FUNCTIONS,
+    STRUCTURAL_TYPES,
     EigExpr,
     NnzConstraint,
     NnzExpr,
-    Offdiag,
     RankConstraint,
     RankExpr,
     box,
     constrain,
-    eig,
-    nnz,
-    offdiag,
-    rank,
 )
 from ..model.expr import (
     Add,
@@ -88,7 +85,7 @@ from ..util import expand_range
 GRAMMAR_FILE = Path(__file__).with_name("sparsemodel.lark")
 
 STATEMENT_KEYWORDS = ("data", "param", "let", "var", "func", "minimize", "subject", "solve", "compare")
-CONSTRAINT_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag}
+CONSTRAINT_FUNCTIONS = STRUCTURAL_FUNCTIONS
 BUILTIN_FUNCTIONS = sorted(set(ATOMS) | set(DATA_FUNCTIONS) | set(CONSTRAINT_FUNCTIONS))
 _OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 _CLOSE = {"RPAR": ")", "RSQB": "]", "RBRACE": "}"}
@@ -433,7 +430,7 @@ def _what(obj: Any) -> str:
 
 
 def _structural_name(obj: Any) -> str | None:
-    return str(obj) if isinstance(obj, (NnzExpr, RankExpr, EigExpr, Offdiag)) else None
+    return str(obj) if isinstance(obj, STRUCTURAL_TYPES) else None
 
 
 # ============================================================================ expressions
@@ -466,7 +463,7 @@ class ExprBuilder(Transformer_NonRecursive):
             raise ConstraintError(
                 f"{s} cannot be used inside an expression ({op})",
                 span,
-                "nnz, rank, eig and offdiag only appear in constraints: nnz(w) <= k, rank(W) <= r, "
+                f"{', '.join(STRUCTURAL_FUNCTIONS)} only appear in constraints: nnz(w) <= k, rank(W) <= r, "
                 "alpha <= eig(O) <= beta, nnz(offdiag(O)) <= 2 * k",
             )
         raise ModelError(f"cannot use {x!r} in an expression", span)
@@ -788,7 +785,7 @@ class ModelBuilder:
         raise ConstraintError(
             f"{what} cannot be {s}" if s else f"{what} must be an expression",
             self.span(tree),
-            "nnz, rank, eig and offdiag only appear in constraints after subject to",
+            f"{', '.join(STRUCTURAL_FUNCTIONS)} only appear in constraints after subject to",
         )
 
     # ------------------------------------------------------------------ calls

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..numerics.evaluation import evaluate
 from ..numerics.lstsq import lstsq, lstsq_normal
 from ..numerics.newton import newton
 from ..numerics.smooth import box_newton, lbfgs
+from ..objective.terms import Reduced
 from ..sets.base import CoordSubspace
 
 if TYPE_CHECKING:
@@ -266,6 +268,38 @@ class RestrictedSolves:
         ridge_part = 0.5 * float(np.sum(r_v * u * u)) if r_v is not None else 0.0
         return x, f, its, converged, ridge_part
 
+    def _basis_minimize(self, sub: Any, x0: np.ndarray | None, method: str, tol: float) -> tuple:
+        """min f over a linear subspace x[cols] = B u (``sub.basis``, sparse; the rest of x zero):
+        the composite design's columns times B are the reduced problem's columns (least squares or
+        Newton on u); without a composite form, L-BFGS on u. (x, f or None, iterations, converged,
+        method)."""
+        B = sub.basis
+        u0 = sub.coords_of(x0) if x0 is not None else np.zeros(sub.dim)
+        if self.design is None or method in ("lbfgs", "cvxpy"):
+            ev, calls = self.ev, [0]
+
+            def fun(u: np.ndarray) -> tuple[float, np.ndarray]:
+                calls[0] += 1
+                f, g = ev.value_and_grad(sub.embed(u))
+                return (f, sub.restrict(g)) if np.isfinite(f) else (np.inf, np.zeros_like(u))
+
+            u, its, ok, f = lbfgs(fun, u0, tol=tol)
+            self.oracle.charge(grads=calls[0], ifo=self.n_samples * calls[0])
+            return sub.embed(u), f, its, ok, "lbfgs"
+        rd = self.design.reduced(sub.cols)
+        Js = [(B.T @ J.T).T if not sp.issparse(J) else (J @ B) for J in rd.Js]
+        rdb = Reduced(
+            rd.terms, [np.asarray(J.toarray() if sp.issparse(J) else J) for J in Js], rd.offsets, B.T @ rd.lin, rd.const
+        )
+        if method == "lstsq":
+            u, its = lstsq(rdb, None), 1
+            f, ok = evaluate(rdb, u, 0)[0], True
+        else:
+            res = newton(rdb, u0[None, :], tol=tol)
+            u, its, ok, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
+        self.oracle.charge(grads=its, ifo=self.n_samples * its)
+        return sub.embed(u), f, its, ok, method
+
     def _lbfgs(
         self,
         cols: np.ndarray,
@@ -327,4 +361,14 @@ def _lowrank_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: f
     return x, f, its, converged, method, 0.0, None, None
 
 
-BACKENDS = {"precision": _precision_backend, "coords": _coord_backend, "lowrank": _lowrank_backend}
+def _basis_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
+    x, f, its, converged, method = lp._basis_minimize(sub, x0, method, tol)
+    return x, f, its, converged, method, 0.0, None, None
+
+
+BACKENDS = {
+    "precision": _precision_backend,
+    "coords": _coord_backend,
+    "lowrank": _lowrank_backend,
+    "basis": _basis_backend,
+}

@@ -64,6 +64,27 @@ class Offdiag:
         return f"offdiag({self.var})"
 
 
+class Diff:
+    """``diff(w)``: the changes w[i] - w[i-1] of a vector variable or a slice of one (only inside
+    nnz: ``nnz(diff(w)) <= k`` allows at most k changes, a piecewise-constant w)."""
+
+    def __init__(self, w: Any, span: Span | None = None):
+        e = as_expr(w)
+        self.var, self.coords = _variable_view(e, "diff", span)
+        if e.ndim != 1 or len(self.coords) < 2:
+            raise ConstraintError(
+                f"diff() takes a vector of at least two entries (a variable or a slice of one); got {e} of shape "
+                f"{fmt_shape(e.shape)}",
+                span,
+                "write nnz(diff(w)) <= k with w a vector",
+            )
+        self.target_text = str(e)
+        self.span = span
+
+    def __str__(self) -> str:
+        return f"diff({self.target_text})"
+
+
 AXIS_GROUPS = ("rows", "cols")  # groups = rows / cols: every row (column) of a matrix is one group
 
 
@@ -81,7 +102,16 @@ class NnzExpr:
     def __init__(self, target: Any, groups: Any = None, span: Span | None = None, free: Any = None):
         self.span = span
         self.pairs = False
-        if isinstance(target, Offdiag):
+        self.fused = isinstance(target, Diff)  # nnz(diff(w)): changes between consecutive entries
+        if self.fused:
+            if groups is not None or free is not None:
+                raise ConstraintError(
+                    f"nnz({target}, ...): groups= and free= do not apply to diff(...)", span, "write nnz(diff(w)) <= k"
+                )
+            self.var, self.coords = target.var, target.coords
+            self.target_text = str(target)
+            self.offdiag = False
+        elif isinstance(target, Offdiag):
             self.var = target.var
             p = target.var.shape[0]
             self.coords = np.array([i * p + j for i in range(p) for j in range(p) if i != j], dtype=np.int64)
@@ -89,7 +119,7 @@ class NnzExpr:
             self.offdiag = True
             # a symmetric O has O[i,j] = O[j,i]: its off-diagonal entries are selected in pairs
             self.pairs = bool(target.var.symmetric)
-        else:
+        if not self.fused and not isinstance(target, Offdiag):
             e = as_expr(target)
             self.var, self.coords = _variable_view(e, "nnz", span)
             self.target_text = str(e)
@@ -319,6 +349,23 @@ class NnzConstraint(Bounded, Constraint):
 
     def __str__(self) -> str:
         return f"{self.nnz} <= {self.k_expr}"
+
+
+class FusedConstraint(NnzConstraint):
+    """``nnz(diff(w)) <= k``: at most k changes between consecutive entries of w (a piecewise-
+    constant vector with at most k + 1 pieces; changepoints, fused sparsity)."""
+
+    def __init__(self, nnz: NnzExpr, k: Expr, span: Span | None = None):
+        super().__init__(nnz, k, span)
+        self.kind = "fused"
+
+    @property
+    def unit(self) -> str:  # type: ignore[override]
+        return "changes"
+
+    @property
+    def n_units(self) -> int:
+        return len(self.coords) - 1
 
 
 class RankExpr:
@@ -637,7 +684,8 @@ def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Con
             )
             raise ConstraintError(f"{target} >= ... bounds {target} from below", span or target.span, what)
         if isinstance(target, NnzExpr):
-            return NnzConstraint(target, as_expr(value), span=span or target.span)
+            cls = FusedConstraint if target.fused else NnzConstraint
+            return cls(target, as_expr(value), span=span or target.span)
         return RankConstraint(target.var, as_expr(value), span=span or target.span)
     if isinstance(target, EigExpr):
         v = target._bound(value)
@@ -674,6 +722,11 @@ def offdiag(O: Any, span: Span | None = None) -> Offdiag:
     return Offdiag(O, span=span)
 
 
+def diff(w: Any, span: Span | None = None) -> Diff:
+    """``sm.nnz(sm.diff(w)) <= k``: at most k changes between consecutive entries of w."""
+    return Diff(w, span=span)
+
+
 __all__ = [
     "Constraint",
     "NnzConstraint",
@@ -687,3 +740,9 @@ __all__ = [
     "offdiag",
     "ModelError",
 ]
+
+
+# the words of the constraint language, read by the model language's parser (a new target or
+# constraint function is added here, not in the grammar)
+STRUCTURAL_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag, "diff": diff}
+STRUCTURAL_TYPES: tuple[type, ...] = (NnzExpr, RankExpr, EigExpr, Offdiag, Diff)

@@ -294,6 +294,8 @@ class LowRank(ConstraintSet):
         stable = stationary and smin >= gamma * grad_off * (1 - 1e-12)
         verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
         return {
+            "detail": f"|projected grad| on the subspace {grad_on:.2e}, sigma_r(W) {smin:.4g} vs gamma * sigma_1(grad off "
+            f"it) {gamma * grad_off:.4g}",
             "definition": "paper 001, Definition 4, rank form",
             "gamma": float(gamma),
             "grad_on_subspace_norm": grad_on,

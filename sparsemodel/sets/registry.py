@@ -16,9 +16,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConstraintError
-from ..model.constraints import BoxConstraint, Constraint, EigBoxConstraint, NnzConstraint, RankConstraint
+from ..model.constraints import (
+    BoxConstraint,
+    Constraint,
+    EigBoxConstraint,
+    FusedConstraint,
+    NnzConstraint,
+    RankConstraint,
+)
 from ..objective.evaluator import Layout
 from .base import ConstraintSet
+from .fused import FusedSparsity
 from .lowrank import LowRank
 from .side import Box, EigBox
 from .sparsity import CoordinateSparsity
@@ -33,6 +41,7 @@ class Kind:
     name: str
     text: str
     build: Callable[[Any, Layout, np.ndarray | None], ConstraintSet]
+    generic: bool = False  # only the protocol is needed: every protocol solver accepts it
 
 
 KINDS: dict[str, Kind] = {}
@@ -43,12 +52,21 @@ def register_kind(
     constraint_type: type,
     names: Sequence[tuple[str, str]],
     build: Callable[[Any, Layout, np.ndarray | None], ConstraintSet],
+    generic: bool = False,
 ) -> None:
-    """Register a model constraint class: the kinds it can carry (``(name, description)``) and the
-    function that builds its set."""
+    """Register a model constraint class: the kinds it can carry (``(name, description)``), the
+    function that builds its set, and whether the kind needs nothing but the set protocol
+    (``generic``: then every solver that works through the protocol alone accepts it, see
+    ``Solver.protocol``)."""
     for name, text in names:
-        KINDS[name] = Kind(name, text, build)
+        KINDS[name] = Kind(name, text, build, generic)
     _BY_TYPE[constraint_type] = build
+
+
+def generic_kind(kind: str) -> bool:
+    """Whether a kind needs nothing from a solver but the set protocol."""
+    k = KINDS.get(kind)
+    return k is not None and k.generic
 
 
 register_kind(
@@ -152,3 +170,11 @@ def _check_eigbox(box: EigBox, s: ConstraintSet | None) -> None:
             s.span,
             f"bound the off-diagonal only: nnz(offdiag({box.variable.name})) <= 2 * k",
         )
+
+
+register_kind(
+    FusedConstraint,
+    [("fused", "fused sparsity (nnz(diff(w)) <= k: at most k changes between consecutive entries)")],
+    lambda c, layout, S: FusedSparsity(c, layout),
+    generic=True,
+)

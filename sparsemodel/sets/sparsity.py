@@ -284,6 +284,8 @@ class CoordinateSparsity(ConstraintSet):
         strict = stationary and xmin > gamma * grad_off
         verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
         return {
+            "detail": f"|grad| on support {grad_on:.2e}, min |x| top-k {xmin:.4g} vs gamma*max|grad| off "
+            f"{gamma * grad_off:.4g}",
             "definition": "paper 001, Definition 4",
             "gamma": float(gamma),
             "grad_on_support_inf": grad_on,
@@ -323,6 +325,7 @@ class CoordinateSparsity(ConstraintSet):
         stable = stationary and kept >= off * (1 - 1e-12)
         verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
         return {
+            "detail": f"|projected grad| on support {grad_on:.2e}, min gain kept {kept:.4g} vs max gain off {off:.4g}",
             "definition": "paper 001, Definition 4 (fixed point of the projected step onto {nnz <= k} ∩ box)",
             "gamma": float(gamma),
             "projected_grad_on_support_inf": grad_on,

@@ -68,6 +68,7 @@ from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, edge_problem, o
 @register
 class Auto(Solver):
     name = "auto"
+    protocol = True  # the projection, state, subspace and certificate of any set
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "eig_box"})  # eig_box: precision matrices
     summary = "the default: GraHTP start, then swaps ranked by the Newton model and checked by exact refits"
     reference = "paper 000, Algorithm 1 (start); swap search: ELS of paper 003, Algorithm 4, with ABESS-style splicing"

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import SolverError, UnboundedError
 from ..lowering.restricted import RESTRICTED_METHODS
-from ..sets.registry import describe_kind
+from ..sets.registry import KINDS, describe_kind, generic_kind
 from ..util import jsonable, k_text
 
 if TYPE_CHECKING:
@@ -399,6 +399,7 @@ class Solver:
 
     name = "solver"
     handles: frozenset[str] = frozenset()
+    protocol = False  # works through the set protocol alone: accepts every generic kind (see accepts)
     summary = ""
     reference = ""
     convex_relaxation = False
@@ -427,10 +428,22 @@ class Solver:
             raise err
 
     @classmethod
+    def accepts(cls, kind: str) -> bool:
+        """Whether this solver takes a constraint kind: one it names in ``handles``, or, for a
+        solver that works through the set protocol alone (``protocol``), any kind registered as
+        generic (sets/registry: a new constraint kind needs no edit of such solvers)."""
+        return kind in cls.handles or (cls.protocol and generic_kind(kind))
+
+    @classmethod
+    def kinds(cls) -> list[str]:
+        """Every registered constraint kind this solver accepts."""
+        return sorted(k for k in KINDS if cls.accepts(k))
+
+    @classmethod
     def refuse(cls, constraints: Any) -> SolverError | None:
         """The error for the first constraint this solver cannot take (located at it), or None."""
         for c in sorted(constraints, key=lambda c: c.kind):
-            if c.kind not in cls.handles:
+            if not cls.accepts(c.kind):
                 return SolverError(
                     f"{cls.name} does not handle {describe_kind(c.kind)} constraints", c.span, suggest_for(c.kind)
                 )
@@ -508,7 +521,7 @@ def register(cls: type[Solver]) -> type[Solver]:
 
 
 def solvers_for(kind: str) -> list[str]:
-    return [n for n, c in REGISTRY.items() if kind in c.handles]
+    return [n for n, c in REGISTRY.items() if c.accepts(kind)]
 
 
 def suggest_for(kind: str) -> str:
@@ -535,7 +548,7 @@ def auto_solver(lp: LoweredProblem) -> str:
     """The default for a problem: the first solver in AUTO_ORDER that handles all its constraint kinds."""
     for name in AUTO_ORDER + tuple(REGISTRY):
         cls = REGISTRY.get(name)
-        if cls is not None and not cls.convex_relaxation and lp.kinds <= cls.handles:
+        if cls is not None and not cls.convex_relaxation and all(cls.accepts(k) for k in lp.kinds):
             return name
     unhandled = sorted(k for k in lp.kinds if not solvers_for(k))
     kind = unhandled[0] if unhandled else sorted(lp.kinds)[0]

@@ -44,17 +44,15 @@ from ..numerics.logdet import ADMMResult, admm_logdet, shift_into_box, soft_offd
 from ..objective.precision import EdgeMoves
 from ..util import Clock
 from .base import (
-    CONVERGED,
     History,
     Option,
     Result,
     Solver,
-    finish,
     register,
     restricted_option,
     subproblem13_options,
 )
-from .tuning import check_search_options, search_lambda, search_options
+from .tuning import check_search_options, finish_tuned, search_lambda, search_options
 
 
 @register
@@ -137,29 +135,30 @@ class GLasso(Solver):
             unit=" edges",
             span=sps.span,
         )
-        lam, x_g = search.lam, search.x
-        O_g = x_g[W].reshape(p, p)
-        f_g = lp.oracle.peek(x_g)
-        if o["debias"]:
-            r = lp.restricted_minimize(moves.positions(moves.units_of(x_g)), x0=x_g, method=o["restricted"])
-            x, f = r.x, r.f
-        else:
+        O_g = search.x[W].reshape(p, p)
+
+        def into_box(x_g: np.ndarray) -> tuple[np.ndarray, float]:
             x = x_g.copy()
             if lp.eigbox is not None:
                 x[W] = shift_into_box(O_g, lp.eigbox.alpha, lp.eigbox.beta).ravel()
-            f = lp.oracle.peek(x)
-        extra: dict[str, Any] = {
-            "lambda": lam,
-            "lambda_max": lam_max,
-            "glasso_objective": f_g,
-            "glasso_penalized_objective": f_g + pf.scale * lam * float(np.abs(O_g[off]).sum()),
-            "solves": relax.solves,
-            "backend": backend,
-            "box_in_relaxation": keep,
-            "debiased": bool(o["debias"]),
-            "path": [[float(a), int(b)] for a, b in search.seen],
-        }
-        return finish(lp, self, x, CONVERGED, relax.solves, clock, hist, f=f, extra=extra)
+            return x, lp.oracle.peek(x)
+
+        return finish_tuned(
+            lp,
+            self,
+            search,
+            clock,
+            hist,
+            lam_max=lam_max,
+            penalty=pf.scale * float(np.abs(O_g[off]).sum()),
+            name="glasso",
+            norm_name="",
+            solves=relax.solves,
+            backend=backend,
+            state=moves.positions(moves.units_of(search.x)),
+            undebiased=into_box,
+            extra={"box_in_relaxation": keep},
+        )
 
 
 class _GlassoADMM:

@@ -52,7 +52,6 @@ solve there takes 10-30 s). The paper itself used scikit-learn's coordinate-desc
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -61,17 +60,15 @@ from ..lowering.l1 import entering
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
 from .base import (
-    CONVERGED,
     History,
     Option,
     Result,
     Solver,
-    finish,
     register,
     require_sparsity,
     restricted_option,
 )
-from .tuning import check_search_options, choose_backend, search_lambda, search_options
+from .tuning import check_search_options, choose_backend, finish_tuned, search_lambda, search_options
 
 
 @register
@@ -157,28 +154,20 @@ class Lasso(Solver):
             span=sps.constraint.span,
             reachable_hint="a least-squares LASSO has at most as many nonzeros as samples, and ",
         )
-        seen = search.seen
-        lam, x_lasso = search.lam, search.x
-        sel = sps.support(x_lasso)
-        f_lasso = lp.f(x_lasso)
-        l1 = float(np.sum(np.abs(x_lasso[C])))
-        if o["debias"]:
-            r = lp.restricted_minimize(sel, x0=x_lasso, method=o["restricted"])
-            x, f = r.x, r.f
-        else:
-            x, f = x_lasso, f_lasso
-        extra: dict[str, Any] = {
-            "lambda": lam,
-            "lambda_max": lam_max,
-            "lasso_objective": f_lasso,
-            "lasso_penalized_objective": f_lasso + lam * l1,
-            "l1_norm": l1,
-            "solves": relax.solves,
-            "backend": backend,
-            "debiased": bool(o["debias"]),
-            "path": [[float(a), int(b)] for a, b in seen],
-        }
-        return finish(lp, self, x, CONVERGED, relax.solves, clock, hist, f=f, extra=extra)
+        l1 = float(np.sum(np.abs(search.x[C])))
+        return finish_tuned(
+            lp,
+            self,
+            search,
+            clock,
+            hist,
+            lam_max=lam_max,
+            penalty=l1,
+            name="lasso",
+            norm_name="l1_norm",
+            solves=relax.solves,
+            backend=backend,
+        )
 
 
 class _ProxNewton:

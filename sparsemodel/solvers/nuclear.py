@@ -45,8 +45,8 @@ from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..numerics.proximal import fista, svt
 from ..util import Clock
-from .base import CONVERGED, History, Option, Result, Solver, finish, register, restricted_option
-from .tuning import check_search_options, choose_backend, search_lambda, search_options
+from .base import History, Option, Result, Solver, register, restricted_option
+from .tuning import check_search_options, choose_backend, finish_tuned, search_lambda, search_options
 
 
 @register
@@ -111,27 +111,20 @@ class Nuclear(Solver):
             counts_name="ranks",
             span=s.span,
         )
-        seen = search.seen
-        lam, x_nuc = search.lam, search.x
-        f_nuc = lp.oracle.peek(x_nuc)
-        norm_nuc = float(np.linalg.svd(x_nuc[s.W].reshape(s.shape), compute_uv=False).sum())
-        if o["debias"]:
-            res = lp.restricted_minimize(s.state(x_nuc), x0=x_nuc, method=o["restricted"])
-            x, f = res.x, res.f
-        else:
-            x, f = x_nuc, f_nuc
-        extra: dict[str, Any] = {
-            "lambda": lam,
-            "lambda_max": lam_max,
-            "nuclear_objective": f_nuc,
-            "nuclear_penalized_objective": f_nuc + lam * norm_nuc,
-            "nuclear_norm": norm_nuc,
-            "solves": relax.solves,
-            "backend": backend,
-            "debiased": bool(o["debias"]),
-            "path": [[float(a), int(b)] for a, b in seen],
-        }
-        return finish(lp, self, x, CONVERGED, relax.solves, clock, hist, f=f, extra=extra)
+        norm_nuc = float(np.linalg.svd(search.x[s.W].reshape(s.shape), compute_uv=False).sum())
+        return finish_tuned(
+            lp,
+            self,
+            search,
+            clock,
+            hist,
+            lam_max=lam_max,
+            penalty=norm_nuc,
+            name="nuclear",
+            norm_name="nuclear_norm",
+            solves=relax.solves,
+            backend=backend,
+        )
 
 
 class _Fista:

@@ -109,7 +109,7 @@ def deterministic_alternatives(lp: LoweredProblem) -> list[str]:
     return [
         n
         for n, c in REGISTRY.items()
-        if lp.kinds <= c.handles and not getattr(c, "needs_finite_sum", False) and not c.convex_relaxation
+        if all(c.accepts(k) for k in lp.kinds) and not getattr(c, "needs_finite_sum", False) and not c.convex_relaxation
     ]
 
 
@@ -132,6 +132,7 @@ class _Stochastic(Solver):
 
     needs_finite_sum = True
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
+    protocol = True  # the projection and the restricted smoothness of any set
 
     def setup(self, lp: LoweredProblem) -> tuple[np.ndarray, float, float, int]:
         d = lp.design

@@ -144,4 +144,55 @@ def search_lambda(
     )
 
 
-__all__ = ["Search", "check_search_options", "choose_backend", "search_lambda", "search_options"]
+def finish_tuned(
+    lp: Any,
+    solver: Any,
+    search: Search,
+    clock: Any,
+    hist: Any,
+    *,
+    lam_max: float,
+    penalty: float,
+    name: str,
+    norm_name: str,
+    solves: int,
+    backend: str,
+    state: Any = None,
+    undebiased: Callable[[np.ndarray], tuple[np.ndarray, float]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Any:
+    """The common end of every tuned relaxation (lasso, nuclear, glasso, tv): the relaxation's
+    solution at the lambda found, refit on its structure (``debias``, the set's restricted solve on
+    ``state``, by default the set's state of the solution) or reported as it is (``undebiased``
+    may move it into a side set first), and the Result with lambda, the relaxation's objective,
+    its penalized objective (``penalty``: the penalty's value at the solution, lambda not applied),
+    the solves and the path of (lambda, count) of the search."""
+    from .base import CONVERGED, finish
+
+    o = solver.opts
+    lam, x_rel = search.lam, search.x
+    f_rel = lp.oracle.peek(x_rel)
+    if o["debias"]:
+        st = lp.set.state(x_rel) if state is None else state
+        r = lp.restricted_minimize(st, x0=x_rel, method=o["restricted"])
+        x, f = r.x, r.f
+    elif undebiased is not None:
+        x, f = undebiased(x_rel)
+    else:
+        x, f = x_rel, f_rel
+    out: dict[str, Any] = {
+        "lambda": lam,
+        "lambda_max": lam_max,
+        f"{name}_objective": f_rel,
+        f"{name}_penalized_objective": f_rel + lam * penalty,
+        **({norm_name: penalty} if norm_name else {}),
+        "solves": solves,
+        "backend": backend,
+        "debiased": bool(o["debias"]),
+        **(extra or {}),
+        "path": [[float(a), int(b)] for a, b in search.seen],
+    }
+    return finish(lp, solver, x, CONVERGED, solves, clock, hist, f=f, extra=out)
+
+
+__all__ = ["Search", "check_search_options", "choose_backend", "finish_tuned", "search_lambda", "search_options"]

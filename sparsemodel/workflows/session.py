@@ -379,7 +379,7 @@ def check(problem: Model) -> CheckReport:
         handlers = solvers_for(c.kind)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
-    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if kinds <= cls.handles]
+    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if all(cls.accepts(k) for k in kinds)]
     if problem.solve_with:
         name, opts, span = problem.solve_with
         errors.extend(solver_errors(problem, name, opts, span))
