@@ -25,6 +25,7 @@ from ..model.constraints import (
     RankConstraint,
 )
 from ..objective.evaluator import Layout
+from . import examples as ex
 from .base import ConstraintSet
 from .fused import FusedSparsity
 from .lowrank import LowRank
@@ -42,6 +43,7 @@ class Kind:
     text: str
     build: Callable[[Any, Layout, np.ndarray | None], ConstraintSet]
     generic: bool = False  # only the protocol is needed: every protocol solver accepts it
+    example: Callable[[], Any] | None = None  # a small model of this kind (the conformance suite runs it)
 
 
 KINDS: dict[str, Kind] = {}
@@ -53,13 +55,14 @@ def register_kind(
     names: Sequence[tuple[str, str]],
     build: Callable[[Any, Layout, np.ndarray | None], ConstraintSet],
     generic: bool = False,
+    examples: dict[str, Callable[[], Any]] | None = None,
 ) -> None:
     """Register a model constraint class: the kinds it can carry (``(name, description)``), the
     function that builds its set, and whether the kind needs nothing but the set protocol
     (``generic``: then every solver that works through the protocol alone accepts it, see
     ``Solver.protocol``)."""
     for name, text in names:
-        KINDS[name] = Kind(name, text, build, generic)
+        KINDS[name] = Kind(name, text, build, generic, (examples or {}).get(name))
     _BY_TYPE[constraint_type] = build
 
 
@@ -77,14 +80,26 @@ register_kind(
         ("nnz_pairs", "symmetric off-diagonal sparsity (nnz(offdiag(O)) <= 2k on a symmetric O: entries in pairs)"),
     ],
     lambda c, layout, S: CoordinateSparsity(c, layout),
+    examples={"nnz": ex.sparsity, "nnz_groups": ex.groups, "nnz_pairs": ex.pairs},
 )
-register_kind(RankConstraint, [("rank", "rank (rank(W) <= r)")], lambda c, layout, S: LowRank(c, layout))
+register_kind(
+    RankConstraint,
+    [("rank", "rank (rank(W) <= r)")],
+    lambda c, layout, S: LowRank(c, layout),
+    examples={"rank": ex.low_rank},
+)
 register_kind(
     EigBoxConstraint,
     [("eig_box", "eigenvalue-box (alpha <= eig(O) <= beta)")],
     lambda c, layout, S: EigBox(c, layout, S),
+    examples={"eig_box": ex.eigenvalue_box},
 )
-register_kind(BoxConstraint, [("box", "box (w >= 0, lo <= w <= hi)")], lambda c, layout, S: Box(c, layout))
+register_kind(
+    BoxConstraint,
+    [("box", "box (w >= 0, lo <= w <= hi)")],
+    lambda c, layout, S: Box(c, layout),
+    examples={"box": ex.box},
+)
 
 
 def describe_kind(kind: str) -> str:
@@ -177,4 +192,5 @@ register_kind(
     [("fused", "fused sparsity (nnz(diff(w)) <= k: at most k changes between consecutive entries)")],
     lambda c, layout, S: FusedSparsity(c, layout),
     generic=True,
+    examples={"fused": ex.fused},
 )
