@@ -182,3 +182,27 @@ def test_kind_knowledge_lives_in_the_sets():
                 if isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "kind":
                     bad.append(f"{rel}:{node.lineno} reads a .kind prefix")
     assert bad == []
+
+
+def test_nothing_outside_the_lowering_writes_into_a_lowered_problem():
+    """Options and progress reach a run as arguments (``Solver.solve(lp, progress=)``,
+    ``lp.fresh(subproblem=)``), never as attributes hung on the lowered problem: no assignment to
+    an attribute of ``lp`` (or an ``update`` of one) outside sparsemodel/lowering."""
+    found = []
+    for path in PKG.rglob("*.py"):
+        if "lowering" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[ast.AST] = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+                targets = [node.func.value]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                targets = [ast.Attribute(value=node.args[0], attr="?")] if node.args else []
+            for t in targets:
+                while isinstance(t, ast.Subscript):
+                    t = t.value
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in ("lp", "lowered"):
+                    found.append(f"{path.relative_to(PKG.parent)}:{node.lineno}")
+    assert not found, f"attributes of a lowered problem set outside sparsemodel/lowering: {found}"

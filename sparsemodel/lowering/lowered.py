@@ -62,21 +62,22 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         self.box, self.eigbox = sets.box, sets.eigbox
         self.kinds = {c.kind for c in problem.constraints}
         self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
-        self.admm_options: dict[str, Any] = dict(ADMM_DEFAULTS)  # a solver's admm_* options (set per run)
+        self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument
         self._lowrank_cache: dict[Any, Any] = {}
         self._free_cache: dict[bytes, Any] = {}  # (grad f(0), H[:, free]) of a quadratic objective
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
         self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
-        self.progress: Any = None  # a callable(iteration, f) the solvers' History reports to
 
     # ------------------------------------------------------------------ copies
-    def fresh(self) -> LoweredProblem:
-        """A copy for one run: its own oracle (zeroed counters); data, design and caches shared."""
+    def fresh(self, subproblem: dict[str, Any] | None = None) -> LoweredProblem:
+        """A copy for one run: its own oracle (zeroed counters) and ADMM warm start, and the run's
+        options of the precision-matrix subproblem (13) (``subproblem``: keys of ADMM_DEFAULTS, the
+        defaults for the rest); data, design and caches shared. Nothing sets these afterwards."""
         lp = copy.copy(self)
         lp.oracle = self.oracle.fresh()
         lp._admm_warm = {}
-        lp.admm_options = dict(ADMM_DEFAULTS)
+        lp.subproblem = {**ADMM_DEFAULTS, **(subproblem or {})}
         return lp
 
     def with_budget(self, budget: int) -> LoweredProblem:

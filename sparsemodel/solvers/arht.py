@@ -87,7 +87,7 @@ from ..lowering.lowered import LoweredProblem
 from ..numerics.smooth import power_method
 from ..sets.sparsity import top_k
 from ..util import Clock
-from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, finish, register
+from .base import CONVERGED, MAX_ITER, Option, Result, Solver, finish, register
 from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
 
 PRACTICAL_PROGRESS = 1e-3
@@ -216,7 +216,7 @@ class ARHT(Solver):
         geng = ActiveSet(lp, method=o["restricted"])  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
         xb, fb = feng.solve(sel0)
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(fb)
 
         # ---- the bracket [B, f(b)] of Algorithm 6, lines 17-20

@@ -121,7 +121,7 @@ class Auto(Solver):
         sps = lp.sparsity
         searchable = _searchable(lp) and o["search"]
         if not searchable:  # the start alone (with its own support-change line search)
-            start = GraHTP(restricted=o["restricted"], init=o["init"]).run(lp)
+            start = self.part(GraHTP, restricted=o["restricted"], init=o["init"]).run(lp)
             start.solver, start.options, start.time_s = self.name, dict(self.opts), clock()
             start.extra = {**start.extra, "pipeline": ["grahtp"], "start": "grahtp"}
             if not _searchable(lp):
@@ -129,7 +129,7 @@ class Auto(Solver):
             return start
         members = sps.swap_members()
         starts = self._starts(lp)
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         best: dict[str, Any] | None = None
         runs = []
         for how in starts:
@@ -140,7 +140,7 @@ class Auto(Solver):
             if best is None or run["objective"] < best["objective"]:
                 best = run
         if best is None:  # every start failed: report GraHTP's answer and its status
-            start = GraHTP(restricted=o["restricted"]).run(lp)
+            start = self.part(GraHTP, restricted=o["restricted"]).run(lp)
             start.solver, start.options, start.time_s = self.name, dict(self.opts), clock()
             start.extra = {**start.extra, "pipeline": ["grahtp"], "start": "grahtp"}
             return start
@@ -175,7 +175,7 @@ class Auto(Solver):
         t0 = clock()
         act = ActiveSet(lp, method=o["restricted"], gram=True)
         if how in ("grahtp", "fgrahtp"):  # GraHTP as it runs alone: auto never ends above grahtp
-            start = (GraHTP(restricted=o["restricted"]) if how == "grahtp" else FGraHTP()).run(lp)
+            start = (self.part(GraHTP, restricted=o["restricted"]) if how == "grahtp" else self.part(FGraHTP)).run(lp)
             if start.status == DIVERGED or not np.isfinite(start.objective):
                 return None
             x = lp.layout.pack(start.values)
@@ -365,18 +365,18 @@ def edge_pipeline(solver: Solver, lp: LoweredProblem, clock: Clock) -> Result:
     1.94 / -2.98 / -18.36 / -26.58 / -31.58, forward selection at -0.53 / -12.63 / -19.98 / -24.95 /
     -28.66, GraHTP from the doubling start at 1.18 / -11.63 / -20.14 / -25.35 / -30.67."""
     o = solver.opts
-    hist = History(lp, clock)
+    hist = solver.history(lp, clock)
     runs: list[dict[str, Any]] = []
     best: Result | None = None
     best_start = ""
     for how in edge_starts(lp):
         if how == "grahtp":
-            r = GraHTP(restricted=o["restricted"]).run(lp)
+            r = solver.part(GraHTP, restricted=o["restricted"]).run(lp)
             f_start = float(r.history["objective"][0]) if r.history.get("objective") else r.objective
         else:
             growth = EDGE_GROWTH if how == "doubling forward" else 0.0
             x0, f_start, _ = edge_forward_path(lp, o["restricted"], growth)
-            r = GraHTP(restricted=o["restricted"], init=x0).run(lp)
+            r = solver.part(GraHTP, restricted=o["restricted"], init=x0).run(lp)
         runs.append({"start": how, "start_objective": f_start, "objective": r.objective, "status": r.status})
         hist.log(r.objective)
         if best is None or (np.isfinite(r.objective) and not r.objective >= best.objective):

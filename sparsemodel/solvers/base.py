@@ -141,7 +141,7 @@ def restricted_option(purpose: str = "the restricted solves") -> Option:
     )
 
 
-SUBPROBLEM13 = {  # option name -> key of LoweredProblem.admm_options (precision matrices, paper 000 (13))
+SUBPROBLEM13 = {  # option name -> key of LoweredProblem.subproblem (the argument of fresh) (precision matrices, paper 000 (13))
     "admm_tol": "tol",
     "admm_rho": "rho",
     "admm_max_iter": "max_iter",
@@ -367,11 +367,13 @@ class History:
     """Per-iteration log: objective, time, IFO and hard-thresholding count (paper 002, Definition
     1), read from the run's oracle counters."""
 
-    def __init__(self, lp: LoweredProblem, clock: Callable[[], float]):
+    def __init__(
+        self, lp: LoweredProblem, clock: Callable[[], float], progress: Callable[[int, float], Any] | None = None
+    ):
         self.oracle = lp.oracle
         self.clock = clock
         self.rows: dict[str, list[float]] = {"objective": [], "time_s": [], "ifo": [], "ht": []}
-        self.progress = getattr(lp, "progress", None)  # a progress bar of the session (or None)
+        self.progress = progress  # called with (iteration, objective) at every log (a progress bar)
 
     def log(self, f: float, **extra: float) -> None:
         if self.progress is not None:
@@ -407,6 +409,17 @@ class Solver:
 
     def __init__(self, **opts: Any):
         self.opts = self.validate(opts)
+        self.progress: Callable[[int, float], Any] | None = None  # the run's progress callback (solve's argument)
+
+    def history(self, lp: LoweredProblem, clock: Callable[[], float]) -> History:
+        """The run's per-iteration log, reporting to the progress callback ``solve`` was given."""
+        return History(lp, clock, self.progress)
+
+    def part(self, cls: type[Solver], **opts: Any) -> Solver:
+        """Another solver run as a part of this one (its iterations reach the same progress callback)."""
+        inner = cls(**opts)
+        inner.progress = self.progress
+        return inner
 
     @classmethod
     def validate(cls, opts: dict[str, Any]) -> dict[str, Any]:
@@ -449,19 +462,20 @@ class Solver:
                 )
         return None
 
-    def solve(self, lp: LoweredProblem) -> Result:
-        """Run on a fresh copy of ``lp`` (its own counters). The two ends of the bound are answered
+    def solve(self, lp: LoweredProblem, progress: Callable[[int, float], Any] | None = None) -> Result:
+        """Run on a fresh copy of ``lp`` (its own counters and this solver's options of the
+        precision-matrix subproblem); ``progress(iteration, objective)`` is called at every iteration. The two ends of the bound are answered
         here, once for every solver, so that every bound from 0 to the full size is accepted the
         same way by solve, compare, path and select: a budget of 0 (the constrained part is zero,
         the free part fitted by one restricted solve) and a budget that allows every unit (the
         constraint does nothing: the minimizer over every coordinate)."""
+        self.progress = progress
         with blas_threads(lp):
             return self._solve(lp)
 
     def _solve(self, lp: LoweredProblem) -> Result:
         self.check(lp)
-        lp = lp.fresh()
-        lp.admm_options.update({key: self.opts[name] for name, key in SUBPROBLEM13.items() if name in self.opts})
+        lp = lp.fresh(subproblem={key: self.opts[name] for name, key in SUBPROBLEM13.items() if name in self.opts})
         why = lp.unbounded_direction()
         if why is None and lp.set is not None and lp.set.thresholds and lp.set.k == 0:
             return zero_budget(lp, self)

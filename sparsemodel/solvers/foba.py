@@ -56,7 +56,6 @@ from .base import (
     CONVERGED,
     DIVERGED,
     MAX_ITER,
-    History,
     Option,
     Result,
     Solver,
@@ -142,7 +141,7 @@ class FoBa(Solver):
         sel = np.empty(0, dtype=np.int64)
         x, f = act.solve(sel, x0=initial_point(lp, o["init"]))  # min over the free coordinates only
         x = x.copy()
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(f, size=0, step=0)
         if not np.isfinite(f):
             return finish(lp, self, x, DIVERGED, 0, clock, hist, f=f, message=outside_domain(f))
@@ -218,7 +217,7 @@ class FoBa(Solver):
 
         units = np.empty(0, dtype=np.int64)
         x, f = refit(units, initial_point(lp, "zeros"))
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(f, size=0, step=0)
         gains: list[float] = []
         forward = backward = 0

@@ -44,7 +44,6 @@ from ..numerics.logdet import ADMMResult, admm_logdet, shift_into_box, soft_offd
 from ..objective.precision import EdgeMoves
 from ..util import Clock
 from .base import (
-    History,
     Option,
     Result,
     Solver,
@@ -109,7 +108,7 @@ class GLasso(Solver):
             if backend == "numpy"
             else _GlassoCvxpy(lp, o["cvxpy_solver"], keep)
         )
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         W = lp.layout.coords(pf.var)
 
         def solve_at(lam: float) -> tuple[np.ndarray, int]:

@@ -69,7 +69,6 @@ from .base import (
     CONVERGED,
     DIVERGED,
     MAX_ITER,
-    History,
     Option,
     Result,
     Solver,
@@ -147,7 +146,7 @@ class GraHTP(Solver):
         if rule == "local" and lp.design is not None and lp.design.quadratic:
             rule = "htp"  # a constant Hessian: the step at the start is the step at every iterate
         x = initial_point(lp, o["init"])
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         st_prev = s.state(x)
         if debias:
             r = lp.restricted_minimize(st_prev, x0=x, method=o["restricted"])

@@ -55,7 +55,6 @@ from .base import (
     CONVERGED,
     DIVERGED,
     MAX_ITER,
-    History,
     Option,
     Result,
     Solver,
@@ -113,7 +112,7 @@ class GraSP(Solver):
         k = sps.k
         method = o["restricted"]
         x = initial_point(lp, o["init"])
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         f, g = lp.value_and_grad(x)
         hist.log(f, support_size=sps.units(sps.support(x)))
         if not np.isfinite(f):

@@ -174,7 +174,7 @@ class _Stepwise(_GreedyBase):
             )
         act = self._setup(lp)
         clock = Clock()
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         x, f, sel = self.steps(lp, act, lp.sparsity.k, hist)
         return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
 
@@ -192,7 +192,7 @@ def edge_forward(lp: LoweredProblem, solver: Solver, growth: float = 0.0) -> Res
     the restricted solve (covsel, in the eigenvalue box when there is one). ``growth`` > 0 adds the
     max(1, ceil(growth |F|)) best edges per step instead of one (:func:`edge_forward_path`)."""
     clock = Clock()
-    hist = History(lp, clock)
+    hist = solver.history(lp, clock)
     x, f, steps = edge_forward_path(lp, solver.opts["restricted"], growth, hist)
     return finish(lp, solver, x, CONVERGED, steps, clock, hist, f=f, extra={"scoring": "edge line search"})
 
@@ -286,7 +286,7 @@ class _SwapSearch(_GreedyBase, ABC):
         sel, how = start_support(lp, act, self.opts["init"], self.name)
         x, f = act.solve(sel)
         f0 = f
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(f)
         status, it = MAX_ITER, 0
         while it < self.opts["max_iter"]:

@@ -43,7 +43,6 @@ from .base import (
     CONVERGED,
     DIVERGED,
     MAX_ITER,
-    History,
     Option,
     Result,
     Solver,
@@ -109,7 +108,7 @@ class IHT(Solver):
             gamma = float(o["gamma"])
             if gamma <= 0:
                 raise SolverError(f"gamma must be positive; got {gamma}", hint="gamma <= 1/L_s (paper 001)")
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         f, g = lp.value_and_grad(x)
         f0 = f
         hist.log(f, gamma=gamma)

@@ -60,7 +60,6 @@ from ..lowering.l1 import entering
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
 from .base import (
-    History,
     Option,
     Result,
     Solver,
@@ -129,7 +128,7 @@ class Lasso(Solver):
 
         backend = choose_backend(lp, o["backend"])
         relax = _ProxNewton(lp, r0.x) if backend == "numpy" else lp.relaxation("l1", o["cvxpy_solver"])
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
 
         def solve_at(lam: float) -> tuple[np.ndarray, int]:
             x = relax.solve(lam)

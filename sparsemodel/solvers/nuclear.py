@@ -45,7 +45,7 @@ from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..numerics.proximal import fista, svt
 from ..util import Clock
-from .base import History, Option, Result, Solver, register, restricted_option
+from .base import Option, Result, Solver, register, restricted_option
 from .tuning import check_search_options, choose_backend, finish_tuned, search_lambda, search_options
 
 
@@ -87,7 +87,7 @@ class Nuclear(Solver):
             )
         backend = choose_backend(lp, o["backend"])
         relax: Any = _Fista(lp, r0.x, o["tol"]) if backend == "numpy" else lp.relaxation("nuclear", o["cvxpy_solver"])
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
 
         def solve_at(lam: float) -> tuple[np.ndarray, int]:
             x = relax.solve(lam)

@@ -62,7 +62,6 @@ from .base import (
     DIVERGED,
     MAX_ITER,
     REGISTRY,
-    History,
     Option,
     Result,
     Solver,
@@ -183,7 +182,7 @@ class _Stochastic(Solver):
         clock = Clock()
         x, eta, L, n = self.setup(lp)
         self.eta_fixed = eta
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         f0 = lp.oracle.peek(x)
         hist.log(f0, batch=0, full=0, epoch=0.0)
         rng = np.random.default_rng(o["seed"])

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import History, Option, Result, Solver, register, restricted_option
+from .base import Option, Result, Solver, register, restricted_option
 from .tuning import check_search_options, finish_tuned, search_lambda, search_options
 
 
@@ -61,7 +61,7 @@ class TotalVariation(Solver):
                 hint="check the data, or use an l0 solver (grahtp, iht)",
             )
         relax = lp.relaxation("tv", o["cvxpy_solver"])
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
 
         def solve_at(lam: float) -> tuple[np.ndarray, int]:
             x = relax.solve(lam)

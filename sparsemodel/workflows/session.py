@@ -99,13 +99,12 @@ def _solve(problem: Model, solver: str | None, k: int | None, progress: bool | N
         solver = auto_solver(lp)
     cls = get_solver(solver)
     inst = cls(**options)
-    if progress is not False:
-        lp.progress = SolveProgress(solver, inst.opts.get("max_iter"), enabled=progress)
+    bar = SolveProgress(solver, inst.opts.get("max_iter"), enabled=progress) if progress is not False else None
     try:
-        result = inst.solve(lp)
+        result = inst.solve(lp, progress=bar)
     finally:
-        if lp.progress is not None:
-            lp.progress.close()
+        if bar is not None:
+            bar.close()
     problem.store(result.values)
     return result
 
