@@ -52,29 +52,26 @@ solve there takes 10-30 s). The paper itself used scikit-learn's coordinate-desc
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from ..errors import SolverError
 from ..lowering.l1 import entering
 from ..lowering.lowered import LoweredProblem
-from ..util import Clock
 from .base import (
     Option,
-    Result,
-    Solver,
     register,
     require_sparsity,
     restricted_option,
 )
-from .tuning import check_search_options, choose_backend, finish_tuned, search_lambda, search_options
+from .tuning import TunedRelaxation, choose_backend, search_options
 
 
 @register
-class Lasso(Solver):
+class Lasso(TunedRelaxation):
     name = "lasso"
     handles = frozenset({"nnz", "box"})
-    convex_relaxation = True
     summary = "LASSO (l1 relaxation) with lambda tuned by binary search to exactly k nonzeros, then debiased"
     reference = "paper 003, Section 2.2.1 eq. (1) and Section 6.3.2"
     options = {
@@ -98,14 +95,14 @@ class Lasso(Solver):
         "restricted": restricted_option("x_F* and the refit"),
     }
 
-    def run(self, lp: LoweredProblem) -> Result:
-        o = self.opts
-        clock = Clock()
-        sps = require_sparsity(lp, self.name)
-        check_search_options(o, self.name)
-        k = sps.k
-        C = sps.coords
+    what = "LASSO"
+    reachable_hint = "a least-squares LASSO has at most as many nonzeros as samples, and "
+    norm_name = "l1_norm"
 
+    def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
+        o = self.opts
+        sps = require_sparsity(lp, self.name)
+        C = sps.coords
         # lambda_max from the minimizer over the free coordinates only
         r0 = lp.restricted_minimize(np.empty(0, dtype=np.int64), method=o["restricted"])
         if not np.isfinite(r0.f):  # x = 0 outside the domain (e.g. logdet): cvxpy needs no start
@@ -122,51 +119,21 @@ class Lasso(Solver):
         if lam_max <= 0:
             raise SolverError(
                 "x_C = 0 already minimizes the objective (the gradient on the constrained coordinates vanishes), "
-                f"so no lambda > 0 selects any coordinate; LASSO cannot produce {k} nonzeros",
+                f"so no lambda > 0 selects any coordinate; LASSO cannot produce {sps.k} nonzeros",
                 hint="check the data, or use an l0 solver (grahtp, grasp, foba)",
             )
-
         backend = choose_backend(lp, o["backend"])
         relax = _ProxNewton(lp, r0.x) if backend == "numpy" else lp.relaxation("l1", o["cvxpy_solver"])
-        hist = self.history(lp, clock)
+        return lam_max, relax, backend
 
-        def solve_at(lam: float) -> tuple[np.ndarray, int]:
-            x = relax.solve(lam)
-            xc = np.abs(x[C])
-            top = float(xc.max(initial=0.0))
-            x[C[xc <= o["zero_tol"] * top]] = 0.0
-            nnz = int(np.count_nonzero(x[C]))
-            hist.log(lp.oracle.peek(x), lam=lam, nnz=nnz)
-            return x, nnz
+    def snap(self, lp: LoweredProblem, x: np.ndarray) -> tuple[np.ndarray, int]:
+        C = lp.sparsity.coords
+        xc = np.abs(x[C])
+        x[C[xc <= self.opts["zero_tol"] * float(xc.max(initial=0.0))]] = 0.0
+        return x, int(np.count_nonzero(x[C]))
 
-        search = search_lambda(
-            solve_at,
-            lambda: relax.solves,
-            k,
-            lam_max,
-            o,
-            what="LASSO",
-            target_text=f"k={k} nonzeros",
-            count_name="support",
-            counts_name="sparsities",
-            unit=" nonzeros",
-            span=sps.constraint.span,
-            reachable_hint="a least-squares LASSO has at most as many nonzeros as samples, and ",
-        )
-        l1 = float(np.sum(np.abs(search.x[C])))
-        return finish_tuned(
-            lp,
-            self,
-            search,
-            clock,
-            hist,
-            lam_max=lam_max,
-            penalty=l1,
-            name="lasso",
-            norm_name="l1_norm",
-            solves=relax.solves,
-            backend=backend,
-        )
+    def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
+        return float(np.sum(np.abs(x[lp.sparsity.coords])))
 
 
 class _ProxNewton:

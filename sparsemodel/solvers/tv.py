@@ -21,20 +21,20 @@ set, as GraHTP's debiasing step); ``debias=false`` reports the TV solution itsel
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
-from ..util import Clock
-from .base import Option, Result, Solver, register, restricted_option
-from .tuning import check_search_options, finish_tuned, search_lambda, search_options
+from .base import Option, register, restricted_option
+from .tuning import TunedRelaxation, search_options
 
 
 @register
-class TotalVariation(Solver):
+class TotalVariation(TunedRelaxation):
     name = "tv"
     handles = frozenset({"fused"})
-    convex_relaxation = True
     summary = "total variation with lambda tuned by binary search to exactly k changes, then debiased"
     reference = "the changepoint analogue of paper 003's tuned LASSO (Section 6.3.2); Rudin, Osher & Fatemi (1992)"
     options = {
@@ -45,57 +45,32 @@ class TotalVariation(Solver):
         "restricted": restricted_option("the refit"),
     }
 
-    def run(self, lp: LoweredProblem) -> Result:
-        o = self.opts
-        clock = Clock()
+    what = "total variation"
+    counted = "changes"
+    count_name, counts_name = "number of changes", "numbers of changes"
+    log_name = "changes"
+    norm_name = "total_variation"
+
+    def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
         s = lp.set  # a fused set: tv handles nothing else (Solver.check)
-        check_search_options(o, self.name)
-        C = s.coords
-        r0 = lp.restricted_minimize(s.empty(), method=o["restricted"])  # the best constant w
+        r0 = lp.restricted_minimize(s.empty(), method=self.opts["restricted"])  # the best constant w
         _, g0 = lp.value_and_grad(r0.x)
-        lam_max = float(np.max(np.abs(np.cumsum(g0[C])[:-1]), initial=0.0))
+        lam_max = float(np.max(np.abs(np.cumsum(g0[s.coords])[:-1]), initial=0.0))
         if not np.isfinite(lam_max) or lam_max <= 0:
             raise SolverError(
                 f"the constant w already minimizes the objective (the partial sums of the gradient are {lam_max}): "
                 f"no lambda > 0 gives any change, so TV cannot produce {s.k} changes",
                 hint="check the data, or use an l0 solver (grahtp, iht)",
             )
-        relax = lp.relaxation("tv", o["cvxpy_solver"])
-        hist = self.history(lp, clock)
+        return lam_max, lp.relaxation("tv", self.opts["cvxpy_solver"]), "cvxpy"
 
-        def solve_at(lam: float) -> tuple[np.ndarray, int]:
-            x = relax.solve(lam)
-            d = np.abs(np.diff(x[C]))
-            big = float(d.max(initial=0.0))
-            breaks = np.flatnonzero(d > o["zero_tol"] * big) + 1 if big > 0 else np.empty(0, dtype=np.int64)
-            x = s.subspace(breaks).embed(s.subspace(breaks).coords_of(x))  # small changes merged
-            hist.log(lp.oracle.peek(x), lam=lam, changes=len(breaks))
-            return x, len(breaks)
+    def snap(self, lp: LoweredProblem, x: np.ndarray) -> tuple[np.ndarray, int]:
+        s = lp.set
+        d = np.abs(np.diff(x[s.coords]))
+        big = float(d.max(initial=0.0))
+        breaks = np.flatnonzero(d > self.opts["zero_tol"] * big) + 1 if big > 0 else np.empty(0, dtype=np.int64)
+        sub = s.subspace(breaks)
+        return sub.embed(sub.coords_of(x)), len(breaks)  # small changes merged
 
-        search = search_lambda(
-            solve_at,
-            lambda: relax.solves,
-            s.k,
-            lam_max,
-            o,
-            what="total variation",
-            target_text=f"k={s.k} changes",
-            count_name="number of changes",
-            counts_name="numbers of changes",
-            unit=" changes",
-            span=s.span,
-        )
-        tv = float(np.sum(np.abs(np.diff(search.x[C]))))
-        return finish_tuned(
-            lp,
-            self,
-            search,
-            clock,
-            hist,
-            lam_max=lam_max,
-            penalty=tv,
-            name="tv",
-            norm_name="total_variation",
-            solves=relax.solves,
-            backend="cvxpy",
-        )
+    def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
+        return float(np.sum(np.abs(np.diff(x[lp.set.coords]))))
