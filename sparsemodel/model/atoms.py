@@ -1,11 +1,19 @@
 """Atoms: the functions a model may use, each with value, gradient and DCP properties.
 
 An atom is one class: ``forward`` computes its value, ``vjp`` its gradient (reverse mode),
-``curvature_kind`` / ``monotonicity`` / ``_sign_of`` its DCP properties. Lowerings live below the
-model: the cvxpy counterpart of every atom is one entry of the table in
+``curvature_kind`` / ``monotonicity`` / ``_sign_of`` its DCP properties, ``params`` the constants
+it was built with beyond its arguments (huber's ``M``, a reduction's ``axis``, a user func's
+definition): :meth:`Atom.rebuild` copies an atom onto new arguments and :meth:`Atom.loss_key`
+compares two atoms as functions through them, with no special case per atom. Lowerings live below
+the model: the cvxpy counterpart of every atom is one entry of the table in
 :mod:`sparsemodel.lowering.cvxpy_lower`.
-Elementwise atoms additionally give their first and second derivatives ``d1``/``d2``, which the
-lowering uses for Newton steps on generalized-linear objectives.
+
+Loss facts. An atom that can be the loss phi of a composite objective ``c * sum_i w_i phi(z_i)``
+(``loss_form``: every :class:`Elementwise` atom, and :class:`logsumexp` along the rows of a
+matrix, the softmax loss) states every fact the lowering reads about it: its derivatives
+(``d1``/``d2`` for Newton steps), ``curvature_sup`` (sup phi'', the global curvature bound of
+smoothness constants, None when unbounded or unknown) and ``quadratic`` (phi(z) = z^2 exactly, the
+least-squares kernels apply); nothing outside the model layer restates one.
 
 Data functions (``cov``, ``rows``, ``cols``, ``standardize`` ...) are not atoms: they run once on
 data when the model is built and return data.
@@ -78,6 +86,29 @@ class Atom(Expr):
     def extra_repr(self) -> str:
         return ""
 
+    # --- parameters: what an atom is built with beyond its arguments
+    @property
+    def params(self) -> dict[str, Any]:
+        """The keyword arguments that, with the arguments, rebuild this atom (hashable values):
+        ``type(a)(*args, **a.params)`` is the same function of other arguments."""
+        return {}
+
+    def rebuild(self, args: list[Any], span: Span | None = None) -> Atom:
+        """The same atom (same parameters) applied to other arguments."""
+        return type(self)(*args, span=span if span is not None else self.span, **self.params)
+
+    @property
+    def loss_form(self) -> str | None:
+        """How this atom can be the loss of a composite objective c * sum_i w_i phi(z_i):
+        "elementwise" (one phi per entry of its argument), "rowwise" (one per row of a matrix
+        argument), or None (not a loss)."""
+        return None
+
+    def loss_key(self) -> tuple:
+        """What makes two atoms the same function of their arguments: the class and the parameters
+        (two huber atoms with different M differ; the arguments do not enter)."""
+        return (type(self), tuple(sorted(self.params.items())))
+
     # --- DCP composition rule
     def _curvature(self) -> str:
         if all(a.is_constant() for a in self.args):
@@ -124,6 +155,8 @@ class Elementwise(Atom):
     when f'' is unbounded or the bound is not known; a user ``func`` computes its own."""
 
     curvature_sup: float | None = None
+    quadratic = False  # phi(z) = z^2 exactly
+    loss_form = "elementwise"
 
     def _shape(self, shapes, args, span):
         return shapes[0]
@@ -155,11 +188,17 @@ class Elementwise(Atom):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return [g * self.d1(dense(vals[0]))]
 
+    @property
+    def convex_sign(self) -> int:
+        """sigma with sigma * phi convex: +1 (convex or affine), -1 (concave), 0 (neither)."""
+        return {CONVEX: 1, AFFINE: 1, CONCAVE: -1}.get(self.curvature_kind, 0)
+
 
 class square(Elementwise):
     name = "square"
     curvature_kind = CONVEX
     curvature_sup = 2.0
+    quadratic = True
 
     def monotonicity(self, i):
         s = self.args[0].sign
@@ -195,6 +234,7 @@ class exp(Elementwise):
 class log(Elementwise):
     name = "log"
     curvature_kind = CONCAVE
+    curvature_sup = 0.0  # sup of -1/z^2 over z > 0 (not attained); its loss -log z has no bound
 
     def fn(self, z):
         # -inf outside the domain so that minimizing -log(.) sees +inf and line searches back off
@@ -254,6 +294,10 @@ class huber(Elementwise):
             raise ModelError(f"huber's threshold M must be positive; got {self.M}", span)
         super().__init__(x, span=span)
 
+    @property
+    def params(self):
+        return {"M": self.M}
+
     def extra_repr(self):
         return f"M={self.M:g}"
 
@@ -300,6 +344,10 @@ class _Reduction(Atom):
 
     def _shape(self, shapes, args, span):
         return _axis_shape(shapes[0], self.axis, self.name, args[0], span)
+
+    @property
+    def params(self):
+        return {"axis": self.axis}
 
     def extra_repr(self):
         return "" if self.axis is None else f"axis={self.axis}"
@@ -357,8 +405,20 @@ class sum_squares(Atom):
 
 
 class logsumexp(_Reduction):
+    """log sum exp over an axis (all entries with none). As a loss it is row-wise: one value per
+    row of an (n, m) matrix (the softmax loss, ``logsumexp(Z, axis=1)``)."""
+
     name = "logsumexp"
     curvature_kind = CONVEX
+    curvature_sup = 0.5  # ||diag(p) - p p'|| <= 1/2 for every probability vector p
+    quadratic = False
+    convex_sign = 1
+
+    @property
+    def loss_form(self) -> str | None:
+        """Row-wise along the last axis of a matrix (``logsumexp(Z, axis=1)``)."""
+        a = self.args[0]
+        return "rowwise" if self.axis is not None and a.ndim == 2 and self.axis % 2 == 1 else None
 
     def forward(self, vals):
         r = _lse(dense(vals[0]), axis=self.axis)

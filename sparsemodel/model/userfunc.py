@@ -97,7 +97,7 @@ class FuncDef:
         return cls(name, param, body, span=span, text=text)
 
     def __call__(self, arg: Any, span: Span | None = None) -> UserFunc:
-        return UserFunc(self, arg, span=span)
+        return UserFunc(arg, self, span=span)
 
     def __repr__(self) -> str:
         return f"func {self.name}({self.z}) = {self.text}"
@@ -122,13 +122,17 @@ SUP_MAX_OPS = 200
 
 
 class UserFunc(Elementwise):
-    """phi(arg) for a :class:`FuncDef` phi."""
+    """phi(arg) for a :class:`FuncDef` phi (its one parameter: ``fdef``)."""
 
-    def __init__(self, fdef: FuncDef, arg: Any, span: Span | None = None):
+    def __init__(self, arg: Any, fdef: FuncDef, span: Span | None = None):
         self.fdef = fdef
         self.name = fdef.name
         self.curvature_kind = fdef.curvature
         super().__init__(arg, span=span)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"fdef": self.fdef}
 
     @property
     def curvature_sup(self) -> float | None:  # type: ignore[override]

@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..model import atoms as A
-
 
 @dataclass
 class Term:
-    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number."""
+    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number.
+
+    Every fact about phi is the atom's (:mod:`sparsemodel.model.atoms`); the term adds its
+    coefficient, weights and shape."""
 
     coef: float
     phi: Any
@@ -26,15 +27,14 @@ class Term:
 
     @property
     def quadratic(self) -> bool:
-        return isinstance(self.phi, A.square)
+        """phi(z) = z^2: the term is a weighted sum of squares (least-squares kernels apply)."""
+        return bool(self.phi.quadratic)
 
     @property
     def curvature_sup(self) -> float | None:
         """sup phi'' of the loss (a global curvature bound), as its atom states it (built-in or user
-        ``func``); 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2."""
-        if self.rowwise:
-            return 0.5
-        return getattr(self.phi, "curvature_sup", None)
+        ``func``; 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2)."""
+        return self.phi.curvature_sup
 
     @property
     def out_size(self) -> int:

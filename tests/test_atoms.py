@@ -1,0 +1,193 @@
+"""Loss facts live in the atoms (issue 17, item 3): the lowering reads every fact about a loss
+(its curvature bound, whether it is a square, how it is a loss, its parameters) from its atom, never
+from its class. A new parameterised atom (:class:`softplus_t`, the worked example of
+docs/atoms.md) works through the whole package with nothing edited outside this file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+from sparsemodel.model import atoms as A
+from sparsemodel.model.expr import CONVEX, NONNEG, as_expr
+from sparsemodel.model.samples import rebind_rows, sample_nodes
+from sparsemodel.model.userfunc import func
+
+ARG = sm.Variable(4, name="u")  # the argument of the atoms under test (its value never enters)
+
+
+# ---------------------------------------------------------------------- the toy atom (docs/atoms.md)
+
+
+def _xlogx(s: np.ndarray) -> np.ndarray:
+    return np.where(s > 0, s * np.log(np.where(s > 0, s, 1.0)), 0.0)
+
+
+class softplus_t(A.Elementwise):
+    """tau log(1 + exp(z / tau)): the logistic loss at temperature tau > 0 (tau = 1 is ``logistic``). The
+    recipe of docs/atoms.md followed once: this class is all there is; nothing outside this test
+    file was edited for it."""
+
+    name = "softplus_t"
+    curvature_kind = CONVEX
+    conjugate_interval = (0.0, 1.0, True, True)
+
+    def __init__(self, x, tau=1.0, span=None):
+        self.tau = float(as_expr(tau).constant_value())
+        super().__init__(x, span=span)
+
+    @property
+    def params(self):
+        return {"tau": self.tau}
+
+    @property
+    def curvature_sup(self):
+        return 0.25 / self.tau
+
+    def _sign_of(self):
+        return NONNEG
+
+    def fn(self, z):
+        return self.tau * np.logaddexp(0.0, z / self.tau)
+
+    def d1(self, z):
+        return A.expit(z / self.tau)
+
+    def d2(self, z):
+        p = A.expit(z / self.tau)
+        return p * (1.0 - p) / self.tau
+
+    def _conjugate(self, s):
+        return self.tau * (_xlogx(s) + _xlogx(1.0 - s))
+
+
+# ---------------------------------------------------------------------- parameters: copy and compare
+
+
+def test_parameters_copy_and_compare_atoms():
+    """Every atom rebuilds itself on new arguments with its parameters, and two atoms are the same
+    function exactly when their class and parameters agree."""
+    x, y = sm.Variable(3), sm.Variable(3)
+    h = A.huber(x, M=0.5)
+    assert h.params == {"M": 0.5}
+    h2 = h.rebuild([y])
+    assert isinstance(h2, A.huber) and h2.M == 0.5 and h2.args[0] is y
+    assert h.loss_key() == h2.loss_key() != A.huber(x, M=2.0).loss_key()
+    f = func("phi", "log(1 + exp(-z))")
+    u = f(x)
+    assert u.rebuild([y]).fdef is f and u.rebuild([y]).loss_key() == u.loss_key()
+    assert u.loss_key() != func("phi", "log(1 + exp(-z))")(x).loss_key()  # another definition
+    s = A.logsumexp(sm.Variable((2, 3)), axis=1)
+    assert s.rebuild([sm.Variable((5, 3))]).axis == 1
+    t = softplus_t(x, tau=0.5)
+    assert t.rebuild([y]).tau == 0.5 and t.loss_key() != softplus_t(x, tau=2.0).loss_key()
+
+
+def toy_problem(T1: float, T2: float, seed: int = 0):
+    """Sixteen small terms (8 at temperature T1, 8 at T2) next to a least-squares sample term."""
+    rng = np.random.default_rng(seed)
+    X, y = rng.standard_normal((30, 16)), rng.standard_normal(30)
+    v = sm.Variable(16, name="v")
+    obj = sm.sum_squares(X @ v - y) / 30
+    for j in range(8):
+        obj = obj + sm.sum(softplus_t(v[2 * j : 2 * j + 2], tau=T1))
+        obj = obj + 0.5 * sm.sum(softplus_t(v[2 * j : 2 * j + 2] - 1.0, tau=T2))
+
+    def value(x):
+        f = float(np.sum((X @ x - y) ** 2) / 30)
+        f += float(np.sum(T1 * np.logaddexp(0, x / T1)))
+        return f + 0.5 * float(np.sum(T2 * np.logaddexp(0, (x - 1.0) / T2)))
+
+    return sm.Problem(sm.minimize(obj), [sm.nnz(v) <= 4]), value
+
+
+def test_small_terms_merge_by_parameters():
+    """Small terms are merged per loss (one sparse product instead of a loop over terms) by the
+    atom's class and parameters: the terms at tau = 0.5 and at tau = 2 become two merged terms, never
+    one (the old key read a parameter named M, so these would have been merged into one loss), and
+    value and gradient are those of the model."""
+    prob, value = toy_problem(0.5, 2.0)
+    lp = prob.lower()
+    d = lp.design
+    temps = sorted(t.phi.params["tau"] for t in d.terms if t.phi.name == "softplus_t")
+    assert temps == [0.5, 2.0]
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        x = rng.standard_normal(16)
+        f, g = lp.oracle.value_and_grad(x)
+        assert f == pytest.approx(value(x), rel=1e-12)
+        e = rng.standard_normal(16) * 1e-6
+        assert f + g @ e == pytest.approx(value(x + e), rel=1e-9)
+    same, _ = toy_problem(0.5, 0.5)
+    assert len([t for t in same.lower().design.terms if t.phi.name == "softplus_t"]) == 1
+
+
+def test_a_new_parameterised_atom_needs_no_special_case(monkeypatch, tmp_path):
+    """softplus_t, defined in this file only, works everywhere a built-in loss does: at tau = 1 it is
+    the logistic loss, and the two spellings give the same sample smoothness (l_s, from the atom's
+    curvature bound), Hessian bound and answer; rebind_rows keeps tau (cross-validation's folds); the
+    stochastic solvers get its l_s; registered in ATOMS (one line), the model language takes it."""
+    rng = np.random.default_rng(4)
+    n, p = 120, 10
+    X = rng.standard_normal((n, p))
+    y = np.where(X[:, 0] - 2 * X[:, 3] + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    w = sm.Variable(p, name="w")
+    Xy = X * y[:, None]
+
+    def model(atom):
+        return sm.Problem(sm.minimize(sm.sum(atom(-(Xy @ w))) / n + 1e-3 * sm.sum_squares(w)), [sm.nnz(w) <= 2])
+
+    a = model(A.logistic)
+    b = model(lambda z: softplus_t(z, tau=1.0))
+    la, lb = a.lower(), b.lower()
+    ls = la.design.sample_smoothness(4)
+    assert ls is not None and lb.design.sample_smoothness(4) == pytest.approx(ls, rel=1e-12)
+    half = model(lambda z: softplus_t(z, tau=0.5)).lower().design.sample_smoothness(4)
+    assert half > ls  # a sharper loss, a larger bound (1/(4T) per sample)
+    x = rng.standard_normal(p)
+    v = rng.standard_normal(p)
+    np.testing.assert_allclose(la.hessian_operator(x)(v), lb.hessian_operator(x)(v), rtol=1e-12)
+    ra, rb = a.solve("grahtp"), b.solve("grahtp")
+    assert ra.support.tolist() == rb.support.tolist() == [0, 3]
+    assert ra.objective == pytest.approx(rb.objective, rel=1e-10)
+    assert b.solve("svrg_ht", epochs=5).status in ("converged", "max_iter")
+    # the model on a subset of its rows (what K-fold CV builds): tau kept, value that of the subset
+    obj = b.objective.expr
+    rows = np.arange(0, n, 3)
+    sub = rebind_rows(obj, sample_nodes(obj, n), rows)
+    atoms = [e for e in sub.walk() if isinstance(e, softplus_t)]
+    assert atoms and all(e.tau == 1.0 for e in atoms)
+    xv = rng.standard_normal(p)
+    got = sm.Problem(sm.minimize(sub), [sm.nnz(w) <= 2]).lower().oracle.value_and_grad(xv)[0]
+    want = float(np.sum(np.logaddexp(0, -(Xy[rows] @ xv)))) / n + 1e-3 * float(xv @ xv)
+    assert got == pytest.approx(want, rel=1e-12)
+    # the language: one entry in the table of atoms
+    monkeypatch.setitem(A.ATOMS, "softplus_t", softplus_t)
+    np.savetxt(tmp_path / "X.csv", X, delimiter=",")
+    np.savetxt(tmp_path / "y.csv", y, delimiter=",")
+    src = tmp_path / "m.sm"
+    src.write_text(
+        f'data X : matrix from "{tmp_path / "X.csv"}"\n'
+        f'data y : vector from "{tmp_path / "y.csv"}"\n'
+        "var w[10]\n"
+        f"minimize sum(softplus_t(-(y * (X @ w)), tau = 1)) / {n} + 0.001 * sum_squares(w)\n"
+        "subject to\n    nnz(w) <= 2\n"
+    )
+    rt = sm.load(str(src)).solve("grahtp")
+    assert rt.support.tolist() == [0, 3] and rt.objective == pytest.approx(ra.objective, rel=1e-9)
+
+
+def test_a_func_gets_the_sample_smoothness_of_its_builtin_twin():
+    """Paper 002's l_s (``Design.sample_smoothness``, the stochastic solvers' step) reads the
+    curvature bound from the atom: a func spelling of the logistic loss gets the same l_s as the
+    built-in (it had none: the bound was read by isinstance on three built-ins)."""
+    rng = np.random.default_rng(5)
+    X, y = rng.standard_normal((80, 12)), np.sign(rng.standard_normal(80))
+    w = sm.Variable(12, name="w")
+    phi = func("phi", "log(1 + exp(z))")
+    ls = []
+    for loss in (A.logistic, phi):
+        prob = sm.Problem(sm.minimize(sm.mean(loss(-(y * (X @ w)))) + 0.01 * sm.sum_squares(w)), [sm.nnz(w) <= 3])
+        ls.append(prob.lower().design.sample_smoothness(6))
+    assert ls[0] is not None and ls[1] == pytest.approx(ls[0], rel=1e-12)
