@@ -1,18 +1,23 @@
 """Loss facts live in the atoms (issue 17, item 3): the lowering reads every fact about a loss
-(its curvature bound, whether it is a square, how it is a loss, its parameters) from its atom, never
-from its class. A new parameterised atom (:class:`softplus_t`, the worked example of
-docs/atoms.md) works through the whole package with nothing edited outside this file."""
+(its derivatives, the action of its Hessian -- the one softmax Hessian --, its curvature bound,
+whether it is a square, how it is a loss, its parameters) from its atom, never from its class. A
+new parameterised atom (:class:`softplus_t`, the worked example of docs/atoms.md) works through
+the whole package with nothing edited outside this file."""
 
 from __future__ import annotations
+
+import types
 
 import numpy as np
 import pytest
 
 import sparsemodel as sm
 from sparsemodel.model import atoms as A
+from sparsemodel.model.atoms import softmax_hessian_apply
 from sparsemodel.model.expr import CONVEX, NONNEG, as_expr
 from sparsemodel.model.samples import rebind_rows, sample_nodes
 from sparsemodel.model.userfunc import func
+from sparsemodel.objective.terms import Term
 
 ARG = sm.Variable(4, name="u")  # the argument of the atoms under test (its value never enters)
 
@@ -60,6 +65,83 @@ class softplus_t(A.Elementwise):
 
     def _conjugate(self, s):
         return self.tau * (_xlogx(s) + _xlogx(1.0 - s))
+
+
+# atom, points of the conjugate's domain, points outside it, z range for Fenchel-Young
+CASES = {
+    "square": (lambda: A.square(ARG), [-3.0, -0.5, 0.0, 1.2, 4.0], [], np.linspace(-3, 3, 13)),
+    "logistic": (lambda: A.logistic(ARG), [0.0, 1e-3, 0.3, 0.5, 0.9, 1.0], [-0.1, 1.1], np.linspace(-8, 8, 17)),
+    "exp (Poisson)": (lambda: A.exp(ARG), [0.0, 0.01, 1.0, 5.0], [-0.5], np.linspace(-5, 3, 9)),
+    "huber M=0.7": (lambda: A.huber(ARG, M=0.7), [-1.4, -1.0, 0.0, 0.5, 1.4], [-1.5, 1.5], np.linspace(-3, 3, 13)),
+    "-log (Gamma)": (lambda: A.log(ARG), [-5.0, -1.0, -0.1], [0.0, 0.5], np.geomspace(0.05, 20, 9)),
+    "softplus_t tau=0.5": (
+        lambda: softplus_t(ARG, tau=0.5),
+        [0.0, 0.2, 0.5, 0.95, 1.0],
+        [-0.2, 1.3],
+        np.linspace(-4, 4, 9),
+    ),
+    "func log(1+exp(z))": (
+        lambda: func("phi", "log(1 + exp(z))")(ARG),
+        [0.0, 0.3, 0.5, 1.0],
+        [-0.1, 1.1],
+        np.linspace(-8, 8, 17),
+    ),
+    "func z^2 + logistic (numerical)": (
+        lambda: func("q", "z^2 + log(1 + exp(z))")(ARG),
+        [-4.0, 0.0, 0.5, 3.0],
+        [],
+        np.linspace(-3, 3, 13),
+    ),
+    "func sqrt (concave)": (
+        lambda: func("r", "sqrt(z)")(ARG),
+        [-3.0, -0.5, -0.05],
+        [0.0, 1.0],
+        np.geomspace(0.05, 20, 9),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_derivatives_are_finite_differences(case):
+    """phi' and phi'' of every case (the toy atom and the funcs included) against central
+    differences of phi and phi', away from huber's kinks."""
+    make, _, _, zs = CASES[case]
+    atom = make()
+    zs = zs[np.abs(np.abs(zs) - 0.7) > 1e-3]
+    h = 1e-6 * np.maximum(1.0, np.abs(zs))
+    v, d1, d2 = atom.derivs(zs, 2)
+    fd1 = (atom.derivs(zs + h, 0)[0] - atom.derivs(zs - h, 0)[0]) / (2 * h)
+    fd2 = (atom.derivs(zs + h, 1)[1] - atom.derivs(zs - h, 1)[1]) / (2 * h)
+    np.testing.assert_allclose(d1, fd1, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(d2, fd2, rtol=1e-5, atol=1e-5)
+    sup = atom.curvature_sup
+    if sup is not None:  # the curvature bound holds
+        assert np.all(d2 <= sup + 1e-12)
+
+
+def test_softmax_hessian_is_the_derivative_of_the_gradient():
+    """The one softmax Hessian (diag(p) - p p' per row) against finite differences of the atom's
+    gradient, on one direction and on columns at once; a weighted row-wise term's hessian_apply and
+    row_hessians agree with the same differences (weights in)."""
+    rng = np.random.default_rng(1)
+    n, m = 5, 3
+    L = A.logsumexp(sm.Variable((n, m)), axis=1)
+    Z, U = rng.standard_normal((n, m)), rng.standard_normal((n, m))
+    eps = 1e-6
+    fd = (L.derivs(Z + eps * U, 1)[1] - L.derivs(Z - eps * U, 1)[1]) / (2 * eps)
+    np.testing.assert_allclose(L.hessian_apply(Z, U), fd, atol=1e-8)
+    Q = rng.standard_normal((n, m, 2))
+    cols = softmax_hessian_apply(L.probs(Z), Q)
+    for j in range(2):
+        np.testing.assert_allclose(cols[:, :, j], L.hessian_apply(Z, Q[:, :, j]), atol=1e-14)
+    w = np.array([1.0, 2.0, 0.5, 0.0, 3.0])
+    t = Term(0.7, L, types.SimpleNamespace(shape=(n, m), size=n * m), w, rowwise=True)
+    z, u = Z.ravel(), U.ravel()
+    fd = (t.derivs(z + eps * u, 1)[1] - t.derivs(z - eps * u, 1)[1]) / (2 * eps)
+    np.testing.assert_allclose(t.hessian_apply(z, u), fd, atol=1e-8)
+    np.testing.assert_allclose(t.row_hessians(z).reshape(n, m, m) @ U[:, :, None], fd.reshape(n, m, 1), atol=1e-8)
+    J = rng.standard_normal((n * m, 3))
+    np.testing.assert_allclose(t.hessian_apply(z, J)[:, 1], t.hessian_apply(z, J[:, 1]), atol=1e-14)
 
 
 # ---------------------------------------------------------------------- parameters: copy and compare

@@ -11,7 +11,9 @@ the model: the cvxpy counterpart of every atom is one entry of the table in
 Loss facts. An atom that can be the loss phi of a composite objective ``c * sum_i w_i phi(z_i)``
 (``loss_form``: every :class:`Elementwise` atom, and :class:`logsumexp` along the rows of a
 matrix, the softmax loss) states every fact the lowering reads about it: its derivatives
-(``d1``/``d2`` for Newton steps), ``curvature_sup`` (sup phi'', the global curvature bound of
+(``derivs``; ``d1``/``d2`` for elementwise atoms), ``hessian_apply(z, U)`` (the loss Hessian at
+z applied to U: ``phi''(z) * U`` entrywise, per row ``diag(p) - p p'`` for the softmax,
+:func:`softmax_hessian_apply`, the one place it is written), ``curvature_sup`` (sup phi'', the global curvature bound of
 smoothness constants, None when unbounded or unknown) and ``quadratic`` (phi(z) = z^2 exactly, the
 least-squares kernels apply); nothing outside the model layer restates one.
 
@@ -178,6 +180,13 @@ class Elementwise(Atom):
                 self.d1(z) if order >= 1 else None,
                 self.d2(z) if order >= 2 else None,
             )
+
+    def hessian_apply(self, z: np.ndarray, U: np.ndarray, d2: np.ndarray | None = None) -> np.ndarray:
+        """The Hessian of sum_i phi(z_i), diag(phi''(z)), applied to U (shape of z, or of z with a
+        trailing axis of columns); ``d2``: phi''(z) when already computed."""
+        if d2 is None:
+            d2 = self.derivs(z, 2)[2]
+        return d2[..., None] * U if np.ndim(U) > np.ndim(d2) else d2 * U
 
     def forward(self, vals):
         z = dense(vals[0])
@@ -404,9 +413,21 @@ class sum_squares(Atom):
         return [2.0 * g * dense(vals[0])]
 
 
+def softmax_hessian_apply(P: np.ndarray, U: np.ndarray) -> np.ndarray:
+    """The Hessian of logsumexp at each row, diag(p) - p p' (p = softmax of the row, the rows of
+    ``P`` (..., m)), applied to ``U`` (..., m) or (..., m, q): the one place this Hessian is
+    written (Newton steps, Hessian products and diagonals, the swap model all call it)."""
+    if U.ndim == P.ndim:
+        PU = P * U
+        return PU - P * PU.sum(axis=-1, keepdims=True)
+    PU = P[..., None] * U
+    return PU - P[..., None] * PU.sum(axis=-2, keepdims=True)
+
+
 class logsumexp(_Reduction):
     """log sum exp over an axis (all entries with none). As a loss it is row-wise: one value per
-    row of an (n, m) matrix (the softmax loss, ``logsumexp(Z, axis=1)``)."""
+    row of an (n, m) matrix (the softmax loss, ``logsumexp(Z, axis=1)``); its loss facts act on the
+    last axis of their arrays (m entries per row)."""
 
     name = "logsumexp"
     curvature_kind = CONVEX
@@ -419,6 +440,24 @@ class logsumexp(_Reduction):
         """Row-wise along the last axis of a matrix (``logsumexp(Z, axis=1)``)."""
         a = self.args[0]
         return "rowwise" if self.axis is not None and a.ndim == 2 and self.axis % 2 == 1 else None
+
+    def derivs(self, Z: np.ndarray, order: int = 1) -> tuple[np.ndarray, np.ndarray | None, None]:
+        """(logsumexp of each row of Z (..., m), its gradient: the softmax probabilities (..., m),
+        None): the Hessian is not formed (:meth:`hessian_apply`)."""
+        zmax = Z.max(axis=-1, keepdims=True)
+        E = np.exp(Z - zmax)
+        s = E.sum(axis=-1, keepdims=True)
+        v = (np.log(s) + zmax)[..., 0]
+        return v, (E / s if order >= 1 else None), None
+
+    def probs(self, Z: np.ndarray) -> np.ndarray:
+        """The softmax of each row of Z (the gradient of its logsumexp)."""
+        E = np.exp(Z - Z.max(axis=-1, keepdims=True))
+        return E / E.sum(axis=-1, keepdims=True)
+
+    def hessian_apply(self, Z: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """The Hessian of each row's logsumexp at Z (..., m) applied to U ((..., m) or (..., m, q))."""
+        return softmax_hessian_apply(self.probs(Z), U)
 
     def forward(self, vals):
         r = _lse(dense(vals[0]), axis=self.axis)
@@ -646,4 +685,15 @@ DATA_FUNCTIONS = {
     "eye": eye,
 }
 
-__all__ = list(ATOMS) + list(DATA_FUNCTIONS) + ["Atom", "Elementwise", "ATOMS", "DATA_FUNCTIONS", "ANYSIGN"]
+__all__ = (
+    list(ATOMS)
+    + list(DATA_FUNCTIONS)
+    + [
+        "Atom",
+        "Elementwise",
+        "softmax_hessian_apply",
+        "ATOMS",
+        "DATA_FUNCTIONS",
+        "ANYSIGN",
+    ]
+)

@@ -262,7 +262,7 @@ class Design(DesignColumns):
             else:
                 z = t.map.value(x)
                 _, _, d2 = t.derivs(z, 2)
-                r = t.curv_apply(z, d2, Jv)
+                r = t.hessian_apply(z, Jv, d2)
             out += t.coef * t.map.vjp(r)
         return self.layout.symmetrize_grad(out)
 

@@ -16,8 +16,8 @@ import scipy.sparse as sp
 class Term:
     """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number.
 
-    Every fact about phi is the atom's (:mod:`sparsemodel.model.atoms`); the term adds its
-    coefficient, weights and shape."""
+    Every fact about phi is the atom's (:mod:`sparsemodel.model.atoms`: values, derivatives, the
+    Hessian's action, the curvature bound); the term adds its coefficient, weights and shape."""
 
     coef: float
     phi: Any
@@ -41,24 +41,23 @@ class Term:
         """Number of phi values: entries, or rows for a row-wise loss."""
         return self.map.shape[0] if self.rowwise else self.map.size
 
+    def _rows(self, z: np.ndarray) -> np.ndarray:
+        """A row-wise term's affine values (batch..., n*m) as (batch..., n, m)."""
+        return z.reshape(z.shape[:-1] + (-1, self.map.shape[1]))
+
     def derivs(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, Any, Any]:
         """phi values and derivatives on the last axis of ``z`` (which may carry a leading batch
         axis), weights applied. Elementwise: (v, phi', phi'') per entry. Row-wise: (v per row,
-        gradient per entry, None; the Hessian is diag(P) - P P' per row, see :func:`row_hvp`)."""
+        gradient per entry, None; the Hessian is applied by :meth:`hessian_apply`)."""
         w = self.weights
         if self.rowwise:
-            m = self.map.shape[1]
-            Z = z.reshape(z.shape[:-1] + (-1, m))
-            zmax = Z.max(axis=-1, keepdims=True)
-            E = np.exp(Z - zmax)
-            s = E.sum(axis=-1, keepdims=True)
-            v = (np.log(s) + zmax)[..., 0]
-            P = (E / s).reshape(z.shape) if order >= 1 else None
+            Z = self._rows(z)
+            v, P, _ = self.phi.derivs(Z, order)
             if w is not None:
                 v = v * w
                 if P is not None:
-                    P = (P.reshape(Z.shape) * w[:, None]).reshape(z.shape)
-            return v, P, None
+                    P = P * w[:, None]
+            return v, (P.reshape(z.shape) if P is not None else None), None
         v, d1, d2 = self.phi.derivs(z, order)
         if w is not None:
             v = v * w
@@ -66,24 +65,26 @@ class Term:
             d2 = d2 * w if d2 is not None else None
         return v, d1, d2
 
-    def probs(self, z: np.ndarray) -> np.ndarray:
-        """Row-wise softmax probabilities (unweighted), same shape as z."""
-        m = self.map.shape[1]
-        Z = z.reshape(z.shape[:-1] + (-1, m))
-        E = np.exp(Z - Z.max(axis=-1, keepdims=True))
-        return (E / E.sum(axis=-1, keepdims=True)).reshape(z.shape)
-
-    def curv_apply(self, z: np.ndarray, d2: np.ndarray | None, u: np.ndarray) -> np.ndarray:
-        """The loss Hessian at z (per entry or per row) applied to u (same shape as z), weights in."""
+    def hessian_apply(self, z: np.ndarray, U: np.ndarray, d2: np.ndarray | None = None) -> np.ndarray:
+        """The loss Hessian at z (per entry, or per row for a row-wise loss), weights in, applied to
+        U: shape of z (one direction) or (size, q) (q columns, e.g. Jacobian columns). ``d2``: the
+        weighted phi'' of :meth:`derivs` when already computed (elementwise)."""
         if not self.rowwise:
-            return d2 * u
-        m = self.map.shape[1]
-        P = self.probs(z).reshape(z.shape[:-1] + (-1, m))
-        U = u.reshape(P.shape)
-        out = P * U - P * (P * U).sum(axis=-1, keepdims=True)
+            if d2 is None:
+                d2 = self.derivs(z, 2)[2]
+            return self.phi.hessian_apply(z, U, d2)
+        Z = self._rows(z)
+        cols = U.ndim > z.ndim
+        out = self.phi.hessian_apply(Z, U.reshape(Z.shape + U.shape[z.ndim :]))
         if self.weights is not None:
-            out = out * self.weights[:, None]
-        return out.reshape(z.shape)
+            out = out * (self.weights[:, None, None] if cols else self.weights[:, None])
+        return out.reshape(U.shape)
+
+    def row_hessians(self, z: np.ndarray) -> np.ndarray:
+        """A row-wise term's per-row loss Hessians w_i (diag(p_i) - p_i p_i') as (n, m, m)."""
+        m = self.map.shape[1]
+        n = z.shape[-1] // m
+        return self.hessian_apply(z, np.tile(np.eye(m), (n, 1))).reshape(n, m, m)
 
 
 @dataclass
