@@ -1,8 +1,8 @@
-"""Loss facts live in the atoms (issue 17, item 3): the lowering reads every fact about a loss
-(its derivatives, the action of its Hessian -- the one softmax Hessian --, its curvature bound,
-whether it is a square, how it is a loss, its parameters) from its atom, never from its class. A
-new parameterised atom (:class:`softplus_t`, the worked example of docs/atoms.md) works through
-the whole package with nothing edited outside this file."""
+"""Loss facts live in the atoms (issue 17, item 3): every built-in loss states its value,
+derivatives, curvature bound, parameters and convex conjugate, and the lowering reads them from
+there. The conjugates are checked against a numerical sup_z (s z - phi(z)) and the Fenchel-Young
+equality; a new parameterised atom (:class:`softplus_t`, the worked example of docs/atoms.md)
+works through the whole package with nothing edited outside this file."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import types
 
 import numpy as np
 import pytest
+from scipy.optimize import minimize, minimize_scalar
 
 import sparsemodel as sm
 from sparsemodel.model import atoms as A
-from sparsemodel.model.atoms import softmax_hessian_apply
+from sparsemodel.model.atoms import NoConjugate, softmax_hessian_apply
 from sparsemodel.model.expr import CONVEX, NONNEG, as_expr
 from sparsemodel.model.samples import rebind_rows, sample_nodes
 from sparsemodel.model.userfunc import func
@@ -67,6 +68,37 @@ class softplus_t(A.Elementwise):
         return self.tau * (_xlogx(s) + _xlogx(1.0 - s))
 
 
+# ---------------------------------------------------------------------- numerical conjugates
+
+
+def numerical_sup(g, s: float, lo: float = -60.0, hi: float = 60.0) -> float:
+    """sup_z (s z - g(z)) over [lo, hi]: the best point of a fine grid, refined by a bounded
+    scalar search between its neighbours."""
+    grid = np.unique(np.concatenate([np.linspace(lo, hi, 24001), np.geomspace(1e-9, hi, 2001)]))
+    grid = grid[(grid >= lo) & (grid <= hi)]
+    with np.errstate(all="ignore"):
+        vals = s * grid - g(grid)
+    vals = np.where(np.isfinite(vals), vals, -np.inf)
+    i = int(np.argmax(vals))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    res = minimize_scalar(
+        lambda t: -(s * t - float(g(np.array([t]))[0])), bounds=(a, b), method="bounded", options={"xatol": 1e-12}
+    )
+    return max(float(vals[i]), -float(res.fun))
+
+
+def convex_side(atom):
+    """g = sigma phi, the convex one of +-phi, as a numpy function (+inf outside phi's domain)."""
+    sig = atom.convex_sign
+
+    def g(z):
+        with np.errstate(all="ignore"):
+            v = sig * atom.derivs(np.asarray(z, dtype=float), 0)[0]
+        return np.where(np.isnan(v), np.inf, v)
+
+    return g
+
+
 # atom, points of the conjugate's domain, points outside it, z range for Fenchel-Young
 CASES = {
     "square": (lambda: A.square(ARG), [-3.0, -0.5, 0.0, 1.2, 4.0], [], np.linspace(-3, 3, 13)),
@@ -101,6 +133,44 @@ CASES = {
 }
 
 
+BUILTIN = [c for c in CASES if not c.startswith("func")]
+
+
+@pytest.mark.parametrize("case", BUILTIN)
+def test_conjugate_is_the_numerical_sup(case):
+    """(sigma phi)*(s) = sup_z (s z - sigma phi(z)) at points of the domain (ends included: their
+    values are limits, e.g. 0 for the logistic at s = 0 and 1), +inf outside it, where s z - phi(z)
+    indeed grows without bound."""
+    make, inside, outside, _ = CASES[case]
+    atom = make()
+    g = convex_side(atom)
+    positive = case in ("-log (Gamma)", "func sqrt (concave)")  # phi's domain: z > 0
+    lo, hi = (1e-9, 1e4) if positive else (-60.0, 60.0)
+    got = atom.conjugate(np.array(inside))
+    assert np.all(atom.conjugate_domain(np.array(inside)))
+    for s, v in zip(inside, got):
+        assert v == pytest.approx(numerical_sup(g, s, lo=lo, hi=hi), abs=1e-7), (case, s)
+    if outside:
+        assert np.all(np.isinf(atom.conjugate(np.array(outside))))
+        assert not np.any(atom.conjugate_domain(np.array(outside)))
+        for s in outside:  # unbounded: s z - g(z) passes any level far out on one side
+            far = np.array([1e-12, 1e30] if positive else [-1e4, 1e4])
+            with np.errstate(all="ignore"):
+                assert np.max(s * far - g(far)) > 50, (case, s)
+
+
+@pytest.mark.parametrize("case", BUILTIN)
+def test_fenchel_young_equality_at_the_derivative(case):
+    """g(z) + g*(g'(z)) = z g'(z) for g = sigma phi at every z (with g'(z) at an end of the domain
+    where huber is linear)."""
+    make, _, _, zs = CASES[case]
+    atom = make()
+    sig = atom.convex_sign
+    v, d1, _ = atom.derivs(zs, 1)
+    s = sig * d1
+    np.testing.assert_allclose(sig * v + atom.conjugate(s), zs * s, rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_derivatives_are_finite_differences(case):
     """phi' and phi'' of every case (the toy atom and the funcs included) against central
@@ -117,6 +187,25 @@ def test_derivatives_are_finite_differences(case):
     sup = atom.curvature_sup
     if sup is not None:  # the curvature bound holds
         assert np.all(d2 <= sup + 1e-12)
+
+
+def test_softmax_conjugate_fenchel_young_and_sup():
+    """The row-wise softmax: lse*(s) = sum_j s_j log s_j on the simplex (a numerical sup by BFGS),
+    +inf off it (a negative entry or a sum other than 1), and lse(z) + lse*(p) = p'z at p = softmax(z)."""
+    L = A.logsumexp(sm.Variable((3, 4)), axis=1)
+    assert L.loss_form == "rowwise" and A.logsumexp(sm.Variable((3, 4)), axis=0).loss_form is None
+    rng = np.random.default_rng(0)
+    S = rng.dirichlet(np.ones(4), size=3)
+    for s, v in zip(S, L.conjugate(S)):
+        res = minimize(
+            lambda z, s=s: np.logaddexp.reduce(z) - s @ z, np.zeros(4), method="BFGS", options={"gtol": 1e-10}
+        )
+        assert v == pytest.approx(-res.fun, abs=1e-7)
+    bad = np.array([[0.5, 0.6, -0.1, 0.0], [0.3, 0.3, 0.3, 0.3], [1.0, 0.0, 0.0, 0.0]])
+    assert L.conjugate(bad).tolist()[:2] == [np.inf, np.inf] and L.conjugate(bad)[2] == 0.0
+    Z = rng.standard_normal((5, 4)) * 3
+    v, P, _ = L.derivs(Z, 1)
+    np.testing.assert_allclose(v + L.conjugate(P), np.einsum("ij,ij->i", P, Z), rtol=1e-10, atol=1e-12)
 
 
 def test_softmax_hessian_is_the_derivative_of_the_gradient():
@@ -142,6 +231,59 @@ def test_softmax_hessian_is_the_derivative_of_the_gradient():
     np.testing.assert_allclose(t.row_hessians(z).reshape(n, m, m) @ U[:, :, None], fd.reshape(n, m, 1), atol=1e-8)
     J = rng.standard_normal((n * m, 3))
     np.testing.assert_allclose(t.hessian_apply(z, J)[:, 1], t.hessian_apply(z, J[:, 1]), atol=1e-14)
+
+
+# ---------------------------------------------------------------------- terms: coefficients and weights
+
+
+def test_term_conjugate_scales_by_coefficient_and_weights():
+    """g(z) = c sum_i w_i phi(z_i) has g*(s) = sum_i a_i phi*(s_i / a_i), a_i = c w_i sigma: against a
+    numerical sup entry by entry (logistic, huber, and Gamma's -log written -1 * log); a zero
+    weight gives 0 at s = 0 and +inf elsewhere; a concave term has no conjugate."""
+    w = np.array([0.5, 1.0, 2.0, 0.0])
+    shape = types.SimpleNamespace(shape=(4,), size=4)
+    for coef, atom, s in (
+        (0.3, A.logistic(ARG), np.array([0.1, 0.2, 0.55, 0.0])),
+        (2.0, A.huber(ARG, M=0.5), np.array([-0.9, 0.3, 3.9, 0.0])),  # |s_i| <= 2 M a_i = a_i
+        (-1.0, A.log(ARG), np.array([-2.0, -0.3, -4.0, 0.0])),
+    ):
+        t = Term(coef, atom, shape, w)
+        got = t.conjugate(s)
+        for i in range(3):
+            a = coef * w[i]
+
+            def g(z, a=a, atom=atom):
+                with np.errstate(all="ignore"):
+                    v = a * atom.derivs(z, 0)[0]
+                return np.where(np.isnan(v), np.inf, v)
+
+            lo = 1e-9 if atom.convex_sign < 0 else -60.0
+            assert got[i] == pytest.approx(numerical_sup(g, s[i], lo=lo), abs=1e-7), (atom.name, i)
+        assert got[3] == 0.0 and np.isinf(t.conjugate(np.array([0.0, 0.0, 0.0, 0.1]))[3])
+    with pytest.raises(NoConjugate, match="not convex"):
+        Term(-1.0, A.square(ARG), shape).conjugate(np.zeros(4))
+
+
+def test_rowwise_term_conjugate():
+    """The weighted softmax term: row i's conjugate is a_i lse*(S_i / a_i), finite when S_i >= 0
+    sums to a_i = c w_i (a numerical sup of S_i'z - a_i lse(z) by BFGS)."""
+    rng = np.random.default_rng(2)
+    L = A.logsumexp(sm.Variable((3, 4)), axis=1)
+    w = np.array([1.0, 2.5, 0.0])
+    t = Term(0.4, L, types.SimpleNamespace(shape=(3, 4), size=12), w, rowwise=True)
+    S = rng.dirichlet(np.ones(4), size=3) * (0.4 * w)[:, None]
+    got = t.conjugate(S.ravel())
+    for i in range(2):
+        res = minimize(
+            lambda z, i=i: 0.4 * w[i] * np.logaddexp.reduce(z) - S[i] @ z,
+            np.zeros(4),
+            method="BFGS",
+            options={"gtol": 1e-10},
+        )
+        assert got[i] == pytest.approx(-res.fun, abs=1e-7)
+    assert got[2] == 0.0
+    S[0] *= 1.1
+    assert np.isinf(t.conjugate(S.ravel())[0])
 
 
 # ---------------------------------------------------------------------- parameters: copy and compare

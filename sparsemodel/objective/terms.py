@@ -11,13 +11,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..model.atoms import NoConjugate
+
 
 @dataclass
 class Term:
     """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number.
 
     Every fact about phi is the atom's (:mod:`sparsemodel.model.atoms`: values, derivatives, the
-    Hessian's action, the curvature bound); the term adds its coefficient, weights and shape."""
+    Hessian's action, the curvature bound, the conjugate); the term adds its coefficient, weights
+    and shape."""
 
     coef: float
     phi: Any
@@ -85,6 +88,44 @@ class Term:
         m = self.map.shape[1]
         n = z.shape[-1] // m
         return self.hessian_apply(z, np.tile(np.eye(m), (n, 1))).reshape(n, m, m)
+
+    # ------------------------------------------------------------------ the conjugate
+    def _scale(self) -> np.ndarray:
+        """a = c w sigma per value (entry, or row): the term is sum_i a_i (sigma phi)(z_i) with
+        sigma phi convex; negative entries make the term concave (no conjugate)."""
+        sigma = self.phi.convex_sign
+        w = self.weights if self.weights is not None else np.ones(self.out_size)
+        a = self.coef * sigma * np.asarray(w, dtype=float)
+        if sigma == 0 or np.any(a < 0):
+            raise NoConjugate(
+                f"the term {self.coef:g} * sum(w * {self.phi.name}(...)) is not convex in its argument: it has no conjugate"
+            )
+        return a
+
+    def conjugate(self, s: np.ndarray) -> np.ndarray:
+        """The conjugate of g(z) = c sum_i w_i phi(z_i) at s (shape of z), one value per entry (or
+        per row): g*(s) = sum_i a_i phi_sigma*(s_i / a_i) with a_i = c w_i sigma and phi_sigma =
+        sigma phi convex (the atom's ``conjugate``); an entry with a_i = 0 contributes 0 at
+        s_i = 0 and +inf elsewhere. The linear part of a design (``lin'x``, constants) is not a
+        term: in a Fenchel dual it enters the dual's linear constraint, not a conjugate."""
+        a = self._scale()
+        s = np.asarray(s, dtype=float)
+        if self.rowwise:
+            S = self._rows(s)
+            pos = a > 0
+            safe = np.where(pos, a, 1.0)
+            with np.errstate(invalid="ignore"):
+                v = a * self.phi.conjugate(S / safe[:, None])
+            return np.where(pos, v, np.where(np.all(S == 0, axis=-1), 0.0, np.inf))
+        pos = a > 0
+        safe = np.where(pos, a, 1.0)
+        with np.errstate(invalid="ignore"):
+            v = a * self.phi.conjugate(s / safe)
+        return np.where(pos, v, np.where(s == 0, 0.0, np.inf))
+
+    def conjugate_domain(self, s: np.ndarray) -> np.ndarray:
+        """Where :meth:`conjugate` is finite (per entry, or per row)."""
+        return np.isfinite(self.conjugate(s))
 
 
 @dataclass
