@@ -1,8 +1,9 @@
-"""Loss facts live in the atoms (issue 17, item 3): every built-in loss states its value,
-derivatives, curvature bound, parameters and convex conjugate, and the lowering reads them from
-there. The conjugates are checked against a numerical sup_z (s z - phi(z)) and the Fenchel-Young
-equality; a new parameterised atom (:class:`softplus_t`, the worked example of docs/atoms.md)
-works through the whole package with nothing edited outside this file."""
+"""Loss facts live in the atoms (issue 17, item 3): every built-in loss and every user func states
+its value, derivatives, curvature bound, parameters and convex conjugate, and the lowering reads
+them from there. The conjugates are checked against a numerical sup_z (s z - phi(z)) and the
+Fenchel-Young equality; a func and the built-in atom of the same function give the same facts; a
+new parameterised atom (:class:`softplus_t`, the worked example of docs/atoms.md) works through
+the whole package with nothing edited outside this file."""
 
 from __future__ import annotations
 
@@ -133,10 +134,7 @@ CASES = {
 }
 
 
-BUILTIN = [c for c in CASES if not c.startswith("func")]
-
-
-@pytest.mark.parametrize("case", BUILTIN)
+@pytest.mark.parametrize("case", list(CASES))
 def test_conjugate_is_the_numerical_sup(case):
     """(sigma phi)*(s) = sup_z (s z - sigma phi(z)) at points of the domain (ends included: their
     values are limits, e.g. 0 for the logistic at s = 0 and 1), +inf outside it, where s z - phi(z)
@@ -159,7 +157,7 @@ def test_conjugate_is_the_numerical_sup(case):
                 assert np.max(s * far - g(far)) > 50, (case, s)
 
 
-@pytest.mark.parametrize("case", BUILTIN)
+@pytest.mark.parametrize("case", list(CASES))
 def test_fenchel_young_equality_at_the_derivative(case):
     """g(z) + g*(g'(z)) = z g'(z) for g = sigma phi at every z (with g'(z) at an end of the domain
     where huber is linear)."""
@@ -262,6 +260,8 @@ def test_term_conjugate_scales_by_coefficient_and_weights():
         assert got[3] == 0.0 and np.isinf(t.conjugate(np.array([0.0, 0.0, 0.0, 0.1]))[3])
     with pytest.raises(NoConjugate, match="not convex"):
         Term(-1.0, A.square(ARG), shape).conjugate(np.zeros(4))
+    with pytest.raises(NoConjugate, match="neither convex nor concave"):
+        func("sn", "sin(z)")(ARG).conjugate(np.zeros(2))
 
 
 def test_rowwise_term_conjugate():
@@ -284,6 +284,47 @@ def test_rowwise_term_conjugate():
     assert got[2] == 0.0
     S[0] *= 1.1
     assert np.isinf(t.conjugate(S.ravel())[0])
+
+
+# ---------------------------------------------------------------------- user funcs: the same facts
+
+
+SPELLINGS = [
+    (lambda: A.logistic(ARG), "log(1 + exp(z))"),
+    (lambda: A.square(ARG), "z^2"),
+    (lambda: A.exp(ARG), "exp(z)"),
+    (lambda: A.log(ARG), "log(z)"),
+]
+
+
+@pytest.mark.parametrize("make, body", SPELLINGS, ids=[b for _, b in SPELLINGS])
+def test_a_func_and_the_builtin_state_the_same_facts(make, body):
+    """One function spelled as a built-in atom and as a func: the same curvature bound, conjugate
+    domain and conjugate values (inside, at the ends, outside), from sympy's closed form; the
+    func's numerical conjugate (Newton-bisection on phi'(z) = s) agrees with its closed form."""
+    atom, user = make(), func("phi", body)(ARG)
+    assert user.curvature_sup == atom.curvature_sup
+    assert user.convex_sign == atom.convex_sign
+    assert user.conjugate_interval == atom.conjugate_interval
+    assert user.fdef.conjugate_how == "closed form"
+    lo, hi, _, _ = atom.conjugate_interval
+    s = np.concatenate([np.linspace(max(lo, -6) - 0.5, min(hi, 6) + 0.5, 41), [lo, hi]])
+    s = s[np.isfinite(s)]
+    np.testing.assert_allclose(user.conjugate(s), atom.conjugate(s), rtol=1e-10, atol=1e-12)
+    inner = s[atom.conjugate_domain(s) & (s > lo) & (s < hi)]
+    np.testing.assert_allclose(
+        user.fdef.conjugate_values(inner, numerical=True), atom.conjugate(inner), rtol=1e-9, atol=1e-10
+    )
+
+
+def test_a_func_without_a_closed_form_gets_a_numerical_conjugate():
+    """z^2 + log(1 + exp(z)): sympy cannot solve 2z + sigmoid(z) = s, so the conjugate is numerical
+    (checked above against the sup and Fenchel-Young); its domain is the whole line, the curvature
+    bound exact (2 + 1/4)."""
+    q = func("q", "z^2 + log(1 + exp(z))")
+    assert q.conjugate_how == "numerical" and q.conjugate_expr is None
+    assert q.conjugate_interval == (-np.inf, np.inf, False, False)
+    assert q.curvature_sup == 2.25
 
 
 # ---------------------------------------------------------------------- parameters: copy and compare
