@@ -101,9 +101,9 @@ class StepConstants:
     def _mean_curvature_exact(self, C: np.ndarray, x: np.ndarray) -> float | None:
         """mean_j diag(H(x))_j over C from the design's columns, in O(rows) per call: for an
         elementwise term c sum_r w_r phi''(z_r) R_r with R_r = sum_{j in C} J[r, j]^2 (computed once);
-        for the row-wise softmax c sum_i w_i (sum_c P_ic R_(i,c) - p_i' G_i p_i) with G_i the Gram
-        matrix of the rows (i, .) of J[:, C] (computed once; a streamed pass over the columns when
-        the Jacobian is not kept). None when a row-wise term's Jacobian is not kept."""
+        for the row-wise softmax c sum_i tr(H_i G_i) with H_i the row's loss Hessian (the atom's)
+        and G_i the Gram matrix of the rows (i, .) of J[:, C] (computed once; a streamed pass over
+        the columns when the Jacobian is not kept). None when a row-wise term's Jacobian is not kept."""
         d = self.design
         if d is None:
             return None
@@ -115,28 +115,24 @@ class StepConstants:
                 stored = self.stored_columns(i)
                 if stored is None and t.rowwise:
                     return None
-                G = None
+                R = G = None
                 if stored is None:  # the Jacobian is not kept: its columns streamed once
                     R = d.row_square_sums(i, C)
+                elif not t.rowwise:
+                    R = np.asarray(stored[1][:, C].sum(axis=1)).ravel()
                 else:
-                    J, sq = stored
-                    R = np.asarray(sq[:, C].sum(axis=1)).ravel()
-                if t.rowwise:
                     m = t.map.shape[1]
-                    JC = J[:, C]
+                    JC = stored[0][:, C]
                     JC = JC.toarray() if sp.issparse(JC) else np.asarray(JC)
                     J3 = JC.reshape(-1, m, JC.shape[1])
                     G = np.einsum("iaj,ibj->iab", J3, J3)
                 self._rowsq_cache[ck] = (R, G)
             R, G = self._rowsq_cache[ck]
             z = t.map.value(x)
-            if t.rowwise:
+            if t.rowwise:  # sum_i tr(H_i G_i), H_i the row's loss Hessian (weights in)
                 m = t.map.shape[1]
-                P = t.probs(z).reshape(-1, m)
-                w = t.weights if t.weights is not None else np.ones(P.shape[0])
-                first = float((P * w[:, None]).reshape(-1) @ R)
-                second = float(w @ np.einsum("ia,iab,ib->i", P, G, P))
-                total += t.coef * (first - second)
+                HG = t.hessian_apply(z, G.reshape(-1, m)).reshape(G.shape)
+                total += t.coef * float(np.einsum("iaa->", HG))
             else:
                 total += t.coef * float(t.derivs(z, 2)[2] @ R)
         return total / len(C)
