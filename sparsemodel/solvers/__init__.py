@@ -3,7 +3,9 @@
 import importlib
 import pkgutil
 
-from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for
+from .base import AUTO_ORDER, REGISTRY, Solver, auto_solver, get_solver, register, solvers_for
+from .options import Option
+from .result import Result
 
 # every module of this package registers its solvers when imported: a new solver is one module
 for _mod in pkgutil.iter_modules(__path__):

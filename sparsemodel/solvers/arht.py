@@ -87,8 +87,10 @@ from ..lowering.lowered import LoweredProblem
 from ..numerics.smooth import power_method
 from ..sets.sparsity import top_k
 from ..util import Clock
-from .base import CONVERGED, MAX_ITER, Option, Result, Solver, finish, register
+from .base import Solver, register
 from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
+from .options import Option
+from .result import CONVERGED, MAX_ITER, Result, finish
 
 PRACTICAL_PROGRESS = 1e-3
 PRACTICAL_RESTARTS = 20

@@ -49,20 +49,11 @@ from ..lowering.active import ActiveSet
 from ..lowering.lowered import LoweredProblem
 from ..lowering.swaps import SwapModel
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    finish,
-    initial_point,
-    register,
-)
+from .base import Solver, initial_point, register
 from .grahtp import FGraHTP, GraHTP
 from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, edge_problem, omp_steps
+from .options import Option
+from .result import CONVERGED, DIVERGED, MAX_ITER, History, Result, finish
 
 
 @register

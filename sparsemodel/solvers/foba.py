@@ -52,22 +52,11 @@ from ..lowering.active import ActiveSet
 from ..lowering.lowered import LoweredProblem
 from ..numerics.newton import newton
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    Option,
-    Result,
-    Solver,
-    finish,
-    initial_point,
-    register,
-    require_sparsity,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, initial_point, register, require_sparsity
 from .grasp import outside_domain
 from .greedy import edge_problem
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 
 @register

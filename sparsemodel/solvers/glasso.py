@@ -42,12 +42,8 @@ from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..numerics.logdet import ADMMResult, admm_logdet, shift_into_box, soft_offdiag_prox
 from ..objective.precision import EdgeMoves
-from .base import (
-    Option,
-    register,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import register
+from .options import Option, restricted_option, subproblem13_options
 from .tuning import Search, TunedRelaxation, search_options
 
 

@@ -65,20 +65,9 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    Option,
-    Result,
-    Solver,
-    divergence_message,
-    finish,
-    initial_point,
-    register,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, divergence_message, initial_point, register
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 STEP_RULES = ("auto", "local", "bb", "htp", "rss")
 SEARCH_TRIES = 3  # supports tried by one support-change line search

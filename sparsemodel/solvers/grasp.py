@@ -51,20 +51,9 @@ import numpy as np
 
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    Option,
-    Result,
-    Solver,
-    finish,
-    initial_point,
-    register,
-    require_sparsity,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, initial_point, register, require_sparsity
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 CYCLE_MEMORY = 8
 

@@ -43,19 +43,9 @@ from ..errors import SolverError
 from ..lowering.active import ActiveSet
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    finish,
-    initial_point,
-    register,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, initial_point, register
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, MAX_ITER, History, Result, finish
 
 RESTRICTED = restricted_option("the restricted solves (least squares: an incremental Cholesky factor)")
 INIT = Option(

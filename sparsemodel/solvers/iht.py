@@ -39,21 +39,11 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    Option,
-    Result,
-    Solver,
-    divergence_message,
-    finish,
-    ht_certificate,
-    initial_point,
-    register,
-)
+from .base import Solver, divergence_message, initial_point, register
 from .grahtp import stalled_message
 from .greedy import solve_unconstrained
+from .options import Option
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish, ht_certificate
 
 
 def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3, x: np.ndarray | None = None) -> float:

@@ -59,12 +59,8 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.l1 import entering
 from ..lowering.lowered import LoweredProblem
-from .base import (
-    Option,
-    register,
-    require_sparsity,
-    restricted_option,
-)
+from .base import register, require_sparsity
+from .options import Option, restricted_option
 from .tuning import TunedRelaxation, choose_backend, search_options
 
 

@@ -44,7 +44,8 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..numerics.proximal import fista, svt
-from .base import Option, register, restricted_option
+from .base import register
+from .options import Option, restricted_option
 from .tuning import TunedRelaxation, choose_backend, search_options
 
 

@@ -1,6 +1,6 @@
 """Summaries of results: the text ``sparsemodel solve`` prints and the HTML a notebook shows.
 
-Both read the same pieces of a :class:`~sparsemodel.solvers.base.Result`: the bound with its unit,
+Both read the same pieces of a :class:`~sparsemodel.solvers.result.Result`: the bound with its unit,
 the selection by name (coordinates, groups, edges) or, for a rank bound, the rank and the singular
 values, the certificate where it means something, and the coefficient table.
 """
@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import Result
+    from .result import Result
 
 MAX_ROWS = 30  # coefficient rows printed before "... N more"
 

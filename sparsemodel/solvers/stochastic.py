@@ -57,18 +57,9 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    REGISTRY,
-    Option,
-    Result,
-    Solver,
-    finish,
-    initial_point,
-    register,
-)
+from .base import REGISTRY, Solver, initial_point, register
+from .options import Option
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 
 class NumberOr:

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
-from .base import Option, Solver
+from .base import Solver
+from .options import Option
 
 
 def search_options(problem: str) -> dict[str, Option]:
@@ -167,7 +168,7 @@ def finish_tuned(
     may move it into a side set first), and the Result with lambda, the relaxation's objective,
     its penalized objective (``penalty``: the penalty's value at the solution, lambda not applied),
     the solves and the path of (lambda, count) of the search."""
-    from .base import CONVERGED, finish
+    from .result import CONVERGED, finish
 
     o = solver.opts
     lam, x_rel = search.lam, search.x

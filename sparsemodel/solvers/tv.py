@@ -27,7 +27,8 @@ import numpy as np
 
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
-from .base import Option, register, restricted_option
+from .base import register
+from .options import Option, restricted_option
 from .tuning import TunedRelaxation, search_options
 
 

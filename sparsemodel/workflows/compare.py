@@ -48,7 +48,7 @@ from ..util import jsonable, k_header
 
 if TYPE_CHECKING:
     from ..model.problem import Model
-    from ..solvers.base import Result
+    from ..solvers.result import Result
 
 COLUMNS = (
     "solver",

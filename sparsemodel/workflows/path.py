@@ -19,7 +19,7 @@ than ``support_size=2``, because the path warm-starts). ``start`` says what a po
 * ``warm``: the warm solve only (fastest); it may differ from the single solve in either direction.
 
 ``benchmarks/path_vs_single.py`` measures how often and by how much the warm answer differs.
-Each point keeps its own :class:`~sparsemodel.solvers.base.Result` (status, iterations,
+Each point keeps its own :class:`~sparsemodel.solvers.result.Result` (status, iterations,
 certificate); a point that fails with a :class:`~sparsemodel.errors.ModelError` records the error
 and the path goes on (the next point starts from the last solution found).
 """
@@ -47,7 +47,8 @@ from .compare import ERROR, _ks, support_cells
 
 if TYPE_CHECKING:
     from ..model.problem import Model
-    from ..solvers.base import Result, Solver
+    from ..solvers.base import Solver
+    from ..solvers.result import Result
 
 STARTS = ("best", "cold", "warm")
 PATH_COLUMNS = (

@@ -77,7 +77,8 @@ from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes
 
 if TYPE_CHECKING:
     from ..model.expr import Data, Expr
-    from ..solvers.base import Result, Solver
+    from ..solvers.base import Solver
+    from ..solvers.result import Result
 
 CRITERIA = ("ebic", "aic", "bic", "ebic_cc", "gic")
 METHODS = ("cv",) + CRITERIA

@@ -21,7 +21,7 @@ from ..model.expr import fmt_shape as _fmt_shape
 from ..model.problem import Model
 from ..progress import SolveProgress
 from ..solvers import REGISTRY, auto_solver, get_solver, solvers_for
-from ..solvers.base import Result
+from ..solvers.result import Result
 from ..util import k_text
 from .scheduler import use_scheduler
 
