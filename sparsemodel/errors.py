@@ -120,6 +120,14 @@ class UnboundedError(ModelError):
     kind = "unbounded objective"
 
 
+class NoBoundError(ModelError):
+    """No finite lower bound exists for this model (issue 18): the words say why (no ridge and no
+    box on the constrained coordinates, a loss without a conjugate, a constraint the perspective
+    relaxation does not cover)."""
+
+    kind = "no lower bound"
+
+
 class DataWarning(UserWarning):
     """Something about the data worth knowing that does not stop the model: a ``map`` key that
     matches no cell, a clause of the model's data line that a rebound file (``--data``) does not

@@ -68,6 +68,7 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
         self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
+        self.bound_cache: dict[Any, Any] = {}  # the perspective relaxations (lowering/bound.py), per set and form
 
     # ------------------------------------------------------------------ copies
     def fresh(self, subproblem: dict[str, Any] | None = None) -> LoweredProblem:

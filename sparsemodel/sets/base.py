@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConstraintError
+from ..errors import ConstraintError, NoBoundError
 from ..model.constraints import (
     Constraint,
 )
@@ -59,6 +59,43 @@ class CoordSubspace:
 
     def coords_of(self, x: np.ndarray) -> np.ndarray:
         return x[self.cols]
+
+
+@dataclass
+class BoundUnits:
+    """What the perspective relaxation (lowering/bound.py, issue 18) needs from a set: the
+    constrained flat coordinates C, the unit of each (0..n_units-1; a coordinate is its own unit
+    without groups), the budget k in units, and the free coordinates. The relaxation scores each
+    coordinate; the set's part is to add the scores up by unit and to say which k units count."""
+
+    coords: np.ndarray
+    unit_of: np.ndarray
+    n_units: int
+    budget: int
+    free: np.ndarray
+
+    def __post_init__(self) -> None:
+        order = np.argsort(self.unit_of, kind="stable")
+        counts = np.bincount(self.unit_of, minlength=self.n_units)
+        self._order = order
+        self._starts = np.concatenate([[0], np.cumsum(counts)])
+
+    def unit_sums(self, per_coord: np.ndarray) -> np.ndarray:
+        """Per unit: the sum of the per-coordinate values over its members (+inf stays +inf)."""
+        if self.n_units == len(self.coords) and np.array_equal(self.unit_of, np.arange(len(self.coords))):
+            return np.asarray(per_coord, dtype=float)
+        return np.bincount(self.unit_of, weights=per_coord, minlength=self.n_units)
+
+    def members(self, u: int) -> np.ndarray:
+        """Positions into C of unit u's coordinates."""
+        return self._order[self._starts[u] : self._starts[u + 1]]
+
+    def positions(self, units: np.ndarray) -> np.ndarray:
+        """Sorted positions into C of the given units' coordinates."""
+        units = np.asarray(units, dtype=np.int64)
+        if units.size == 0:
+            return np.empty(0, dtype=np.int64)
+        return np.sort(np.concatenate([self.members(int(u)) for u in units]))
 
 
 class ConstraintSet(ABC):
@@ -169,6 +206,14 @@ class ConstraintSet(ABC):
     def zero_note(self) -> str:
         """Why a budget of 0 leaves nothing constrained (a bound too small for its unit)."""
         return ""
+
+    def bound_units(self) -> BoundUnits:
+        """The units the perspective relaxation sums its scores over (issue 18's lower bound);
+        a set without a cardinality structure of independent units raises NoBoundError saying so."""
+        raise NoBoundError(
+            f"no lower bound for {self.constraint}: the perspective relaxation covers nnz(...) <= k on "
+            "coordinates or groups, not this constraint"
+        )
 
     def target_text(self) -> str:
         return str(self.variable)

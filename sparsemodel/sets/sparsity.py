@@ -14,7 +14,7 @@ from ..model.constraints import (
     NnzConstraint,
 )
 from ..objective.evaluator import Layout
-from .base import ConstraintSet, CoordSubspace
+from .base import BoundUnits, ConstraintSet, CoordSubspace
 from .side import Box
 
 
@@ -239,6 +239,14 @@ class CoordinateSparsity(ConstraintSet):
             m = float(np.min(np.abs(z[C][on]))) if on.any() else 1.0
             z[C] -= np.sign(g[C]) * (score / top) * 0.5 * m
         return z
+
+    def bound_units(self) -> BoundUnits:
+        """Coordinates or groups of C, the budget in them, the free coordinates (pairs of a symmetric
+        matrix are not covered: their entries are tied, and no composite objective reads them)."""
+        if self.pairs or self.variable.symmetric:
+            return super().bound_units()
+        unit_of = self.unit_of if self.unit_of is not None else np.arange(self.size, dtype=np.int64)
+        return BoundUnits(self.coords, np.asarray(unit_of, dtype=np.int64), self.n_units, self.budget, self.free)
 
     def swap_members(self) -> np.ndarray | None:
         if self.pairs or self.variable.symmetric:

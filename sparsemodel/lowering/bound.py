@@ -1,0 +1,587 @@
+"""Certified answers (issue 18): a lower bound on the best objective of a sparsity-constrained
+composite problem, from the Fenchel dual of its perspective relaxation. docs/certify.md explains
+how to read it; this docstring is the derivation the code follows.
+
+**The problem.** The lowered objective is (objective/design.py)
+
+    f(x) = const + lin'x + G(Ax + b) + sum_j (r_j / 2) x_j^2,        G(z) = sum_t g_t(z_t),
+
+where the terms whose map is a separable ridge (``Design.separable_diagonal``: every entry reads
+one coordinate, no data, no offset) make up the diagonal r >= 0, and every other term
+g_t(z) = c_t sum_i w_ti phi_t(z_i) is a loss with a convex conjugate (the atom's, ``Term.conjugate``).
+The constraint is nnz over units (coordinates, or groups) of the constrained coordinates C: at most
+k units nonzero; F (every other coordinate) is free. A box lo <= x <= hi may bound any coordinate
+(0 in the box on C, as the sparsity set requires).
+
+**The relaxation.** With an indicator z_u in {0, 1} per unit (x_j = 0 unless z_u(j) = 1), write the
+ridge of a constrained coordinate as the perspective (r_j / 2) x_j^2 / z_u and its box as
+z_u lo_j <= x_j <= z_u hi_j; relax z to Z = {0 <= z <= 1, sum_u z_u <= k}. Every feasible x (z its
+support's indicator) has the same objective in the relaxation, so the relaxation's minimum is at
+most the true one.
+
+**The dual bound.** Fenchel: G(Ax + b) = sup_theta theta'(Ax + b) - G*(theta). For any theta,
+min over (x, z) of the relaxation >= min over (x, z) of [theta'b - G*(theta) + v'x + the ridge and
+box parts], v = A'theta + lin (weak duality: min sup >= sup min; nothing else is assumed, so
+every theta gives a valid bound). The inner minimum separates by coordinate. With
+h_j(v) = min over y in [lo_j, hi_j] of (v y + r_j y^2 / 2) (<= 0 when the interval holds 0;
+-v^2 / (2 r_j) without a box; min(v lo_j, v hi_j) for a box without ridge, the big-M form):
+
+* a constrained coordinate contributes z_u h_j(v_j) (substitute x_j = z_u y), so a unit scores
+  s_u = -sum_(j in u) h_j(v_j) >= 0 and the minimum over Z takes the k largest scores;
+* a free coordinate contributes h_j(v_j): finite with a ridge or a finite box, and otherwise it
+  demands v_j = 0 (an intercept: its dual constraint);
+
+    lb(theta) = const + theta'b - G*(theta) + sum_(j in F) h_j(v_j) - (sum of the k largest s_u).
+
+Without a ridge or a box on C (and without the shift below) s_u is infinite for almost every
+theta: no finite bound exists, and the words say so instead of a number.
+
+**The dual point.** theta = grad G(A x + b) at a point x (the solver's answer: one transposed
+product, A'theta, the *fast* bound); then G*(theta) = theta'z - G(z) (Fenchel-Young's equality) and
+lb is f(x) minus what the perspective costs: at a restricted minimizer the support's scores are
+r_j x_j^2 / 2 and the others g_j^2 / (2 r_j) (g the gradient); lb = f(x) exactly when the support's
+scores are the k largest. The free condition v_F = 0 (no ridge, no finite box) holds at the
+answer only to the solver's tolerance; it is made exact (to rounding) by the linear correction
+theta += H_loss A_F Delta with A_F' H_loss A_F Delta = -v_F (one Newton step of the free
+coordinates, written in the dual), and G* is then the atom's conjugate at the corrected theta.
+
+**Tighter (bound="tight").** The relaxation in z alone, Phi(z) = min_x f(x) + sum_j (r_j / 2)
+(1 / z_u - 1) x_j^2 (boxes scaled by z_u), is convex, and its linearization at z is exactly
+lb(theta(x(z))): the Frank-Wolfe gap. So a few Frank-Wolfe steps on z (each one restricted,
+weighted-ridge solve on the units z touches, and one transposed product) raise the bound towards
+the relaxation's optimum; the best lb seen is kept (every one is valid).
+
+**The shift (least squares, OKRidge's trick).** For a least-squares objective the free
+coordinates are eliminated exactly (a Schur complement), leaving c + x'Lx - 2h'x + sum r_j x_j^2/2
+on C with L the Gram of the loss part. With mu <= lambda_min(L) (n > p makes it positive),
+x'Lx = x'(L - mu I)x + mu ||x||^2: the quadratic part stays convex and the ridge grows to
+r_j + 2 mu, so a bound exists without a ridge and is much tighter with a small one. Then G is the
+quadratic itself (A = I): theta = v = 2(L - mu I)x - 2h and G*(v) = v'x - G(x). mu is taken a
+relative 1e-6 under the computed eigenvalue, so rounding cannot make L - mu I indefinite.
+
+**Nodes (solvers/bnb.py).** Units fixed in (z_u = 1) contribute their whole -s_u, units fixed out
+nothing, and the undecided ones their k - |in| largest scores: the same formula, one theta.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from ..errors import ModelError, NoBoundError
+from ..numerics.lstsq import lstsq
+from ..numerics.newton import newton
+from ..numerics.smooth import box_newton
+
+if TYPE_CHECKING:
+    from .lowered import LoweredProblem
+
+BOUND_MODES = ("fast", "tight", "none")
+QUAD_LIMIT = 6000  # coordinates: the shifted (least-squares) form keeps a dense Gram of C up to this size
+FREE_TOL = 1e-8  # the free condition v_F = 0 after the correction, relative to the dual's scale
+TIGHT_ITERS = 30  # Frank-Wolfe steps of bound="tight"
+
+
+def h_values(v: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """min over y in [lo, hi] of v y + r y^2 / 2, per coordinate (-inf where unbounded below)."""
+    out = np.empty(len(v))
+    pos = r > 0
+    if pos.any():
+        y = np.clip(-v[pos] / r[pos], lo[pos], hi[pos])
+        out[pos] = v[pos] * y + 0.5 * r[pos] * y * y
+    if (~pos).any():
+        vz, lz, hz = v[~pos], lo[~pos], hi[~pos]
+        with np.errstate(invalid="ignore"):
+            out[~pos] = np.where(vz > 0, vz * lz, np.where(vz < 0, vz * hz, 0.0))
+    return out
+
+
+def top_sum(s: np.ndarray, m: int) -> float:
+    """The sum of the m largest entries of s (0 for m <= 0)."""
+    if m <= 0 or len(s) == 0:
+        return 0.0
+    if m >= len(s):
+        return float(np.sum(s))
+    part = np.partition(s, len(s) - m)[len(s) - m :]
+    return float(np.sum(part))
+
+
+@dataclass
+class Anchor:
+    """A dual point: ``base`` = const + theta'b - G*(theta) (+ nothing else), ``v`` = A'theta + lin
+    on the relaxation's coordinates (every coordinate; C only in the shifted form), and the
+    primal point it came from."""
+
+    base: float
+    v: np.ndarray
+    x: np.ndarray
+
+
+@dataclass
+class NodeBound:
+    """The bound of a node at one dual point, with what screening and branching read."""
+
+    value: float
+    scores: np.ndarray  # per unit
+    top: np.ndarray  # the undecided units counted (the k - |in| largest scores)
+    anchor: Anchor
+
+
+@dataclass
+class BoundReport:
+    """What a Result carries: the bound (None: none exists, ``note`` says why) and how it was got."""
+
+    value: float | None
+    how: str  # fast, tight, bnb, or "" when none
+    note: str
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Relaxation:
+    """The perspective relaxation of a lowered problem with an nnz constraint (the module
+    docstring). Raises NoBoundError (words, not a number) when no finite bound exists.
+
+    ``shift``: for least squares, eliminate the free coordinates and move the smallest eigenvalue
+    of the Gram into the perspective part (the dense Gram of C is formed: n p^2 work)."""
+
+    def __init__(self, lp: LoweredProblem, shift: bool = False):
+        self.lp = lp
+        s = lp.set
+        if s is None or not s.thresholds:
+            raise NoBoundError("the problem has no nnz(...) <= k constraint: there is nothing to certify")
+        self.units = s.bound_units()
+        d = lp.design
+        if d is None or lp.precision is not None or lp.eigbox is not None:
+            raise NoBoundError(
+                "no lower bound for this objective: the perspective relaxation needs a sum of convex losses of "
+                "affine maps (least squares, logistic, Poisson, Huber, softmax, a convex func)"
+            )
+        self.design = d
+        n = lp.n
+        self.n = n
+        self.C = self.units.coords
+        self.F = self.units.free
+        r = np.zeros(n)
+        self.loss: list[int] = []
+        for i in range(len(d.terms)):
+            diag = d.separable_diagonal(i)
+            if diag is not None:
+                r += diag
+            else:
+                self.loss.append(i)
+        if np.any(r < 0):
+            raise NoBoundError("a ridge term has a negative coefficient: the objective is not convex, no bound")
+        self.r = r
+        self.lo = lp.box.lo.copy() if lp.box is not None else np.full(n, -np.inf)
+        self.hi = lp.box.hi.copy() if lp.box is not None else np.full(n, np.inf)
+        self.quad: dict[str, Any] | None = None
+        self.shift = 0.0
+        if shift and d.least_squares and lp.box is None and n <= QUAD_LIMIT:
+            self._quadratic()
+        if self.quad is None:
+            for i in self.loss:
+                t = d.terms[i]
+                try:
+                    t.conjugate(np.zeros(t.map.size))
+                except ModelError as exc:
+                    raise NoBoundError(f"no lower bound: {exc.message}") from None
+            self._check_finite(self.r[self.C], self.lo[self.C], self.hi[self.C])
+            F = self.F
+            unbounded = (self.r[F] == 0) & ~(np.isfinite(self.lo[F]) & np.isfinite(self.hi[F]))
+            self.E = F[unbounded]  # free coordinates whose dual condition is v_j = 0
+        else:
+            self.E = np.empty(0, dtype=np.int64)
+
+    # ------------------------------------------------------------------ set-up
+    def _check_finite(self, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        bad = (r <= 0) & ~(np.isfinite(lo) & np.isfinite(hi))
+        if bad.any():
+            s = self.lp.set
+            raise NoBoundError(
+                f"no finite lower bound for {s.bound_text()}: {int(bad.sum())} constrained coordinate(s) have "
+                "neither a ridge nor a box, so the relaxation of the sparsity constraint is the unconstrained "
+                "problem"
+                + (
+                    " (least squares with more samples than coordinates would get one from the Gram's smallest "
+                    "eigenvalue: bound='tight' or solver bnb)"
+                    if self.design.least_squares
+                    else ""
+                ),
+                s.span,
+                f"add a ridge (lam/2 * sum_squares({s.variable.name})) or bounds (-M <= {s.variable.name} <= M)",
+            )
+
+    def _quadratic(self) -> None:
+        """The shifted least-squares form on C (the module docstring)."""
+        d, C, F = self.design, self.C, self.F
+        ne = d.normal_equations(np.arange(self.n))
+        if ne is None:
+            return
+        G, h, c0 = ne  # f(u) = c0 + u'G u - 2 h'u, ridge inside G's diagonal (r / 2)
+        if len(F):
+            GFF = G[np.ix_(F, F)]
+            GCF = G[np.ix_(C, F)]
+            W = np.linalg.lstsq(GFF, np.column_stack([GCF.T, h[F]]), rcond=None)[0]
+            S = G[np.ix_(C, C)] - GCF @ W[:, :-1]
+            hC = h[C] - GCF @ W[:, -1]
+            c = c0 - float(h[F] @ W[:, -1])
+        else:
+            S, hC, c = G[np.ix_(C, C)].copy(), h[C].copy(), c0
+        S = 0.5 * (S + S.T)
+        rC = self.r[C]
+        L = S - np.diag(0.5 * rC)
+        lam = float(sla.eigvalsh(L, subset_by_index=[0, 0], check_finite=False)[0]) if len(C) else 0.0
+        scale = float(np.max(np.abs(np.diag(L)), initial=0.0))
+        mu = lam * (1 - 1e-6) - 1e-12 * scale * len(C)
+        mu = max(mu, 0.0)
+        rq = rC + 2 * mu
+        if np.any(rq <= 0):
+            return  # no shift and no ridge: the plain form says why there is no bound
+        self.shift = mu
+        self.quad = {"S": S, "P": L - mu * np.eye(len(C)), "h": hC, "c": c, "r": rq, "lam_min": lam}
+
+    @property
+    def shifted(self) -> bool:
+        return self.quad is not None
+
+    def describe(self) -> str:
+        """Which bound this problem gets, in words (``sparsemodel check``)."""
+        parts = []
+        r = self.r[self.C]
+        if r.any():
+            parts.append(
+                f"ridge {float(np.min(r)) / 2:.3g} .. {float(np.max(r)) / 2:.3g} on the constrained coordinates"
+            )
+        if np.isfinite(self.lo[self.C]).any() or np.isfinite(self.hi[self.C]).any():
+            parts.append("the box (big-M)")
+        if self.shifted and self.shift > 0:
+            parts.append(f"the Gram's smallest eigenvalue {self.quad['lam_min']:.4g} moved into the perspective")
+        if len(self.E):
+            parts.append(f"{len(self.E)} free coordinate(s) held at their dual condition")
+        return "perspective relaxation (" + ", ".join(parts) + ")" if parts else "perspective relaxation"
+
+    # ------------------------------------------------------------------ dual points
+    def anchor(self, x: np.ndarray) -> Anchor:
+        """The dual point theta = grad G at x (a flat point; in the shifted form its C part)."""
+        if self.quad is not None:
+            q = self.quad
+            xc = x[self.C] if len(x) == self.n else x
+            Px = q["P"] @ xc
+            return Anchor(q["c"] - float(xc @ Px), 2.0 * (Px - q["h"]), xc)
+        d = self.design
+        v = d.lin.copy()
+        zs, thetas = [], []
+        for i in self.loss:
+            t = d.terms[i]
+            z = t.map.value(x)
+            d1 = t.derivs(z, 1)[1]
+            th = t.coef * np.asarray(d1, dtype=float).reshape(z.shape)
+            v += t.map.vjp(th)
+            zs.append(z)
+            thetas.append(th)
+        corrected = False
+        if len(self.E) and np.any(v[self.E] != 0):
+            v, thetas = self._correct_free(x, v, zs, thetas)
+            corrected = True
+        base = float(d.const)
+        for i, z, th in zip(self.loss, zs, thetas):
+            t = d.terms[i]
+            conj = np.asarray(t.conjugate(th.reshape(-1)), dtype=float)
+            if not np.all(np.isfinite(conj)):
+                if corrected:
+                    raise NoBoundError(
+                        "no lower bound at this point: the dual point left the domain of the loss's conjugate "
+                        "when the free coordinates' condition was imposed"
+                    )
+                conj = np.where(np.isfinite(conj), conj, self._fenchel_young(t, z, th))
+            base += float(th.reshape(-1) @ np.asarray(t.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
+        return Anchor(base, v, x)
+
+    @staticmethod
+    def _fenchel_young(t: Any, z: np.ndarray, th: np.ndarray) -> np.ndarray:
+        """g*(theta) = theta'z - g(z) per entry (per row) where theta = grad g(z): the conjugate's
+        value at a gradient, used where the closed form rounds to infinity at its domain's edge."""
+        vals = t.coef * np.asarray(t.derivs(z, 0)[0], dtype=float).reshape(-1)
+        prod = (th * z).reshape(-1)
+        if t.rowwise:
+            prod = prod.reshape(len(vals), -1).sum(axis=1)
+        return prod - vals
+
+    def _correct_free(
+        self, x: np.ndarray, v: np.ndarray, zs: list[np.ndarray], thetas: list[np.ndarray]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """theta += H_loss A_E Delta with A_E' H_loss A_E Delta = -v_E: the free coordinates'
+        dual condition v_E = 0, exact to rounding (the module docstring)."""
+        d, E = self.design, self.E
+        H = np.zeros((len(E), len(E)))
+        HJs = []
+        for i, z in zip(self.loss, zs):
+            t = d.terms[i]
+            J = d.term_columns(i, E)
+            J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
+            HJ = t.coef * np.asarray(t.hessian_apply(z.reshape(-1), J.reshape(-1, len(E))), dtype=float)
+            HJ = HJ.reshape(-1, len(E))
+            H += J.reshape(-1, len(E)).T @ HJ
+            HJs.append(HJ)
+        delta = np.linalg.lstsq(H, -v[E], rcond=None)[0]
+        new_v = v.copy()
+        new_thetas = []
+        for i, th, HJ in zip(self.loss, thetas, HJs):
+            t = d.terms[i]
+            dth = (HJ @ delta).reshape(th.shape)
+            new_thetas.append(th + dth)
+            new_v += t.map.vjp(dth)
+        scale = 1.0 + float(np.max(np.abs(new_v), initial=0.0)) + float(np.max(np.abs(v), initial=0.0))
+        if float(np.max(np.abs(new_v[E]), initial=0.0)) > FREE_TOL * scale:
+            raise NoBoundError(
+                "no lower bound: the free coordinates' dual condition could not be met (a free coordinate that "
+                "no loss reads, with a linear term: the objective is unbounded along it)"
+            )
+        new_v[E] = 0.0
+        return new_v, new_thetas
+
+    # ------------------------------------------------------------------ bounds
+    def coordinate_scores(self, v: np.ndarray) -> np.ndarray:
+        """-h_j(v_j) on C (>= 0), in the order of C."""
+        if self.quad is not None:
+            r = self.quad["r"]
+            return 0.5 * v * v / r
+        C = self.C
+        return -h_values(v[C], self.r[C], self.lo[C], self.hi[C])
+
+    def free_part(self, v: np.ndarray) -> float:
+        if self.quad is not None or len(self.F) == 0:
+            return 0.0
+        F = self.F
+        return float(np.sum(h_values(v[F], self.r[F], self.lo[F], self.hi[F])))
+
+    def node_bound(
+        self, a: Anchor, fixed_in: np.ndarray | None = None, fixed_out: np.ndarray | None = None, k: int | None = None
+    ) -> NodeBound:
+        """lb at the dual point ``a`` for the node with units ``fixed_in`` (bool per unit) and
+        ``fixed_out``; k: the budget (default the set's)."""
+        k = self.units.budget if k is None else k
+        S = self.units.unit_sums(self.coordinate_scores(a.v))
+        nu = self.units.n_units
+        fin = fixed_in if fixed_in is not None else np.zeros(nu, dtype=bool)
+        fout = fixed_out if fixed_out is not None else np.zeros(nu, dtype=bool)
+        und = np.flatnonzero(~fin & ~fout)
+        m = k - int(fin.sum())
+        with np.errstate(invalid="ignore"):
+            val = a.base + self.free_part(a.v) - float(np.sum(S[fin]))
+            su = S[und]
+            if m <= 0 or len(su) == 0:
+                top = np.empty(0, dtype=np.int64)
+            elif m >= len(su):
+                top = und
+            else:
+                top = und[np.argpartition(-su, m - 1)[:m]]
+            val -= float(np.sum(S[top]))
+        if not np.isfinite(val):
+            val = -np.inf
+        return NodeBound(val, S, top, a)
+
+    def bound(self, x: np.ndarray) -> float:
+        """The fast bound at the point x (one dual point)."""
+        return self.node_bound(self.anchor(x)).value
+
+    # ------------------------------------------------------------------ Frank-Wolfe on z
+    def phi_point(self, z: np.ndarray, x0: np.ndarray | None = None, fixed_in: np.ndarray | None = None) -> np.ndarray:
+        """x(z): the minimizer of the relaxation at the unit weights z (0 < z <= 1 on the units it
+        touches; z = 0 holds a unit at zero). A flat x (C part only in the shifted form)."""
+        units = self.units
+        on = np.flatnonzero(z > 0)
+        pos = units.positions(on)
+        zc = z[units.unit_of[pos]]
+        if self.quad is not None:
+            q = self.quad
+            xc = np.zeros(len(self.C))
+            if len(pos):
+                M = q["P"][np.ix_(pos, pos)] + np.diag(0.5 * q["r"][pos] / zc)
+                try:
+                    xc[pos] = sla.solve(M, q["h"][pos], assume_a="pos", check_finite=False)
+                except (np.linalg.LinAlgError, ValueError):
+                    xc[pos] = np.linalg.lstsq(M, q["h"][pos], rcond=None)[0]
+            return xc
+        d, lp = self.design, self.lp
+        cols_c = self.C[pos]
+        cols = np.concatenate([cols_c, self.F])
+        order = np.argsort(cols)
+        cols = cols[order]
+        extra = np.concatenate([self.r[cols_c] * (1.0 / zc - 1.0), np.zeros(len(self.F))])[order]
+        lo = np.concatenate([self.lo[cols_c] * zc, self.lo[self.F]])[order]
+        hi = np.concatenate([self.hi[cols_c] * zc, self.hi[self.F]])[order]
+        ridge = extra if extra.any() else None
+        rd = d.reduced(cols)
+        u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
+        if np.isfinite(lo).any() or np.isfinite(hi).any():
+            u = box_newton(rd, np.clip(u0, lo, hi), lo, hi, ridge=ridge, tol=1e-12).u
+        elif d.least_squares:
+            u = lstsq(rd, ridge)
+        else:
+            if x0 is not None and not np.isfinite(d.value(x0)):
+                u0 = lp.inside_domain(x0)[cols]
+            u = newton(rd, u0[None, :], ridge=ridge, tol=1e-12).U[0]
+        x = np.zeros(self.n)
+        x[cols] = u
+        return x
+
+    def frank_wolfe(
+        self,
+        x: np.ndarray,
+        iters: int = TIGHT_ITERS,
+        fixed_in: np.ndarray | None = None,
+        fixed_out: np.ndarray | None = None,
+        k: int | None = None,
+        z: np.ndarray | None = None,
+        target: float | None = None,
+        first: NodeBound | None = None,
+    ) -> tuple[NodeBound, np.ndarray]:
+        """The best bound over ``iters`` Frank-Wolfe steps on z from the point x (or the weights
+        ``z``), and the last z. Stops early once the bound reaches ``target`` (a node pruned)."""
+        k = self.units.budget if k is None else k
+        nu = self.units.n_units
+        fin = fixed_in if fixed_in is not None else np.zeros(nu, dtype=bool)
+        fout = fixed_out if fixed_out is not None else np.zeros(nu, dtype=bool)
+        best = first if first is not None else self.node_bound(self.anchor(x), fin, fout, k)
+        cur = best
+        if z is None:
+            xc = x[self.C] if len(x) == self.n else x
+            z = (self.units.unit_sums(np.abs(xc)) > 0).astype(float)
+        z = z.copy()
+        z[fout] = 0.0
+        z[fin] = 1.0
+        und = ~fin & ~fout
+        m = k - int(fin.sum())
+        tot = float(z[und].sum())
+        if m <= 0:
+            z[und] = 0.0
+        elif tot > m:
+            z[und] *= m / tot
+        xk = x
+        for t in range(1, iters + 1):
+            if target is not None and best.value >= target:
+                break
+            vertex = np.zeros(nu)
+            vertex[fin] = 1.0
+            vertex[cur.top] = 1.0
+            if np.allclose(vertex, z):
+                break  # z is the vertex the linearization picks: the relaxation's minimum (to FW's accuracy)
+            gamma = 2.0 / (t + 2.0)
+            z = (1 - gamma) * z + gamma * vertex
+            xk = self.phi_point(z, xk if len(xk) == self.n else None)
+            cur = self.node_bound(self.anchor(xk), fin, fout, k)
+            if cur.value > best.value:
+                best = cur
+        return best, z
+
+
+def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:
+    """The problem's relaxation, built once per lowered problem and kind (cached on ``lp``'s
+    shared cache; NoBoundError is cached too)."""
+    key = (id(lp.set.constraint) if lp.set is not None else None, id(lp.box), bool(shift))
+    cache = lp.bound_cache
+    if key not in cache:
+        try:
+            cache[key] = Relaxation(lp, shift=shift)
+        except NoBoundError as exc:
+            cache[key] = exc
+    got = cache[key]
+    if isinstance(got, NoBoundError):
+        raise got
+    if lp.set is not None and got.units.budget != lp.set.budget:
+        got = _rebudget(got, lp)
+    return got
+
+
+def _rebudget(rel: Relaxation, lp: LoweredProblem) -> Relaxation:
+    out = object.__new__(Relaxation)
+    out.__dict__.update(rel.__dict__)
+    out.units = lp.set.bound_units()
+    out.lp = lp
+    return out
+
+
+def shift_pays(lp: LoweredProblem) -> bool:
+    """Whether the shifted least-squares form applies (least squares, no box, a Gram of C that
+    fits): the tight bound and bnb use it."""
+    d = lp.design
+    return d is not None and d.least_squares and lp.box is None and lp.n <= QUAD_LIMIT
+
+
+def lower_bound(lp: LoweredProblem, x: np.ndarray, mode: str = "fast") -> BoundReport:
+    """The lower bound at the answer x: ``fast`` (one dual point, theta from the gradient at x),
+    ``tight`` (Frank-Wolfe steps on the relaxation; least squares also with the eigenvalue shift),
+    ``none``. Never raises: where no bound exists the report says why."""
+    import time
+
+    t0 = time.perf_counter()
+    if mode == "none":
+        return BoundReport(None, "", "not computed (bound='none')")
+    try:
+        best: float | None = None
+        notes = []
+        rels = []
+        cached_shift = (id(lp.set.constraint) if lp.set is not None else None, id(lp.box), True) in lp.bound_cache
+        if mode == "tight" or cached_shift:
+            if shift_pays(lp):
+                try:
+                    rels.append(relaxation(lp, shift=True))
+                except NoBoundError:
+                    pass
+        try:
+            rels.append(relaxation(lp, shift=False))
+        except NoBoundError:
+            if not rels:
+                raise
+        for rel in rels:
+            if mode == "tight":
+                nb, _ = rel.frank_wolfe(x)
+                val = nb.value
+            else:
+                val = rel.bound(x)
+            if np.isfinite(val) and (best is None or val > best):
+                best = val
+                notes = [rel.describe()]
+        if best is None:
+            return BoundReport(None, "", "no finite bound at this point", time.perf_counter() - t0)
+        return BoundReport(best, mode, "; ".join(notes), time.perf_counter() - t0)
+    except NoBoundError as exc:
+        return BoundReport(None, "", exc.message, time.perf_counter() - t0)
+
+
+def bound_plan(lp: LoweredProblem) -> str:
+    """The line ``sparsemodel check`` prints: which bound the model gets, or why none."""
+    try:
+        rel = relaxation(lp, shift=False)
+        text = rel.describe()
+        if shift_pays(lp):
+            text += "; tight and bnb also move the Gram's smallest eigenvalue into it (least squares)"
+        return text
+    except NoBoundError as exc:
+        if shift_pays(lp):
+            try:
+                return relaxation(lp, shift=True).describe() + " (tight and bnb only: the fast bound has none)"
+            except NoBoundError:
+                pass
+        return "none: " + exc.message
+
+
+__all__ = [
+    "BOUND_MODES",
+    "Anchor",
+    "BoundReport",
+    "NodeBound",
+    "Relaxation",
+    "bound_plan",
+    "h_values",
+    "lower_bound",
+    "relaxation",
+    "shift_pays",
+    "top_sum",
+]
