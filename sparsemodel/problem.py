@@ -38,17 +38,22 @@ class Problem(Model):
 
         return session.lower(self, k)
 
-    def solve(self, solver: str | None = None, k: int | None = None, **options: Any):
+    def solve(self, solver: str | None = None, k: int | None = None, bound: str = "fast", **options: Any):
         """Solve with a registered solver (``'auto'`` picks one that handles every constraint).
 
         ``k`` overrides the bound of the sparsity or rank constraint for this solve (in its unit:
         entries, groups or the rank). Options are the solver's (see ``sparsemodel solvers``);
         unknown options are refused with the list of valid ones. Without a solver name, the model
         file's ``solve with`` line (if any) is used, else ``'auto'``.
+
+        ``bound`` puts a lower bound on the best objective beside the answer (``Result.lower_bound``,
+        ``Result.gap``; docs/certify.md): ``"fast"`` (the default, one dual point at the answer),
+        ``"tight"`` (a few Frank-Wolfe steps on the perspective relaxation) or ``"none"``. To prove
+        optimality, use ``solver="bnb"``.
         """
         from .workflows import session
 
-        return session.solve(self, solver, k=k, **options)
+        return session.solve(self, solver, k=k, bound=bound, **options)
 
     def compare(
         self,

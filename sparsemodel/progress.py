@@ -84,13 +84,17 @@ class SolveProgress:
         self.bar = progress_bar(None, total=total, desc=name, unit="it", progress=enabled, delay=0.5, leave=False)
         self.p0 = data_passes()
 
-    def __call__(self, iteration: int, f: float) -> None:
+    def __call__(self, iteration: int, f: float, **extra: float) -> None:
+        """One iteration's line; a certifying run (bnb) also passes ``bound`` and ``gap``."""
         if self.bar.disable:
             return
         if self.bar.total is not None and iteration > self.bar.total:
             self.bar.total = iteration
         self.bar.update(iteration - self.bar.n)
         post: dict[str, Any] = {"f": f"{f:.6g}"}
+        for key in ("bound", "gap"):
+            if key in extra:
+                post[key] = f"{extra[key]:.4g}"
         passes = data_passes() - self.p0
         if passes:
             post["passes"] = passes

@@ -431,38 +431,53 @@ class Relaxation:
         x[cols] = u
         return x
 
+    def node_weights(
+        self, z: np.ndarray, fixed_in: np.ndarray, fixed_out: np.ndarray, k: int | None = None
+    ) -> np.ndarray:
+        """z made feasible for a node: 0 on the units fixed out, 1 on those fixed in, the undecided
+        ones scaled down to the budget left."""
+        k = self.units.budget if k is None else k
+        z = np.array(z, dtype=float)
+        z[fixed_out] = 0.0
+        z[fixed_in] = 1.0
+        und = ~fixed_in & ~fixed_out
+        m = k - int(fixed_in.sum())
+        tot = float(z[und].sum())
+        if m <= 0:
+            z[und] = 0.0
+        elif tot > m:
+            z[und] *= m / tot
+        return z
+
+    def support_weights(self, x: np.ndarray) -> np.ndarray:
+        """The indicator of the units a point uses (a vertex of Z when it uses at most k)."""
+        xc = x[self.C] if len(x) == self.n else x
+        return (self.units.unit_sums(np.abs(xc)) > 0).astype(float)
+
     def frank_wolfe(
         self,
-        x: np.ndarray,
+        x: np.ndarray | None = None,
         iters: int = TIGHT_ITERS,
         fixed_in: np.ndarray | None = None,
         fixed_out: np.ndarray | None = None,
         k: int | None = None,
         z: np.ndarray | None = None,
         target: float | None = None,
-        first: NodeBound | None = None,
     ) -> tuple[NodeBound, np.ndarray]:
-        """The best bound over ``iters`` Frank-Wolfe steps on z from the point x (or the weights
-        ``z``), and the last z. Stops early once the bound reaches ``target`` (a node pruned)."""
+        """The best bound over ``iters`` Frank-Wolfe steps on z, from the point x (the minimizer
+        on its support: the answer of a solver) or from the weights ``z`` (a parent node's), and the
+        last z. Stops early once the bound reaches ``target`` (a node pruned)."""
         k = self.units.budget if k is None else k
         nu = self.units.n_units
         fin = fixed_in if fixed_in is not None else np.zeros(nu, dtype=bool)
         fout = fixed_out if fixed_out is not None else np.zeros(nu, dtype=bool)
-        best = first if first is not None else self.node_bound(self.anchor(x), fin, fout, k)
-        cur = best
         if z is None:
-            xc = x[self.C] if len(x) == self.n else x
-            z = (self.units.unit_sums(np.abs(xc)) > 0).astype(float)
-        z = z.copy()
-        z[fout] = 0.0
-        z[fin] = 1.0
-        und = ~fin & ~fout
-        m = k - int(fin.sum())
-        tot = float(z[und].sum())
-        if m <= 0:
-            z[und] = 0.0
-        elif tot > m:
-            z[und] *= m / tot
+            z = self.support_weights(x)
+        z = self.node_weights(z, fin, fout, k)
+        if x is None or not np.array_equal(z, self.support_weights(x)):
+            x = self.phi_point(z, x if x is not None and len(x) == self.n else None)
+        cur = self.node_bound(self.anchor(x), fin, fout, k)
+        best = cur
         xk = x
         for t in range(1, iters + 1):
             if target is not None and best.value >= target:

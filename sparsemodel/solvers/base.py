@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import SolverError, UnboundedError
 from ..sets.registry import KINDS, describe_kind, generic_kind
 from .options import SUBPROBLEM13, Option
-from .result import CONVERGED, MAX_ITER, UNBOUNDED, History, Result, finish
+from .result import CONVERGED, MAX_ITER, UNBOUNDED, History, Result, certify, finish
 
 if TYPE_CHECKING:
     from ..lowering.lowered import LoweredProblem
@@ -93,16 +93,21 @@ class Solver:
                 )
         return None
 
-    def solve(self, lp: LoweredProblem, progress: Callable[[int, float], Any] | None = None) -> Result:
+    def solve(self, lp: LoweredProblem, progress: Callable[..., Any] | None = None, bound: str = "fast") -> Result:
         """Run on a fresh copy of ``lp`` (its own counters and this solver's options of the
         precision-matrix subproblem); ``progress(iteration, objective)`` is called at every iteration. The two ends of the bound are answered
         here, once for every solver, so that every bound from 0 to the full size is accepted the
         same way by solve, compare, path and select: a budget of 0 (the constrained part is zero,
         the free part fitted by one restricted solve) and a budget that allows every unit (the
-        constraint does nothing: the minimizer over every coordinate)."""
+        constraint does nothing: the minimizer over every coordinate).
+
+        ``bound`` (issue 18): the lower bound put beside the answer, once here for every solver:
+        ``fast`` (the default: one dual point from the gradient at the answer), ``tight`` (a few
+        Frank-Wolfe steps on the perspective relaxation) or ``none``."""
+        check_bound_mode(bound)
         self.progress = progress
         with blas_threads(lp):
-            return self._solve(lp)
+            return certify(lp, self._solve(lp), bound)
 
     def _solve(self, lp: LoweredProblem) -> Result:
         self.check(lp)
@@ -132,6 +137,19 @@ class Solver:
 
     def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def check_bound_mode(bound: Any) -> str:
+    """``bound`` is one of fast, tight, none (a located error otherwise)."""
+    from ..lowering.bound import BOUND_MODES
+
+    if not isinstance(bound, str) or bound not in BOUND_MODES:
+        raise SolverError(
+            f"bound={bound!r} is not one of {', '.join(BOUND_MODES)}",
+            hint="fast: one dual point at the answer (cheap, the default); tight: a few Frank-Wolfe steps on the "
+            "relaxation; none: no bound",
+        )
+    return bound
 
 
 BLAS_THREADS_LIMIT = 10_000_000  # entries (samples x coordinates): a smaller problem runs on one BLAS thread

@@ -52,6 +52,17 @@ def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
     return [("selected", f"{len(names)}: {_fmt_list(names, max_items)}" if names else "0 (only the free coordinates)")]
 
 
+def gap_line(r: Result) -> str:
+    """``1.2e-05 (lower bound 12.7826 from the tight bound: perspective relaxation (...))``, or
+    ``none: <why>``: what the lower bound says of the answer (issue 18)."""
+    if r.gap is None:
+        return f"none: {r.bound_note}" if r.bound_note else "none"
+    how = {"bnb": "proved by bnb", "fast": "the fast bound", "tight": "the tight bound"}.get(r.bound_how, r.bound_how)
+    verdict = "  certified optimal" if r.gap <= 1e-6 else ""
+    note = f": {r.bound_note}" if r.bound_note else ""
+    return f"{r.gap:.3g}{verdict}  (lower bound {r.lower_bound:.10g} from {how}{note})"
+
+
 def certificate_line(r: Result) -> str | None:
     """Paper 001's Definition 4 in the set's terms, or None where it says nothing (no step, a
     solver that does not threshold, values that are not finite)."""
@@ -81,6 +92,7 @@ def format_result(r: Result, max_support: int = 30) -> str:
         f"solver      {r.solver}",
         f"status      {r.status}" + (f"  ({r.message})" if r.message else ""),
         f"objective   {r.objective:.10g}",
+        f"gap         {gap_line(r)}",
         f"variable    {r.variable}  shape {tuple(r.shape)}",
         f"bound       {bound_line(r)}",
     ]
@@ -102,7 +114,7 @@ def format_result(r: Result, max_support: int = 30) -> str:
         lines.append(
             f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"
         )
-    details = [(k, v) for k, v in r.extra.items() if isinstance(v, (int, float, str)) and k not in ("rank",)]
+    details = [(k, v) for k, v in r.extra.items() if isinstance(v, (int, float, str)) and k not in ("rank", "bound_s")]
     if details:
         lines.append(
             "details     " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in details)
@@ -126,6 +138,7 @@ def result_html(r: Result) -> str:
         ["solver", r.solver],
         ["status", r.status + (f" ({r.message})" if r.message else "")],
         ["objective", f"{r.objective:.10g}"],
+        ["gap", gap_line(r)],
         ["variable", f"{r.variable}, shape {tuple(r.shape)}"],
         ["bound", bound_line(r)],
     ]

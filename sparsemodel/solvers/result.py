@@ -23,6 +23,12 @@ MAX_ITER = "max_iter"
 DIVERGED = "diverged"
 INFEASIBLE = "infeasible"
 UNBOUNDED = "unbounded"
+OPTIMAL = "optimal"  # bnb: the answer is proved optimal (gap <= gap_tol)
+TIME_LIMIT = "time_limit"  # bnb: stopped by its time limit (the answer and the gap reached)
+NODE_LIMIT = "node_limit"  # bnb: stopped by its node limit
+# the statuses of an answer a solver stands by (a feasible point, its objective, a bound beside it)
+USABLE = (CONVERGED, MAX_ITER, OPTIMAL, TIME_LIMIT, NODE_LIMIT)
+STATUSES = (CONVERGED, MAX_ITER, OPTIMAL, TIME_LIMIT, NODE_LIMIT, DIVERGED, INFEASIBLE, UNBOUNDED)
 
 
 @dataclass
@@ -67,6 +73,13 @@ class Result:
     bound: str = ""  # the constraint as solved, nnz(w[1:]) <= 10
     symmetric: bool = False  # the primary variable is a symmetric matrix (an edge is one pair)
     groups: list[str] = field(default_factory=list)  # the kept groups, by name (group sparsity)
+    # issue 18: a lower bound on the best objective of the problem solved (None: none exists or not
+    # asked for; ``bound_note`` says which relaxation gave it, or why there is none), and the gap
+    # (f - lower_bound) / max(|f|, 1): 0 means the answer is certified optimal
+    lower_bound: float | None = None
+    gap: float | None = None
+    bound_note: str = ""
+    bound_how: str = ""  # fast, tight, bnb (the tree's proof) or "" (none)
 
     # ------------------------------------------------------------------ names
     @property
@@ -181,6 +194,10 @@ class Result:
             ],
             "x": jsonable(np.asarray(self.x).tolist()),
             "values": {k: jsonable(np.asarray(v).tolist()) for k, v in self.values.items()},
+            "lower_bound": jsonable(self.lower_bound),
+            "gap": jsonable(self.gap),
+            "bound_how": self.bound_how,
+            "bound_note": self.bound_note,
             "iterations": int(self.iterations),
             "time_s": float(self.time_s),
             "certificate": jsonable(self.certificate),
@@ -203,9 +220,19 @@ class Result:
 
         return result_html(self)
 
+    @property
+    def gap_text(self) -> str:
+        """The gap as the reports print it: ``1.2e-05 (tight bound)``, ``0 (proved optimal)``, or the
+        reason there is none."""
+        if self.gap is None:
+            return f"none ({self.bound_note})" if self.bound_note else "none"
+        how = {"bnb": "proved by bnb", "fast": "fast bound", "tight": "tight bound"}.get(self.bound_how, self.bound_how)
+        return f"{self.gap:.3g} ({how})"
+
     def __repr__(self) -> str:
+        gap = f", gap={self.gap:.3g}" if self.gap is not None else ""
         return (
-            f"Result(solver={self.solver!r}, status={self.status!r}, objective={self.objective:.6g}, "
+            f"Result(solver={self.solver!r}, status={self.status!r}, objective={self.objective:.6g}{gap}, "
             f"nnz={len(self.support)}, iterations={self.iterations}, time_s={self.time_s:.3g})"
         )
 
@@ -224,7 +251,10 @@ class History:
 
     def log(self, f: float, **extra: float) -> None:
         if self.progress is not None:
-            self.progress(len(self.rows["objective"]) + 1, float(f))
+            if "bound" in extra:  # a certifying run (bnb): the bar also shows the bound and the gap
+                self.progress(len(self.rows["objective"]) + 1, float(f), **extra)
+            else:
+                self.progress(len(self.rows["objective"]) + 1, float(f))
         self.rows["objective"].append(float(f))
         self.rows["time_s"].append(self.clock())
         self.rows["ifo"].append(float(self.oracle.ifo))
@@ -332,6 +362,38 @@ def finish(
         symmetric=bool(getattr(var, "symmetric", False)),
         groups=kept,
     )
+
+
+def relative_gap(f: float, lb: float) -> float:
+    """(f - lb) / max(|f|, 1), never below 0 (a bound above f by rounding is f itself)."""
+    return max(0.0, (f - lb) / max(abs(f), 1.0))
+
+
+def certify(lp: LoweredProblem, res: Result, mode: str = "fast") -> Result:
+    """Attach the lower bound and the gap to a solver's answer (issue 18; ``mode``: fast, tight or
+    none, Solver.solve's ``bound`` argument): the bound of the perspective relaxation at the
+    answer (lowering/bound.py), or the solver's own proved bound (bnb) when that is higher; where
+    no bound exists, ``bound_note`` says why."""
+    from ..lowering.bound import lower_bound
+
+    if mode == "none":
+        res.bound_note = res.bound_note or "not computed (bound='none')"
+        return res
+    if res.status not in USABLE or not math.isfinite(res.objective):
+        res.bound_note = f"no bound: the run ended {res.status}"
+        return res
+    x = np.concatenate([np.ravel(np.asarray(res.values[v.name], dtype=float)) for v in lp.layout.variables])
+    rep = lower_bound(lp, x, mode)
+    res.extra["bound_s"] = rep.seconds
+    lb, how, note = rep.value, rep.how, rep.note
+    if res.lower_bound is not None and (lb is None or res.lower_bound >= lb):
+        lb, how, note = res.lower_bound, res.bound_how or "bnb", res.bound_note or note
+    if lb is None:
+        res.lower_bound, res.gap, res.bound_how, res.bound_note = None, None, "", note
+        return res
+    lb = min(float(lb), float(res.objective))  # rounding can put a valid bound above f
+    res.lower_bound, res.gap, res.bound_how, res.bound_note = lb, relative_gap(res.objective, lb), how, note
+    return res
 
 
 def _finite_certificate(c: dict[str, Any]) -> bool:

@@ -74,17 +74,21 @@ def solve(
     k: int | None = None,
     scheduler: Any = None,
     progress: bool | None = False,
+    bound: str = "fast",
     **options: Any,
 ) -> Result:
     """Solve with a registered solver; see :meth:`Problem.solve`. ``scheduler`` says where passes
     over dask data run (:mod:`sparsemodel.scheduler`); ``progress`` shows a bar (iterations,
     objective, passes over the data) for solves longer than half a second: True always, None on a
-    terminal or in a notebook (:mod:`sparsemodel.progress`), False never."""
+    terminal or in a notebook (:mod:`sparsemodel.progress`), False never. ``bound``: the lower
+    bound beside the answer (fast, tight or none; docs/certify.md)."""
     with use_scheduler(scheduler, problem):
-        return _solve(problem, solver, k, progress, **options)
+        return _solve(problem, solver, k, progress, bound, **options)
 
 
-def _solve(problem: Model, solver: str | None, k: int | None, progress: bool | None, **options: Any) -> Result:
+def _solve(
+    problem: Model, solver: str | None, k: int | None, progress: bool | None, bound: str = "fast", **options: Any
+) -> Result:
     _refuse_bad_models(problem)
     if problem.solve_with is not None and solver in (None, problem.solve_with[0]):
         name, opts, span = problem.solve_with
@@ -101,7 +105,7 @@ def _solve(problem: Model, solver: str | None, k: int | None, progress: bool | N
     inst = cls(**options)
     bar = SolveProgress(solver, inst.opts.get("max_iter"), enabled=progress) if progress is not False else None
     try:
-        result = inst.solve(lp, progress=bar)
+        result = inst.solve(lp, progress=bar, bound=bound)
     finally:
         if bar is not None:
             bar.close()
