@@ -108,6 +108,14 @@ class SolverError(ModelError):
     kind = "solver error"
 
 
+class NoBoundError(SolverError):
+    """No finite lower bound exists for this model (issue 18): the words say why (no ridge and no
+    box on the constrained coordinates, a loss without a conjugate, a constraint the perspective
+    relaxation does not cover)."""
+
+    kind = "no lower bound"
+
+
 class OutputError(ModelError):
     """A report or result file that must not or cannot be written."""
 
@@ -118,14 +126,6 @@ class UnboundedError(ModelError):
     """The objective is unbounded below on the feasible set (no minimizer exists)."""
 
     kind = "unbounded objective"
-
-
-class NoBoundError(ModelError):
-    """No finite lower bound exists for this model (issue 18): the words say why (no ridge and no
-    box on the constrained coordinates, a loss without a conjugate, a constraint the perspective
-    relaxation does not cover)."""
-
-    kind = "no lower bound"
 
 
 class DataWarning(UserWarning):
