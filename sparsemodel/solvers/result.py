@@ -386,8 +386,9 @@ def certify(lp: LoweredProblem, res: Result, mode: str = "fast") -> Result:
     rep = lower_bound(lp, x, mode)
     res.extra["bound_s"] = rep.seconds
     lb, how, note = rep.value, rep.how, rep.note
-    if res.lower_bound is not None and (lb is None or res.lower_bound >= lb):
-        lb, how, note = res.lower_bound, res.bound_how or "bnb", res.bound_note or note
+    if res.lower_bound is not None:  # the solver's own proof (bnb) names the bound; the higher value counts
+        lb = res.lower_bound if lb is None else max(lb, res.lower_bound)
+        how, note = res.bound_how or "bnb", res.bound_note or note
     if lb is None:
         res.lower_bound, res.gap, res.bound_how, res.bound_note = None, None, "", note
         return res

@@ -1,0 +1,292 @@
+"""Certified answers (issue 18): the lower bound never exceeds the best objective (every subset
+enumerated), bnb returns that optimum with status optimal and a zero gap, on least squares and
+logistic regression with a free intercept and a ridge, group sparsity, a box (big-M, no ridge),
+least squares without a ridge (the Gram's smallest eigenvalue), Poisson and Huber losses; where no
+bound exists the words say why, from Python and from the CLI.
+
+The default sweeps are small (each enumeration a few hundred restricted solves); the issue's sizes
+(p = 20..30, k = 3..5) run with ``-m slow``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+from sparsemodel.cli import main
+from sparsemodel.errors import NoBoundError
+from sparsemodel.lowering.bound import h_values, lower_bound, relaxation
+
+TOL = 1e-9  # a bound may exceed the optimum by rounding only
+
+
+def brute_force(prob: sm.Problem) -> tuple[float, tuple[int, ...]]:
+    """The best objective over every choice of k units (each a restricted solve)."""
+    lp = prob.lower()
+    units = lp.set.bound_units()
+    best, arg = np.inf, ()
+    for S in itertools.combinations(range(units.n_units), units.budget):
+        f = lp.restricted_minimize(units.positions(np.array(S))).f
+        if f < best:
+            best, arg = f, S
+    return float(best), arg
+
+
+def flat(prob: sm.Problem, res) -> np.ndarray:
+    lp = prob.lower()
+    return np.concatenate([np.ravel(res.values[v.name]) for v in lp.layout.variables])
+
+
+def regression(
+    kind: str, seed: int, p: int, k: int, n: int = 40, lam: float = 1e-2, intercept: bool = True
+) -> sm.Problem:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    beta = np.zeros(p)
+    beta[rng.choice(p, k, replace=False)] = rng.uniform(0.5, 2, k) * rng.choice([-1, 1], k)
+    w = sm.Variable(p, name="w")
+    b = sm.Variable(1, name="b")
+    z = X @ w + b if intercept else X @ w
+    if kind == "ls":
+        y = X @ beta + rng.standard_normal(n)
+        obj = sm.sum_squares(z - y) / (2 * n)
+    elif kind == "logistic":
+        y = (rng.random(n) < 1 / (1 + np.exp(-X @ beta))).astype(float)
+        obj = (sm.sum(sm.logistic(z)) - y @ z) / n
+    elif kind == "poisson":
+        y = rng.poisson(np.exp(0.3 * X @ beta)).astype(float)
+        obj = (sm.sum(sm.exp(z)) - y @ z) / n
+    else:  # huber
+        y = X @ beta + rng.standard_t(2, n)
+        obj = sm.sum(sm.huber(z - y, 1.0)) / n
+    if lam:
+        obj = obj + lam / 2 * sm.sum_squares(w)
+    return sm.Problem(sm.minimize(obj), [sm.nnz(w) <= k])
+
+
+def check_case(prob: sm.Problem, gap_tol: float = 1e-7) -> None:
+    """The bounds (fast, tight) at auto's answer and bnb's proof against the enumerated optimum."""
+    opt, arg = brute_force(prob)
+    scale = max(1.0, abs(opt))
+    res = prob.solve(bound="tight")
+    x = flat(prob, res)
+    lp = prob.lower()
+    fast = lower_bound(lp, x, "fast").value
+    tight = lower_bound(lp, x, "tight").value
+    for lb in (fast, tight, res.lower_bound):
+        if lb is not None:
+            assert lb <= opt + TOL * scale, (lb, opt)
+    if fast is not None:
+        assert tight >= fast - TOL * scale  # tight starts where fast ends
+    b = prob.solve("bnb", gap_tol=gap_tol)
+    assert b.status == "optimal", b.message
+    assert b.objective == pytest.approx(opt, rel=1e-8, abs=1e-10)
+    assert b.lower_bound <= opt + TOL * scale
+    assert b.gap <= max(gap_tol, 1e-6) and b.bound_how == "bnb"
+    units = lp.set.bound_units()
+    got = tuple(np.unique(units.unit_of[np.searchsorted(units.coords, lp.layout.coords(lp.primary)[b.support])]))
+    if abs(b.objective - opt) > 1e-9 * scale:  # pragma: no cover - the assertion above says more
+        assert got == arg
+
+
+# ---------------------------------------------------------------------- the formula's pieces
+
+
+def test_h_is_the_minimum_over_the_interval():
+    """h_j(v) = min over [lo, hi] of v y + r y^2 / 2, against a fine grid (ridge, box, both, a free
+    coordinate without either)."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        v, r = rng.standard_normal(), rng.choice([0.0, abs(rng.standard_normal())])
+        lo, hi = -abs(rng.standard_normal()) - 0.1, abs(rng.standard_normal()) + 0.1
+        grid = np.linspace(lo, hi, 200001)
+        want = float(np.min(v * grid + r * grid**2 / 2))
+        got = h_values(np.array([v]), np.array([r]), np.array([lo]), np.array([hi]))[0]
+        assert got == pytest.approx(want, abs=1e-8)
+    assert h_values(np.array([1.0]), np.array([0.0]), np.array([-np.inf]), np.array([np.inf]))[0] == -np.inf
+    assert h_values(np.array([0.0]), np.array([0.0]), np.array([-np.inf]), np.array([np.inf]))[0] == 0.0
+
+
+def test_every_dual_point_gives_a_valid_bound():
+    """Weak duality needs no optimality: the bound at random points (not the answer) is still
+    below the optimum (least squares with an intercept: the free condition made exact)."""
+    prob = regression("ls", 5, p=10, k=3)
+    opt, _ = brute_force(prob)
+    lp = prob.lower()
+    rel = relaxation(lp)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        x = rng.standard_normal(lp.n)
+        assert rel.bound(x) <= opt + TOL
+
+
+# ---------------------------------------------------------------------- the sweeps of the issue
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_least_squares_bound_and_bnb_match_enumeration(seed):
+    p, k = 9 + seed % 3, 3
+    check_case(regression("ls", seed, p, k, lam=10.0 ** -(1 + seed % 3)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_logistic_bound_and_bnb_match_enumeration(seed):
+    p, k = 8 + seed % 2, 2 + seed % 2
+    check_case(regression("logistic", 100 + seed, p, k, lam=10.0 ** -(1 + seed % 2)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(20))
+def test_least_squares_at_the_issues_sizes(seed):
+    p, k = 20 + seed % 11, 3 + seed % 3
+    check_case(regression("ls", 1000 + seed, p, k, n=60, lam=1e-2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(20))
+def test_logistic_at_the_issues_sizes(seed):
+    p, k = 20 + seed % 5, 3 + seed % 2
+    check_case(regression("logistic", 2000 + seed, p, k, n=80, lam=1e-2))
+
+
+# ---------------------------------------------------------------------- other forms
+
+
+def test_poisson_and_huber_bounds_use_their_conjugates():
+    for kind in ("poisson", "huber"):
+        check_case(regression(kind, 7, p=9, k=2, lam=1e-1))
+
+
+def test_group_sparsity():
+    rng = np.random.default_rng(3)
+    n, G, size = 50, 7, 2
+    X = rng.standard_normal((n, G * size))
+    y = X[:, :2] @ [1.5, -1.0] + X[:, 6:8] @ [1.0, 1.0] + 0.5 * rng.standard_normal(n)
+    w = sm.Variable(G * size, name="w")
+    prob = sm.Problem(
+        sm.minimize(sm.sum_squares(X @ w - y) / n + 0.01 * sm.sum_squares(w)),
+        [sm.nnz(w, groups=np.repeat(np.arange(G), size)) <= 2],
+    )
+    check_case(prob)
+
+
+def test_a_box_gives_the_big_m_bound_without_a_ridge():
+    """-M <= w <= M and no ridge, p > n (no eigenvalue shift): the big-M relaxation alone."""
+    rng = np.random.default_rng(4)
+    n, p = 8, 12
+    X = rng.standard_normal((n, p))
+    y = X[:, :3] @ [0.8, -0.6, 0.5] + 0.1 * rng.standard_normal(n)
+    w = sm.Variable(p, name="w")
+    prob = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y)), [sm.nnz(w) <= 2, w >= -1, w <= 1])
+    assert "box (big-M)" in relaxation(prob.lower()).describe()
+    check_case(prob)
+
+
+def test_least_squares_without_a_ridge_gets_the_eigenvalue_shift():
+    """n > p, no ridge, a free intercept: no fast bound (said in words), but tight and bnb move the
+    Gram's smallest eigenvalue into the perspective and prove the optimum."""
+    prob = regression("ls", 11, p=10, k=3, n=60, lam=0.0)
+    res = prob.solve()
+    assert res.gap is not None and res.bound_how == "fast" or "neither a ridge nor a box" in res.bound_note
+    lp = prob.lower()
+    assert relaxation(lp, shift=True).shift > 0
+    check_case(prob)
+
+
+def test_free_coordinates_are_exact_and_the_intercept_matters():
+    """With an intercept the bound is as valid as without (the free condition corrected to
+    rounding), and bnb's optimum differs from the model without it."""
+    with_b = regression("logistic", 3, p=9, k=2)
+    without = regression("logistic", 3, p=9, k=2, intercept=False)
+    check_case(with_b)
+    assert with_b.solve("bnb").objective < without.solve("bnb").objective
+
+
+# ---------------------------------------------------------------------- no bound: words
+
+
+def test_no_bound_is_said_in_words():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 40))
+    y = X[:, :3] @ [1.0, 2.0, 3.0]
+    w = sm.Variable(40, name="w")
+    prob = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y)), [sm.nnz(w) <= 3])
+    res = prob.solve()
+    assert res.lower_bound is None and res.gap is None
+    assert "neither a ridge nor a box" in res.bound_note
+    assert "gap         none: no finite lower bound" in res.summary()
+    assert res.to_dict()["gap"] is None and "ridge" in res.to_dict()["bound_note"]
+    with pytest.raises(NoBoundError) as e:
+        prob.solve("bnb")
+    assert "bnb cannot prove anything" in str(e.value) and "sum_squares(w)" in str(e.value)
+    # a rank constraint: the set says it has no units
+    W = sm.Variable((6, 5), name="W")
+    A = rng.standard_normal((30, 6))
+    r = sm.Problem(sm.minimize(sm.sum_squares(A @ W - rng.standard_normal((30, 5)))), [sm.rank(W) <= 2]).solve()
+    assert r.gap is None and "rank(W) <= 2" in r.bound_note
+
+
+def test_bound_none_and_bad_modes():
+    prob = regression("ls", 1, p=8, k=2)
+    r = prob.solve(bound="none")
+    assert r.gap is None and "bound='none'" in r.bound_note
+    with pytest.raises(sm.ModelError) as e:
+        prob.solve(bound="tigth")
+    assert "fast, tight, none" in str(e.value)
+
+
+# ---------------------------------------------------------------------- bnb's limits and progress
+
+
+def test_bnb_reports_the_gap_reached_at_a_limit():
+    prob = regression("logistic", 5, p=30, k=5, n=60, lam=1e-3)
+    r = prob.solve("bnb", node_limit=3, gap_tol=0.0)
+    assert r.status == "node_limit" and r.gap > 0 and r.lower_bound < r.objective
+    assert "node limit" in r.message and r.extra["nodes"] >= 3
+    assert np.isfinite(r.extra["root_bound"])
+    assert r.history["bound"] and r.history["gap"][-1] == pytest.approx(r.gap, rel=1e-9, abs=1e-12)
+
+
+def test_bnb_progress_shows_bound_incumbent_and_gap():
+    prob = regression("logistic", 6, p=12, k=3)
+    seen = []
+    from sparsemodel.solvers import get_solver
+
+    get_solver("bnb")(gap_tol=1e-9).solve(prob.lower(), progress=lambda i, f, **kw: seen.append((f, kw)))
+    tree = [(f, kw) for f, kw in seen if kw]  # auto's iterations (the incumbent) come first, without
+    assert tree and all("bound" in kw and "gap" in kw and "nodes" in kw for _, kw in tree)
+    assert all(kw["bound"] <= f + 1e-9 for f, kw in tree)
+    assert tree[-1][1]["gap"] <= 1e-9
+
+
+# ---------------------------------------------------------------------- the CLI
+
+
+MODEL = """\
+data X : matrix from "X.npy"
+data y : vector from "y.npy"
+param lam = 0.01
+var w[cols(X)]
+var b
+minimize sum_squares(X @ w + b - y) / (2 * rows(X)) + lam / 2 * sum_squares(w)
+subject to
+    nnz(w) <= 3
+"""
+
+
+def test_the_cli_prints_the_gap(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((60, 12))
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", X[:, :3] @ [1.0, -1.0, 2.0] + 0.3 * rng.standard_normal(60))
+    (tmp_path / "m.sm").write_text(MODEL)
+    code = main(["solve", str(tmp_path / "m.sm"), "--solver", "bnb"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "status      optimal" in out and "certified optimal" in out and "proved by bnb" in out
+    code = main(["solve", str(tmp_path / "m.sm"), "--json"])
+    d = json.loads(capsys.readouterr()[0])
+    assert code == 0 and d["lower_bound"] <= d["objective"] and d["gap"] >= 0 and d["bound_how"] == "fast"
