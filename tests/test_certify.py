@@ -262,6 +262,57 @@ def test_bnb_progress_shows_bound_incumbent_and_gap():
     assert tree[-1][1]["gap"] <= 1e-9
 
 
+# ---------------------------------------------------------------------- the mixed-integer reference
+
+
+def _mip():
+    from sparsemodel.lowering.cvxpy_lower import mip_available
+
+    if mip_available() is None:
+        pytest.skip("no mixed-integer solver for cvxpy (pip install 'sparsemodel[mip]')")
+
+
+def test_bnb_agrees_with_the_mixed_integer_program():
+    """The same model as a big-M mixed-integer program solved by SCIP: the same optimum as bnb
+    (least squares with an intercept, a ridge, groups of two)."""
+    _mip()
+    from sparsemodel.lowering.cvxpy_lower import mip_reference
+
+    prob = regression("ls", 21, p=8, k=2)
+    f_mip, _ = mip_reference(prob.lower())
+    b = prob.solve("bnb", gap_tol=1e-8)
+    assert b.status == "optimal" and b.objective <= f_mip + 1e-9
+    assert b.objective == pytest.approx(f_mip, rel=1e-6)
+    assert b.lower_bound <= f_mip + 1e-9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(5))
+def test_bnb_agrees_with_the_mixed_integer_program_on_groups_and_boxes(seed):
+    _mip()
+    from sparsemodel.lowering.cvxpy_lower import mip_reference
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((40, 16))
+    y = X[:, :4] @ [1.0, -1.0, 0.5, 0.5] + 0.3 * rng.standard_normal(40)
+    w = sm.Variable(16, name="w")
+    for cons in ([sm.nnz(w, groups=np.repeat(np.arange(8), 2)) <= 2], [sm.nnz(w) <= 3, w >= -1, w <= 1]):
+        ridge = 0.05 * sm.sum_squares(w) if len(cons) == 1 else 0
+        prob = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y) / 40 + ridge), cons)
+        f_mip, _ = mip_reference(prob.lower())
+        b = prob.solve("bnb", gap_tol=1e-8)
+        assert b.status == "optimal" and b.objective == pytest.approx(f_mip, rel=1e-6)
+
+
+def test_the_mixed_integer_reference_refuses_what_its_solver_cannot_take():
+    _mip()
+    from sparsemodel.lowering.cvxpy_lower import mip_reference
+
+    with pytest.raises(sm.ModelError) as e:
+        mip_reference(regression("logistic", 1, p=8, k=2).lower())
+    assert "mixed-integer reference" in str(e.value)
+
+
 # ---------------------------------------------------------------------- the CLI
 
 

@@ -100,6 +100,19 @@ def h_values(v: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np
     return out
 
 
+def spd_solve(M: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """M u = b for a symmetric positive semidefinite M: Cholesky, least squares when singular
+    (any u gives a valid bound; this one is only a good dual point)."""
+    try:
+        c = sla.cho_factor(M, check_finite=False)
+        d = np.abs(np.diag(c[0]))
+        if d.min() > 1e-7 * d.max():
+            return sla.cho_solve(c, b, check_finite=False)
+    except (np.linalg.LinAlgError, ValueError):
+        pass
+    return np.linalg.lstsq(M, b, rcond=None)[0]
+
+
 def top_sum(s: np.ndarray, m: int) -> float:
     """The sum of the m largest entries of s (0 for m <= 0)."""
     if m <= 0 or len(s) == 0:
@@ -403,10 +416,7 @@ class Relaxation:
             xc = np.zeros(len(self.C))
             if len(pos):
                 M = q["P"][np.ix_(pos, pos)] + np.diag(0.5 * q["r"][pos] / zc)
-                try:
-                    xc[pos] = sla.solve(M, q["h"][pos], assume_a="pos", check_finite=False)
-                except (np.linalg.LinAlgError, ValueError):
-                    xc[pos] = np.linalg.lstsq(M, q["h"][pos], rcond=None)[0]
+                xc[pos] = spd_solve(M, q["h"][pos])
             return xc
         d, lp = self.design, self.lp
         cols_c = self.C[pos]
@@ -598,5 +608,6 @@ __all__ = [
     "lower_bound",
     "relaxation",
     "shift_pays",
+    "spd_solve",
     "top_sum",
 ]

@@ -95,7 +95,11 @@ class BoundUnits:
         units = np.asarray(units, dtype=np.int64)
         if units.size == 0:
             return np.empty(0, dtype=np.int64)
-        return np.sort(np.concatenate([self.members(int(u)) for u in units]))
+        if len(self._order) == self.n_units:  # one coordinate per unit
+            return np.sort(self._order[self._starts[units]])
+        mask = np.zeros(self.n_units, dtype=bool)
+        mask[units] = True
+        return np.flatnonzero(mask[self.unit_of])
 
 
 class ConstraintSet(ABC):

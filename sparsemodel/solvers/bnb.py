@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
 
 from ..errors import NoBoundError
-from ..lowering.bound import NodeBound, Relaxation, relaxation, shift_pays
+from ..lowering.bound import NodeBound, Relaxation, relaxation, shift_pays, spd_solve
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
 from .auto import Auto
@@ -179,10 +178,7 @@ class Search:
         q = self.rel.quad
         if q is not None:
             if len(pos):
-                try:
-                    xs = sla.solve(q["S"][np.ix_(pos, pos)], q["h"][pos], assume_a="pos", check_finite=False)
-                except (np.linalg.LinAlgError, ValueError):
-                    xs = np.linalg.lstsq(q["S"][np.ix_(pos, pos)], q["h"][pos], rcond=None)[0]
+                xs = spd_solve(q["S"][np.ix_(pos, pos)], q["h"][pos])
                 f = q["c"] - float(q["h"][pos] @ xs)
             else:
                 f = q["c"]
