@@ -473,10 +473,13 @@ class Relaxation:
         k: int | None = None,
         z: np.ndarray | None = None,
         target: float | None = None,
+        warm: int = 0,
     ) -> tuple[NodeBound, np.ndarray]:
         """The best bound over ``iters`` Frank-Wolfe steps on z, from the point x (the minimizer
         on its support: the answer of a solver) or from the weights ``z`` (a parent node's), and the
-        last z. Stops early once the bound reaches ``target`` (a node pruned)."""
+        weights of that best bound. Stops early once the bound reaches ``target`` (a node pruned).
+        ``warm``: steps already taken towards this z (a parent's), so that the step sizes
+        2 / (t + 2) continue from there instead of leaving a good start."""
         k = self.units.budget if k is None else k
         nu = self.units.n_units
         fin = fixed_in if fixed_in is not None else np.zeros(nu, dtype=bool)
@@ -487,9 +490,9 @@ class Relaxation:
         if x is None or not np.array_equal(z, self.support_weights(x)):
             x = self.phi_point(z, x if x is not None and len(x) == self.n else None)
         cur = self.node_bound(self.anchor(x), fin, fout, k)
-        best = cur
+        best, zbest = cur, z
         xk = x
-        for t in range(1, iters + 1):
+        for t in range(1 + warm, iters + 1 + warm):
             if target is not None and best.value >= target:
                 break
             vertex = np.zeros(nu)
@@ -502,8 +505,8 @@ class Relaxation:
             xk = self.phi_point(z, xk if len(xk) == self.n else None)
             cur = self.node_bound(self.anchor(xk), fin, fout, k)
             if cur.value > best.value:
-                best = cur
-        return best, z
+                best, zbest = cur, z
+        return best, zbest
 
 
 def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:

@@ -24,6 +24,8 @@
 from __future__ import annotations
 
 import heapq
+import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +42,8 @@ from .options import Option
 from .result import NODE_LIMIT, OPTIMAL, TIME_LIMIT, Result, finish, relative_gap
 
 PRUNE_RTOL = 1e-9  # a node is pruned when its bound is within this (relative) of the incumbent
+ENUMERATE = 16  # a node with at most this many choices of its undecided units left tries them all
+WARM_STEPS = 10  # a child's Frank-Wolfe steps continue its parent's schedule from here
 
 
 @dataclass
@@ -198,9 +202,20 @@ class Search:
         return r.x
 
     # ------------------------------------------------------------------ nodes
-    def evaluate(self, fin: np.ndarray, fout: np.ndarray, z: np.ndarray, depth: int, iters: int) -> Node:
-        """A node's bound (Frank-Wolfe from z), screening, the exact refit of its counted units;
-        a node with at most k units left is solved exactly."""
+    def enumerate(self, fin: np.ndarray, und: np.ndarray, m: int) -> float:
+        """The node's optimum by trying every choice of m of its undecided units (few left)."""
+        best = np.inf
+        base = np.flatnonzero(fin)
+        for pick in itertools.combinations(np.flatnonzero(und), m):
+            best = min(best, self.exact(np.concatenate([base, np.array(pick, dtype=np.int64)])))
+        return best
+
+    def evaluate(
+        self, fin: np.ndarray, fout: np.ndarray, z: np.ndarray, depth: int, iters: int, parent_lb: float = -np.inf
+    ) -> Node:
+        """A node's bound (Frank-Wolfe from z; never below its parent's, whose set holds this
+        node's), screening, the exact refit of its counted units; a node with few choices left
+        (at most ENUMERATE) is solved by trying them all."""
         self.nodes += 1
         k = self.k
         und = ~fin & ~fout
@@ -209,7 +224,12 @@ class Search:
             units = np.flatnonzero(fin) if m <= 0 else np.flatnonzero(fin | und)
             f = self.exact(units)
             return Node(f, fin, fout, z, depth, solved=True)
-        nb, z = self.rel.frank_wolfe(None, iters, fin, fout, k, z=z, target=self.threshold())
+        if math.comb(int(und.sum()), m) <= ENUMERATE:
+            return Node(self.enumerate(fin, und, m), fin, fout, z, depth, solved=True)
+        warm = 0 if depth == 0 else WARM_STEPS
+        nb, z = self.rel.frank_wolfe(None, iters, fin, fout, k, z=z, target=self.threshold(), warm=warm)
+        if parent_lb > nb.value:
+            nb.value = parent_lb
         fin, fout, changed = self.screen(nb, fin, fout)
         if int(fin.sum()) > k:  # every better point would need more than k units: none exists here
             return Node(self.threshold(), fin, fout, z, depth, solved=True)
@@ -221,6 +241,8 @@ class Search:
                 f = self.exact(units)
                 return Node(max(f, nb.value), fin, fout, z, depth, solved=True)
             nb = self.rel.node_bound(nb.anchor, fin, fout, k)
+        if math.comb(int((~fin & ~fout).sum()), k - int(fin.sum())) <= ENUMERATE:
+            return Node(self.enumerate(fin, ~fin & ~fout, k - int(fin.sum())), fin, fout, z, depth, solved=True)
         counted = np.union1d(np.flatnonzero(fin), nb.top)
         f = self.exact(counted)
         solved = f <= nb.value + PRUNE_RTOL * self.scale()  # the relaxation is tight here
@@ -323,8 +345,8 @@ class Search:
             fout_out = node.fout.copy()
             fout_out[u] = True
             kids = [
-                self.evaluate(fin_in, node.fout.copy(), node.z, node.depth + 1, o["node_iters"]),
-                self.evaluate(node.fin.copy(), fout_out, node.z, node.depth + 1, o["node_iters"]),
+                self.evaluate(fin_in, node.fout.copy(), node.z, node.depth + 1, o["node_iters"], node.lb),
+                self.evaluate(node.fin.copy(), fout_out, node.z, node.depth + 1, o["node_iters"], node.lb),
             ]
             live = sorted((c for c in kids if self.keep(c)), key=lambda c: c.lb)
             if live and dive_left > 0:
