@@ -59,7 +59,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import DataError, Span
-from .util import is_dask_array
+from .util import did_you_mean, is_dask_array
 
 KINDS = ("matrix", "vector", "scalar", "labels")
 LIBSVM_EXTENSIONS = (".svm", ".libsvm", ".svmlight")
@@ -483,9 +483,8 @@ def _read_npz(ds: DataSpec, name: str | None, span: Span | None, info: dict[str,
 
 def _did_you_mean(word: str, options: Iterable[str], what: str) -> str:
     opts = list(options)
-    close = [o for o in opts if o.lower() == word.lower()] or difflib.get_close_matches(word, opts, n=1)
     listing = ", ".join(opts[:30]) + (", ..." if len(opts) > 30 else "")
-    return (f"did you mean {close[0]!r}? " if close else "") + f"the {what} are: {listing}"
+    return did_you_mean(word, opts) + f"the {what} are: {listing}"
 
 
 # ---------------------------------------------------------------------------- CSV
