@@ -23,28 +23,14 @@ from ..errors import (
     Span,
 )
 from ..model import atoms as atoms_mod
+from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub, Transpose
 from ..model.atoms import Atom
 from ..model.constraints import (
     AXIS_GROUPS,
     STRUCTURAL_FUNCTIONS,
     STRUCTURAL_TYPES,
 )
-from ..model.expr import (
-    Add,
-    Constant,
-    Data,
-    Div,
-    Expr,
-    Index,
-    MatMul,
-    Mul,
-    Neg,
-    Parameter,
-    Sub,
-    Transpose,
-    Variable,
-    dense,
-)
+from ..model.expr import Constant, Data, Expr, Parameter, Variable, dense
 from ..model.userfunc import FuncDef
 from ..util import did_you_mean
 

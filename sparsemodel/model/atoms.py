@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError, ModelError, ShapeError, Span
-from .expr import (
+from .dcp import (
     AFFINE,
     ANYSIGN,
     CONCAVE,
@@ -55,13 +55,8 @@ from .expr import (
     NONNEG,
     NONPOS,
     UNKNOWN,
-    Constant,
-    Data,
-    Expr,
-    as_expr,
-    dense,
-    fmt_shape,
 )
+from .expr import Constant, Data, Expr, as_expr, dense, fmt_shape
 
 
 def expit(z: Any) -> Any:

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConstraintError, ModelError, ShapeError, Span
-from .expr import Constant, Data, Expr, Index, Variable, as_expr, dense, fmt_shape
+from .arith import Index
+from .expr import Constant, Data, Expr, Variable, as_expr, dense, fmt_shape
 
 
 def _variable_view(target: Expr, what: str, span: Span | None) -> tuple[Variable, np.ndarray]:

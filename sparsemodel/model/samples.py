@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import ModelError, ShapeError
 from . import atoms as A
-from .expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Transpose
+from .arith import Add, Div, Index, MatMul, Mul, Neg, Transpose
+from .expr import Data, Expr
 
 
 def sample_nodes(e: Expr, n: int) -> list[Data]:
