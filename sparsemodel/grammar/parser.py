@@ -37,7 +37,7 @@ from ..errors import (
     Source,
     Span,
 )
-from ..model.atoms import ATOMS, DATA_FUNCTIONS
+from ..model.atoms import ATOMS
 from ..model.constraints import (
     AUTO,
     STRUCTURAL_FUNCTIONS,
@@ -49,6 +49,7 @@ from ..model.constraints import (
     box,
     constrain,
 )
+from ..model.datafuncs import DATA_FUNCTIONS
 from ..model.expr import (
     Constant,
     Data,

@@ -20,10 +20,11 @@ from ..errors import (
     Source,
     Span,
 )
-from ..model.atoms import ATOMS, DATA_FUNCTIONS
+from ..model.atoms import ATOMS
 from ..model.constraints import (
     STRUCTURAL_FUNCTIONS,
 )
+from ..model.datafuncs import DATA_FUNCTIONS
 from ..util import did_you_mean
 
 GRAMMAR_FILE = Path(__file__).with_name("sparsemodel.lark")
