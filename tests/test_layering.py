@@ -209,8 +209,9 @@ def test_nothing_outside_the_lowering_writes_into_a_lowered_problem():
 
 
 def test_the_tests_mirror_the_packages():
-    """Each folder of tests/ is named after the package of sparsemodel it tests."""
+    """Each folder of tests/ is named after the package (or module) of sparsemodel it tests."""
     tests = Path(__file__).resolve().parent
     packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    packages |= {p.stem for p in PKG.glob("*.py")}
     folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders <= packages, f"test folders without a package: {sorted(folders - packages)}"
