@@ -42,15 +42,16 @@ class DebiasedIHT(Solver):
         x, f = r.x, r.f
         hist.log(f)
         L = lp.restricted_smoothness(2 * s.k)
-        status, state = MAX_ITER, s.empty()
-        for it in range(1, o["max_iter"] + 1):
+        status, it = MAX_ITER, 0
+        while it < o["max_iter"]:
+            it += 1
             _, g = lp.value_and_grad(x)
-            z, new = lp.project(x - g / L)  # the projection is counted where it happens
-            r = lp.restricted_minimize(new, x0=z, method=o["restricted"])
+            z, state = lp.project(x - g / L)  # the projection is counted where it happens
+            r = lp.restricted_minimize(state, x0=z, method=o["restricted"])
             if r.f >= f - 1e-12 * max(1.0, abs(f)):  # no decrease: keep the last iterate
                 status = CONVERGED
                 break
-            x, f, state = r.x, r.f, new
+            x, f = r.x, r.f
             hist.log(f)
         return finish(lp, self, x, status, it, clock, hist, f=f)
 
