@@ -9,29 +9,9 @@ res = prob.solve(solver="grahtp")
 from typing import Any
 
 from .errors import ModelError
-from .model.atoms import (
-    cols,
-    cov,
-    exp,
-    eye,
-    huber,
-    log,
-    logdet,
-    logistic,
-    logsumexp,
-    mean,
-    normalize_columns,
-    onehot,
-    ones,
-    quad_form,
-    rows,
-    square,
-    standardize,
-    sum,
-    sum_squares,
-    trace,
-)
+from .model.atoms import exp, huber, log, logdet, logistic, logsumexp, mean, quad_form, square, sum, sum_squares, trace
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
+from .model.datafuncs import cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, minimize
 from .problem import Problem

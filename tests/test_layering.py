@@ -206,3 +206,12 @@ def test_nothing_outside_the_lowering_writes_into_a_lowered_problem():
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in ("lp", "lowered"):
                     found.append(f"{path.relative_to(PKG.parent)}:{node.lineno}")
     assert not found, f"attributes of a lowered problem set outside sparsemodel/lowering: {found}"
+
+
+def test_the_tests_mirror_the_packages():
+    """Each folder of tests/ is named after the package (or module) of sparsemodel it tests."""
+    tests = Path(__file__).resolve().parent
+    packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    packages |= {p.stem for p in PKG.glob("*.py")}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= packages, f"test folders without a package: {sorted(folders - packages)}"

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model.expr import Data, Expr, Index, MatMul, Variable
+from ..model.arith import Index, MatMul
+from ..model.expr import Data, Expr, Variable
 from .operators import DataOperator
 
 

@@ -22,23 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..model import atoms as A
-from ..model.expr import (
-    AFFINE,
-    Add,
-    Constant,
-    Data,
-    Div,
-    Expr,
-    Index,
-    MatMul,
-    Mul,
-    Neg,
-    Parameter,
-    Sub,
-    Transpose,
-    Variable,
-    dense,
-)
+from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub, Transpose
+from ..model.dcp import AFFINE
+from ..model.expr import Constant, Data, Expr, Parameter, Variable, dense
 from .evaluator import Layout
 
 

@@ -12,7 +12,6 @@ design (``lp.design``) and the constraint set (``lp.set``), never cvxpy or the g
 from __future__ import annotations
 
 import contextlib
-import difflib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from ..errors import SolverError, UnboundedError
 from ..sets.registry import KINDS, describe_kind, generic_kind
+from ..util import closest
 from .options import SUBPROBLEM13, Option
 from .result import CONVERGED, MAX_ITER, UNBOUNDED, History, Result, certify, finish
 
@@ -57,9 +57,9 @@ class Solver:
         out = {k: o.default for k, o in cls.options.items()}
         for k, v in opts.items():
             if k not in cls.options:
-                close = difflib.get_close_matches(k, list(cls.options), n=1)
+                close = closest(k, cls.options)
                 raise SolverError(
-                    f"{cls.name} has no option {k!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                    f"{cls.name} has no option {k!r}" + (f"; did you mean {close!r}?" if close else ""),
                     hint=f"options of {cls.name}: {', '.join(cls.options) or '(none)'}",
                 )
             out[k] = cls.options[k].convert(k, cls.name, v)
@@ -196,9 +196,9 @@ def suggest_for(kind: str) -> str:
 
 def get_solver(name: str) -> type[Solver]:
     if name not in REGISTRY:
-        close = difflib.get_close_matches(name, list(REGISTRY), n=1)
+        close = closest(name, REGISTRY)
         raise SolverError(
-            f"unknown solver {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+            f"unknown solver {name!r}" + (f"; did you mean {close!r}?" if close else ""),
             hint=f"available solvers: {', '.join(sorted(REGISTRY))} (see `sparsemodel solvers`)",
         )
     return REGISTRY[name]

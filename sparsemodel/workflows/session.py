@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import ModelError, SolverError, UnboundedError
 from ..lowering.lowered import LoweredProblem
 from ..model.checks import label_errors
-from ..model.expr import AFFINE, CONSTANT, CONVEX, Parameter
+from ..model.dcp import AFFINE, CONSTANT, CONVEX
+from ..model.expr import Parameter
 from ..model.expr import fmt_shape as _fmt_shape
 from ..model.problem import Model
 from ..progress import SolveProgress

@@ -20,7 +20,7 @@ from sparsemodel.errors import (
 )
 from sparsemodel.model.userfunc import func
 
-DESIGN = Path(__file__).resolve().parents[2] / "shared" / "DESIGN.md"
+DESIGN = Path(__file__).resolve().parents[3] / "shared" / "DESIGN.md"
 
 # DESIGN.md's example, verbatim (as indented in the document)
 EXAMPLE = """\

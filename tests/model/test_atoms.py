@@ -16,7 +16,8 @@ from scipy.optimize import minimize, minimize_scalar
 import sparsemodel as sm
 from sparsemodel.model import atoms as A
 from sparsemodel.model.atoms import NoConjugate, softmax_hessian_apply
-from sparsemodel.model.expr import CONVEX, NONNEG, as_expr
+from sparsemodel.model.dcp import CONVEX, NONNEG
+from sparsemodel.model.expr import as_expr
 from sparsemodel.model.samples import rebind_rows, sample_nodes
 from sparsemodel.model.userfunc import func
 from sparsemodel.objective.terms import Term
