@@ -20,7 +20,7 @@ Cases (one run prints them all):
 
 OKRidge and L0BnB pin numpy 1.x and numba, which clash with our numpy 2: they run in their own
 environment (``--venv``, default /work/venvs/cert: ``python -m venv /work/venvs/cert &&
-/work/venvs/cert/bin/pip install okridge l0bnb threadpoolctl``) as a subprocess of this run, on the
+/work/venvs/cert/bin/pip install okridge l0bnb threadpoolctl requests``) as a subprocess of this run, on the
 same data (written to .npy files), with every BLAS/OpenMP/numba pool at one thread, as ours
 (benchmarks/pinning.py). Times are wall-clock medians over ``--repeat`` runs (1 by default: the
 large cases take tens of seconds); the machine is shared, so compare the ratios.

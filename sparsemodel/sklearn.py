@@ -27,7 +27,9 @@ Common parameters:
   that separable data has a minimizer; docs/selection.md).
 
 Fitted attributes: ``coef_``, ``intercept_``, ``support_`` (boolean mask over the features: nonzero
-coefficient, or always selected), ``k_`` (the k used), ``n_iter_`` (iterations of the final solve),
+coefficient, or always selected), ``k_`` (the k used), ``n_iter_`` (iterations of the final solve), ``gap_``
+(the optimality gap of the answer, (f - lower bound) / max(|f|, 1), from the fast bound of the
+perspective relaxation; None where no bound exists, docs/certify.md),
 ``result_`` (the :class:`~sparsemodel.solvers.result.Result`), ``curve_`` (the selection curve when k
 was chosen), ``n_features_in_``. A solver that stops on its iteration limit raises a
 ``sklearn.exceptions.ConvergenceWarning``. Sample weights multiply each sample's loss; the loss is
@@ -172,6 +174,7 @@ class _SparseModel(BaseEstimator):
             raise ValueError(f"{res.solver} {res.status}: {res.message}")
         self.result_ = res
         self.n_iter_ = int(res.iterations)
+        self.gap_ = res.gap
         W = np.asarray(res.values[coef.name], dtype=float)
         b = np.asarray(res.values[intercept.name], dtype=float) if intercept is not None else None
         return W, b

@@ -592,11 +592,15 @@ def bound_plan(lp: LoweredProblem) -> str:
             text += "; tight and bnb also move the Gram's smallest eigenvalue into it (least squares)"
         return text
     except NoBoundError as exc:
-        if shift_pays(lp):
-            try:
-                return relaxation(lp, shift=True).describe() + " (tight and bnb only: the fast bound has none)"
-            except NoBoundError:
-                pass
+        try:
+            size = len(lp.set.bound_units().coords)
+        except NoBoundError:
+            return "none: " + exc.message
+        if shift_pays(lp) and (lp.n_samples or 0) > size:
+            return (
+                "tight and bnb only: the perspective relaxation with the Gram's smallest eigenvalue (least squares "
+                f"with more samples than coordinates); the fast bound has none ({exc.message})"
+            )
         return "none: " + exc.message
 
 

@@ -269,6 +269,7 @@ class CheckReport:
     solve_with: str | None
     compare_with: str | None
     samples: int | None = None
+    lower_bound: str = ""  # which lower bound the answers get (issue 18), or why none
     errors: list[ModelError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -295,6 +296,8 @@ class CheckReport:
             out.append("constraint  (none)")
         if self.solvers:
             out.append("solvers     " + ", ".join(f"{n}" for n, _ in self.solvers))
+        if self.lower_bound:
+            out.append(f"lower bound {self.lower_bound}")
         if self.default_solver:
             out.append(f"auto        {self.default_solver}")
         if self.solve_with:
@@ -400,7 +403,13 @@ def check(problem: Model) -> CheckReport:
         cw = ", ".join(problem.compare_with["solvers"])
         if problem.compare_with.get("sweep") is not None:
             cw += f" at {problem.compare_with['sweep']} in {problem.compare_with['text']}"
+    certify_line = ""
+    if lp is not None and lp.set is not None and lp.set.thresholds:
+        from ..lowering.bound import bound_plan
+
+        certify_line = bound_plan(lp)
     return CheckReport(
+        lower_bound=certify_line,
         notes=bound_notes(lp),
         source=problem.source,
         variables=[(v.name, v.shape, v.symmetric) for v in problem.variables],
