@@ -84,6 +84,9 @@ BOUND_MODES = ("fast", "tight", "none")
 QUAD_LIMIT = 6000  # coordinates: the shifted (least-squares) form keeps a dense Gram of C up to this size
 FREE_TOL = 1e-8  # the free condition v_F = 0 after the correction, relative to the dual's scale
 TIGHT_ITERS = 30  # Frank-Wolfe steps of bound="tight"
+# x(z) only picks the dual point (any x gives a valid bound): a few warm-started Newton steps suffice
+PHI_TOL = 1e-8
+PHI_ITERS = 10
 
 
 def h_values(v: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -430,13 +433,13 @@ class Relaxation:
         rd = d.reduced(cols)
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
         if np.isfinite(lo).any() or np.isfinite(hi).any():
-            u = box_newton(rd, np.clip(u0, lo, hi), lo, hi, ridge=ridge, tol=1e-12).u
+            u = box_newton(rd, np.clip(u0, lo, hi), lo, hi, ridge=ridge, tol=PHI_TOL).u
         elif d.least_squares:
             u = lstsq(rd, ridge)
         else:
             if x0 is not None and not np.isfinite(d.value(x0)):
                 u0 = lp.inside_domain(x0)[cols]
-            u = newton(rd, u0[None, :], ridge=ridge, tol=1e-12).U[0]
+            u = newton(rd, u0[None, :], ridge=ridge, tol=PHI_TOL, max_iter=PHI_ITERS).U[0]
         x = np.zeros(self.n)
         x[cols] = u
         return x
@@ -474,26 +477,31 @@ class Relaxation:
         z: np.ndarray | None = None,
         target: float | None = None,
         warm: int = 0,
+        seed: Anchor | None = None,
     ) -> tuple[NodeBound, np.ndarray]:
         """The best bound over ``iters`` Frank-Wolfe steps on z, from the point x (the minimizer
         on its support: the answer of a solver) or from the weights ``z`` (a parent node's), and the
         weights of that best bound. Stops early once the bound reaches ``target`` (a node pruned).
         ``warm``: steps already taken towards this z (a parent's), so that the step sizes
-        2 / (t + 2) continue from there instead of leaving a good start."""
+        2 / (t + 2) continue from there instead of leaving a good start. ``seed``: a dual point
+        already known (a parent's), tried first at no cost: a node it prunes needs no solve."""
         k = self.units.budget if k is None else k
         nu = self.units.n_units
         fin = fixed_in if fixed_in is not None else np.zeros(nu, dtype=bool)
         fout = fixed_out if fixed_out is not None else np.zeros(nu, dtype=bool)
+        seeded = self.node_bound(seed, fin, fout, k) if seed is not None else None
+        if seeded is not None and target is not None and seeded.value >= target:
+            return seeded, z if z is not None else self.support_weights(x)
         if z is None:
             z = self.support_weights(x)
         z = self.node_weights(z, fin, fout, k)
         if x is None or not np.array_equal(z, self.support_weights(x)):
             x = self.phi_point(z, x if x is not None and len(x) == self.n else None)
         cur = self.node_bound(self.anchor(x), fin, fout, k)
-        best, zbest = cur, z
+        best, zbest = cur, z  # the best of the steps (its z is where a child starts)
         xk = x
         for t in range(1 + warm, iters + 1 + warm):
-            if target is not None and best.value >= target:
+            if target is not None and max(best.value, seeded.value if seeded is not None else -np.inf) >= target:
                 break
             vertex = np.zeros(nu)
             vertex[fin] = 1.0
@@ -506,6 +514,8 @@ class Relaxation:
             cur = self.node_bound(self.anchor(xk), fin, fout, k)
             if cur.value > best.value:
                 best, zbest = cur, z
+        if seeded is not None and seeded.value > best.value:
+            best = seeded
         return best, zbest
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NoBoundError
-from ..lowering.bound import NodeBound, Relaxation, relaxation, shift_pays, spd_solve
+from ..lowering.bound import Anchor, NodeBound, Relaxation, relaxation, shift_pays, spd_solve
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
 from .auto import Auto
@@ -54,6 +54,7 @@ class Node:
     z: np.ndarray  # the relaxation's weights its bound came from (its children start there)
     depth: int
     solved: bool = False  # its best point is known exactly (a leaf, or an integral relaxation)
+    anchor: Anchor | None = None  # the dual point of its bound (its children try it first)
 
 
 @register
@@ -211,7 +212,14 @@ class Search:
         return best
 
     def evaluate(
-        self, fin: np.ndarray, fout: np.ndarray, z: np.ndarray, depth: int, iters: int, parent_lb: float = -np.inf
+        self,
+        fin: np.ndarray,
+        fout: np.ndarray,
+        z: np.ndarray,
+        depth: int,
+        iters: int,
+        parent_lb: float = -np.inf,
+        seed: Anchor | None = None,
     ) -> Node:
         """A node's bound (Frank-Wolfe from z; never below its parent's, whose set holds this
         node's), screening, the exact refit of its counted units; a node with few choices left
@@ -227,7 +235,7 @@ class Search:
         if math.comb(int(und.sum()), m) <= ENUMERATE:
             return Node(self.enumerate(fin, und, m), fin, fout, z, depth, solved=True)
         warm = 0 if depth == 0 else WARM_STEPS
-        nb, z = self.rel.frank_wolfe(None, iters, fin, fout, k, z=z, target=self.threshold(), warm=warm)
+        nb, z = self.rel.frank_wolfe(None, iters, fin, fout, k, z=z, target=self.threshold(), warm=warm, seed=seed)
         if parent_lb > nb.value:
             nb.value = parent_lb
         fin, fout, changed = self.screen(nb, fin, fout)
@@ -246,7 +254,7 @@ class Search:
         counted = np.union1d(np.flatnonzero(fin), nb.top)
         f = self.exact(counted)
         solved = f <= nb.value + PRUNE_RTOL * self.scale()  # the relaxation is tight here
-        return Node(nb.value if not solved else f, fin, fout, z, depth, solved=solved)
+        return Node(nb.value if not solved else f, fin, fout, z, depth, solved=solved, anchor=nb.anchor)
 
     def screen(self, nb: NodeBound, fin: np.ndarray, fout: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         """Fix the units whose other side provably cannot beat the incumbent (the module docstring)."""
@@ -345,8 +353,8 @@ class Search:
             fout_out = node.fout.copy()
             fout_out[u] = True
             kids = [
-                self.evaluate(fin_in, node.fout.copy(), node.z, node.depth + 1, o["node_iters"], node.lb),
-                self.evaluate(node.fin.copy(), fout_out, node.z, node.depth + 1, o["node_iters"], node.lb),
+                self.evaluate(fin_in, node.fout.copy(), node.z, node.depth + 1, o["node_iters"], node.lb, node.anchor),
+                self.evaluate(node.fin.copy(), fout_out, node.z, node.depth + 1, o["node_iters"], node.lb, node.anchor),
             ]
             live = sorted((c for c in kids if self.keep(c)), key=lambda c: c.lb)
             if live and dive_left > 0:
