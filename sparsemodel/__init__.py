@@ -9,7 +9,21 @@ res = prob.solve(solver="grahtp")
 from typing import Any
 
 from .errors import ModelError
-from .model.atoms import exp, huber, log, logdet, logistic, logsumexp, mean, quad_form, square, sum, sum_squares, trace
+from .model.atoms import (
+    cox,
+    exp,
+    huber,
+    log,
+    logdet,
+    logistic,
+    logsumexp,
+    mean,
+    quad_form,
+    square,
+    sum,
+    sum_squares,
+    trace,
+)
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
 from .model.datafuncs import cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
@@ -74,6 +88,7 @@ __all__ = [
     "trace",
     "quad_form",
     "huber",
+    "cox",
     "cov",
     "rows",
     "cols",

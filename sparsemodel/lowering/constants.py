@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from ..numerics.smooth import power_method
 
+WHOLE_COLUMNS_LIMIT = 4_000_000  # entries of J[:, C] a whole-vector loss's exact mean curvature may form
 HESSIAN_CACHE_LIMIT = 50_000_000  # entries of cached columns of a constant Hessian (400 MB)
 
 
@@ -111,6 +112,15 @@ class StepConstants:
         total = 0.0
         for i, t in enumerate(d.terms):
             ck = (i, key)
+            if t.whole:  # tr(J_C' H J_C), the loss Hessian applied to the columns: O(rows |C|)
+                stored = self.stored_columns(i)
+                if stored is None and t.map.size * len(C) > WHOLE_COLUMNS_LIMIT:
+                    return None  # too many columns to form: Hutchinson's estimator instead
+                JC = stored[0][:, C] if stored is not None else d.term_columns(i, C)
+                JC = JC.toarray() if sp.issparse(JC) else np.asarray(JC, dtype=float)
+                z = t.map.value(x)
+                total += t.coef * float(np.sum(JC * t.hessian_apply(z, JC)))
+                continue
             if ck not in self._rowsq_cache:
                 stored = self.stored_columns(i)
                 if stored is None and t.rowwise:

@@ -54,6 +54,17 @@ def _user(node: UserFunc, args: list[Any]) -> Any:
     return sympy_to_cvxpy(node.fdef.body, node.fdef.z, args[0], node.fdef.name, node.span)
 
 
+def _cox(node: A.cox, args: list[Any]) -> Any:
+    """sum over the events i of log_sum_exp(z over the risk set of time_i) - z_i (Breslow ties):
+    one log_sum_exp per event (O(n^2) entries in all, for the reference solves on small problems)."""
+    cp = _cp()
+    time = np.ravel(dense(args[1]))
+    event = np.ravel(dense(args[2]))
+    z = args[0]
+    parts = [cp.log_sum_exp(z[np.flatnonzero(time >= time[i])]) - z[i] for i in np.flatnonzero(event > 0)]
+    return cp.sum(cp.hstack(parts)) if parts else cp.Constant(0.0)
+
+
 CANON: dict[type, Callable[[Any, list[Any]], Any]] = {
     A.square: lambda n, a: _cp().square(a[0]),
     A.exp: lambda n, a: _cp().exp(a[0]),
@@ -67,6 +78,7 @@ CANON: dict[type, Callable[[Any, list[Any]], Any]] = {
     A.trace: lambda n, a: _cp().trace(a[0]),
     A.logdet: lambda n, a: _cp().log_det(a[0]),
     A.quad_form: _quad_form,
+    A.cox: _cox,
     UserFunc: _user,
     Add: lambda n, a: a[0] + a[1],
     Sub: lambda n, a: a[0] - a[1],

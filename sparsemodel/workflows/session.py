@@ -379,7 +379,12 @@ def check(problem: Model) -> CheckReport:
         handlers = solvers_for(c.kind)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
-    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if all(cls.accepts(k) for k in kinds)]
+    finite_sum = lp is not None and lp.design is not None and lp.design.finite_sum
+    applicable = [
+        (n, cls.summary)
+        for n, cls in REGISTRY.items()
+        if all(cls.accepts(k) for k in kinds) and (finite_sum or not getattr(cls, "needs_finite_sum", False))
+    ]
     if problem.solve_with:
         name, opts, span = problem.solve_with
         errors.extend(solver_errors(problem, name, opts, span))
@@ -412,7 +417,7 @@ def check(problem: Model) -> CheckReport:
         default_solver=default,
         solve_with=sw,
         compare_with=cw,
-        samples=(lp.design.n_samples if lp is not None and lp.design is not None else None),
+        samples=(lp.design.n_samples if lp is not None and lp.design is not None and lp.design.finite_sum else None),
         errors=errors,
     )
 
