@@ -18,6 +18,7 @@ from .model.atoms import (
     logistic,
     logsumexp,
     mean,
+    ordinal,
     quad_form,
     square,
     sum,
@@ -25,7 +26,7 @@ from .model.atoms import (
     trace,
 )
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
-from .model.datafuncs import cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
+from .model.datafuncs import cols, cov, eye, levels, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, minimize
 from .problem import Problem
@@ -89,6 +90,8 @@ __all__ = [
     "quad_form",
     "huber",
     "cox",
+    "ordinal",
+    "levels",
     "cov",
     "rows",
     "cols",

@@ -65,6 +65,28 @@ def _cox(node: A.cox, args: list[Any]) -> Any:
     return cp.sum(cp.hstack(parts)) if parts else cp.Constant(0.0)
 
 
+def _ordinal(node: A.ordinal, args: list[Any]) -> Any:
+    """sum over the samples of softplus(-a) + softplus(b) - log(1 - exp(b - a)), a = theta_c - z and
+    b = theta_(c-1) - z (the first class without b, the last without a): DCP as logistic(.) and
+    -log(1 - exp(affine)) (log of a concave argument)."""
+    cp = _cp()
+    z, th = args[0], args[1]
+    c = node.cls
+    parts = []
+    mid = np.flatnonzero(node.has_a & node.has_b)
+    if len(mid):
+        a = th[c[mid]] - z[mid]
+        b = th[c[mid] - 1] - z[mid]
+        parts.append(cp.sum(cp.logistic(-a) + cp.logistic(b) - cp.log(1 - cp.exp(b - a))))
+    first = np.flatnonzero(~node.has_b)
+    if len(first):
+        parts.append(cp.sum(cp.logistic(z[first] - th[0])))
+    last = np.flatnonzero(~node.has_a)
+    if len(last):
+        parts.append(cp.sum(cp.logistic(th[node.J - 2] - z[last])))
+    return sum(parts[1:], parts[0])
+
+
 CANON: dict[type, Callable[[Any, list[Any]], Any]] = {
     A.square: lambda n, a: _cp().square(a[0]),
     A.exp: lambda n, a: _cp().exp(a[0]),
@@ -79,6 +101,7 @@ CANON: dict[type, Callable[[Any, list[Any]], Any]] = {
     A.logdet: lambda n, a: _cp().log_det(a[0]),
     A.quad_form: _quad_form,
     A.cox: _cox,
+    A.ordinal: _ordinal,
     UserFunc: _user,
     Add: lambda n, a: a[0] + a[1],
     Sub: lambda n, a: a[0] - a[1],

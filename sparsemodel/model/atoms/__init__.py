@@ -45,12 +45,28 @@ from ..dcp import ANYSIGN
 from .base import Atom, Elementwise, NoConjugate, WholeLoss, expit
 from .elementwise import exp, huber, log, logistic, square
 from .matrix import logdet, quad_form, trace
+from .ordinal import ordinal
 from .reductions import logsumexp, mean, softmax_hessian_apply, sum, sum_squares  # noqa: A004
 from .survival import cox
 
 ATOMS: dict[str, type[Atom]] = {
     cls.name: cls
-    for cls in (square, exp, log, logistic, huber, sum, mean, sum_squares, logsumexp, trace, logdet, quad_form, cox)
+    for cls in (
+        square,
+        exp,
+        log,
+        logistic,
+        huber,
+        sum,
+        mean,
+        sum_squares,
+        logsumexp,
+        trace,
+        logdet,
+        quad_form,
+        cox,
+        ordinal,
+    )
 }
 
 
