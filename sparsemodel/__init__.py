@@ -11,6 +11,7 @@ from typing import Any
 from .errors import ModelError
 from .model.atoms import (
     cox,
+    custom_loss,
     exp,
     huber,
     log,
@@ -91,6 +92,7 @@ __all__ = [
     "huber",
     "cox",
     "ordinal",
+    "custom_loss",
     "levels",
     "cov",
     "rows",

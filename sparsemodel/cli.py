@@ -82,10 +82,53 @@ def parse_at(text: str) -> tuple[str, list[float]]:
         ) from None
 
 
+def load_python_model(path: Path):
+    """A Python model module: a .py file that builds ``problem`` (a ``sm.Problem``) with the Python
+    builder -- what a model that needs Python (``sm.custom_loss``) runs from the command line as.
+    The module runs as a script; its exceptions become one located message."""
+    import runpy
+    import traceback
+
+    from .model.problem import Model
+    from .problem import Problem
+
+    if not path.exists():
+        raise CLIError(f"the model module {path} does not exist", hint=f"looked for {path.resolve()}")
+    try:
+        env = runpy.run_path(str(path), run_name="__sparsemodel_model__")
+    except ModelError:
+        raise
+    except SystemExit as exc:
+        raise CLIError(f"the model module {path} exited ({exc.code}) before defining problem") from None
+    except BaseException as exc:  # the user's code: say where it failed, with no traceback
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+        where = f" at line {frames[-1].lineno}" if frames else ""
+        raise CLIError(
+            f"running the model module {path} failed{where}: {type(exc).__name__}: {exc}",
+            hint="run it with python to see the traceback",
+        ) from None
+    problem = env.get("problem")
+    if not isinstance(problem, Model):
+        raise CLIError(
+            f"the model module {path} defines no problem",
+            hint="end it with problem = sm.Problem(sm.minimize(...), [constraints])",
+        )
+    problem = Problem.of(problem)
+    problem.source = str(path)
+    return problem
+
+
 def load_problem(args: argparse.Namespace):
     from .grammar import load
 
     path = Path(args.model)
+    if path.suffix == ".py":
+        if args.data or args.param:
+            raise CLIError(
+                "--data and --param rebind a model file's data and params; a Python model module builds its own",
+                hint="change the data or the values in the module",
+            )
+        return load_python_model(path)
     data = parse_pairs(args.data, "data")
     params = {k: parse_value(v) for k, v in parse_pairs(args.param, "param").items()}
     for k, v in params.items():
@@ -360,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     def model_args(q: argparse.ArgumentParser) -> None:
-        q.add_argument("model", help="model file (.sm)")
+        q.add_argument("model", help="model file (.sm), or a Python model module (.py) defining problem")
         q.add_argument("--data", action="append", metavar="NAME=PATH", help="rebind a data name to another file")
         q.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a param")
         q.add_argument(

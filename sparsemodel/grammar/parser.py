@@ -260,6 +260,13 @@ class ModelBuilder:
             if kwargs or len(args) != 1:
                 raise ModelError(f"func {fname} takes one argument", span, f"write {fname}(EXPR)")
             return self.funcs[fname](self.exprs._operand(args[0], fname, span), span=span)
+        if fname == "custom_loss" and fname not in self.env:
+            raise ModelError(
+                "custom_loss takes a Python function, which a model file cannot hold",
+                span,
+                "build the model in Python with sm.custom_loss(fun, w), or write a Python model module (a .py file "
+                "defining problem = sm.Problem(...)) and run sparsemodel solve model.py",
+            )
         if fname in ATOMS:
             fn: Any = ATOMS[fname]
         elif fname in DATA_FUNCTIONS:

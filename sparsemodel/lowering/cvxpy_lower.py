@@ -118,7 +118,14 @@ def canon(node: Expr) -> Callable[[Any, list[Any]], Any]:
     for cls in type(node).__mro__:
         if cls in CANON:
             return CANON[cls]
-    raise ModelError(f"{type(node).__name__} has no cvxpy counterpart", node.span)
+    what = node.name if isinstance(node, A.Atom) else type(node).__name__
+    raise ModelError(
+        f"{what} has no cvxpy counterpart",
+        node.span,
+        "the cvxpy reference solves (restricted='cvxpy') and the convex relaxations (lasso, nuclear, glasso, tv) "
+        "need one; the hard-thresholding and greedy solvers (auto, grahtp, fgrahtp, iht, omp, ompr, els, grasp, "
+        "foba, arht) do not",
+    )
 
 
 def lower_expr(

@@ -37,12 +37,14 @@ data when the model is built and return data (:mod:`sparsemodel.model.datafuncs`
 
 The atoms live by kind in :mod:`.base` (Atom, Elementwise), :mod:`.elementwise`,
 :mod:`.reductions` and :mod:`.matrix`; a new atom is a class in one of them (or a new module)
-and one entry of :data:`ATOMS` below (docs/atoms.md)."""
+and one entry of :data:`ATOMS` below (docs/atoms.md). ``custom_loss`` (:mod:`.custom`, a loss
+computed by the user's Python callables) is not in :data:`ATOMS`: a model file cannot call it."""
 
 from __future__ import annotations
 
 from ..dcp import ANYSIGN
 from .base import Atom, Elementwise, NoConjugate, WholeLoss, expit
+from .custom import custom_loss
 from .elementwise import exp, huber, log, logistic, square
 from .matrix import logdet, quad_form, trace
 from .ordinal import ordinal
