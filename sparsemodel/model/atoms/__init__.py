@@ -74,6 +74,7 @@ ATOMS: dict[str, type[Atom]] = {
 
 __all__ = [
     *ATOMS,
+    "custom_loss",
     "Atom",
     "Elementwise",
     "WholeLoss",
