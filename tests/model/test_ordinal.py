@@ -21,9 +21,9 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def direct(z: np.ndarray, theta: np.ndarray, y: np.ndarray) -> float:
+def direct(z: np.ndarray, theta: np.ndarray, y: np.ndarray, levels: np.ndarray | None = None) -> float:
     """-sum log P(y_i), P(y <= j) = sigmoid(theta_j - z), classes = sorted distinct labels."""
-    c = np.searchsorted(np.unique(y), y)
+    c = np.searchsorted(np.unique(y) if levels is None else levels, y)
     t = np.concatenate([[-np.inf], theta, [np.inf]])
     return float(-np.log(sigmoid(t[c + 1] - z) - sigmoid(t[c] - z)).sum())
 
@@ -147,3 +147,22 @@ def test_model_file_levels_and_bad_input(tmp_path):
         sm.ordinal(X @ w, sm.Variable(1, name="t"), np.ones(80))
     with pytest.raises(DataError, match="must be data"):
         sm.ordinal(X @ w, th, X @ w)
+
+
+def test_a_subset_of_rows_keeps_the_classes():
+    """Cross-validation rebuilds the model on a fold (model/samples.rebind_rows): a fold without
+    one class keeps the coding of all the data (the same cut-points)."""
+    from sparsemodel.model.samples import rebind_rows, sample_nodes
+
+    X, y, _ = simulate(60, 4, 2)
+    w, th = sm.Variable(4, name="w"), sm.Variable(3, name="theta")
+    obj = sm.ordinal(X @ w, th, y)
+    rows = np.flatnonzero(y != 2)  # a fold without class 2
+    sub = rebind_rows(obj, sample_nodes(obj, 60), rows)
+    assert sub.J == 4 and sub.args[2].shape == (len(rows),)
+    z = np.concatenate([X[rows] @ np.ones(4), [-1.0, 0.0, 1.0]])
+    assert sub.derivs(z, 0)[0] == pytest.approx(
+        direct(z[: len(rows)], z[len(rows) :], y[rows], np.unique(y)), rel=1e-12
+    )
+    with pytest.raises(DataError, match="not one of its levels"):
+        sm.ordinal(X @ w, th, y, levels=[0, 1, 3, 4])

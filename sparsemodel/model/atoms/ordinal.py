@@ -30,7 +30,7 @@ import numpy as np
 
 from ...errors import DataError, ShapeError, Span
 from ..dcp import CONVEX, NONMONOTONE, NONNEG
-from ..expr import dense, fmt_shape
+from ..expr import as_expr, dense, fmt_shape
 from .base import WholeLoss, expit
 
 
@@ -48,7 +48,7 @@ class ordinal(WholeLoss):
     loss_args = (0, 1)
     curvature_sup = None  # the curvature grows without bound as two cut-points meet
 
-    def __init__(self, z: Any, theta: Any, y: Any, span: Span | None = None):
+    def __init__(self, z: Any, theta: Any, y: Any, levels: Any = None, span: Span | None = None):
         super().__init__(z, theta, y, span=span)
         zt, th, yt = self.args
         if zt.ndim != 1:
@@ -69,7 +69,15 @@ class ordinal(WholeLoss):
         yv = np.ravel(dense(yt.constant_value()))
         if not np.all(np.isfinite(yv)):
             raise DataError(f"ordinal's labels {yt} have values that are not finite numbers", span)
-        self.levels, cls = np.unique(yv, return_inverse=True)
+        if levels is None:
+            self.levels, cls = np.unique(yv, return_inverse=True)
+        else:  # the classes of the whole data, kept on a subset of its rows (a fold may lack one)
+            lv = as_expr(levels)
+            self.levels = np.unique(np.ravel(dense(lv.constant_value())))
+            cls = np.searchsorted(self.levels, yv)
+            stray = (cls >= len(self.levels)) | (self.levels[np.minimum(cls, len(self.levels) - 1)] != yv)
+            if stray.any():
+                raise DataError(f"ordinal's label {yv[np.flatnonzero(stray)[0]]:g} is not one of its levels {lv}", span)
         J = len(self.levels)
         if J < 2:
             raise DataError(f"ordinal's labels {yt} have one value only ({self.levels[0]:g}): nothing to order", span)
@@ -90,6 +98,11 @@ class ordinal(WholeLoss):
         self.Ma[np.flatnonzero(self.has_a), cls[self.has_a]] = 1.0
         self.Mb = np.zeros((n, J - 1))
         self.Mb[np.flatnonzero(self.has_b), cls[self.has_b] - 1] = 1.0
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The classes (so that the model on a subset of the rows, a fold, codes them alike)."""
+        return {"levels": tuple(float(v) for v in self.levels)}
 
     def monotonicity(self, i: int) -> str:
         return NONMONOTONE
