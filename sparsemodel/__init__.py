@@ -45,6 +45,8 @@ _LAZY = {
     "parse": ("grammar", "parse"),
     "registry": ("solvers", "REGISTRY"),
     "Result": ("solvers", "Result"),
+    "experiment": ("workflows.experiment", "experiment"),
+    "External": ("workflows.experiment", "External"),
 }
 
 
@@ -82,6 +84,8 @@ __all__ = [
     "offdiag",
     "Result",
     "registry",
+    "experiment",
+    "External",
     "sum",
     "mean",
     "sum_squares",
