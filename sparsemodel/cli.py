@@ -334,12 +334,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         solver, rest = item.split(":", 1)
         options.setdefault(solver, {}).update({k: parse_value(v) for k, v in parse_pairs([rest], "option").items()})
     if args.splits is not None or args.select is not None:
+        from .workflows.compare import BOUND_NAMES, find_param
+
+        if sweep is not None and not args.at and sweep[0] in BOUND_NAMES and find_param(problem, sweep[0]) is None:
+            sweep, ks = None, [int(v) for v in sweep[1]]  # the model's `compare ... at k in 2:20:2`: the bound
         if sweep is not None:
             raise CLIError(
                 "--splits and --select compare over the bound k; --at (or the model's `compare ... at`) sweeps a param",
                 hint="give --k instead of --at",
             )
         return run_study(args, problem, solvers, ks, options, outs, test, truth)
+    if not args.early_stop:
+        raise CLIError("--no-early-stop is an option of --select", hint="add --select ebic (or cv, bic, ...)")
     if args.test_size is not None or args.folds is not None:
         raise CLIError(
             f"{'--test-size' if args.test_size is not None else '--folds'} needs "
@@ -410,6 +416,10 @@ def run_study(
     select_options: dict[str, Any] = {}
     if args.select == "cv":
         select_options = {"folds": args.folds or 5, "seed": args.seed}
+    if not args.early_stop:
+        if args.select is None:
+            raise CLIError("--no-early-stop is an option of --select", hint="add --select ebic (or cv, bic, ...)")
+        select_options["early_stop"] = False
     interrupted = False
     try:
         study = experiment(
@@ -645,6 +655,12 @@ def build_parser() -> argparse.ArgumentParser:
         "their penalty by it too); --k gives the candidates",
     )
     m.add_argument("--folds", type=int, help="folds of --select cv (default 5)")
+    m.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="--select computes every k of --k (default: each path stops once its curve has clearly turned)",
+    )
     output_args(m, "comparison (every run's solution)")
     m.set_defaults(func=cmd_compare)
 

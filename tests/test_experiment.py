@@ -243,6 +243,10 @@ def test_best_k_per_replication_on_held_out_loss_and_outside_methods():
     assert all(r["time_total"] >= r["time_s"] for r in best.rows)
     out = [r for r in study.rows if r["solver"] == "truth itself"]
     assert len(out) == 6 and all(r["exact"] == 1.0 and r["status"] == "external" for r in out)
+    calls = []
+    counted = External("counted", lambda data, test: calls.append(1) or W_STAR, chooses_k=True)
+    swept = sm.experiment(model, ["omp", counted], k=[2, 3, 4], data=draw, reps=2, progress=False)
+    assert len(calls) == 2 and [r["k"] for r in swept.rows if r["solver"] == "counted"] == [3, 3]  # once per draw
     sel = sm.experiment(model, ["omp", own], k=range(0, 6), data=draw, reps=1, select="bic", progress=False)
     row = next(r for r in sel.rows if r["solver"] == "chooses")
     assert row["k"] == 4 and row["fp"] == 1 and row["by"] == "own"
@@ -408,3 +412,54 @@ def test_model_file_held_out_data_recomputes_derived_data(tmp_path):
     want = np.mean((Zt @ res.x[1:] + res.x[0] - y[:20]) ** 2)
     assert comp.row("grahtp", 2)["test_loss"] == pytest.approx(want, rel=1e-10)
     assert math.isfinite(comp.row("grahtp", 2)["df"])
+
+
+def test_bounds_relative_to_the_truth_where_and_medians():
+    """k=lambda t: ... reads each replication's number of true units (a precision study's grid is
+    the true edge count times factors); where() restricts the rows; median() for times."""
+    study = sm.experiment(model, ["omp"], k=lambda t: [t - 1, t, t + 1], data=draw, reps=2, progress=False)
+    assert sorted({r["k"] for r in study.rows}) == [2, 3, 4]  # |T| = 3 in every draw
+    only = study.where(k=3)
+    assert len(only.rows) == 2 and only.mean("exact") == {(3, "omp"): 1.0}
+    med = study.median("time_s")
+    assert set(med) == {(2, "omp"), (3, "omp"), (4, "omp")} and all(v > 0 for v in med.values())
+    reported = External("reports", lambda data, test: (W_STAR, {"penalty": 0.5, "time_s": 1e-9}), chooses_k=True)
+    sel = sm.experiment(model, [reported], data=draw, reps=1, select="bic", progress=False)
+    row = sel.rows[0]
+    assert row["penalty"] == 0.5 and row["time_s"] == 1e-9 and row["time_total"] >= 0 and row["k"] == 3
+    with pytest.raises(ModelError, match="no truth"):
+        sm.experiment(model, ["omp"], k=lambda t: [t], data=lambda rng: draw(rng)[0], reps=1, progress=False)
+
+
+def test_a_model_file_or_a_builder_model_rebound_by_each_draw(tmp_path):
+    """A model file is built again from its text for every draw (rows(X) follows the draw's n); a
+    builder model has its named data replaced; both give the solution of the model written for
+    that draw."""
+    rng = np.random.default_rng(6)
+    X0 = rng.standard_normal((40, P))
+    np.save(tmp_path / "X.npy", X0)
+    np.save(tmp_path / "y.npy", X0 @ W_STAR)
+    (tmp_path / "m.sm").write_text(
+        'data X : matrix from "X.npy"\ndata y : vector from "y.npy"\nvar w[cols(X)]\n'
+        "minimize sum_squares(X @ w - y) / (2 * rows(X))\nsubject to\n    nnz(w) <= 3\n"
+    )
+    file_model = sm.load(str(tmp_path / "m.sm"))
+    w = sm.Variable(P, name="w")
+    builder = sm.Problem(
+        sm.minimize(sm.mean(sm.square(sm.Data(X0, name="X") @ w - sm.Data(X0 @ W_STAR, name="y")))),
+        [sm.nnz(w) <= 3],
+    )
+
+    def noisy(rng, n):
+        X = rng.standard_normal((n, P))
+        return {"X": X, "y": X @ W_STAR + 0.1 * rng.standard_normal(n)}, {"w": W_STAR}
+
+    for prob in (file_model, builder):
+        study = sm.experiment(prob, ["grahtp"], k=3, data=noisy, reps=2, over={"n": [30, 60]}, progress=False)
+        assert [r["n"] for r in study.rows] == [30, 30, 60, 60]
+        assert all(r["exact"] == 1.0 and r["error"] < 0.2 for r in study.rows)
+        # the objective is the one of the model written for the draw (mean squared error / 2 or mean)
+        for r in study.rows:
+            assert 0 < r["objective"] < 0.05
+    with pytest.raises(ModelError, match="no data named 'Z'"):
+        sm.experiment(builder, ["grahtp"], k=3, data=lambda rng: {"Z": X0}, reps=1, progress=False)

@@ -52,7 +52,7 @@ from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..solvers import get_solver
 from ..util import jsonable, k_header
-from .compare import ERROR, _ks, compare, support_cells
+from .compare import ERROR, _ks, _warm_up, compare, support_cells
 from .metrics import (
     HIGHER_IS_BETTER,
     METRICS,
@@ -74,6 +74,7 @@ from .metrics import (
 SELECT_BY = ("cv", "ebic", "aic", "bic", "ebic_cc", "gic")
 BASE = ("objective", "nnz", "df", "status", "time_s", "iterations", "lower_s")
 TAIL = ("support", "support_names", "message")
+EXTERNAL_INFO = ("time_s", "penalty", "iterations", "message")  # what an outside method may report
 NUMERIC = ("k", "objective", "nnz", "df", "time_s", "iterations", "lower_s", "penalty", "time_total")
 
 
@@ -82,10 +83,12 @@ class External:
     """A method from outside sparsemodel (abess, scikit-learn), run on the same replications.
 
     ``fit(data, k)`` gets the training data by name (``{"X": ..., "y": ...}``) and the bound, and
-    returns the constrained variable's value (an array) or every variable's (a dict by name).
+    returns the constrained variable's value (an array) or every variable's (a dict by name),
+    optionally with a dict of what it wants reported: ``(values, {"penalty": lam, "time_s": t})``.
     With ``chooses_k=True`` it chooses its own k: ``fit(data, test)`` is called once per
     replication (``test``: the held-out data by name, or None) and its row's k is the number of
-    units it uses. Values below 1e-12 times the largest are its numerical zeros."""
+    units it uses; ``time_total`` is the whole call, ``time_s`` the call or the time it reports
+    for the fit it chose. Values below 1e-12 times the largest are its numerical zeros."""
 
     name: str
     fit: Callable[..., Any]
@@ -245,6 +248,28 @@ class Study:
         keys = list(by) if by is not None else self.groups
         return _column(summarize(self.rows, metric_names([metric], self.metrics), keys), f"{metric}_se", keys)
 
+    def where(self, **conditions: Any) -> Study:
+        """The study restricted to the rows whose columns have these values (``where(k=50)``)."""
+        for c in conditions:
+            if c not in self.columns:
+                raise MetricError(f"where({c}=...): {c!r} is not a column", hint=f"columns: {', '.join(self.columns)}")
+        out = Study.__new__(Study)
+        out.__dict__.update(self.__dict__)
+        out.rows = [r for r in self.rows if all(r[c] == v for c, v in conditions.items())]
+        out.sink = None
+        return out
+
+    def median(self, metric: str, by: Any = None) -> dict[Any, float]:
+        """{group: median of ``metric``} over the runs that finished (times: quote medians)."""
+        keys = list(by) if by is not None else self.groups
+        metric_names([metric], self.metrics)
+        groups: dict[Any, list[float]] = {}
+        for r in self.rows:
+            if r["status"] != ERROR and r.get(metric) is not None:
+                key = tuple(r[b] for b in keys)
+                groups.setdefault(key[0] if len(key) == 1 else key, []).append(float(r[metric]))
+        return {g: float(np.median(v)) for g, v in groups.items()}
+
     def failed(self) -> list[dict[str, Any]]:
         return [r for r in self.rows if r["status"] == ERROR]
 
@@ -266,7 +291,8 @@ class Study:
             groups.setdefault((r["rep"], *(r[o] for o in self.over), r["solver"]), []).append(r)
         for rs in groups.values():
             ok = [r for r in rs if r["status"] != ERROR and r.get(metric) is not None]
-            total = math.fsum(r["time_s"] for r in rs if r.get("time_s") is not None)
+            own = [r["time_total"] for r in rs if r.get("time_total") is not None]  # an outside method's own
+            total = math.fsum(own) if own else math.fsum(r["time_s"] for r in rs if r.get("time_s") is not None)
             if not ok:
                 out.rows.append({**{c: rs[0].get(c) for c in cols}, "status": ERROR, "time_total": total})
                 continue
@@ -389,18 +415,22 @@ class Study:
             metrics = [first, "time_s"] if not self.select else ["k", first, "time_s"]
         chosen = metric_names(metrics, self.metrics)
         xc = self._x(x)
-        by = [*([xc] if xc else []), "solver"]
-        summ = summarize(self.rows, chosen, by)
+        others = [g for g in self.groups if g not in (xc, "solver")]
+        varying = [g for g in others if len({r[g] for r in self.rows}) > 1]
+        summ = summarize(self.rows, chosen, [*varying, *([xc] if xc else []), "solver"])
         series: dict[str, dict[str, Any]] = {}
         for s in self.solvers:
-            es = [e for e in summ if e["solver"] == s]
-            if not es:
-                continue
-            xs = [e[xc] for e in es] if xc else [0]
-            series[s] = {m: (xs, [e[m] for e in es], [e[f"{m}_se"] for e in es]) for m in chosen}
+            lines: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+            for e in summ:
+                if e["solver"] == s:
+                    lines.setdefault(tuple(e[g] for g in varying), []).append(e)
+            for key, es in lines.items():
+                label = s + (" (" + ", ".join(f"{g}={v}" for g, v in zip(varying, key)) + ")" if varying else "")
+                xs = [e[xc] for e in es] if xc else [0]
+                series[label] = {m: (xs, [e[m] for e in es], [e[f"{m}_se"] for e in es]) for m in chosen}
         name = Path(self.source).name if not self.source.startswith("<") else "study"
         what = f"each method at its k chosen by {self.select}" if self.select else "methods"
-        title = f"{name}: {what}, mean ± se over {self.reps} replications"
+        title = f"{name}: {what}" + (f", mean ± se over {self.reps} replications" if self.reps > 1 else "")
         xlabel = (k_header(self.unit) if xc == "k" and self.unit else xc) or ""
         return metric_figure(series, chosen, xlabel, title, categorical=xc is None)
 
@@ -430,7 +460,7 @@ class Replication:
 def experiment(
     problem: Model | Callable[..., Model],
     solvers: Iterable[str | External] | dict[str, str | External] | str,
-    k: Iterable[int] | int | None = None,
+    k: Iterable[int] | int | Callable[[int], Iterable[int]] | None = None,
     data: Callable[..., Any] | None = None,
     reps: int | None = None,
     over: dict[str, Iterable[Any]] | None = None,
@@ -450,9 +480,11 @@ def experiment(
     """Compare ``solvers`` over replications (see the module docstring); returns a :class:`Study`.
 
     ``k``: the bounds to compare at (default: the model's own), or with ``select`` the candidates
-    (default: select's range). ``data``/``reps``/``over``: replications drawn by a generator;
-    ``splits``/``test_size``/``stratify`` (default: stratified for classification losses): random
-    splits of the model's rows; ``seed`` fixes both. ``test``/``truth``: held-out data and true
+    (default: select's range); a function ``k(t)`` of the number t of true units of each
+    replication gives bounds relative to the truth (``lambda t: [t // 2, t, 2 * t]``).
+    ``data``/``reps``/``over``: replications drawn by a generator; ``splits``/``test_size``/
+    ``stratify`` (default: stratified for classification losses): random splits of the model's
+    rows; ``seed`` fixes both. ``test``/``truth``: held-out data and true
     values for the model as it is (or every split). ``options``: per-solver options;
     ``select_options``: ``folds``, ``rule``, ``gamma``, ``start``, ``early_stop``, ``patience``,
     ``margin`` of the selection. ``csv``: the tidy rows are written there as they finish."""
@@ -481,7 +513,7 @@ def experiment(
             )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise MetricError(f"seed={seed!r} must be an integer (or None)")
-    ks = _ks(k) if k is not None else None
+    ks: Any = _ks(k) if k is not None and not callable(k) else k
     over_names, points = _grid(over, data)
     if data is not None:
         if splits is not None or test is not None or truth is not None:
@@ -504,7 +536,10 @@ def experiment(
             )
         if splits is not None and test is not None:
             raise MetricError("give held-out data (test=) or random splits of the model's rows (splits=), not both")
-        how = f"{splits} random splits, {test_size:g} held out" if splits is not None else "the model's data"
+        how = "the model's data"
+        if splits is not None:
+            kind = "stratified " if stratify is not False and class_labels(problem) is not None else ""
+            how = f"{splits} {kind}random splits, {test_size:g} held out"
     reps_iter = _replications(problem, data, reps, points, splits, test_size, seed, stratify, test, truth)
     study = Study(
         problem,
@@ -520,7 +555,13 @@ def experiment(
         },
     )
     n_reps = int(reps) * len(points) if data is not None else int(splits or 1)
-    study.total = n_reps * len(methods) * (1 if select else len(ks or [None]))
+    if select or not callable(ks):
+        one = sum(
+            1 if select or (isinstance(m, External) and m.chooses_k) else len(ks or [None]) for m in methods.values()
+        )
+        study.total = n_reps * one
+    else:
+        study.total = None  # k depends on each replication's truth
     if csv is not None:
         check_output(csv, study.protected, overwrite)  # before anything runs
     first = True
@@ -670,6 +711,8 @@ def _columns(over: list[str], select: str | None, rep: Replication, methods: dic
         ["precision", "recall", "f1", "exact", "exact_top", "covers", "fp", "fn", "error"] if rep.truth else []
     )
     cols = ["rep", *over, "solver", "k", "budget", "unit", *BASE, *metric]
+    if any(isinstance(m, External) and m.chooses_k for m in methods.values()):
+        cols.insert(cols.index("time_s") + 1, "time_total")
     if select is not None:
         cols.insert(cols.index("k") + 1, "by")
         cols.append("penalty")
@@ -688,8 +731,17 @@ def _run_replication(
 ) -> None:
     t0 = time.perf_counter()
     lp = LoweredProblem(rep.train)
+    _warm_up(lp, [])  # the caches every solver of the replication shares (not charged to the first one)
     lower_s = time.perf_counter() - t0
     truth = Truth(rep.train, lp, rep.truth, origin(rep.truth, "truth")) if rep.truth is not None else None
+    if callable(ks):  # k relative to the truth: k(t), t the number of true units of this replication
+        if truth is None or truth.n_true is None:
+            raise MetricError(
+                "k= as a function reads the number of true units of each replication; this one has no truth of "
+                "the constrained variable",
+                hint="return (data, truth) from the generator, or give k as numbers",
+            )
+        ks = _ks(ks(truth.n_true))
     scorer = Scorer(rep.held, truth) if (rep.held is not None or truth is not None) else None
     if lp.set is not None and not study.unit:
         study.unit = lp.set.unit
@@ -712,10 +764,10 @@ def _run_replication(
                 study._add({**base, **r, "solver": label, "k": r["k"] if r["k"] is not None else r["budget"]})
                 bar.update(1)
         for label, m in methods.items():
-            if isinstance(m, External):
-                for kv in ks or [lp.budget]:
+            if isinstance(m, External):  # one run per k, or one run choosing its own k
+                for kv in [None] if m.chooses_k else ks or [lp.budget]:
                     study._add({**base, **_external(m, rep, lp, scorer, kv), "solver": label})
-                    bar.update(1)
+                bar.update(1 if m.chooses_k else len(ks or [lp.budget]))
         return
     from .select import run_select
     from .session import solver_class
@@ -790,6 +842,14 @@ def _external(
     except Exception as exc:  # an outside library's failure is that run's, not the study's
         return {"k": kv, "status": ERROR, "time_s": time.perf_counter() - t0, "message": f"{type(exc).__name__}: {exc}"}
     elapsed = time.perf_counter() - t0
+    info: dict[str, Any] = {}
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+        out, info = out
+        unknown = sorted(set(info) - set(EXTERNAL_INFO))
+        if unknown:
+            raise MetricError(
+                f"the outside method {m.name} returned {unknown[0]!r}", hint=f"it may add: {', '.join(EXTERNAL_INFO)}"
+            )
     if isinstance(out, dict):
         values = out
     else:
@@ -819,6 +879,9 @@ def _external(
         "time_s": elapsed,
         "iterations": None,
     }
+    if m.chooses_k:
+        row["time_total"] = elapsed  # its whole choice; time_s may be the chosen fit's (info)
+    row.update(info)
     if scorer is not None:
         row.update(scorer.score(lp, _Values(lp.layout.unpack(x))))
     return row

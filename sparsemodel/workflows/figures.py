@@ -64,10 +64,11 @@ def metric_figure(
             errs = None if es is None else [0.0 if (e is None or not math.isfinite(e)) else float(e) for e in es]
             if categorical:
                 xs = [j]
-            if errs is not None and any(e > 0 for e in errs):
-                ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=name, ls="" if categorical else "-")
-            else:
-                ax.plot(xs, ys, marker="o", label=name, ls="" if categorical else "-")
+            # errorbar for every line (bars or not): one kind of artist keeps the legend in series order
+            has = errs is not None and any(e > 0 for e in errs)
+            ax.errorbar(
+                xs, ys, yerr=errs if has else None, marker="o", capsize=3, label=name, ls="" if categorical else "-"
+            )
         if values and min(values) > 0 and max(values) / min(values) > 10:
             ax.set_yscale("log")
         t, yl = label(m)

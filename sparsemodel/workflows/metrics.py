@@ -65,7 +65,7 @@ METRICS: dict[str, str] = {
     "fn": "false negatives |T \\ S|",
     "error": "||x - x_true|| (Euclidean; Frobenius for a matrix) over the coordinates the truth gives",
     "penalty": "the convex relaxation's penalty (lambda) at its chosen k",
-    "lower_s": "seconds to lower the replication's problem (shared by its solvers and k)",
+    "lower_s": "seconds to lower the replication's problem and build its caches (shared by its solvers and k)",
 }
 TRUTH_METRICS = ("precision", "recall", "f1", "exact", "exact_top", "covers", "fp", "fn", "error")
 HIGHER_IS_BETTER = {"precision", "recall", "f1", "exact", "exact_top", "covers"}
