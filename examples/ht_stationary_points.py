@@ -26,7 +26,7 @@ import numpy as np
 
 import sparsemodel as sm
 from sparsemodel.solvers import get_solver
-from sparsemodel.solvers.base import ht_certificate
+from sparsemodel.solvers.result import ht_certificate
 
 M = 4  # samples = coordinates, as in the paper
 

@@ -9,32 +9,15 @@ res = prob.solve(solver="grahtp")
 from typing import Any
 
 from .errors import ModelError
-from .model.atoms import (
-    cols,
-    cov,
-    exp,
-    eye,
-    huber,
-    log,
-    logdet,
-    logistic,
-    logsumexp,
-    mean,
-    normalize_columns,
-    onehot,
-    ones,
-    quad_form,
-    rows,
-    square,
-    standardize,
-    sum,
-    sum_squares,
-    trace,
-)
-from .model.constraints import box, eig, nnz, offdiag, rank
+from .model.atoms import exp, huber, log, logdet, logistic, logsumexp, mean, quad_form, square, sum, sum_squares, trace
+from .model.constraints import STRUCTURAL_FUNCTIONS, box
+from .model.datafuncs import cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, minimize
 from .problem import Problem
+
+# the constraint words (nnz, rank, eig, offdiag, diff, ...): the same table the model language reads
+globals().update(STRUCTURAL_FUNCTIONS)
 
 __version__ = "0.1.0"
 
@@ -66,6 +49,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    *STRUCTURAL_FUNCTIONS,
     "ModelError",
     "load",
     "parse",
@@ -77,11 +61,7 @@ __all__ = [
     "Problem",
     "Objective",
     "minimize",
-    "nnz",
     "box",
-    "rank",
-    "eig",
-    "offdiag",
     "Result",
     "registry",
     "experiment",

@@ -197,7 +197,7 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     if args.json:
         out = {
             name: {
-                "handles": sorted(cls.handles),
+                "handles": cls.kinds(),
                 "summary": cls.summary,
                 "reference": cls.reference,
                 "convex_relaxation": cls.convex_relaxation,
@@ -209,7 +209,7 @@ def cmd_solvers(args: argparse.Namespace) -> int:
         return 0
     import textwrap
 
-    rows = [(n, ", ".join(sorted(c.handles)), c.summary, c.reference) for n, c in REGISTRY.items()]
+    rows = [(n, ", ".join(c.kinds()), c.summary, c.reference) for n, c in REGISTRY.items()]
     print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"], maxcolwidths=[8, 16, 38, 26]))
     if args.verbose:
         for n, c in REGISTRY.items():

@@ -28,7 +28,7 @@ Common parameters:
 
 Fitted attributes: ``coef_``, ``intercept_``, ``support_`` (boolean mask over the features: nonzero
 coefficient, or always selected), ``k_`` (the k used), ``n_iter_`` (iterations of the final solve),
-``result_`` (the :class:`~sparsemodel.solvers.base.Result`), ``curve_`` (the selection curve when k
+``result_`` (the :class:`~sparsemodel.solvers.result.Result`), ``curve_`` (the selection curve when k
 was chosen), ``n_features_in_``. A solver that stops on its iteration limit raises a
 ``sklearn.exceptions.ConvergenceWarning``. Sample weights multiply each sample's loss; the loss is
 normalized by their sum.
@@ -56,7 +56,7 @@ from .model.problem import minimize
 from .problem import Problem
 
 CHOOSERS = ("ebic", "cv", "bic", "aic", "ebic_cc", "gic")
-DEFAULT_K = "ebic"  # = sparsemodel.compare.select.DEFAULT_BY (tested): the estimators import only the builder
+DEFAULT_K = "ebic"  # = sparsemodel.workflows.select.DEFAULT_BY (tested): the estimators import only the builder
 
 
 class _SparseModel(BaseEstimator):

@@ -11,6 +11,25 @@ import numpy as np
 MAX_RANGE = 100_000  # values in one START:STOP:STEP range
 
 
+def closest(word: str, options: Any, cutoff: float = 0.6) -> str | None:
+    """The option nearest to a misspelled word (the same word in another case first), or None:
+    every "did you mean" of the package asks this one function."""
+    import difflib
+
+    opts = [str(o) for o in options]
+    same = [o for o in opts if o.lower() == word.lower()]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(word, opts, n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, options: Any, cutoff: float = 0.6) -> str:
+    """``"did you mean 'x'? "`` for the option nearest to word, or ``""``."""
+    c = closest(word, options, cutoff)
+    return f"did you mean '{c}'? " if c is not None else ""
+
+
 def is_dask_array(A: Any) -> bool:
     """Whether ``A`` is a dask array (checked without importing dask, an optional extra)."""
     return type(A).__module__.split(".")[0] == "dask" and hasattr(A, "chunks") and hasattr(A, "dask")

@@ -16,7 +16,9 @@ import pytest
 import sparsemodel as sm
 from sparsemodel.cli import main
 from sparsemodel.errors import ConstraintError, DataError, ModelError, ShapeError, SolverError
-from sparsemodel.solvers.base import REGISTRY, Option, Solver, finish, register
+from sparsemodel.solvers.base import REGISTRY, Solver, register
+from sparsemodel.solvers.options import Option
+from sparsemodel.solvers.result import finish
 
 RNG = np.random.default_rng(11)
 

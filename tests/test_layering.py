@@ -131,3 +131,87 @@ def test_import_loads_only_the_model_layer():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == ""
     assert out[1] == "True True Result"
+
+
+SET_CLASSES = {
+    "ConstraintSet",
+    "CoordinateSparsity",
+    "LowRank",
+    "EigBox",
+    "Box",
+    "SideSet",
+    "FusedSparsity",
+    "CoordSubspace",
+    "LowRankSubspace",
+}
+
+
+def test_kind_knowledge_lives_in_the_sets():
+    """No isinstance on a set class and no comparison of a ``.kind`` with a string outside the sets
+    package (and the model, whose constraints carry the kinds): everything else asks the set."""
+    bad = []
+    for f in sorted(PKG.rglob("*.py")):
+        rel = f.relative_to(PKG)
+        if rel.parts[0] in ("sets", "model"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                arg = node.args[1]
+                names = [e for e in (arg.elts if isinstance(arg, ast.Tuple) else [arg])]
+                if any(getattr(e, "id", getattr(e, "attr", None)) in SET_CLASSES for e in names):
+                    bad.append(f"{rel}:{node.lineno} isinstance on a set")
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                reads_kind = any(
+                    isinstance(e, ast.Attribute)
+                    and e.attr == "kind"
+                    and not isinstance(e.value, ast.Call)  # np.dtype(...).kind
+                    and getattr(e.value, "attr", None) != "dtype"  # a.dtype.kind
+                    for e in sides
+                )
+                literal = any(
+                    isinstance(e, ast.Constant)
+                    and isinstance(e.value, str)
+                    or isinstance(e, (ast.Tuple, ast.List, ast.Set))
+                    and any(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in e.elts)
+                    for e in sides
+                )
+                if reads_kind and literal:
+                    bad.append(f"{rel}:{node.lineno} compares a .kind with a string")
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "startswith":
+                if isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "kind":
+                    bad.append(f"{rel}:{node.lineno} reads a .kind prefix")
+    assert bad == []
+
+
+def test_nothing_outside_the_lowering_writes_into_a_lowered_problem():
+    """Options and progress reach a run as arguments (``Solver.solve(lp, progress=)``,
+    ``lp.fresh(subproblem=)``), never as attributes hung on the lowered problem: no assignment to
+    an attribute of ``lp`` (or an ``update`` of one) outside sparsemodel/lowering."""
+    found = []
+    for path in PKG.rglob("*.py"):
+        if "lowering" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[ast.AST] = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+                targets = [node.func.value]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                targets = [ast.Attribute(value=node.args[0], attr="?")] if node.args else []
+            for t in targets:
+                while isinstance(t, ast.Subscript):
+                    t = t.value
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in ("lp", "lowered"):
+                    found.append(f"{path.relative_to(PKG.parent)}:{node.lineno}")
+    assert not found, f"attributes of a lowered problem set outside sparsemodel/lowering: {found}"
+
+
+def test_the_tests_mirror_the_packages():
+    """Each folder of tests/ is named after the package (or module) of sparsemodel it tests."""
+    tests = Path(__file__).resolve().parent
+    packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    packages |= {p.stem for p in PKG.glob("*.py")}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= packages, f"test folders without a package: {sorted(folders - packages)}"

@@ -13,7 +13,8 @@ import pytest
 
 import sparsemodel as sm
 from sparsemodel.cli import main
-from sparsemodel.solvers.base import finish, get_solver
+from sparsemodel.solvers.base import get_solver
+from sparsemodel.solvers.result import finish
 from sparsemodel.util import Clock
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -14,7 +14,8 @@ from lark import Transformer_NonRecursive, v_args
 from ..errors import ModelError, NameResolutionError, Span
 from ..model.expr import Constant, Data, Parameter
 from ..model.symbolic import SYMPY_FUNCTIONS
-from .parser import ModelBuilder, _did_you_mean, _span, _what
+from .expressions import _did_you_mean, _span, _what
+from .parser import ModelBuilder
 
 
 @v_args(meta=True)

@@ -12,31 +12,22 @@
 3. The statements run in order. Expressions are built by :class:`ExprBuilder`, a Lark
    ``Transformer`` producing the model objects directly (every node gets a
    :class:`~sparsemodel.errors.Span` of its text, so later shape and convexity errors point at
-   the right place); ``func`` bodies are turned into sympy by ``funcbody.SympyBuilder``.
-"""
+   the right place); ``func`` bodies are turned into sympy by ``funcbody.SympyBuilder``."""
 
 from __future__ import annotations
 
-import difflib
-import functools
-import inspect
-import json
-import re
-import warnings
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Token, Tree
+from lark.exceptions import VisitError
 
 from .. import io as smio
 from ..errors import (
     ConstraintError,
     DataError,
-    DataWarning,
     ModelError,
     NameResolutionError,
     ParseError,
@@ -44,574 +35,45 @@ from ..errors import (
     Source,
     Span,
 )
-from ..model import atoms as atoms_mod
-from ..model.atoms import ATOMS, DATA_FUNCTIONS, Atom
+from ..model.atoms import ATOMS
 from ..model.constraints import (
     AUTO,
-    AXIS_GROUPS,
-    BoxConstraint,
-    EigBoxConstraint,
+    STRUCTURAL_FUNCTIONS,
     EigExpr,
     NnzConstraint,
     NnzExpr,
-    Offdiag,
     RankConstraint,
     RankExpr,
-    eig,
-    nnz,
-    offdiag,
-    rank,
+    box,
+    constrain,
 )
+from ..model.datafuncs import DATA_FUNCTIONS
 from ..model.expr import (
-    Add,
     Constant,
     Data,
-    Div,
     Expr,
-    Index,
-    MatMul,
-    Mul,
-    Neg,
     Parameter,
-    Sub,
-    Transpose,
     Variable,
-    dense,
     fmt_shape,
 )
-from ..model.names import frame_names, names_of
+from ..model.names import names_of
 from ..model.problem import Objective
 from ..model.userfunc import FuncDef
 from ..problem import Problem
 from ..util import expand_range
-
-GRAMMAR_FILE = Path(__file__).with_name("sparsemodel.lark")
-
-STATEMENT_KEYWORDS = ("data", "param", "let", "var", "func", "minimize", "subject", "solve", "compare")
-CONSTRAINT_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag}
-BUILTIN_FUNCTIONS = sorted(set(ATOMS) | set(DATA_FUNCTIONS) | set(CONSTRAINT_FUNCTIONS))
-_OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
-_CLOSE = {"RPAR": ")", "RSQB": "]", "RBRACE": "}"}
-_CLOSER = {"(": ")", "[": "]", "{": "}"}
-
-
-# ============================================================================ Lark setup
-
-
-class _Unclosed(Exception):
-    """Raised by the post-lexer for a bracket that is never closed (turned into a ParseError)."""
-
-    def __init__(self, opener: Token, newline: Token | None):
-        super().__init__(str(opener))
-        self.opener = opener
-        self.newline = newline
-
-
-class _BracketPostLex:
-    """Drop line breaks inside (), [] and {} so long expressions can span lines.
-
-    A line break inside an open bracket followed by a statement keyword, or the end of the text
-    inside an open bracket, means the bracket was never closed: that is reported at the bracket.
-    """
-
-    always_accept = ("_NL",)
-
-    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
-        stack: list[Token] = []
-        pending: Token | None = None
-        for tok in stream:
-            if tok.type == "_NL" and stack:
-                pending = pending or tok
-                continue
-            if pending is not None:
-                if str(tok) in STATEMENT_KEYWORDS:
-                    raise _Unclosed(stack[-1], pending)
-                pending = None
-            if tok.type in _OPEN:
-                stack.append(tok)
-            elif tok.type in _CLOSE and stack:
-                stack.pop()
-            yield tok
-        if stack:
-            raise _Unclosed(stack[-1], pending)
-
-
-def _unclosed_error(exc: _Unclosed, source: Source) -> ParseError:
-    opener, nl = exc.opener, exc.newline
-    span = Span(source, opener.line, opener.column, opener.line, opener.column + 1)
-    where = f"the end of line {nl.line}" if nl is not None else "the end of the file"
-    return ParseError(
-        f"'{opener}' is never closed",
-        span,
-        f"expected '{_CLOSER[str(opener)]}' before {where}; inside brackets a statement may continue on the "
-        "next lines, but a new statement cannot start there",
-    )
-
-
-@functools.lru_cache(maxsize=1)
-def _lark() -> Lark:
-    return Lark(
-        GRAMMAR_FILE.read_text(encoding="utf-8"),
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        postlex=_BracketPostLex(),
-    )
-
-
-def _terminal_display() -> dict[str, str]:
-    parser = _lark()
-    friendly = {
-        "NAME": "a name",
-        "NUMBER": "a number",
-        "STRING": 'a "quoted string"',
-        "_NL": "the end of the line",
-        "$END": "the end of the file",
-        "CMP": "<= or >=",
-        "POW": "** or ^",
-        "DOT_T": ".T",
-    }
-    out = {}
-    for t in parser.terminals:
-        out[t.name] = friendly.get(t.name, f"'{t.pattern.value}'" if t.pattern.type == "str" else t.name)
-    out.update({k: v for k, v in friendly.items() if k not in out})
-    return out
-
-
-_EXPRESSION_START = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS", "PLUS"}  # LSQB: a list [1, 2]
-_OPERATOR_TEXT = {"'+'", "'-'", "'*'", "'/'", "'@'", "** or ^", "'''", ".T", "'['"}
-_STATEMENTS = {k.upper() for k in STATEMENT_KEYWORDS}
-
-
-def describe_expected(expected: set[str]) -> str:
-    """'a name or ':'', 'an expression', ... from a set of Lark terminal names."""
-    names = set(expected)
-    display = _terminal_display()
-    parts: list[str] = []
-    if _STATEMENTS & names:
-        parts.append("a statement (data, param, let, var, func, minimize, subject to, solve with, compare with)")
-        names -= _STATEMENTS
-        if {"NAME", "NUMBER", "LPAR"} <= names:
-            parts.append("a constraint")
-            names -= _EXPRESSION_START
-    if {"NAME", "NUMBER", "LPAR"} <= names:
-        parts.append("an expression")
-        names -= _EXPRESSION_START
-    ops = {n for n in names if display.get(n) in _OPERATOR_TEXT}
-    if len(ops) >= 4:
-        parts.append("an operator (+ - * / @ ** ' .T [ ])")
-        names -= ops
-    order = ["COMMA", "RPAR", "RSQB", "RBRACE", "COLON", "EQUAL", "CMP", "NAME", "NUMBER", "STRING"]
-    rest = sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
-    ends = [n for n in rest if n in ("_NL", "$END")]
-    rest = [n for n in rest if n not in ("_NL", "$END")]
-    parts += [display.get(n, n) for n in rest]
-    if ends:
-        parts.append(display["_NL"] if "_NL" in ends else display["$END"])
-    if not parts:
-        return "nothing more"
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
-
-
-def _describe_token(tok: Token) -> str:
-    if tok.type == "_NL":
-        return "end of line"
-    if tok.type == "$END":
-        return "end of file"
-    if tok.type == "NAME":
-        return f"name '{tok}'"
-    if tok.type == "NUMBER":
-        return f"number {tok}"
-    if tok.type == "STRING":
-        return f"string {tok}"
-    if tok.type.lower() in STATEMENT_KEYWORDS or tok.type in ("TO", "WITH", "FROM", "EXCEPT", "MAP", "AT", "IN"):
-        return f"keyword '{tok}'"
-    return f"'{tok}'"
-
-
-def _end_position(source: Source) -> tuple[int, int]:
-    lines = source.text.splitlines() or [""]
-    return len(lines), len(lines[-1]) + 1
-
-
-STATEMENT_USAGE = {"subject": "subject to", "solve": "solve with NAME", "compare": "compare with NAME, ..."}
-
-
-def _misspelled_statement(source: Source, line: int | None) -> ParseError | None:
-    """``subjet to``, ``minimze ...``, ``parm lam = 1``: a line whose first word is not a statement
-    keyword but is close to one, in a line that does not parse: point at the word."""
-    if line is None:
-        return None
-    m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)(\s+([A-Za-z_][A-Za-z0-9_]*))?", source.line(line))
-    if m is not None and m.group(1) in ("subject", "solve", "compare") and m.group(3):
-        second, want = m.group(3), "to" if m.group(1) == "subject" else "with"
-        if second != want and difflib.get_close_matches(second, [want], n=1, cutoff=0.5):
-            col = m.start(3) + 1
-            return ParseError(
-                f"'{m.group(1)} {second}' is not a statement",
-                Span(source, line, col, line, col + len(second)),
-                f"did you mean '{m.group(1)} {want}'?",
-            )
-    if m is None or m.group(1) in STATEMENT_KEYWORDS:
-        return None
-    word = m.group(1)
-    close = difflib.get_close_matches(word.lower(), STATEMENT_KEYWORDS, n=1, cutoff=0.75)
-    if not close:
-        return None
-    kw = close[0]
-    col = m.start(1) + 1
-    return ParseError(
-        f"unknown statement '{word}'",
-        Span(source, line, col, line, col + len(word)),
-        f"did you mean '{kw}'? (a line starting {STATEMENT_USAGE.get(kw, kw)} ...); "
-        "statements start with: data, param, let, var, func, minimize, subject to, solve with, compare with",
-    )
-
-
-def _misspelled_keyword(tok: Token, expected: set[str]) -> str:
-    """``data X : matrix form "X.csv"``: a name where a keyword was expected and close to it."""
-    if tok.type != "NAME":
-        return ""
-    words = []
-    for t in _lark().terminals:
-        if t.name in expected and t.pattern.type == "str" and str(t.pattern.value).isalpha():
-            words.append(str(t.pattern.value))
-    close = difflib.get_close_matches(str(tok).lower(), words, n=1, cutoff=0.7)
-    return f"did you mean '{close[0]}'? " if close else ""
-
-
-def _convert_lark_error(exc: UnexpectedInput, source: Source) -> ParseError:
-    line = getattr(exc, "line", None)
-    first = _misspelled_statement(source, line if isinstance(line, int) and line > 0 else None)
-    if first is not None:
-        return first
-    if isinstance(exc, UnexpectedCharacters):
-        line, col = exc.line, exc.column
-        char = source.line(line)[col - 1 : col] or "?"
-        span = Span(source, line, col, line, col + 1)
-        if char in "<>=!":
-            hint = "constraints are written with <= or >= (nnz(w) <= k, rank(W) <= r, alpha <= eig(O) <= beta)"
-        else:
-            hint = f"expected {describe_expected(set(exc.allowed or ()))}"
-        return ParseError(f"unexpected character {char!r}", span, hint)
-    if isinstance(exc, UnexpectedToken):
-        tok = exc.token
-        if tok.type == "$END" or str(tok) in STATEMENT_KEYWORDS:
-            opener = _open_bracket_before(source, tok)
-            if opener is not None:
-                return opener
-        expected = set(getattr(exc, "accepts", None) or exc.expected or ())
-        if tok.type == "$END" or tok.line is None:
-            line, col = _end_position(source)
-            span = Span(source, line, col, line, col + 1)
-        else:
-            end_col = tok.end_column if tok.end_line == tok.line and tok.type != "_NL" else tok.column + 1
-            span = Span(source, tok.line, tok.column, tok.line, max(end_col, tok.column + 1))
-        hint = _misspelled_keyword(tok, expected) + f"expected {describe_expected(expected)}"
-        if tok.type == "QUOTE" and "STRING" in expected:
-            hint += '; strings use double quotes: "text"'
-        if tok.type == "NAME" and str(tok) in STATEMENT_KEYWORDS:
-            hint += f"; '{tok}' starts a statement and is reserved at the start of a line"
-        return ParseError(f"unexpected {_describe_token(tok)}", span, hint)
-    line = getattr(exc, "line", None) or 1
-    col = getattr(exc, "column", None) or 1
-    return ParseError(str(exc).splitlines()[0], Span(source, line, col, line, col + 1))
-
-
-def _open_bracket_before(source: Source, tok: Token) -> ParseError | None:
-    """The unclosed-bracket error when ``tok`` (a statement keyword or the end) sits inside a bracket
-    opened on an earlier line; None otherwise."""
-    lines = source.text.splitlines()
-    if tok.type == "$END" or tok.line is None:
-        stop_line, stop_col = len(lines) + 1, 1
-    else:
-        stop_line, stop_col = tok.line, tok.column
-        if source.line(stop_line)[: stop_col - 1].strip():
-            return None
-    stack: list[tuple[str, int, int]] = []
-    for ln, text in enumerate(lines, 1):
-        if ln > stop_line:
-            break
-        in_string = False
-        for col, ch in enumerate(text, 1):
-            if ln == stop_line and col >= stop_col:
-                break
-            if in_string:
-                in_string = ch != '"' or text[col - 2 : col - 1] == "\\"
-            elif ch == '"':
-                in_string = True
-            elif ch == "#":
-                break
-            elif ch in _CLOSER:
-                stack.append((ch, ln, col))
-            elif ch in ")]}" and stack:
-                stack.pop()
-    if not stack or stack[-1][1] >= stop_line:
-        return None
-    ch, ln, col = stack[-1]
-    fake_open = Token("LPAR", ch, line=ln, column=col)
-    fake_nl = Token("_NL", "\n", line=stop_line - 1, column=1)
-    return _unclosed_error(_Unclosed(fake_open, fake_nl), source)
-
-
-def parse_tree(source: Source) -> Tree:
-    """The Lark parse tree of a model source (syntax errors as :class:`ParseError`)."""
-    try:
-        return _lark().parse(source.text)
-    except _Unclosed as exc:
-        raise _unclosed_error(exc, source) from None
-    except UnexpectedInput as exc:
-        raise _convert_lark_error(exc, source) from None
-
-
-# ============================================================================ helpers
-
-
-def _span(source: Source, node: Any) -> Span | None:
-    meta = node.meta if isinstance(node, Tree) else node
-    if isinstance(node, Tree) and getattr(meta, "empty", True):
-        return None
-    if getattr(meta, "line", None) is None:
-        return None
-    return Span(source, meta.line, meta.column, meta.end_line, meta.end_column)
-
-
-def _unquote(tok: Token) -> str:
-    try:
-        return json.loads(str(tok))
-    except ValueError:
-        return str(tok)[1:-1]
-
-
-def _number(tok: Token, negative: bool = False) -> int | float:
-    text = str(tok)
-    v: int | float = int(text) if re.fullmatch(r"\d+", text) else float(text)
-    return -v if negative else v
-
-
-def _did_you_mean(word: str, options: list[str]) -> str:
-    close = [o for o in options if o.lower() == word.lower()] or difflib.get_close_matches(word, options, n=1)
-    return f"did you mean '{close[0]}'? " if close else ""
-
-
-@dataclass
-class _Kw:
-    name: str
-    value: Any
-    span: Span | None
-
-
-@dataclass
-class _AxisWord:
-    """The bare word ``rows`` or ``cols``: in ``nnz(W, groups = rows)`` the row (column) groups of
-    a matrix; anywhere else the data function that must be called, ``rows(X)``."""
-
-    word: str
-    span: Span | None
-
-
-@dataclass
-class _Slice:
-    start: Any
-    stop: Any
-    step: Any
-    span: Span | None
-
-
-def _what(obj: Any) -> str:
-    if isinstance(obj, Variable):
-        return "a variable"
-    if isinstance(obj, Parameter):
-        return "a param"
-    if isinstance(obj, Data):
-        return "data"
-    if isinstance(obj, FuncDef):
-        return "a func"
-    if isinstance(obj, Expr):
-        return "an expression"
-    return "a name"
-
-
-def _structural_name(obj: Any) -> str | None:
-    return str(obj) if isinstance(obj, (NnzExpr, RankExpr, EigExpr, Offdiag)) else None
-
-
-# ============================================================================ expressions
-
-
-@v_args(meta=True)
-class ExprBuilder(Transformer_NonRecursive):
-    """Builds model expressions (``sparsemodel.model.expr`` nodes) from expression parse trees."""
-
-    def __init__(self, builder: ModelBuilder):
-        super().__init__(visit_tokens=False)
-        self.b = builder
-
-    def _sp(self, meta: Any) -> Span | None:
-        return _span(self.b.source, meta)
-
-    # ---- operands
-    def _operand(self, x: Any, op: str, span: Span | None) -> Expr:
-        if isinstance(x, Expr):
-            return x
-        if isinstance(x, _AxisWord):
-            raise ModelError(
-                f"{x.word} is a function; call it like {x.word}(...)",
-                x.span,
-                f"{x.word}(X) is the number of {x.word} of X; the bare word {x.word} means row or column groups "
-                f"only in nnz(W, groups = {x.word}) <= k",
-            )
-        s = _structural_name(x)
-        if s is not None:
-            raise ConstraintError(
-                f"{s} cannot be used inside an expression ({op})",
-                span,
-                "nnz, rank, eig and offdiag only appear in constraints: nnz(w) <= k, rank(W) <= r, "
-                "alpha <= eig(O) <= beta, nnz(offdiag(O)) <= 2 * k",
-            )
-        raise ModelError(f"cannot use {x!r} in an expression", span)
-
-    # ---- leaves
-    def number(self, meta, children):
-        tok = children[0]
-        return Constant(float(tok), span=self._sp(meta), text=str(tok))
-
-    def name(self, meta, children):
-        word = str(children[0])
-        if word in AXIS_GROUPS and word not in self.b.env:
-            return _AxisWord(word, self._sp(meta))
-        return self.b.lookup(children[0], self._sp(meta))
-
-    # ---- arithmetic
-    def _binary(self, cls: type, op: str, meta: Any, children: list[Any]) -> Expr:
-        span = self._sp(meta)
-        a, b = (self._operand(c, op, span) for c in children)
-        return cls(a, b, span=span)
-
-    def add(self, meta, children):
-        return self._binary(Add, "+", meta, children)
-
-    def sub(self, meta, children):
-        return self._binary(Sub, "-", meta, children)
-
-    def mul(self, meta, children):
-        return self._binary(Mul, "*", meta, children)
-
-    def div(self, meta, children):
-        return self._binary(Div, "/", meta, children)
-
-    def matmul(self, meta, children):
-        return self._binary(MatMul, "@", meta, children)
-
-    def neg(self, meta, children):
-        span = self._sp(meta)
-        a = self._operand(children[0], "-", span)
-        if isinstance(a, Constant) and not a.shape:
-            return Constant(-a.value, span=span, text=f"-{a}")
-        return Neg(a, span=span)
-
-    def pos(self, meta, children):
-        return self._operand(children[0], "+", self._sp(meta))
-
-    def pow(self, meta, children):
-        span = self._sp(meta)
-        a = self._operand(children[0], "**", span)
-        p = self._operand(children[2], "**", span)
-        if not p.is_constant() or p.shape != ():
-            raise ModelError(f"the exponent in {a} ** {p} must be a number", span)
-        pv = float(p.constant_value())
-        if a.is_constant():
-            v = np.power(dense(a.constant_value()), pv)
-            return Constant(float(v), span=span, text=f"{a}**{p}") if a.shape == () else Data(v, span=span)
-        if pv == 2:
-            return atoms_mod.square(a, span=span)
-        if pv == 1:
-            return a
-        raise ModelError(
-            f"{a} ** {p}: only the power 2 of an expression with variables is supported",
-            span,
-            "use square(...), sum_squares(...), exp/log, or define the function with func, e.g. func quartic(z) = z^4",
-        )
-
-    def list_literal(self, meta, children):
-        """``[0, 3, 5]``: a data vector of numbers (for example the indices of ``nnz(w, free = [0, 3])``)."""
-        span = self._sp(meta)
-        vals = []
-        for c in children:
-            if c is None:
-                continue
-            e = self._operand(c, "[ ]", span)
-            if not e.is_constant() or e.shape != ():
-                raise ModelError(
-                    f"a list holds numbers; {e} is {'not a number' if e.shape != () else 'not constant'}",
-                    span,
-                    "write a list of numbers, e.g. [0, 3, 5]",
-                )
-            vals.append(float(e.constant_value()))
-        return Data(np.array(vals), span=span)
-
-    def transpose(self, meta, children):
-        span = self._sp(meta)
-        return Transpose(self._operand(children[0], "transpose", span), span=span)
-
-    def slice(self, meta, children):
-        return _Slice(*children, span=self._sp(meta))
-
-    def index(self, meta, children):
-        span = self._sp(meta)
-        base = self._operand(children[0], "[ ]", span)
-        key = []
-        for c in children[1:]:
-            if isinstance(c, _Slice):
-                bounds = [self._int_value(x, "slice bound", c.span) for x in (c.start, c.stop, c.step)]
-                if bounds[2] == 0:
-                    raise ShapeError("a slice step cannot be zero", c.span)
-                key.append(slice(*bounds))
-            else:
-                key.append(self._int_value(c, "index", span))
-        return Index(base, tuple(key), span=span)
-
-    def _int_value(self, x: Any, what: str, span: Span | None) -> int | None:
-        if x is None:
-            return None
-        e = self._operand(x, what, span)
-        if not e.is_constant() or e.shape != ():
-            raise ShapeError(f"an {what} must be an integer constant; got {e}", span)
-        v = float(e.constant_value())
-        if not np.isfinite(v) or v != int(v):
-            raise ShapeError(f"an {what} must be an integer; {e} is {v:g}", span)
-        return int(v)
-
-    # ---- calls
-    def kwarg(self, meta, children):
-        return _Kw(str(children[0]), children[1], self._sp(meta))
-
-    def call(self, meta, children):
-        span = self._sp(meta)
-        fname = str(children[0])
-        raw = [c for c in children[1:] if c is not None]
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for a in raw:
-            if isinstance(a, _Kw):
-                if a.name in kwargs:
-                    raise ModelError(f"{fname}() got the keyword {a.name} twice", a.span)
-                kwargs[a.name] = a.value
-            else:
-                if kwargs:
-                    raise ParseError(f"{fname}(): a positional argument follows a keyword argument", span)
-                args.append(a)
-        return self.b.call(fname, args, kwargs, span)
-
-
-# ============================================================================ statements
-
-
-def _callable_signature(fn: Any) -> inspect.Signature:
-    if isinstance(fn, type) and issubclass(fn, Atom) and fn.__init__ is Atom.__init__:
-        return inspect.Signature([inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
-    sig = inspect.signature(fn)
-    return sig.replace(parameters=[p for n, p in sig.parameters.items() if n != "span"])
+from .data import _UNSET, bind_data
+from .expressions import (
+    ExprBuilder,
+    _AxisWord,
+    _callable_signature,
+    _did_you_mean,
+    _number,
+    _span,
+    _structural_name,
+    _unquote,
+    _what,
+)
+from .syntax import BUILTIN_FUNCTIONS, CONSTRAINT_FUNCTIONS, _end_position, parse_tree
 
 
 class ModelBuilder:
@@ -681,19 +143,16 @@ class ModelBuilder:
                 self.k_range[1],
                 "add a constraint, or sweep a param",
             )
-        if isinstance(c, RankConstraint):
-            limit, unit, what = min(c.variable.shape), "rank", f"{c.variable.name} has rank at most"
-        else:  # k counts what is selected: coordinates, groups, or edges (pairs of a symmetric matrix)
-            limit = c.n_units
-            unit = "edges" if c.unit_size == 2 else "groups" if c.groups is not None else "coordinates"
-            what = f"{c.nnz.target_text} has only"
-        if ks and max(ks) > limit:
-            raise ConstraintError(
-                f"compare ... at {self.k_range[0]} in {self.compare_with['text']} goes up to {self.k_range[0]} = {max(ks)}, "
-                f"but {what} {limit} {unit if unit != 'rank' else ''}".rstrip(),
-                self.k_range[1],
-                f"choose values between 0 and {limit}",
-            )
+        for v in sorted(ks, reverse=True):  # each value by the constraint's one bound check, at the sweep
+            try:
+                c.check_bound(v)
+            except ConstraintError as exc:
+                raise ConstraintError(
+                    f"compare ... at {self.k_range[0]} in {self.compare_with['text']}: {self.k_range[0]} = {v}: "
+                    + exc.message.split(": ", 1)[-1],
+                    self.k_range[1],
+                    f"choose values between 0 and {c.limit}",
+                ) from None
 
     def _prepass(self, tree: Tree) -> None:
         data_names: list[str] = []
@@ -791,7 +250,7 @@ class ModelBuilder:
         raise ConstraintError(
             f"{what} cannot be {s}" if s else f"{what} must be an expression",
             self.span(tree),
-            "nnz, rank, eig and offdiag only appear in constraints after subject to",
+            f"{', '.join(STRUCTURAL_FUNCTIONS)} only appear in constraints after subject to",
         )
 
     # ------------------------------------------------------------------ calls
@@ -851,51 +310,10 @@ class ModelBuilder:
                 if key in mapping:
                     raise ModelError(f"map lists {key!r} twice", self.span(item))
                 mapping[key] = float(self._signed(val_node))
-        path: Path | None = None
-        info: dict[str, Any] = {}
-        if name in self.data_overrides:
-            given = self.data_overrides[name]
-            if isinstance(given, (str, Path)):
-                ds = smio.parse_spec(given, Path.cwd(), name, span)
-                value, lines = smio.load_spec(
-                    ds, kind, exclude=exclude, mapping=mapping, name=name, span=span, info=info, rebound=True
-                )
-                value = smio.validate(
-                    value,
-                    kind,
-                    name=name,
-                    origin=f"file {ds.describe()} (rebound with data= or --data)",
-                    span=span,
-                    lines=lines,
-                )
-                path = ds.path
-            else:
-                if isinstance(given, Data):  # sm.Data(X, names=...): the values and their names
-                    info["names"], given = given.axis_names, given.value
-                given, frame = frame_names(given)
-                if frame is not None:
-                    info["names"] = frame
-                value = smio.validate(
-                    given, kind, name=name, origin=f"the value rebound with data={{'{name}': ...}}", span=span
-                )
-        elif path_tok is None:
-            raise DataError(
-                f"data {name} has no file and no value was given for it",
-                span,
-                f'write data {name} : {kind} from "FILE", or pass data={{"{name}": ...}} (--data {name}=FILE)',
-            )
-        else:
-            pspan = self.span(path_tok)
-            ds = smio.parse_spec(_unquote(path_tok), self.base_dir, name, pspan)
-            value, lines = smio.load_spec(ds, kind, exclude=exclude, mapping=mapping, name=name, span=pspan, info=info)
-            value = smio.validate(value, kind, name=name, origin=f"file {ds.describe()}", span=pspan, lines=lines)
-            path = ds.path
-        for note in info.get("notes", []):
-            where = f"{span.location()}: " if span is not None else ""
-            warnings.warn(f"{where}data {name}: {note}", DataWarning, stacklevel=2)
-        d = Data(value, name=name, span=span, kind=kind, names=info.get("names"))
-        d.path = str(path.resolve()) if path is not None else None
-        d.label_text = info.get("label_text")
+        path_spec = (_unquote(path_tok), self.span(path_tok)) if path_tok is not None else None
+        d = bind_data(
+            name, kind, path_spec, self.base_dir, exclude, mapping, span, self.data_overrides.get(name, _UNSET)
+        )
         self.declare(name_tok, d)
 
     def _signed(self, node: Tree) -> int | float:
@@ -1043,7 +461,7 @@ class ModelBuilder:
                         "write lo <= w <= hi",
                     )
             self.constraints.append(
-                BoxConstraint(b, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span)
+                box(b, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span)
             )
             return
         if c is not None:
@@ -1054,11 +472,7 @@ class ModelBuilder:
             if ops[0] != ops[1]:
                 raise ConstraintError(f"'{text}': a two-sided bound needs the same comparison twice", span)
             lo, hi = (a, c) if ops[0] == "<=" else (c, a)
-            self.constraints.append(
-                EigBoxConstraint(
-                    b.var, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span, xi=b.xi
-                )
-            )
+            self.constraints.append(b.between(self._bound(lo, text, span), self._bound(hi, text, span), span))
             return
         op = ops[0]
         if AUTO in (a, b) and not isinstance(a if b == AUTO else b, EigExpr):
@@ -1067,36 +481,22 @@ class ModelBuilder:
                 span,
                 "write: auto <= eig(O) <= auto, or give a number",
             )
-        if isinstance(b, (NnzExpr, RankExpr, EigExpr)) and not isinstance(a, (NnzExpr, RankExpr, EigExpr)):
+        structural = (NnzExpr, RankExpr, EigExpr)
+        if isinstance(b, structural) and not isinstance(a, structural):  # k >= nnz(w) reads nnz(w) <= k
             a, b = b, a
             op = ">=" if op == "<=" else "<="
-        if isinstance(a, NnzExpr):
-            if op != "<=":
-                raise ConstraintError(
-                    f"'{text}' bounds {a} from below", span, "sparsity constraints read nnz(...) <= k"
-                )
-            self.constraints.append(NnzConstraint(a, self._bound(b, text, span), span=span))
-        elif isinstance(a, RankExpr):
-            if op != "<=":
-                raise ConstraintError(f"'{text}' bounds {a} from below", span, "rank constraints read rank(W) <= r")
-            self.constraints.append(RankConstraint(a.var, self._bound(b, text, span), span=span))
-        elif isinstance(a, EigExpr):
-            bound = self._bound(b, text, span)
-            lower, upper = (bound, None) if op == ">=" else (None, bound)
-            self.constraints.append(EigBoxConstraint(a.var, lower=lower, upper=upper, span=span, xi=a.xi))
-        elif isinstance(a, Expr) and isinstance(b, Expr) and (a.is_constant() != b.is_constant()):
-            if a.is_constant():  # 0 <= w reads w >= 0
-                a, b = b, a
-                op = ">=" if op == "<=" else "<="
-            bound = self._bound(b, text, span)
-            lower, upper = (bound, None) if op == ">=" else (None, bound)
-            self.constraints.append(BoxConstraint(a, lower=lower, upper=upper, span=span))
-        else:
+        if isinstance(a, Expr) and isinstance(b, Expr) and a.is_constant() and not b.is_constant():
+            a, b = b, a  # 0 <= w reads w >= 0
+            op = ">=" if op == "<=" else "<="
+        if not isinstance(a, (*structural, Expr)) or (isinstance(a, Expr) and (a.is_constant() or not b.is_constant())):
             raise ConstraintError(
                 f"'{text}' is not a structural constraint",
                 span,
                 f"sparsemodel handles sparsity, rank, eigenvalue and box constraints: {usage}",
             )
+        # the builder's own constructor of one-sided constraints (what nnz(w) <= k, rank(W) <= r,
+        # eig(O) >= a and w >= 0 call), located at the whole constraint
+        self.constraints.append(constrain(a, op, self._bound(b, text, span), span))
 
     def _side(self, t: Any) -> Any:
         """A side of a constraint: an expression, or the word ``auto`` (an eigenvalue bound computed
@@ -1229,9 +629,6 @@ class ModelBuilder:
         return False
 
 
-# ============================================================================ entry points
-
-
 def parse(
     text: str,
     data: Mapping[str, Any] | None = None,
@@ -1269,4 +666,4 @@ def load(path: str | Path, data: Mapping[str, Any] | None = None, params: Mappin
     return parse(text, data=data, params=params, base_dir=p.parent, name=str(path))
 
 
-__all__ = ["parse", "load", "parse_tree", "describe_expected", "ExprBuilder", "ModelBuilder"]
+__all__ = ["parse", "load", "ModelBuilder"]

@@ -12,8 +12,6 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..numerics.smooth import power_method
-from ..sets.lowrank import LowRank
-from ..sets.sparsity import top_k
 
 HESSIAN_CACHE_LIMIT = 50_000_000  # entries of cached columns of a constant Hessian (400 MB)
 
@@ -26,40 +24,14 @@ class StepConstants:
         return self.oracle.hessian_operator(x)
 
     def truncation(self, s: int | None) -> Any:
-        """The truncation of the power method: keep what a budget-s point of the set may use
-        (s coordinates of C; rank s for a low-rank set), the free coordinates always."""
-        st = self.set
-        if st is None or s is None:
+        """The truncation of the power method: what a budget-s point of the set may use."""
+        if self.set is None:
             return lambda v: v
-        if isinstance(st, LowRank):
-            if s >= st.limit:
-                return lambda v: v
-            return lambda v: st.project(v, s)[0]
-        if s >= st.size:
-            return lambda v: v
-        C = st.coords
-
-        def trunc(v: np.ndarray) -> np.ndarray:
-            out = np.zeros_like(v)
-            keep = C[top_k(v[C], s)]
-            out[keep] = v[keep]
-            out[st.free] = v[st.free]
-            return out
-
-        return trunc
+        return self.set.truncation(s)
 
     def power_budget(self, units: int) -> int | None:
-        """The truncation budget of :meth:`smoothness` for ``units`` selectable units of the set:
-        the coordinates of the ``units`` largest groups (pairs, single coordinates), or the rank."""
-        s = self.set
-        if s is None:
-            return None
-        if isinstance(s, LowRank):
-            return min(units, s.limit)
-        if s.unit_of is None:
-            return min(units, s.size)
-        sizes = np.sort(np.bincount(s.unit_of))[::-1]
-        return int(sizes[: min(units, len(sizes))].sum())
+        """The truncation budget of :meth:`smoothness` for ``units`` selectable units of the set."""
+        return self.set.power_units(units) if self.set is not None else None
 
     def restricted_smoothness(self, units: int, starts: int = 3, x: np.ndarray | None = None) -> float:
         """L for ``units`` units of the set: the best of ``starts`` seeded runs of the truncated
@@ -129,9 +101,9 @@ class StepConstants:
     def _mean_curvature_exact(self, C: np.ndarray, x: np.ndarray) -> float | None:
         """mean_j diag(H(x))_j over C from the design's columns, in O(rows) per call: for an
         elementwise term c sum_r w_r phi''(z_r) R_r with R_r = sum_{j in C} J[r, j]^2 (computed once);
-        for the row-wise softmax c sum_i w_i (sum_c P_ic R_(i,c) - p_i' G_i p_i) with G_i the Gram
-        matrix of the rows (i, .) of J[:, C] (computed once; a streamed pass over the columns when
-        the Jacobian is not kept). None when a row-wise term's Jacobian is not kept."""
+        for the row-wise softmax c sum_i tr(H_i G_i) with H_i the row's loss Hessian (the atom's)
+        and G_i the Gram matrix of the rows (i, .) of J[:, C] (computed once; a streamed pass over
+        the columns when the Jacobian is not kept). None when a row-wise term's Jacobian is not kept."""
         d = self.design
         if d is None:
             return None
@@ -143,28 +115,24 @@ class StepConstants:
                 stored = self.stored_columns(i)
                 if stored is None and t.rowwise:
                     return None
-                G = None
+                R = G = None
                 if stored is None:  # the Jacobian is not kept: its columns streamed once
                     R = d.row_square_sums(i, C)
+                elif not t.rowwise:
+                    R = np.asarray(stored[1][:, C].sum(axis=1)).ravel()
                 else:
-                    J, sq = stored
-                    R = np.asarray(sq[:, C].sum(axis=1)).ravel()
-                if t.rowwise:
                     m = t.map.shape[1]
-                    JC = J[:, C]
+                    JC = stored[0][:, C]
                     JC = JC.toarray() if sp.issparse(JC) else np.asarray(JC)
                     J3 = JC.reshape(-1, m, JC.shape[1])
                     G = np.einsum("iaj,ibj->iab", J3, J3)
                 self._rowsq_cache[ck] = (R, G)
             R, G = self._rowsq_cache[ck]
             z = t.map.value(x)
-            if t.rowwise:
+            if t.rowwise:  # sum_i tr(H_i G_i), H_i the row's loss Hessian (weights in)
                 m = t.map.shape[1]
-                P = t.probs(z).reshape(-1, m)
-                w = t.weights if t.weights is not None else np.ones(P.shape[0])
-                first = float((P * w[:, None]).reshape(-1) @ R)
-                second = float(w @ np.einsum("ia,iab,ib->i", P, G, P))
-                total += t.coef * (first - second)
+                HG = t.hessian_apply(z, G.reshape(-1, m)).reshape(G.shape)
+                total += t.coef * float(np.einsum("iaa->", HG))
             else:
                 total += t.coef * float(t.derivs(z, 2)[2] @ R)
         return total / len(C)

@@ -18,7 +18,8 @@ import scipy.sparse as sp
 
 from ..errors import ModelError, SolverError, Span
 from ..model import atoms as A
-from ..model.expr import Add, Div, Expr, Index, MatMul, Mul, Neg, Sub, Transpose, Variable, dense
+from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub, Transpose
+from ..model.expr import Expr, Variable, dense
 from ..model.userfunc import UserFunc
 from ..objective.evaluator import Layout
 

@@ -29,9 +29,7 @@ from ..objective.oracle import Oracle
 from ..objective.precision import LogdetForm, logdet_form
 from ..objective.structure import decompose
 from ..sets.base import ConstraintSet
-from ..sets.registry import build_set
-from ..sets.side import Box, EigBox
-from ..sets.sparsity import CoordinateSparsity
+from ..sets.registry import assemble
 from .constants import StepConstants
 from .guards import Guards
 from .lowrank_solve import LowRankSolves
@@ -40,6 +38,7 @@ from .restricted import RestrictedSolves
 
 if TYPE_CHECKING:
     from ..model.problem import Model
+    from ..sets.sparsity import CoordinateSparsity
 
 
 class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConstants, Guards):
@@ -57,82 +56,29 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         # the Gaussian log-likelihood c (-logdet(O) + <S, O>) of a precision matrix (paper 000, 5.3)
         self.precision: LogdetForm | None = logdet_form(self.objective, problem.variables)
         S = self.precision.S if self.precision is not None else None
-        sets = [build_set(c, self.layout, S) for c in problem.constraints]
-        # every coordinate box (w >= 0, lo <= w <= hi) is one Box: their intersection
-        self.box: Box | None = None
-        for b in [s for s in sets if isinstance(s, Box)]:
-            self.box = b if self.box is None else self.box.merge(b)
-        sets = [s for s in sets if not isinstance(s, Box)] + ([self.box] if self.box is not None else [])
-        thresh = [s for s in sets if s.thresholds]
-        if len(thresh) > 1:
-            raise ConstraintError(
-                f"{len(thresh)} sparsity or rank constraints ({'; '.join(str(s.constraint) for s in thresh)}); "
-                "one per problem is supported",
-                thresh[1].span,
-                "combine them into one nnz(...) over a single variable, or use groups=",
-            )
-        self.set: ConstraintSet | None = thresh[0] if thresh else None
-        self.side: list[ConstraintSet] = [s for s in sets if not s.thresholds]
-        if self.box is not None and self.set is not None:
-            if not isinstance(self.set, CoordinateSparsity):
-                raise ConstraintError(
-                    f"{self.box.constraint} together with {self.set.constraint}: box constraints combine with "
-                    "nnz(...) <= k, not with rank constraints",
-                    self.box.span,
-                    "drop the bounds, or constrain the sparsity instead of the rank",
-                )
-            self.set = self.set.with_box(self.box)
-        if budget is not None:
-            if self.set is None:
-                raise ConstraintError(
-                    f"a bound ({budget}) was given but the problem has no nnz(...) <= k or rank(W) <= r constraint"
-                )
-            self.set = self.set.with_budget(budget)
-        eig = [s for s in self.side if isinstance(s, EigBox)]
-        if len(eig) > 1:
-            raise ConstraintError(
-                f"two eigenvalue boxes ({eig[0].constraint}; {eig[1].constraint}); write one: alpha <= eig(O) <= beta",
-                eig[1].span,
-            )
-        self.eigbox: EigBox | None = eig[0] if eig else None
-        if self.eigbox is not None:
-            self._check_eigbox()
+        sets = assemble(problem.constraints, self.layout, S, budget)
+        self.set: ConstraintSet | None = sets.main  # the one set projected by hard thresholding
+        self.side: list[ConstraintSet] = sets.side  # convex sets kept inside restricted solves
+        self.box, self.eigbox = sets.box, sets.eigbox
         self.kinds = {c.kind for c in problem.constraints}
         self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
-        self.admm_options: dict[str, Any] = dict(ADMM_DEFAULTS)  # a solver's admm_* options (set per run)
+        self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument
         self._lowrank_cache: dict[Any, Any] = {}
         self._free_cache: dict[bytes, Any] = {}  # (grad f(0), H[:, free]) of a quadratic objective
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
         self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
-        self.progress: Any = None  # a callable(iteration, f) the solvers' History reports to
 
     # ------------------------------------------------------------------ copies
-    def fresh(self) -> LoweredProblem:
-        """A copy for one run: its own oracle (zeroed counters); data, design and caches shared."""
+    def fresh(self, subproblem: dict[str, Any] | None = None) -> LoweredProblem:
+        """A copy for one run: its own oracle (zeroed counters) and ADMM warm start, and the run's
+        options of the precision-matrix subproblem (13) (``subproblem``: keys of ADMM_DEFAULTS, the
+        defaults for the rest); data, design and caches shared. Nothing sets these afterwards."""
         lp = copy.copy(self)
         lp.oracle = self.oracle.fresh()
         lp._admm_warm = {}
-        lp.admm_options = dict(ADMM_DEFAULTS)
+        lp.subproblem = {**ADMM_DEFAULTS, **(subproblem or {})}
         return lp
-
-    def _check_eigbox(self) -> None:
-        """An eigenvalue box needs the diagonal free: a matrix with eigenvalues >= alpha > 0 has a
-        positive diagonal, so a sparsity bound that may zero diagonal entries admits no matrix in
-        the box on most supports."""
-        box, s = self.eigbox, self.set
-        if s is None or s.variable is not box.variable or box.alpha <= 0:
-            return
-        p = box.shape[0]
-        diag = box.W[np.arange(p) * (p + 1)]
-        if np.isin(diag, s.coords).any():
-            raise ConstraintError(
-                f"{s.constraint} counts the diagonal of {box.variable.name}, but {box.constraint} needs every "
-                f"diagonal entry positive (eigenvalues >= {box.alpha:g}): supports without the whole diagonal "
-                "contain no matrix in the box",
-                s.span,
-                f"bound the off-diagonal only: nnz(offdiag({box.variable.name})) <= 2 * k",
-            )
 
     def with_budget(self, budget: int) -> LoweredProblem:
         lp = self.fresh()
@@ -147,10 +93,16 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         return lp
 
     # ------------------------------------------------------------------ basics
+    def project(self, z: np.ndarray, budget: int | None = None, warm: Any = None) -> tuple[np.ndarray, Any]:
+        """The projection onto the constraint set (hard thresholding), counted here: every solver's
+        hard-thresholding count (#HT) is the number of projections it asked for."""
+        self.oracle.thresholded()
+        return self.set.project(z, budget, warm=warm)
+
     @property
     def sparsity(self) -> CoordinateSparsity | None:
         """The coordinate-sparsity set, when the problem's set is one (None otherwise)."""
-        return self.set if isinstance(self.set, CoordinateSparsity) else None
+        return self.set if self.set is not None and self.set.coordinate else None
 
     @property
     def budget(self) -> int | None:

@@ -47,7 +47,7 @@ class PrecisionSolves:
         ``admm``: the paper's method, the ADMM of Appendix D.2 (:func:`admm_logdet`),
         warm-started from ``x0`` restricted to the support and from the previous solve's multiplier
         and rho; options ``admm_tol`` / ``admm_rho`` / ``admm_max_iter`` / ``admm_adaptive`` of
-        :attr:`admm_options`. The exactly sparse iterate Theta is returned, its eigenvalues moved
+        :attr:`subproblem` (the argument of ``fresh``). The exactly sparse iterate Theta is returned, its eigenvalues moved
         into the box by a diagonal shift of at most the ADMM's primal residual (a deviation for
         exact feasibility: the diagonal is always in the support).
 
@@ -87,7 +87,7 @@ class PrecisionSolves:
         elif method in ("covsel", "newton"):
             start = None
             if method == "covsel":
-                o = self.admm_options
+                o = self.subproblem
                 cs = covsel(
                     pf.S, mask, tol=o["covsel_tol"], max_sweeps=o["covsel_max_sweeps"], W0=self._admm_warm.get("W")
                 )
@@ -126,7 +126,7 @@ class PrecisionSolves:
                 covsel_start = (bn.Theta, None)  # rounding stopped it: the ADMM finishes from there
             method = "admm"  # a box active on a large support, or covsel slow or failing: the ADMM
         if O is None and method == "admm":
-            o = self.admm_options
+            o = self.subproblem
             Theta0 = None
             if x0 is not None:
                 T = x0[W].reshape(p, p)

@@ -4,6 +4,9 @@
   eq. (1)); free coordinates are not penalized. A box (``w >= 0``) stays a constraint.
 * ``nuclear`` -- the relaxation of ``rank(W) <= r``:  min f(x) + lambda ||W||_*  (the nuclear norm,
   the sum of singular values; Fazel 2002, Recht, Fazel & Parrilo 2010).
+* ``tv`` -- the total-variation relaxation of ``nnz(diff(w)) <= k``: min f(x) + lambda sum_i
+  |w_i - w_(i-1)| (Rudin, Osher & Fatemi 1992; the fused LASSO's fusion penalty, Tibshirani et al.
+  2005);
 * ``glasso`` -- the graphical LASSO (Friedman, Hastie & Tibshirani 2008) of
   ``nnz(offdiag(O)) <= 2k``: min f(O) + lambda sum_{i != j} |O_ij| over symmetric O (the diagonal
   not penalized, as scikit-learn's GraphicalLasso); an eigenvalue box, when given to it, stays as
@@ -22,12 +25,10 @@ import numpy as np
 from ..errors import ModelError, SolverError
 from ..objective.evaluator import Layout
 from ..sets.base import ConstraintSet
-from ..sets.lowrank import LowRank
 from ..sets.side import Box, EigBox
-from ..sets.sparsity import CoordinateSparsity
 from .cvxpy_lower import box_constraints, lower_expr, solve_cvxpy
 
-RELAXATIONS = ("l1", "nuclear", "glasso")
+RELAXATIONS = ("l1", "nuclear", "glasso", "tv")
 
 
 class Relaxation:
@@ -55,22 +56,26 @@ class Relaxation:
         self.kind = kind
         self.u = cp.Variable(layout.n)
         self.lam = cp.Parameter(nonneg=True)
-        what = {"l1": "LASSO", "nuclear": "nuclear-norm", "glasso": "graphical LASSO"}[kind]
+        what = {"l1": "LASSO", "nuclear": "nuclear-norm", "glasso": "graphical LASSO", "tv": "total-variation"}[kind]
         try:
             loss = lower_expr(objective, layout, self.u, np.arange(layout.n))
             if kind == "l1":
-                if not isinstance(cset, CoordinateSparsity):
+                if not cset.coordinate:
                     raise SolverError("the l1 relaxation needs an nnz(...) <= k constraint")
                 pen = cp.norm1(self.u[cset.coords])
             elif kind == "nuclear":
-                if not isinstance(cset, LowRank):
+                if cset.relaxation != "nuclear":
                     raise SolverError("the nuclear-norm relaxation needs a rank(W) <= r constraint")
                 W = cp.reshape(self.u[cset.W], cset.shape, order="C")
                 pen = cp.normNuc(W)
             elif kind == "glasso":
-                if not isinstance(cset, CoordinateSparsity) or not cset.pairs:
+                if cset.relaxation != "glasso":
                     raise SolverError("the graphical LASSO needs nnz(offdiag(O)) <= 2 * k on a symmetric O")
                 pen = cp.norm1(self.u[cset.coords])  # both (i, j) and (j, i): sum over i != j
+            elif kind == "tv":
+                if cset.relaxation != "tv":
+                    raise SolverError("the total-variation relaxation needs nnz(diff(w)) <= k")
+                pen = cp.norm1(cp.diff(self.u[cset.coords]))
             else:  # pragma: no cover - guarded by RELAXATIONS
                 raise SolverError(f"unknown relaxation {kind!r}")
             cons = box_constraints(self.u, (box.lo, box.hi)) if box is not None else []

@@ -10,15 +10,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..numerics.evaluation import evaluate
 from ..numerics.lstsq import lstsq, lstsq_normal
 from ..numerics.newton import newton
 from ..numerics.smooth import box_newton, lbfgs
+from ..objective.terms import Reduced
 from ..sets.base import CoordSubspace
-from ..sets.lowrank import LowRankSubspace
-from ..sets.sparsity import CoordinateSparsity
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -143,20 +143,10 @@ class RestrictedSolves:
         elif self.set is None:
             sub = CoordSubspace(np.arange(self.n), self.n)
         else:
-            st = state if state is not None else self.set.empty()
-            if isinstance(self.set, CoordinateSparsity):
-                st = np.asarray(st, dtype=np.int64)
-            sub = self.set.subspace(st)
-        ridge_part = 0.0
-        d1 = hess = None
-        if self.precision is not None and (method in ("admm", "covsel", "newton") or self.eigbox is not None):
-            x, f, its, converged, method = self._precision_minimize(sub.cols, x0, method, ridge)
-        elif isinstance(sub, LowRankSubspace):
-            x, f, its, converged, method = self._lowrank_minimize(sub, x0, method, tol)
-        else:
-            x, f, its, converged, ridge_part, d1, hess = self._coord_minimize(
-                sub.cols, x0, ridge, method, tol, give_up, hint
-            )
+            sub = self.set.subspace(state if state is not None else self.set.empty())
+        precision = self.precision is not None and (method in ("admm", "covsel", "newton") or self.eigbox is not None)
+        backend = BACKENDS["precision" if precision else sub.form]
+        x, f, its, converged, method, ridge_part, d1, hess = backend(self, sub, x0, ridge, method, tol, give_up, hint)
         start = x0 if x0 is not None else np.zeros(self.n)
         scale = 1.0 + float(np.linalg.norm(start))
         if (f is not None and f == -np.inf) or float(np.linalg.norm(x)) > 1e12 * scale:
@@ -278,6 +268,38 @@ class RestrictedSolves:
         ridge_part = 0.5 * float(np.sum(r_v * u * u)) if r_v is not None else 0.0
         return x, f, its, converged, ridge_part
 
+    def _basis_minimize(self, sub: Any, x0: np.ndarray | None, method: str, tol: float) -> tuple:
+        """min f over a linear subspace x[cols] = B u (``sub.basis``, sparse; the rest of x zero):
+        the composite design's columns times B are the reduced problem's columns (least squares or
+        Newton on u); without a composite form, L-BFGS on u. (x, f or None, iterations, converged,
+        method)."""
+        B = sub.basis
+        u0 = sub.coords_of(x0) if x0 is not None else np.zeros(sub.dim)
+        if self.design is None or method in ("lbfgs", "cvxpy"):
+            ev, calls = self.ev, [0]
+
+            def fun(u: np.ndarray) -> tuple[float, np.ndarray]:
+                calls[0] += 1
+                f, g = ev.value_and_grad(sub.embed(u))
+                return (f, sub.restrict(g)) if np.isfinite(f) else (np.inf, np.zeros_like(u))
+
+            u, its, ok, f = lbfgs(fun, u0, tol=tol)
+            self.oracle.charge(grads=calls[0], ifo=self.n_samples * calls[0])
+            return sub.embed(u), f, its, ok, "lbfgs"
+        rd = self.design.reduced(sub.cols)
+        Js = [(B.T @ J.T).T if not sp.issparse(J) else (J @ B) for J in rd.Js]
+        rdb = Reduced(
+            rd.terms, [np.asarray(J.toarray() if sp.issparse(J) else J) for J in Js], rd.offsets, B.T @ rd.lin, rd.const
+        )
+        if method == "lstsq":
+            u, its = lstsq(rdb, None), 1
+            f, ok = evaluate(rdb, u, 0)[0], True
+        else:
+            res = newton(rdb, u0[None, :], tol=tol)
+            u, its, ok, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
+        self.oracle.charge(grads=its, ifo=self.n_samples * its)
+        return sub.embed(u), f, its, ok, method
+
     def _lbfgs(
         self,
         cols: np.ndarray,
@@ -312,3 +334,41 @@ class RestrictedSolves:
         u, its, ok, f = lbfgs(fun, u0, tol=tol, bounds=bounds)
         self.oracle.charge(grads=calls[0], ifo=self.n_samples * calls[0])
         return u, its, ok, f
+
+
+# ---------------------------------------------------------------------- the dispatch table
+# (objective form x subspace) -> back-end: the precision-matrix form of paper 000's subproblem (13)
+# on any support; otherwise by the subspace's form: coordinates (least squares, Newton, L-BFGS,
+# cvxpy, projected Newton in a box) or the subspaces of a low-rank point. Every back-end returns
+# (x, f or None, iterations, converged, method used, the ridge's part of f, the Newton solve's loss
+# derivatives, its last Hessian).
+
+
+def _precision_backend(
+    lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any
+) -> tuple:
+    x, f, its, converged, method = lp._precision_minimize(sub.cols, x0, method, ridge)
+    return x, f, its, converged, method, 0.0, None, None
+
+
+def _coord_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
+    x, f, its, converged, ridge_part, d1, hess = lp._coord_minimize(sub.cols, x0, ridge, method, tol, give_up, hint)
+    return x, f, its, converged, method, ridge_part, d1, hess
+
+
+def _lowrank_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
+    x, f, its, converged, method = lp._lowrank_minimize(sub, x0, method, tol)
+    return x, f, its, converged, method, 0.0, None, None
+
+
+def _basis_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
+    x, f, its, converged, method = lp._basis_minimize(sub, x0, method, tol)
+    return x, f, its, converged, method, 0.0, None, None
+
+
+BACKENDS = {
+    "precision": _precision_backend,
+    "coords": _coord_backend,
+    "lowrank": _lowrank_backend,
+    "basis": _basis_backend,
+}

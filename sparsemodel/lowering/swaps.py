@@ -18,23 +18,6 @@ if TYPE_CHECKING:
     from .lowered import LoweredProblem
 
 
-def curvature_columns(t: Any, z: np.ndarray, J: np.ndarray) -> np.ndarray:
-    """The loss Hessian of term t at its affine value z applied to each column of J (size x q):
-    diag(w phi''(z)) J for an elementwise loss, the per-row softmax Hessian diag(p) - p p' (times
-    the row weights) for a row-wise one."""
-    if not t.rowwise:
-        d2 = t.derivs(z, 2)[2]
-        return J * d2[:, None]
-    m = t.map.shape[1]
-    P = t.probs(z).reshape(-1, m)
-    J3 = J.reshape(P.shape[0], m, -1)
-    PJ = P[:, :, None] * J3
-    out = PJ - P[:, :, None] * PJ.sum(axis=1, keepdims=True)
-    if t.weights is not None:
-        out = out * t.weights[:, None, None]
-    return out.reshape(J.shape)
-
-
 class SwapModel:
     """The second-order model of one-unit swaps at a restricted minimizer.
 
@@ -145,7 +128,7 @@ class SwapModel:
                 LI = JI * w2[:, None]
             else:  # the row-wise softmax: its per-row Hessian applied to the columns
                 JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
-                LB = t.coef * curvature_columns(t, z, JB)
+                LB = t.coef * t.hessian_apply(z, JB)
                 HBB += JB.T @ LB
                 slots = _one_slot_of(lp, ti, stored) if stored is not None else _one_slot(JI, t.map.shape[1])
                 if slots is not None:  # every column reads one class (Z = X W + b): blocks from the values
@@ -153,9 +136,7 @@ class SwapModel:
                     if stored is not None:
                         V, cls = V[:, Icols], cls[Icols]
                     mc = t.map.shape[1]
-                    P = t.probs(z).reshape(-1, mc)
-                    wr = t.coef * (t.weights if t.weights is not None else np.ones(P.shape[0]))
-                    Lam = wr[:, None, None] * (P[:, :, None] * np.eye(mc) - P[:, :, None] * P[:, None, :])
+                    Lam = t.coef * t.row_hessians(z)  # (n, mc, mc): each row's loss Hessian
                     for c_ in range(mc):
                         on = np.flatnonzero(cls == c_)
                         if len(on):
@@ -170,7 +151,7 @@ class SwapModel:
                     continue
                 JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
                 HBI += LB.T @ JI
-                LI = t.coef * curvature_columns(t, z, JI)
+                LI = t.coef * t.hessian_apply(z, JI)
             if m == 1:
                 HII[:, 0, 0] += np.einsum("ru,ru->u", JI, LI)
             else:

@@ -1,7 +1,8 @@
 """The model: expression tree, atoms, constraints, problems (the Python builder)."""
 
-from .atoms import ATOMS, DATA_FUNCTIONS
+from .atoms import ATOMS
 from .constraints import eig, nnz, offdiag, rank
+from .datafuncs import DATA_FUNCTIONS
 from .expr import Constant, Data, Expr, Parameter, Variable
 from .problem import Model, Objective, minimize
 

@@ -18,8 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError
+from .arith import Div, Index, Mul, Neg, Transpose
 from .atoms import logistic
-from .expr import Data, Div, Expr, Index, Mul, Neg, Transpose
+from .expr import Data, Expr
 
 
 def _factors(e: Expr) -> Iterator[Data]:

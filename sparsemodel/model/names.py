@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .expr import Add, Data, Expr, Index, MatMul, Mul, Neg, Transpose, Variable
+from .arith import Add, Index, MatMul, Mul, Neg, Transpose
+from .expr import Data, Expr, Variable
 
 AxisNames = tuple[tuple[str, ...] | None, ...]
 INTERCEPT = "(intercept)"

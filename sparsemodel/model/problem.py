@@ -8,7 +8,8 @@ from typing import Any
 
 from ..errors import ConstraintError, ConvexityError, ModelError, ShapeError, Span
 from .constraints import Constraint, EigBoxConstraint, NnzConstraint
-from .expr import UNKNOWN, Data, Expr, Parameter, Variable, as_expr, fmt_shape
+from .dcp import UNKNOWN
+from .expr import Data, Expr, Parameter, Variable, as_expr, fmt_shape
 
 
 class Objective:

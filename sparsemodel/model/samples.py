@@ -1,7 +1,7 @@
 """The rows of a model: the same objective on a subset of the samples, and its data term.
 
 Cross-validation and the information criteria need two things from an objective written for all n
-samples (:mod:`sparsemodel.compare.select`):
+samples (:mod:`sparsemodel.workflows.select`):
 
 * the same model on a subset of the rows -- :func:`rebind_rows` rebuilds the expression tree with
   every *sample* data node (a data node whose leading dimension is the number of samples n) replaced
@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import ModelError, ShapeError
 from . import atoms as A
-from .expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Transpose
-from .userfunc import UserFunc
+from .arith import Add, Div, Index, MatMul, Mul, Neg, Transpose
+from .expr import Data, Expr
 
 
 def sample_nodes(e: Expr, n: int) -> list[Data]:
@@ -33,14 +33,8 @@ def reads_samples(e: Expr, nodes: set[int]) -> bool:
 def rebuild(node: Expr, args: list[Expr]) -> Expr:
     """The node applied to new arguments (same operation, options and span)."""
     span = node.span
-    if isinstance(node, UserFunc):
-        return UserFunc(node.fdef, args[0], span=span)
-    if isinstance(node, A.huber):
-        return A.huber(args[0], M=node.M, span=span)
-    if isinstance(node, A._Reduction):
-        return type(node)(args[0], axis=node.axis, span=span)
-    if isinstance(node, A.Atom):
-        return type(node)(*args, span=span)
+    if isinstance(node, A.Atom):  # every atom, with its parameters (huber's M, an axis, a func)
+        return node.rebuild(args, span=span)
     if isinstance(node, Index):
         return Index(args[0], node.key, span=span)
     if isinstance(node, (Neg, Transpose)):

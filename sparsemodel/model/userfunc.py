@@ -5,6 +5,14 @@ gradient and for Newton steps) and the derivatives are compiled with ``lambdify`
 Curvature and monotonicity, needed for the DCP check, come from the sign of phi'' and phi':
 decided symbolically by sympy when it can, otherwise checked numerically on a wide grid
 (the report says which).
+
+A func is a loss atom like the built-in ones and states the same facts (docs/atoms.md): the
+curvature bound sup phi'' (exact, by sympy, when finite) and the convex conjugate of sigma phi
+(sigma = +1 convex, -1 concave): in closed form when sympy solves s = phi'(z) for z, else
+numerically (a safeguarded Newton-bisection solve of phi'(z) = s per entry, vectorised), on the
+domain read from the limits of phi' at the edges of phi's domain. A func that is neither convex
+nor concave, or whose domain or range of phi' sympy cannot find, raises
+:class:`~sparsemodel.model.atoms.NoConjugate` with the reason.
 """
 
 from __future__ import annotations
@@ -15,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ModelError, Span
-from .atoms import Elementwise
+from .atoms import Elementwise, NoConjugate
 
 if TYPE_CHECKING:
     import sympy
 
-from .expr import AFFINE, ANYSIGN, CONCAVE, CONVEX, DECREASING, INCREASING, NONMONOTONE, NONNEG, NONPOS, UNKNOWN
+from .dcp import AFFINE, ANYSIGN, CONCAVE, CONVEX, DECREASING, INCREASING, NONMONOTONE, NONNEG, NONPOS, UNKNOWN
 
 
 class FuncDef:
@@ -77,6 +85,94 @@ class FuncDef:
             self._curvature_sup = _sup(self.exprs[2], self.z)
         return self._curvature_sup
 
+    # ------------------------------------------------------------------ the convex conjugate
+    @property
+    def convex_sign(self) -> int:
+        """sigma with sigma * phi convex: +1 (convex or affine), -1 (concave), 0 (neither)."""
+        return {CONVEX: 1, AFFINE: 1, CONCAVE: -1}.get(self.curvature, 0)
+
+    def _conjugate_facts(self) -> dict[str, Any]:
+        """The analysis of :func:`~sparsemodel.model.symbolic.conjugate_analysis` for sigma phi,
+        with its numerical pieces; computed once (sympy's solve and limits take a moment)."""
+        if not hasattr(self, "_conj"):
+            self._conj = self._analyse_conjugate()
+        if isinstance(self._conj, NoConjugate):
+            raise self._conj
+        return self._conj
+
+    def _analyse_conjugate(self) -> dict[str, Any] | NoConjugate:
+        import sympy
+
+        from .symbolic import NUMERIC_MODULES, ConjugateUnknown, conjugate_analysis, stable_form
+
+        sigma = self.convex_sign
+        what = f"func {self.name}({self.z}) = {self.text}"
+        hint = "a conjugate exists for convex (or concave) funcs whose domain and range of phi' sympy can find"
+        if sigma == 0:
+            return NoConjugate(f"no convex conjugate for {what}: it is neither convex nor concave", self.span, hint)
+        try:
+            facts = conjugate_analysis(sigma * self.body, self.z)
+        except ConjugateUnknown as exc:
+            return NoConjugate(f"no convex conjugate for {what}: {exc}", self.span, hint)
+        closed = facts["closed"]
+        facts["sigma"] = sigma
+        lo, hi = facts["interval"][:2]
+        facts["how"] = "closed form" if closed is not None or lo == hi else "numerical"  # lo = hi: affine
+        facts["closed_fn"] = (
+            sympy.lambdify(facts["s"], stable_form(closed), modules=NUMERIC_MODULES) if closed is not None else None
+        )
+        return facts
+
+    @property
+    def conjugate_interval(self) -> tuple[float, float, bool, bool]:
+        """The domain of (sigma phi)*: (lo, hi, lo included, hi included)."""
+        return self._conjugate_facts()["interval"]
+
+    @property
+    def conjugate_how(self) -> str:
+        """'closed form' (sympy solved s = phi'(z)) or 'numerical'."""
+        return self._conjugate_facts()["how"]
+
+    @property
+    def conjugate_expr(self) -> sympy.Expr | None:
+        """The closed form of (sigma phi)*(s) in the symbol s, or None (numerical)."""
+        return self._conjugate_facts()["closed"]
+
+    def conjugate_values(self, s: np.ndarray, numerical: bool = False) -> np.ndarray:
+        """(sigma phi)*(s) for s inside its domain (an included end takes its limit value):
+        closed form when there is one (unless ``numerical``), else :meth:`numerical_conjugate`."""
+        facts = self._conjugate_facts()
+        s = np.asarray(s, dtype=float)
+        lo, hi, _, _ = facts["interval"]
+        out = np.empty(s.shape)
+        inner = (s > lo) & (s < hi)
+        for end, v in facts["ends"].items():
+            out[s == end] = v
+        if inner.any():
+            f = facts["closed_fn"]
+            if f is not None and not numerical:
+                with np.errstate(all="ignore"):
+                    out[inner] = np.asarray(f(s[inner]), dtype=float) * np.ones(int(inner.sum()))
+            else:
+                out[inner] = self.numerical_conjugate(s[inner])
+        return out
+
+    def numerical_conjugate(self, s: np.ndarray) -> np.ndarray:
+        """(sigma phi)*(s) = s z - sigma phi(z) at the root z of sigma phi'(z) = s, for s strictly
+        inside the range of sigma phi' (vectorised: one safeguarded Newton-bisection per entry)."""
+        facts = self._conjugate_facts()
+        sigma = facts["sigma"]
+        left, right = (float(e) for e in facts["domain"][:2])
+        z = invert_increasing(
+            lambda u: sigma * _call(self.d1, u),
+            lambda u: sigma * _call(self.d2, u),
+            np.asarray(s, dtype=float),
+            left,
+            right,
+            facts["z0"],
+        )
+        return s * z - sigma * _call(self.fn, z)
+
     @classmethod
     def parse(
         cls, name: str, param: str, text: str, consts: dict[str, float] | None = None, span: Span | None = None
@@ -97,7 +193,7 @@ class FuncDef:
         return cls(name, param, body, span=span, text=text)
 
     def __call__(self, arg: Any, span: Span | None = None) -> UserFunc:
-        return UserFunc(self, arg, span=span)
+        return UserFunc(arg, self, span=span)
 
     def __repr__(self) -> str:
         return f"func {self.name}({self.z}) = {self.text}"
@@ -122,17 +218,28 @@ SUP_MAX_OPS = 200
 
 
 class UserFunc(Elementwise):
-    """phi(arg) for a :class:`FuncDef` phi."""
+    """phi(arg) for a :class:`FuncDef` phi (its one parameter: ``fdef``)."""
 
-    def __init__(self, fdef: FuncDef, arg: Any, span: Span | None = None):
+    def __init__(self, arg: Any, fdef: FuncDef, span: Span | None = None):
         self.fdef = fdef
         self.name = fdef.name
         self.curvature_kind = fdef.curvature
         super().__init__(arg, span=span)
 
     @property
+    def params(self) -> dict[str, Any]:
+        return {"fdef": self.fdef}
+
+    @property
     def curvature_sup(self) -> float | None:  # type: ignore[override]
         return self.fdef.curvature_sup
+
+    @property
+    def conjugate_interval(self) -> tuple[float, float, bool, bool]:  # type: ignore[override]
+        return self.fdef.conjugate_interval
+
+    def _conjugate(self, s: np.ndarray) -> np.ndarray:
+        return self.fdef.conjugate_values(s)
 
     def monotonicity(self, i: int) -> str:
         return self.fdef.monotone
@@ -165,9 +272,58 @@ def _call(f: Callable[[np.ndarray], Any], z: np.ndarray) -> np.ndarray:
         return np.asarray(f(z), dtype=float) * np.ones_like(z, dtype=float)
 
 
+def invert_increasing(
+    f1: Callable[[np.ndarray], np.ndarray],
+    f2: Callable[[np.ndarray], np.ndarray],
+    s: np.ndarray,
+    left: float,
+    right: float,
+    z0: float,
+    iters: int = 400,
+) -> np.ndarray:
+    """z with f1(z) = s entrywise, for a nondecreasing f1 on the open interval (left, right) and
+    each s strictly inside f1's range there (f2 = f1', used for Newton steps). A bracket [a, b]
+    around each root is grown from z0 (doubling steps towards an infinite edge, halving the
+    distance to a finite one), then shrunk by Newton steps that stay inside it, every fourth step a
+    bisection (so it at least halves every four steps)."""
+    s = np.asarray(s, dtype=float)
+    a = np.full(s.shape, float(z0))
+    b = a.copy()
+    step = np.ones(s.shape)
+
+    def out_left(u: np.ndarray) -> np.ndarray:  # a point further left: doubling, or halfway to the edge
+        return u - step if not np.isfinite(left) else np.maximum(left + (u - left) / 2, u - step)
+
+    def out_right(u: np.ndarray) -> np.ndarray:
+        return u + step if not np.isfinite(right) else np.minimum(right - (right - u) / 2, u + step)
+
+    for _ in range(2200):  # 1e308 by doublings, or the edge to the last bit by halvings
+        fa, fb = f1(a), f1(b)
+        move_a, move_b = ~(fa <= s), ~(fb >= s)  # (a nan value, an overflow, keeps moving)
+        if not (move_a.any() or move_b.any()):
+            break
+        a = np.where(move_a, out_left(a), a)
+        b = np.where(move_b, out_right(b), b)
+        step = step * 2.0
+    x = 0.5 * (a + b)
+    for it in range(iters):
+        fx = f1(x) - s
+        b = np.where(fx > 0, x, b)
+        a = np.where(fx < 0, x, a)
+        width = b - a
+        done = (fx == 0) | (width <= 4 * np.finfo(float).eps * np.maximum(np.abs(a), np.abs(b)))
+        if done.all():
+            break
+        with np.errstate(all="ignore"):
+            xn = x - fx / f2(x)
+        newton = np.isfinite(xn) & (xn > a) & (xn < b) & (it % 4 != 3)
+        x = np.where(done, x, np.where(newton, xn, 0.5 * (a + b)))
+    return x
+
+
 def func(name: str, body: str, param: str = "z", **consts: float) -> FuncDef:
     """Python counterpart of ``func phi(z) = body``: ``phi = sm.func("phi", "log(1 + exp(-z))")``."""
     return FuncDef.parse(name, param, body, consts)
 
 
-__all__ = ["FuncDef", "UserFunc", "func"]
+__all__ = ["FuncDef", "UserFunc", "func", "invert_increasing"]

@@ -158,7 +158,7 @@ class _State:
                     Ja = J.toarray() if sp.issparse(J) else np.asarray(J)
                     if self.extra is not None:
                         Ja = np.hstack([Ja, self.extra[t_i][i][:, None]])
-                    H[a] += t.coef * _rowwise_hessian(t, z[a], Ja)
+                    H[a] += t.coef * (Ja.T @ t.hessian_apply(z[a], Ja))
                 continue
             if many and not sp.issparse(J):
                 H[:, :d, :d] += t.coef * _pair_hessians(J, d2)
@@ -193,7 +193,7 @@ class _State:
             J = rd.Js[t_i]
             Jv = _apply(J, v[None, :])[0]
             d2 = self.D[t_i][2]
-            r = t.curv_apply(self.Z[t_i][0], d2[0] if d2 is not None else None, Jv)
+            r = t.hessian_apply(self.Z[t_i][0], Jv, d2[0] if d2 is not None else None)
             out += t.coef * _apply_t(J, r[None, :])[0]
         if self.ridge is not None:
             out += self.ridge * v
@@ -276,15 +276,3 @@ def _pair_hessians(J: np.ndarray, d2: np.ndarray) -> np.ndarray:
     H[:, iu[0], iu[1]] = Hup
     H[:, iu[1], iu[0]] = Hup
     return H
-
-
-def _rowwise_hessian(t: Any, z: np.ndarray, J: np.ndarray) -> np.ndarray:
-    """sum_i w_i J_i' (diag(p_i) - p_i p_i') J_i for the softmax loss; J rows ordered (i, j)."""
-    mcol = t.map.shape[1]
-    P = t.probs(z).reshape(-1, mcol)
-    w = t.weights if t.weights is not None else np.ones(P.shape[0])
-    J3 = J.reshape(P.shape[0], mcol, -1)
-    Wp = (P * w[:, None]).reshape(-1)
-    H = J.T @ (J * Wp[:, None])
-    Q = np.einsum("ij,ijd->id", P, J3)
-    return H - Q.T @ (Q * w[:, None])

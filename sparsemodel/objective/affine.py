@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..model.expr import Add, Data, Div, Expr, Index, MatMul, Mul, Neg, Sub, Variable, dense, unbroadcast
+from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub
+from ..model.expr import Data, Expr, Variable, dense, unbroadcast
 from .evaluator import Evaluator, Layout
 from .operators import DataOperator
 from .structure import jacobian_columns

@@ -185,17 +185,6 @@ def _third(t: tuple) -> np.ndarray:
     return t[2]
 
 
-def _b_finite(B: np.ndarray) -> tuple[int, int, float, float]:
-    """(NaN count, inf count, min, max) of a block: the data check and the sign in one pass."""
-    fin = np.isfinite(B)
-    n_nan = int(np.isnan(B).sum())
-    n_inf = int(B.size - fin.sum()) - n_nan
-    vals = B[fin] if n_nan or n_inf else B
-    lo = float(vals.min()) if vals.size else 0.0
-    hi = float(vals.max()) if vals.size else 0.0
-    return n_nan, n_inf, lo, hi
-
-
 class DaskOperator(DataOperator):
     """A dask array chunked by rows, behind the :class:`DataOperator` interface (module docstring).
 
@@ -379,18 +368,6 @@ class DaskOperator(DataOperator):
     def dense(self) -> np.ndarray:
         self._pass()
         return np.asarray(dask.compute(self.X)[0])
-
-    def finite_summary(self) -> tuple[int, int, float, float]:
-        """(NaN count, inf count, min, max) over the whole matrix in one pass."""
-        parts = [dask.delayed(_b_finite, pure=False)(b) for b in self.blocks]
-        self._pass()
-        res = dask.compute(*parts)
-        return (
-            sum(r[0] for r in res),
-            sum(r[1] for r in res),
-            min(r[2] for r in res),
-            max(r[3] for r in res),
-        )
 
 
 def _b_columns_rows(B: np.ndarray, local: np.ndarray) -> np.ndarray:

@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..model import atoms as A
 from .affine import AffineMap, Block, NotCanonical, affine_map
 from .columns import DesignColumns
 from .evaluator import Layout
@@ -96,7 +95,7 @@ class Design(DesignColumns):
                 or not getattr(t.map, "canonical", False)
             ):
                 continue
-            key = (type(t.phi), getattr(t.phi, "M", None), id(getattr(t.phi, "fdef", None)))
+            key = t.phi.loss_key()  # the same function: the same atom class and parameters
             groups.setdefault(key, []).append(i)
         merged: list[Term] = []
         drop: set[int] = set()
@@ -263,7 +262,7 @@ class Design(DesignColumns):
             else:
                 z = t.map.value(x)
                 _, _, d2 = t.derivs(z, 2)
-                r = t.curv_apply(z, d2, Jv)
+                r = t.hessian_apply(z, Jv, d2)
             out += t.coef * t.map.vjp(r)
         return self.layout.symmetrize_grad(out)
 
@@ -309,13 +308,8 @@ class Design(DesignColumns):
             t = self.terms[i]
             if not getattr(t.map, "canonical", False):
                 return None
-            if t.rowwise:
-                c = 0.5
-            elif isinstance(t.phi, (A.square, A.huber)):
-                c = 2.0
-            elif isinstance(t.phi, A.logistic):
-                c = 0.25
-            else:
+            c = self._term_curvature_bound(t)
+            if c is None:
                 return None
             w = np.ones(t.map.shape[0])
             if t.weights is not None:
@@ -340,21 +334,32 @@ class Design(DesignColumns):
         for i, t in enumerate(self.terms):
             if i in self.sample_terms:
                 continue
-            if not isinstance(t.phi, (A.square, A.huber)):
+            c = self._term_curvature_bound(t)
+            if c is None:
                 return None
             wmax = float(np.abs(t.weights).max()) if t.weights is not None else 1.0
             blocks = getattr(t.map, "blocks", None)
             if blocks is not None and all(b.op is None and b.right is None for b in blocks):
                 # views of the variables (a ridge term): the Hessian is at most (sum of |scales|)^2
                 amp = sum(float(np.max(np.abs(b.scale))) for b in blocks)
-                rest += 2.0 * abs(t.coef) * wmax * amp * amp
+                rest += c * abs(t.coef) * wmax * amp * amp
                 continue
             J = self.full_columns(i)
             if J is None:
                 return None
             G = (J.T @ J).toarray() if sp.issparse(J) else J.T @ J
-            rest += 2.0 * abs(t.coef) * wmax * float(np.abs(G).sum(axis=1).max())  # a Gershgorin bound
+            rest += c * abs(t.coef) * wmax * float(np.abs(G).sum(axis=1).max())  # a Gershgorin bound
         return float(per.max() + rest)
+
+    @staticmethod
+    def _term_curvature_bound(t: Term) -> float | None:
+        """A bound on |phi''| of a term's loss for the sample smoothness: the atom's sup phi'' when
+        phi is convex (then 0 <= phi'' <= sup); None for a loss without a finite bound or a
+        concave one (its sup phi'' does not bound |phi''|)."""
+        c = t.curvature_sup
+        if c is None or t.phi.convex_sign != 1:
+            return None
+        return float(c)
 
     # ------------------------------------------------------------------ low-rank subspaces
     def low_rank(

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model.expr import Data, Expr, Index, MatMul, Variable, dense
+from ..model.arith import Index, MatMul
+from ..model.expr import Data, Expr, Variable
 from .operators import DataOperator
 
 
@@ -124,10 +125,6 @@ class Evaluator:
                 self._const_vals[i] = vals[i]
         return vals
 
-    def forget_constants(self) -> None:
-        """Call after changing a parameter's value."""
-        self._const_vals.clear()
-
     def value(self, x: np.ndarray) -> Any:
         v = self._forward(x)[-1]
         return v
@@ -179,7 +176,3 @@ class Evaluator:
         if not np.isfinite(f):
             return f, np.full(self.layout.n, np.nan)
         return f, self.vjp(x, 1.0, coords=coords, vals=vals)
-
-
-def value_of(e: Expr, layout: Layout, x: np.ndarray) -> Any:
-    return dense(Evaluator(e, layout).value(x)) if e.shape else float(Evaluator(e, layout).value(x))

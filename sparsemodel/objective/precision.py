@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..model import atoms as A
-from ..model.expr import Add, Div, Expr, MatMul, Mul, Neg, Sub, Variable, dense
+from ..model.arith import Add, Div, MatMul, Mul, Neg, Sub
+from ..model.expr import Expr, Variable, dense
 
 
 @dataclass

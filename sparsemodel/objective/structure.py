@@ -22,23 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..model import atoms as A
-from ..model.expr import (
-    AFFINE,
-    Add,
-    Constant,
-    Data,
-    Div,
-    Expr,
-    Index,
-    MatMul,
-    Mul,
-    Neg,
-    Parameter,
-    Sub,
-    Transpose,
-    Variable,
-    dense,
-)
+from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub, Transpose
+from ..model.dcp import AFFINE
+from ..model.expr import Constant, Data, Expr, Parameter, Variable, dense
 from .evaluator import Layout
 
 
@@ -129,7 +115,7 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             affine = MatMul(Data(R), e.args[0])
             terms.append(RawTerm(abs(c), A.square(affine), affine))
             return
-        if isinstance(e, A.Elementwise) and e.args[0].curvature == AFFINE:
+        if getattr(e, "loss_form", None) == "elementwise" and e.args[0].curvature == AFFINE:
             terms.append(RawTerm(c, e, e.args[0]))
             return
         raise _NotComposite
@@ -139,16 +125,11 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
         if e.curvature == AFFINE:
             terms.append(RawTerm(c, None, e, weights=w))
             return
-        if isinstance(e, A.Elementwise) and e.args[0].curvature == AFFINE and e.args[0].shape == e.shape:
+        form = getattr(e, "loss_form", None)  # the atom says whether (and how) it is a loss
+        if form == "elementwise" and e.args[0].curvature == AFFINE and e.args[0].shape == e.shape:
             terms.append(RawTerm(c, e, e.args[0], weights=w))
             return
-        if (
-            isinstance(e, A.logsumexp)
-            and e.axis is not None
-            and e.args[0].ndim == 2
-            and e.axis % 2 == 1
-            and e.args[0].curvature == AFFINE
-        ):  # the softmax loss: one logsumexp per row
+        if form == "rowwise" and e.args[0].curvature == AFFINE:  # the softmax loss: one logsumexp per row
             terms.append(RawTerm(c, e, e.args[0], weights=w, rowwise=True))
             return
         if isinstance(e, (Add, Sub)) and e.args[0].shape == e.shape and e.args[1].shape == e.shape:

@@ -11,12 +11,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..model import atoms as A
+from ..model.atoms import NoConjugate
 
 
 @dataclass
 class Term:
-    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number."""
+    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number.
+
+    Every fact about phi is the atom's (:mod:`sparsemodel.model.atoms`: values, derivatives, the
+    Hessian's action, the curvature bound, the conjugate); the term adds its coefficient, weights
+    and shape."""
 
     coef: float
     phi: Any
@@ -26,39 +30,37 @@ class Term:
 
     @property
     def quadratic(self) -> bool:
-        return isinstance(self.phi, A.square)
+        """phi(z) = z^2: the term is a weighted sum of squares (least-squares kernels apply)."""
+        return bool(self.phi.quadratic)
 
     @property
     def curvature_sup(self) -> float | None:
         """sup phi'' of the loss (a global curvature bound), as its atom states it (built-in or user
-        ``func``); 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2."""
-        if self.rowwise:
-            return 0.5
-        return getattr(self.phi, "curvature_sup", None)
+        ``func``; 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2)."""
+        return self.phi.curvature_sup
 
     @property
     def out_size(self) -> int:
         """Number of phi values: entries, or rows for a row-wise loss."""
         return self.map.shape[0] if self.rowwise else self.map.size
 
+    def _rows(self, z: np.ndarray) -> np.ndarray:
+        """A row-wise term's affine values (batch..., n*m) as (batch..., n, m)."""
+        return z.reshape(z.shape[:-1] + (-1, self.map.shape[1]))
+
     def derivs(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, Any, Any]:
         """phi values and derivatives on the last axis of ``z`` (which may carry a leading batch
         axis), weights applied. Elementwise: (v, phi', phi'') per entry. Row-wise: (v per row,
-        gradient per entry, None; the Hessian is diag(P) - P P' per row, see :func:`row_hvp`)."""
+        gradient per entry, None; the Hessian is applied by :meth:`hessian_apply`)."""
         w = self.weights
         if self.rowwise:
-            m = self.map.shape[1]
-            Z = z.reshape(z.shape[:-1] + (-1, m))
-            zmax = Z.max(axis=-1, keepdims=True)
-            E = np.exp(Z - zmax)
-            s = E.sum(axis=-1, keepdims=True)
-            v = (np.log(s) + zmax)[..., 0]
-            P = (E / s).reshape(z.shape) if order >= 1 else None
+            Z = self._rows(z)
+            v, P, _ = self.phi.derivs(Z, order)
             if w is not None:
                 v = v * w
                 if P is not None:
-                    P = (P.reshape(Z.shape) * w[:, None]).reshape(z.shape)
-            return v, P, None
+                    P = P * w[:, None]
+            return v, (P.reshape(z.shape) if P is not None else None), None
         v, d1, d2 = self.phi.derivs(z, order)
         if w is not None:
             v = v * w
@@ -66,24 +68,64 @@ class Term:
             d2 = d2 * w if d2 is not None else None
         return v, d1, d2
 
-    def probs(self, z: np.ndarray) -> np.ndarray:
-        """Row-wise softmax probabilities (unweighted), same shape as z."""
-        m = self.map.shape[1]
-        Z = z.reshape(z.shape[:-1] + (-1, m))
-        E = np.exp(Z - Z.max(axis=-1, keepdims=True))
-        return (E / E.sum(axis=-1, keepdims=True)).reshape(z.shape)
-
-    def curv_apply(self, z: np.ndarray, d2: np.ndarray | None, u: np.ndarray) -> np.ndarray:
-        """The loss Hessian at z (per entry or per row) applied to u (same shape as z), weights in."""
+    def hessian_apply(self, z: np.ndarray, U: np.ndarray, d2: np.ndarray | None = None) -> np.ndarray:
+        """The loss Hessian at z (per entry, or per row for a row-wise loss), weights in, applied to
+        U: shape of z (one direction) or (size, q) (q columns, e.g. Jacobian columns). ``d2``: the
+        weighted phi'' of :meth:`derivs` when already computed (elementwise)."""
         if not self.rowwise:
-            return d2 * u
-        m = self.map.shape[1]
-        P = self.probs(z).reshape(z.shape[:-1] + (-1, m))
-        U = u.reshape(P.shape)
-        out = P * U - P * (P * U).sum(axis=-1, keepdims=True)
+            if d2 is None:
+                d2 = self.derivs(z, 2)[2]
+            return self.phi.hessian_apply(z, U, d2)
+        Z = self._rows(z)
+        cols = U.ndim > z.ndim
+        out = self.phi.hessian_apply(Z, U.reshape(Z.shape + U.shape[z.ndim :]))
         if self.weights is not None:
-            out = out * self.weights[:, None]
-        return out.reshape(z.shape)
+            out = out * (self.weights[:, None, None] if cols else self.weights[:, None])
+        return out.reshape(U.shape)
+
+    def row_hessians(self, z: np.ndarray) -> np.ndarray:
+        """A row-wise term's per-row loss Hessians w_i (diag(p_i) - p_i p_i') as (n, m, m)."""
+        m = self.map.shape[1]
+        n = z.shape[-1] // m
+        return self.hessian_apply(z, np.tile(np.eye(m), (n, 1))).reshape(n, m, m)
+
+    # ------------------------------------------------------------------ the conjugate
+    def _scale(self) -> np.ndarray:
+        """a = c w sigma per value (entry, or row): the term is sum_i a_i (sigma phi)(z_i) with
+        sigma phi convex; negative entries make the term concave (no conjugate)."""
+        sigma = self.phi.convex_sign
+        w = self.weights if self.weights is not None else np.ones(self.out_size)
+        a = self.coef * sigma * np.asarray(w, dtype=float)
+        if sigma == 0 or np.any(a < 0):
+            raise NoConjugate(
+                f"the term {self.coef:g} * sum(w * {self.phi.name}(...)) is not convex in its argument: it has no conjugate"
+            )
+        return a
+
+    def conjugate(self, s: np.ndarray) -> np.ndarray:
+        """The conjugate of g(z) = c sum_i w_i phi(z_i) at s (shape of z), one value per entry (or
+        per row): g*(s) = sum_i a_i phi_sigma*(s_i / a_i) with a_i = c w_i sigma and phi_sigma =
+        sigma phi convex (the atom's ``conjugate``); an entry with a_i = 0 contributes 0 at
+        s_i = 0 and +inf elsewhere. The linear part of a design (``lin'x``, constants) is not a
+        term: in a Fenchel dual it enters the dual's linear constraint, not a conjugate."""
+        a = self._scale()
+        s = np.asarray(s, dtype=float)
+        if self.rowwise:
+            S = self._rows(s)
+            pos = a > 0
+            safe = np.where(pos, a, 1.0)
+            with np.errstate(invalid="ignore"):
+                v = a * self.phi.conjugate(S / safe[:, None])
+            return np.where(pos, v, np.where(np.all(S == 0, axis=-1), 0.0, np.inf))
+        pos = a > 0
+        safe = np.where(pos, a, 1.0)
+        with np.errstate(invalid="ignore"):
+            v = a * self.phi.conjugate(s / safe)
+        return np.where(pos, v, np.where(s == 0, 0.0, np.inf))
+
+    def conjugate_domain(self, s: np.ndarray) -> np.ndarray:
+        """Where :meth:`conjugate` is finite (per entry, or per row)."""
+        return np.isfinite(self.conjugate(s))
 
 
 @dataclass

@@ -19,8 +19,10 @@ Every set over the flat vector x (all variables) says:
 * ``certificate(x, g, gamma)`` -- paper 001's Definition 4 in the set's terms (is x a fixed point
   of the projected gradient step with step gamma?).
 
-Adding a constraint kind is one class here plus its entry in :func:`build_set` (see
-docs/architecture.md, with :class:`LowRank` as the worked example)."""
+The rest of the protocol (what ``finish``, ``Result``, the sweeps, ``select``, ``auto`` and the
+relaxations read) has defaults in :class:`ConstraintSet`. Adding a constraint kind is one set
+class in its own module plus one ``register_kind`` call in :mod:`.registry` (see
+docs/architecture.md, with fused sparsity, :mod:`.fused`, as the worked example)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ class CoordSubspace:
 
     cols: np.ndarray
     n: int
+    form = "coords"  # the restricted solves' back-end (lowering.restricted.BACKENDS)
 
     @property
     def dim(self) -> int:
@@ -66,6 +69,9 @@ class ConstraintSet(ABC):
     kind: str = "set"
     unit: str = ""
     thresholds: bool = True  # projected by hard thresholding (False: a convex set)
+    coordinate: bool = False  # offers the coordinate API (coords, free, select, support, units, ...)
+    relaxation: str | None = None  # the convex relaxation that stands for it: "l1", "nuclear", "glasso"
+    counts_units: bool = True  # criteria that price the selected units (EBIC, GIC) apply
 
     def __init__(self, constraint: Constraint, layout: Layout, budget: int | None):
         self.constraint = constraint
@@ -84,28 +90,17 @@ class ConstraintSet(ABC):
         raise NotImplementedError
 
     def check_budget(self, b: Any) -> int:
-        if isinstance(b, bool) or not isinstance(b, (int, np.integer, float, np.floating)) or float(b) != int(b):
-            raise ConstraintError(
-                f"{self.constraint}: the bound {b!r} is not an integer",
-                self.span,
-                f"use an integer 0 <= {self.unit} bound <= {self.limit}",
-            )
-        b = int(b)
-        if b < 0:
-            raise ConstraintError(f"{self.constraint}: the bound {b} must be nonnegative", self.span)
-        if b > self.limit:
-            raise ConstraintError(
-                f"{self.bound_text(b)}: {self.target_text()} has only {self.limit} {self.unit}",
-                self.span,
-                f"{'r' if self.unit == 'rank' else 'k'} must be between 0 and {self.limit} ({self.unit})",
-            )
-        return b
+        """A budget value checked by the constraint's one bound check (an integer from 0 to
+        ``limit`` units; a located error otherwise)."""
+        return self.constraint.check_bound(b)
 
     @abstractmethod
     def with_budget(self, b: int) -> ConstraintSet: ...
 
     @abstractmethod
-    def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, Any]: ...
+    def project(self, z: np.ndarray, budget: int | None = None, warm: Any = None) -> tuple[np.ndarray, Any]:
+        """The projection of z (to ``budget`` units; ``warm``: the state of a previous projection,
+        which some sets use to start from) and the state of the result."""
 
     @abstractmethod
     def state(self, x: np.ndarray) -> Any: ...
@@ -128,6 +123,54 @@ class ConstraintSet(ABC):
 
     @abstractmethod
     def describe(self) -> str: ...
+
+    # ---- what the solvers, Result, the sweeps, select and the CLI read (defaults for any set)
+    def nonzeros(self, x: np.ndarray) -> np.ndarray:
+        """Result.support: the positions (into the flattened variable) where x is nonzero."""
+        return np.flatnonzero(np.asarray(x[self.layout.coords(self.variable)]) != 0)
+
+    def report(self, x: np.ndarray, support: np.ndarray, names: Any) -> dict[str, Any]:
+        """What a Result says of x beyond its support: ``extra`` entries and ``groups`` (names)."""
+        return {}
+
+    def degrees_of_freedom(self, x: np.ndarray, fixed: np.ndarray) -> tuple[int, int, int]:
+        """(df, units used, selectable units) of x; ``fixed`` marks coordinates a box fixes."""
+        raise NotImplementedError(f"{type(self).__name__} has no degrees of freedom")
+
+    def truncation(self, s: int | None) -> Any:
+        """The power method's truncation for a budget of s units: v -> the part of v a budget-s
+        point of the set may use (free coordinates kept)."""
+        if s is None or s >= self.limit:
+            return lambda v: v
+        return lambda v: self.project(v, s)[0]
+
+    def power_units(self, units: int) -> int:
+        """The truncation budget of the smoothness estimates for ``units`` units."""
+        return min(units, self.limit)
+
+    def neighbour_start(self, x: np.ndarray, grad: Any) -> np.ndarray:
+        """The warm start at another bound from a neighbour's solution x (``grad()`` gives the
+        gradient at x if the set needs it): x itself by default."""
+        return x.copy()
+
+    def with_box(self, box: Any) -> ConstraintSet:
+        """The set intersected with a coordinate box (only sparsity sets compose with one)."""
+        raise ConstraintError(
+            f"{box.constraint} together with {self.constraint}: box constraints combine with nnz(...) <= k, "
+            f"not with {self.kind} constraints",
+            box.span,
+            "drop the bounds, or constrain the sparsity instead",
+        )
+
+    def swap_members(self) -> np.ndarray | None:
+        """Positions into C of each unit's coordinates (units x size) when the budget is spent on
+        interchangeable units of one size, so that one unit can be swapped for another (auto's
+        swap search); None otherwise."""
+        return None
+
+    def zero_note(self) -> str:
+        """Why a budget of 0 leaves nothing constrained (a bound too small for its unit)."""
+        return ""
 
     def target_text(self) -> str:
         return str(self.variable)

@@ -76,6 +76,7 @@ class LowRankSubspace:
     free: np.ndarray
     n: int
     side: str = "alternate"
+    form = "lowrank"  # the restricted solves' back-end (lowering.restricted.BACKENDS)
 
     @property
     def cshape(self) -> tuple[int, int]:
@@ -173,6 +174,8 @@ class LowRank(ConstraintSet):
 
     kind = "rank"
     unit = "rank"
+    relaxation = "nuclear"
+    counts_units = False  # a rank has no units to price (EBIC, GIC)
 
     def __init__(
         self,
@@ -232,6 +235,16 @@ class LowRank(ConstraintSet):
         out[self.W] = ((U * s) @ Vt).ravel()
         return out, LowRankState(U, s, Vt)
 
+    def report(self, x: np.ndarray, support: np.ndarray, names: Any) -> dict[str, Any]:
+        st = self.state(x)
+        return {"extra": {"rank": st.rank, "singular_values": [float(v) for v in st.s[: max(self.budget, 1) + 1]]}}
+
+    def degrees_of_freedom(self, x: np.ndarray, fixed: np.ndarray) -> tuple[int, int, int]:
+        """r (p + m - r), the dimension of the rank-r matrices, plus the free coordinates."""
+        r = self.state(x).rank
+        p, m = self.shape
+        return r * (p + m - r) + int(np.sum(~fixed[self.free])), r, min(p, m)
+
     def state(self, x: np.ndarray) -> LowRankState:
         M = self.matrix(x)
         U, s, Vt = np.linalg.svd(M, full_matrices=False)
@@ -281,6 +294,8 @@ class LowRank(ConstraintSet):
         stable = stationary and smin >= gamma * grad_off * (1 - 1e-12)
         verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
         return {
+            "detail": f"|projected grad| on the subspace {grad_on:.2e}, sigma_r(W) {smin:.4g} vs gamma * sigma_1(grad off "
+            f"it) {gamma * grad_off:.4g}",
             "definition": "paper 001, Definition 4, rank form",
             "gamma": float(gamma),
             "grad_on_subspace_norm": grad_on,

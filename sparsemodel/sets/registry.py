@@ -1,6 +1,17 @@
-"""From a model constraint to its set: the one registration point of a constraint kind."""
+"""The registry of constraint kinds: from a model constraint to its set, its description, and
+the assembly of a problem's constraints into the one thresholded set and the convex side sets.
+
+A new constraint kind is one set class (see :mod:`sparsemodel.sets.base` for the protocol), one
+:func:`register_kind` line below, and the model constraint that names the kind (its ``kind``
+attribute). Which solvers accept a kind is each solver's ``handles``; nothing outside this package
+reads a kind string to decide how to treat a constraint.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -9,25 +20,177 @@ from ..model.constraints import (
     BoxConstraint,
     Constraint,
     EigBoxConstraint,
+    FusedConstraint,
     NnzConstraint,
     RankConstraint,
 )
 from ..objective.evaluator import Layout
+from . import examples as ex
 from .base import ConstraintSet
+from .fused import FusedSparsity
 from .lowrank import LowRank
 from .side import Box, EigBox
 from .sparsity import CoordinateSparsity
 
 
+@dataclass(frozen=True)
+class Kind:
+    """A constraint kind: its name (the model constraint's ``kind``), the line that describes it in
+    messages, and how its set is built from the constraint (``S``: a precision objective's
+    covariance, for the eigenvalue box's ``auto`` bounds)."""
+
+    name: str
+    text: str
+    build: Callable[[Any, Layout, np.ndarray | None], ConstraintSet]
+    generic: bool = False  # only the protocol is needed: every protocol solver accepts it
+    example: Callable[[], Any] | None = None  # a small model of this kind (the conformance suite runs it)
+
+
+KINDS: dict[str, Kind] = {}
+_BY_TYPE: dict[type, Callable[[Any, Layout, np.ndarray | None], ConstraintSet]] = {}
+
+
+def register_kind(
+    constraint_type: type,
+    names: Sequence[tuple[str, str]],
+    build: Callable[[Any, Layout, np.ndarray | None], ConstraintSet],
+    generic: bool = False,
+    examples: dict[str, Callable[[], Any]] | None = None,
+) -> None:
+    """Register a model constraint class: the kinds it can carry (``(name, description)``), the
+    function that builds its set, and whether the kind needs nothing but the set protocol
+    (``generic``: then every solver that works through the protocol alone accepts it, see
+    ``Solver.protocol``)."""
+    for name, text in names:
+        KINDS[name] = Kind(name, text, build, generic, (examples or {}).get(name))
+    _BY_TYPE[constraint_type] = build
+
+
+def generic_kind(kind: str) -> bool:
+    """Whether a kind needs nothing from a solver but the set protocol."""
+    k = KINDS.get(kind)
+    return k is not None and k.generic
+
+
+register_kind(
+    NnzConstraint,
+    [
+        ("nnz", "sparsity (nnz(x) <= k)"),
+        ("nnz_groups", "group-sparsity (nnz(x, groups=g) <= k)"),
+        ("nnz_pairs", "symmetric off-diagonal sparsity (nnz(offdiag(O)) <= 2k on a symmetric O: entries in pairs)"),
+    ],
+    lambda c, layout, S: CoordinateSparsity(c, layout),
+    examples={"nnz": ex.sparsity, "nnz_groups": ex.groups, "nnz_pairs": ex.pairs},
+)
+register_kind(
+    RankConstraint,
+    [("rank", "rank (rank(W) <= r)")],
+    lambda c, layout, S: LowRank(c, layout),
+    examples={"rank": ex.low_rank},
+)
+register_kind(
+    EigBoxConstraint,
+    [("eig_box", "eigenvalue-box (alpha <= eig(O) <= beta)")],
+    lambda c, layout, S: EigBox(c, layout, S),
+    examples={"eig_box": ex.eigenvalue_box},
+)
+register_kind(
+    BoxConstraint,
+    [("box", "box (w >= 0, lo <= w <= hi)")],
+    lambda c, layout, S: Box(c, layout),
+    examples={"box": ex.box},
+)
+
+
+def describe_kind(kind: str) -> str:
+    """The words for a constraint kind in messages ("sparsity (nnz(x) <= k)")."""
+    k = KINDS.get(kind)
+    return k.text if k is not None else kind
+
+
 def build_set(c: Constraint, layout: Layout, S: np.ndarray | None = None) -> ConstraintSet:
-    """The set for a model constraint (the registration point of a new constraint kind). ``S``:
-    the covariance of a Gaussian log-likelihood objective (resolves ``auto`` eigenvalue bounds)."""
-    if isinstance(c, NnzConstraint):
-        return CoordinateSparsity(c, layout)
-    if isinstance(c, RankConstraint):
-        return LowRank(c, layout)
-    if isinstance(c, EigBoxConstraint):
-        return EigBox(c, layout, S)
-    if isinstance(c, BoxConstraint):
-        return Box(c, layout)
+    """The set for a model constraint."""
+    for t in type(c).__mro__:
+        if t in _BY_TYPE:
+            return _BY_TYPE[t](c, layout, S)
     raise ConstraintError(f"no constraint set for {c}", c.span)  # pragma: no cover
+
+
+@dataclass
+class Assembled:
+    """A problem's constraints as sets: ``main`` the one projected by hard thresholding (with the
+    problem's box composed into it), ``side`` the convex sets kept inside restricted solves,
+    ``box`` every coordinate box intersected, ``eigbox`` the eigenvalue box."""
+
+    main: ConstraintSet | None
+    side: list[ConstraintSet]
+    box: Box | None
+    eigbox: EigBox | None
+
+
+def assemble(
+    constraints: Sequence[Constraint], layout: Layout, S: np.ndarray | None = None, budget: int | None = None
+) -> Assembled:
+    """The sets of a problem: every box intersected into one, at most one thresholded set (with
+    the box composed into its projection), at most one eigenvalue box whose variable's diagonal
+    the sparsity set leaves free; ``budget`` replaces the thresholded set's bound."""
+    sets = [build_set(c, layout, S) for c in constraints]
+    box: Box | None = None
+    for b in [s for s in sets if s.kind == "box"]:
+        box = b if box is None else box.merge(b)
+    sets = [s for s in sets if s.kind != "box"] + ([box] if box is not None else [])
+    thresh = [s for s in sets if s.thresholds]
+    if len(thresh) > 1:
+        raise ConstraintError(
+            f"{len(thresh)} sparsity or rank constraints ({'; '.join(str(s.constraint) for s in thresh)}); "
+            "one per problem is supported",
+            thresh[1].span,
+            "combine them into one nnz(...) over a single variable, or use groups=",
+        )
+    main = thresh[0] if thresh else None
+    side = [s for s in sets if not s.thresholds]
+    if box is not None and main is not None:
+        main = main.with_box(box)
+    if budget is not None:
+        if main is None:
+            raise ConstraintError(
+                f"a bound ({budget}) was given but the problem has no nnz(...) <= k or rank(W) <= r constraint"
+            )
+        main = main.with_budget(budget)
+    eig = [s for s in side if s.kind == "eig_box"]
+    if len(eig) > 1:
+        raise ConstraintError(
+            f"two eigenvalue boxes ({eig[0].constraint}; {eig[1].constraint}); write one: alpha <= eig(O) <= beta",
+            eig[1].span,
+        )
+    eigbox = eig[0] if eig else None
+    if eigbox is not None:
+        _check_eigbox(eigbox, main)
+    return Assembled(main, side, box, eigbox)
+
+
+def _check_eigbox(box: EigBox, s: ConstraintSet | None) -> None:
+    """An eigenvalue box needs the diagonal free: a matrix with eigenvalues >= alpha > 0 has a
+    positive diagonal, so a sparsity bound that may zero diagonal entries admits no matrix in the
+    box on most supports."""
+    if s is None or s.variable is not box.variable or box.alpha <= 0:
+        return
+    p = box.shape[0]
+    diag = box.W[np.arange(p) * (p + 1)]
+    if np.isin(diag, s.coords).any():
+        raise ConstraintError(
+            f"{s.constraint} counts the diagonal of {box.variable.name}, but {box.constraint} needs every "
+            f"diagonal entry positive (eigenvalues >= {box.alpha:g}): supports without the whole diagonal "
+            "contain no matrix in the box",
+            s.span,
+            f"bound the off-diagonal only: nnz(offdiag({box.variable.name})) <= 2 * k",
+        )
+
+
+register_kind(
+    FusedConstraint,
+    [("fused", "fused sparsity (nnz(diff(w)) <= k: at most k changes between consecutive entries)")],
+    lambda c, layout, S: FusedSparsity(c, layout),
+    generic=True,
+    examples={"fused": ex.fused},
+)

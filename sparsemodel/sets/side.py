@@ -38,7 +38,7 @@ class EigBox(SideSet):
         self.free = np.flatnonzero(mask)
         self.coords = self.W
 
-    def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, Any]:
+    def project(self, z: np.ndarray, budget: int | None = None, warm: Any = None) -> tuple[np.ndarray, Any]:
         M = z[self.W].reshape(self.shape)
         lam, V = np.linalg.eigh((M + M.T) / 2)
         lam = np.clip(lam, self.alpha, self.beta)
@@ -118,7 +118,7 @@ class Box(SideSet):
     def clip(self, z: np.ndarray) -> np.ndarray:
         return np.clip(z, self.lo, self.hi)
 
-    def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, Any]:
+    def project(self, z: np.ndarray, budget: int | None = None, warm: Any = None) -> tuple[np.ndarray, Any]:
         return self.clip(z), None
 
     def contains(self, x: np.ndarray, tol: float = 0.0) -> bool:

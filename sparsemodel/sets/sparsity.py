@@ -66,6 +66,8 @@ class CoordinateSparsity(ConstraintSet):
             self.unit_of = None
             self.n_units = self.size
         self.kind = c.kind
+        self.coordinate = True
+        self.relaxation = "glasso" if self.pairs else "l1"
         self.unit = (
             "groups" if (c.groups is not None and not self.pairs) else ("edges" if self.pairs else "coordinates")
         )
@@ -149,7 +151,7 @@ class CoordinateSparsity(ConstraintSet):
         return np.union1d(self.coords[np.asarray(sel, dtype=np.int64)], self.free)
 
     # ---- the protocol
-    def project(self, z: np.ndarray, budget: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def project(self, z: np.ndarray, budget: int | None = None, warm: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Hard thresholding on C (free coordinates untouched): (projected z, selected positions).
 
         With a box, the exact projection onto {nnz <= k} ∩ box: a kept coordinate takes its
@@ -182,7 +184,78 @@ class CoordinateSparsity(ConstraintSet):
         return np.empty(0, dtype=np.int64)
 
     def subspace(self, state: np.ndarray | None) -> CoordSubspace:
-        return CoordSubspace(self.flat(state if state is not None else self.empty()), self.n)
+        return CoordSubspace(
+            self.flat(np.asarray(state if state is not None else self.empty(), dtype=np.int64)), self.n
+        )
+
+    # ---- what Result, the sweeps and select read
+    def nonzeros(self, x: np.ndarray) -> np.ndarray:
+        local = self.constraint.coords  # positions of C inside the variable
+        return np.sort(local[np.flatnonzero(x[self.coords] != 0)])
+
+    def report(self, x: np.ndarray, support: np.ndarray, names: Any) -> dict[str, Any]:
+        if self.unit_of is None or self.pairs:
+            return {}
+        return {"groups": group_names(self.constraint, support, names)}
+
+    def degrees_of_freedom(self, x: np.ndarray, fixed: np.ndarray) -> tuple[int, int, int]:
+        free = int(np.sum(~fixed[self.free]))
+        on = np.flatnonzero(x[self.coords] != 0)
+        return len(on) + free, self.units(on), self.n_units
+
+    def truncation(self, s: int | None) -> Any:
+        if s is None or s >= self.size:
+            return lambda v: v
+        C, F = self.coords, self.free
+
+        def trunc(v: np.ndarray) -> np.ndarray:
+            out = np.zeros_like(v)
+            keep = C[top_k(v[C], s)]
+            out[keep] = v[keep]
+            out[F] = v[F]
+            return out
+
+        return trunc
+
+    def power_units(self, units: int) -> int:
+        """The coordinates of the ``units`` largest groups (pairs, single coordinates)."""
+        if self.unit_of is None:
+            return min(units, self.size)
+        sizes = np.sort(np.bincount(self.unit_of))[::-1]
+        return int(sizes[: min(units, len(sizes))].sum())
+
+    def neighbour_start(self, x: np.ndarray, grad: Any) -> np.ndarray:
+        """x on its support, and on the other constrained coordinates a step along -grad f(x)
+        scaled so that its largest entry is half of x's smallest nonzero one: thresholding to k
+        keeps x's support first, then the coordinates of largest admissible gradient."""
+        z = x.copy()
+        C = self.coords
+        on = z[C] != 0
+        g = grad()
+        score = self.descent_scores(g[C])
+        score[on] = 0.0
+        top = float(np.max(score, initial=0.0))
+        if top > 0 and np.all(np.isfinite(score)):
+            m = float(np.min(np.abs(z[C][on]))) if on.any() else 1.0
+            z[C] -= np.sign(g[C]) * (score / top) * 0.5 * m
+        return z
+
+    def swap_members(self) -> np.ndarray | None:
+        if self.pairs or self.variable.symmetric:
+            return None
+        if self.unit_of is None:
+            return np.arange(self.size, dtype=np.int64)[:, None]
+        order = np.argsort(self.unit_of, kind="stable")
+        counts = np.bincount(self.unit_of, minlength=self.n_units)
+        if counts.min() != counts.max():
+            return None
+        return order.reshape(self.n_units, counts[0])
+
+    def zero_note(self) -> str:
+        written = getattr(self.constraint, "k", None)
+        if self.pairs and written and self.budget == self.constraint.k_units:
+            return f" (entries of a symmetric matrix come in pairs, so the bound {written} allows no edge)"
+        return ""
 
     def certificate(self, x: np.ndarray, g: np.ndarray, gamma: float, rtol: float = 1e-6) -> dict[str, Any]:
         """Paper 001, Definition 4 for step gamma: x is a (basic) stationary point when the gradient
@@ -211,6 +284,8 @@ class CoordinateSparsity(ConstraintSet):
         strict = stationary and xmin > gamma * grad_off
         verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
         return {
+            "detail": f"|grad| on support {grad_on:.2e}, min |x| top-k {xmin:.4g} vs gamma*max|grad| off "
+            f"{gamma * grad_off:.4g}",
             "definition": "paper 001, Definition 4",
             "gamma": float(gamma),
             "grad_on_support_inf": grad_on,
@@ -250,6 +325,7 @@ class CoordinateSparsity(ConstraintSet):
         stable = stationary and kept >= off * (1 - 1e-12)
         verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
         return {
+            "detail": f"|projected grad| on support {grad_on:.2e}, min gain kept {kept:.4g} vs max gain off {off:.4g}",
             "definition": "paper 001, Definition 4 (fixed point of the projected step onto {nnz <= k} ∩ box)",
             "gamma": float(gamma),
             "projected_grad_on_support_inf": grad_on,
@@ -283,3 +359,28 @@ class CoordinateSparsity(ConstraintSet):
         if self.box is not None:
             text += "; projection onto {nnz <= k} ∩ box (keeps the largest gains of the clipped values)"
         return text
+
+
+def group_names(c: Any, support: np.ndarray, names: Any) -> list[str]:
+    """The kept groups of a group-sparsity constraint ``c``, by name: the row (column) names for
+    ``groups = rows`` (``cols``), else ``group LABEL`` with the user's label."""
+    local = np.asarray(c.coords)
+    pos = np.searchsorted(local, support)  # support: positions in the variable, all inside C
+    labels = np.asarray(c.groups)[pos]
+    axis = {"rows": 0, "cols": 1}.get(getattr(c.nnz, "axis_groups", None) or "", None)
+    out = []
+    for lab in np.unique(labels):
+        member = int(support[np.flatnonzero(labels == lab)[0]])
+        if axis is not None and len(c.variable.shape) == 2:
+            i = int(np.unravel_index(member, c.variable.shape)[axis])
+            axis_names = names.axis_names()[axis] if names is not None else None
+            out.append(
+                axis_names[i]
+                if axis_names is not None
+                else f"{c.variable.name}[{i}, :]"
+                if axis == 0
+                else f"{c.variable.name}[:, {i}]"
+            )
+        else:
+            out.append(f"group {int(lab)}")
+    return out

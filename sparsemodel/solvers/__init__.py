@@ -1,19 +1,15 @@
 """Solvers: one module per family, one registry, one Result type."""
 
-from . import (
-    arht,  # noqa: F401  (registers arht)
-    auto,  # noqa: F401  (registers auto, the default pipeline)
-    foba,  # noqa: F401  (registers foba)
-    glasso,  # noqa: F401  (registers glasso)
-    grahtp,  # noqa: F401  (registers grahtp, fgrahtp)
-    grasp,  # noqa: F401  (registers grasp)
-    greedy,  # noqa: F401  (registers omp, ompr, els, forward)
-    iht,  # noqa: F401  (registers iht)
-    lasso,  # noqa: F401  (registers lasso)
-    nuclear,  # noqa: F401  (registers nuclear)
-    stochastic,  # noqa: F401  (registers hsg_ht, ahsg_ht, sg_ht, svrg_ht)
-)
-from .base import AUTO_ORDER, REGISTRY, Option, Result, Solver, auto_solver, get_solver, register, solvers_for
+import importlib
+import pkgutil
+
+from .base import AUTO_ORDER, REGISTRY, Solver, auto_solver, get_solver, register, solvers_for
+from .options import Option
+from .result import Result
+
+# every module of this package registers its solvers when imported: a new solver is one module
+for _mod in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_mod.name}")
 
 # the order `sparsemodel solvers` and `check` list them in: paper 000, 001, 003, then baselines
 ORDER = (

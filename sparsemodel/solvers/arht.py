@@ -87,8 +87,10 @@ from ..lowering.lowered import LoweredProblem
 from ..numerics.smooth import power_method
 from ..sets.sparsity import top_k
 from ..util import Clock
-from .base import CONVERGED, MAX_ITER, History, Option, Result, Solver, check_k, finish, register
+from .base import Solver, register
 from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
+from .options import Option
+from .result import CONVERGED, MAX_ITER, Result, finish
 
 PRACTICAL_PROGRESS = 1e-3
 PRACTICAL_RESTARTS = 20
@@ -207,7 +209,6 @@ class ARHT(Solver):
         o = self.opts
         if lp.sparsity is None:
             return solve_unconstrained(lp, self, o["restricted"])
-        check_k(lp, self.name)
         clock = Clock()
         sps = lp.sparsity
         C = sps.coords
@@ -217,7 +218,7 @@ class ARHT(Solver):
         geng = ActiveSet(lp, method=o["restricted"])  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
         xb, fb = feng.solve(sel0)
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(fb)
 
         # ---- the bracket [B, f(b)] of Algorithm 6, lines 17-20

@@ -49,26 +49,17 @@ from ..lowering.active import ActiveSet
 from ..lowering.lowered import LoweredProblem
 from ..lowering.swaps import SwapModel
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    finish,
-    initial_point,
-    register,
-)
+from .base import Solver, initial_point, register
 from .grahtp import FGraHTP, GraHTP
 from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, edge_problem, omp_steps
+from .options import Option
+from .result import CONVERGED, DIVERGED, MAX_ITER, History, Result, finish
 
 
 @register
 class Auto(Solver):
     name = "auto"
+    protocol = True  # the projection, state, subspace and certificate of any set
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "eig_box"})  # eig_box: precision matrices
     summary = "the default: GraHTP start, then swaps ranked by the Newton model and checked by exact refits"
     reference = "paper 000, Algorithm 1 (start); swap search: ELS of paper 003, Algorithm 4, with ABESS-style splicing"
@@ -121,16 +112,15 @@ class Auto(Solver):
         sps = lp.sparsity
         searchable = _searchable(lp) and o["search"]
         if not searchable:  # the start alone (with its own support-change line search)
-            start = GraHTP(restricted=o["restricted"], init=o["init"]).run(lp)
+            start = self.part(GraHTP, restricted=o["restricted"], init=o["init"]).run(lp)
             start.solver, start.options, start.time_s = self.name, dict(self.opts), clock()
             start.extra = {**start.extra, "pipeline": ["grahtp"], "start": "grahtp"}
             if not _searchable(lp):
                 start.extra["note"] = self.plan(lp)
             return start
-        check_k(lp, self.name)
-        members = _members(sps)
+        members = sps.swap_members()
         starts = self._starts(lp)
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         best: dict[str, Any] | None = None
         runs = []
         for how in starts:
@@ -141,7 +131,7 @@ class Auto(Solver):
             if best is None or run["objective"] < best["objective"]:
                 best = run
         if best is None:  # every start failed: report GraHTP's answer and its status
-            start = GraHTP(restricted=o["restricted"]).run(lp)
+            start = self.part(GraHTP, restricted=o["restricted"]).run(lp)
             start.solver, start.options, start.time_s = self.name, dict(self.opts), clock()
             start.extra = {**start.extra, "pipeline": ["grahtp"], "start": "grahtp"}
             return start
@@ -176,7 +166,7 @@ class Auto(Solver):
         t0 = clock()
         act = ActiveSet(lp, method=o["restricted"], gram=True)
         if how in ("grahtp", "fgrahtp"):  # GraHTP as it runs alone: auto never ends above grahtp
-            start = (GraHTP(restricted=o["restricted"]) if how == "grahtp" else FGraHTP()).run(lp)
+            start = (self.part(GraHTP, restricted=o["restricted"]) if how == "grahtp" else self.part(FGraHTP)).run(lp)
             if start.status == DIVERGED or not np.isfinite(start.objective):
                 return None
             x = lp.layout.pack(start.values)
@@ -366,19 +356,18 @@ def edge_pipeline(solver: Solver, lp: LoweredProblem, clock: Clock) -> Result:
     1.94 / -2.98 / -18.36 / -26.58 / -31.58, forward selection at -0.53 / -12.63 / -19.98 / -24.95 /
     -28.66, GraHTP from the doubling start at 1.18 / -11.63 / -20.14 / -25.35 / -30.67."""
     o = solver.opts
-    check_k(lp, solver.name)
-    hist = History(lp, clock)
+    hist = solver.history(lp, clock)
     runs: list[dict[str, Any]] = []
     best: Result | None = None
     best_start = ""
     for how in edge_starts(lp):
         if how == "grahtp":
-            r = GraHTP(restricted=o["restricted"]).run(lp)
+            r = solver.part(GraHTP, restricted=o["restricted"]).run(lp)
             f_start = float(r.history["objective"][0]) if r.history.get("objective") else r.objective
         else:
             growth = EDGE_GROWTH if how == "doubling forward" else 0.0
             x0, f_start, _ = edge_forward_path(lp, o["restricted"], growth)
-            r = GraHTP(restricted=o["restricted"], init=x0).run(lp)
+            r = solver.part(GraHTP, restricted=o["restricted"], init=x0).run(lp)
         runs.append({"start": how, "start_objective": f_start, "objective": r.objective, "status": r.status})
         hist.log(r.objective)
         if best is None or (np.isfinite(r.objective) and not r.objective >= best.objective):
@@ -409,28 +398,9 @@ def edge_pipeline(solver: Solver, lp: LoweredProblem, clock: Clock) -> Result:
 
 
 def _searchable(lp: LoweredProblem) -> bool:
-    """The swap search applies: coordinate sparsity or groups of one size, a composite objective,
-    no symmetric variable."""
-    sps = lp.sparsity
-    return (
-        sps is not None
-        and lp.set.kind in ("nnz", "nnz_groups")
-        and lp.design is not None
-        and _members(sps) is not None
-        and not any(v.symmetric for v in lp.layout.variables)
-    )
-
-
-def _members(sps: Any) -> np.ndarray | None:
-    """Positions into C of each unit's coordinates (units x size), or None when the groups differ
-    in size."""
-    if sps.unit_of is None:
-        return np.arange(sps.size, dtype=np.int64)[:, None]
-    order = np.argsort(sps.unit_of, kind="stable")
-    counts = np.bincount(sps.unit_of, minlength=sps.n_units)
-    if counts.min() != counts.max():
-        return None
-    return order.reshape(sps.n_units, counts[0])
+    """The swap search applies: a composite objective and a set whose budget is spent on
+    interchangeable units of one size (coordinates, or groups of one size)."""
+    return lp.set is not None and lp.design is not None and lp.set.swap_members() is not None
 
 
 def _units_of(sps: Any, x: np.ndarray) -> np.ndarray:

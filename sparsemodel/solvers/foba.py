@@ -52,24 +52,11 @@ from ..lowering.active import ActiveSet
 from ..lowering.lowered import LoweredProblem
 from ..numerics.newton import newton
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    finish,
-    initial_point,
-    register,
-    require_sparsity,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, initial_point, register, require_sparsity
 from .grasp import outside_domain
 from .greedy import edge_problem
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 
 @register
@@ -126,7 +113,6 @@ class FoBa(Solver):
                     "use grahtp, grasp or iht for other objectives",
                 )
             return self._run_edges(lp, clock)
-        check_k(lp, self.name)
         nu, eps = o["nu"], o["eps"]
         if not 0 < nu < 1:
             raise SolverError(f"option nu={nu} of {self.name} must be in (0, 1)", hint="Zhang's choice is nu = 0.5")
@@ -144,7 +130,7 @@ class FoBa(Solver):
         sel = np.empty(0, dtype=np.int64)
         x, f = act.solve(sel, x0=initial_point(lp, o["init"]))  # min over the free coordinates only
         x = x.copy()
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(f, size=0, step=0)
         if not np.isfinite(f):
             return finish(lp, self, x, DIVERGED, 0, clock, hist, f=f, message=outside_domain(f))
@@ -211,7 +197,6 @@ class FoBa(Solver):
         from ..objective.precision import EdgeMoves
 
         o = self.opts
-        check_k(lp, self.name)
         moves = EdgeMoves(lp)
         k, method, nu, eps = lp.sparsity.k, o["restricted"], o["nu"], o["eps"]
 
@@ -221,7 +206,7 @@ class FoBa(Solver):
 
         units = np.empty(0, dtype=np.int64)
         x, f = refit(units, initial_point(lp, "zeros"))
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(f, size=0, step=0)
         gains: list[float] = []
         forward = backward = 0

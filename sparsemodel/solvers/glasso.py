@@ -42,27 +42,15 @@ from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..numerics.logdet import ADMMResult, admm_logdet, shift_into_box, soft_offdiag_prox
 from ..objective.precision import EdgeMoves
-from ..util import Clock
-from .base import (
-    CONVERGED,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    finish,
-    register,
-    restricted_option,
-    subproblem13_options,
-)
-from .tuning import check_search_options, search_lambda, search_options
+from .base import register
+from .options import Option, restricted_option, subproblem13_options
+from .tuning import Search, TunedRelaxation, search_options
 
 
 @register
-class GLasso(Solver):
+class GLasso(TunedRelaxation):
     name = "glasso"
     handles = frozenset({"nnz_pairs", "eig_box"})
-    convex_relaxation = True
     summary = "graphical LASSO with lambda tuned by binary search to exactly k edges, then refit in the box"
     reference = "Friedman, Hastie & Tibshirani (2008); the baseline of paper 000, Section 6.3"
     options = {
@@ -86,25 +74,23 @@ class GLasso(Solver):
         **subproblem13_options(),
     }
 
-    def run(self, lp: LoweredProblem) -> Result:
-        o = self.opts
-        clock = Clock()
-        sps = lp.sparsity
+    what = "the graphical LASSO"
+    counted = "edges"
+    count_name, counts_name = "edge set", "edge counts"
+    log_name = "edges"
+
+    def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
+        o, sps = self.opts, lp.sparsity
         if lp.precision is None or sps is None or not sps.pairs:
             raise SolverError(
                 "glasso solves the sparse precision-matrix problem: minimize -logdet(O) + trace(S @ O) "
                 "subject to nnz(offdiag(O)) <= 2 * k (O symmetric)",
                 hint="for vectors use lasso, for ranks nuclear",
             )
-        check_k(lp, self.name)
-        check_search_options(o, self.name)
-        pf = lp.precision
-        moves = EdgeMoves(lp)
-        S, p = pf.S, pf.p
-        keep = o["box"] == "keep" and lp.eigbox is not None
+        S, p = lp.precision.S, lp.precision.p
+        keep = self._keep(lp)
         alpha, beta = (lp.eigbox.alpha, lp.eigbox.beta) if keep else (0.0, np.inf)
-        off = ~np.eye(p, dtype=bool)
-        lam_max = float(np.abs(S[off]).max()) if p > 1 else 0.0
+        lam_max = float(np.abs(S[~np.eye(p, dtype=bool)]).max()) if p > 1 else 0.0
         if not lam_max > 0:
             raise SolverError("S has no nonzero off-diagonal entry: every lambda gives the diagonal solution")
         backend = "numpy" if o["backend"] == "auto" else o["backend"]
@@ -113,55 +99,44 @@ class GLasso(Solver):
             if backend == "numpy"
             else _GlassoCvxpy(lp, o["cvxpy_solver"], keep)
         )
-        hist = History(lp, clock)
-        W = lp.layout.coords(pf.var)
+        return lam_max, relax, backend
 
-        def solve_at(lam: float) -> tuple[np.ndarray, int]:
-            O = relax.solve(lam)
-            big = np.abs(O[off]).max() if p > 1 else 0.0
-            O = np.where(off & (np.abs(O) <= o["zero_tol"] * big), 0.0, O)
-            x = lp.zeros()
-            x[W] = ((O + O.T) / 2).ravel()
-            edges = len(moves.units_of(x))
-            hist.log(lp.oracle.peek(x), lam=lam, edges=edges)
-            return x, edges
+    def _keep(self, lp: LoweredProblem) -> bool:
+        return self.opts["box"] == "keep" and lp.eigbox is not None
 
-        search = search_lambda(
-            solve_at,
-            lambda: relax.solves,
-            sps.k,
-            lam_max,
-            o,
-            what="the graphical LASSO",
-            target_text=f"k={sps.k} edges",
-            count_name="edge set",
-            counts_name="edge counts",
-            unit=" edges",
-            span=sps.span,
-        )
-        lam, x_g = search.lam, search.x
-        O_g = x_g[W].reshape(p, p)
-        f_g = lp.oracle.peek(x_g)
-        if o["debias"]:
-            r = lp.restricted_minimize(moves.positions(moves.units_of(x_g)), x0=x_g, method=o["restricted"])
-            x, f = r.x, r.f
-        else:
+    def _matrix(self, lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
+        p = lp.precision.p
+        return x[lp.layout.coords(lp.precision.var)].reshape(p, p)
+
+    def snap(self, lp: LoweredProblem, O: np.ndarray) -> tuple[np.ndarray, int]:
+        p = lp.precision.p
+        off = ~np.eye(p, dtype=bool)
+        big = np.abs(O[off]).max() if p > 1 else 0.0
+        O = np.where(off & (np.abs(O) <= self.opts["zero_tol"] * big), 0.0, O)
+        x = lp.zeros()
+        x[lp.layout.coords(lp.precision.var)] = ((O + O.T) / 2).ravel()
+        return x, len(EdgeMoves(lp).units_of(x))
+
+    def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
+        O = self._matrix(lp, x)
+        return lp.precision.scale * float(np.abs(O[~np.eye(len(O), dtype=bool)]).sum())
+
+    def ending(self, lp: LoweredProblem, search: Search) -> dict[str, Any]:
+        moves = EdgeMoves(lp)
+        O_g = self._matrix(lp, search.x)
+        W = lp.layout.coords(lp.precision.var)
+
+        def into_box(x_g: np.ndarray) -> tuple[np.ndarray, float]:
             x = x_g.copy()
             if lp.eigbox is not None:
                 x[W] = shift_into_box(O_g, lp.eigbox.alpha, lp.eigbox.beta).ravel()
-            f = lp.oracle.peek(x)
-        extra: dict[str, Any] = {
-            "lambda": lam,
-            "lambda_max": lam_max,
-            "glasso_objective": f_g,
-            "glasso_penalized_objective": f_g + pf.scale * lam * float(np.abs(O_g[off]).sum()),
-            "solves": relax.solves,
-            "backend": backend,
-            "box_in_relaxation": keep,
-            "debiased": bool(o["debias"]),
-            "path": [[float(a), int(b)] for a, b in search.seen],
+            return x, lp.oracle.peek(x)
+
+        return {
+            "state": moves.positions(moves.units_of(search.x)),
+            "undebiased": into_box,
+            "extra": {"box_in_relaxation": self._keep(lp)},
         }
-        return finish(lp, self, x, CONVERGED, relax.solves, clock, hist, f=f, extra=extra)
 
 
 class _GlassoADMM:

@@ -65,22 +65,9 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    divergence_message,
-    finish,
-    initial_point,
-    register,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, divergence_message, initial_point, register
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 STEP_RULES = ("auto", "local", "bb", "htp", "rss")
 SEARCH_TRIES = 3  # supports tried by one support-change line search
@@ -89,6 +76,7 @@ SEARCH_TRIES = 3  # supports tried by one support-change line search
 @register
 class GraHTP(Solver):
     name = "grahtp"
+    protocol = True  # the projection, state, subspace and certificate of any set
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box", "eig_box"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
@@ -138,7 +126,6 @@ class GraHTP(Solver):
         if lp.set is None:  # nothing to threshold: one restricted solve over all coordinates
             r = lp.restricted_minimize(None, method=o["restricted"])
             return finish(lp, self, r.x, CONVERGED, 1, clock, f=r.f)
-        check_k(lp, self.name)
         s = lp.set
         debias = o["debias"]
         search = o["search"] and debias
@@ -148,7 +135,7 @@ class GraHTP(Solver):
         if rule == "local" and lp.design is not None and lp.design.quadratic:
             rule = "htp"  # a constant Hessian: the step at the start is the step at every iterate
         x = initial_point(lp, o["init"])
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         st_prev = s.state(x)
         if debias:
             r = lp.restricted_minimize(st_prev, x0=x, method=o["restricted"])
@@ -198,8 +185,7 @@ class GraHTP(Solver):
                     eta = float(sx @ sx) / sy if sy > 0 else self._curvature_step(lp, x)
             retry = False
             xt = x - eta * g  # S1
-            warm, st = s.project(xt)  # S2: the projection, and F(t)
-            lp.oracle.thresholded()
+            warm, st = lp.project(xt)  # S2: the projection, and F(t)
             same_support = s.same(st, st_prev)
             if debias and same_support:
                 # F(t) = F(t-1): x is already the minimizer on F(t) (S3 of the last iteration), so S3 would
@@ -279,10 +265,9 @@ class GraHTP(Solver):
         e = eta
         for _ in range(60):
             e *= 2.0
-            warm, st = s.project(x - e * g)
+            warm, st = lp.project(x - e * g)
             if any(s.same(st, t) for t in tried):
                 continue
-            lp.oracle.thresholded()
             tried.append(st)
             bar = f - 1e-12 * max(1.0, abs(f))
             r = lp.restricted_minimize(st, x0=warm, method=self.opts["restricted"], grad=True, give_up=bar)

@@ -51,22 +51,9 @@ import numpy as np
 
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    finish,
-    initial_point,
-    register,
-    require_sparsity,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, initial_point, register, require_sparsity
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 CYCLE_MEMORY = 8
 
@@ -110,12 +97,11 @@ class GraSP(Solver):
         o = self.opts
         clock = Clock()
         sps = require_sparsity(lp, self.name)
-        check_k(lp, self.name)
         C = sps.coords
         k = sps.k
         method = o["restricted"]
         x = initial_point(lp, o["init"])
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         f, g = lp.value_and_grad(x)
         hist.log(f, support_size=sps.units(sps.support(x)))
         if not np.isfinite(f):
@@ -129,8 +115,7 @@ class GraSP(Solver):
             Z = sps.select(sps.descent_scores(g[C]), 2 * k)  # step 2 (|g|; with a box, feasible directions)
             T = np.union1d(Z, sps.support(x))  # step 3
             b = lp.restricted_minimize(T, x0=x, method=method).x  # step 4
-            xn, sel = sps.project(b)  # step 5: b_k (free coordinates kept)
-            lp.oracle.thresholded()
+            xn, sel = lp.project(b)  # step 5: b_k (free coordinates kept)
             if o["prune"] == "debias":
                 xn = lp.restricted_minimize(sel, x0=xn, method=method).x
             fn, gn = lp.value_and_grad(xn)

@@ -43,20 +43,9 @@ from ..errors import SolverError
 from ..lowering.active import ActiveSet
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    finish,
-    initial_point,
-    register,
-    restricted_option,
-    subproblem13_options,
-)
+from .base import Solver, initial_point, register
+from .options import Option, restricted_option, subproblem13_options
+from .result import CONVERGED, MAX_ITER, History, Result, finish
 
 RESTRICTED = restricted_option("the restricted solves (least squares: an incremental Cholesky factor)")
 INIT = Option(
@@ -149,8 +138,24 @@ class _GreedyBase(Solver):
     handles = frozenset({"nnz", "box"})
 
     def _setup(self, lp: LoweredProblem) -> ActiveSet:
-        check_k(lp, self.name)
         return ActiveSet(lp, method=self.opts["restricted"])
+
+    def _before(self, lp: LoweredProblem) -> Result | None:
+        """What every greedy run checks first: no sparsity constraint (one restricted solve), the
+        edges of a precision matrix (forward selection's own path), pairs on another objective
+        (refused); None when the run proper goes ahead."""
+        if lp.sparsity is None:
+            return solve_unconstrained(lp, self, self.opts["restricted"])
+        if self.name == "forward" and edge_problem(lp):
+            return edge_forward(lp, self)
+        if lp.sparsity.pairs:
+            raise SolverError(
+                f"{self.name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
+                "-logdet(O) + trace(S @ O)",
+                lp.sparsity.span,
+                "use grahtp, grasp or iht for other objectives",
+            )
+        return None
 
     def _improves(self, f_new: float, f_old: float) -> bool:
         return f_new < f_old - self.opts["min_decrease"] * max(1.0, abs(f_old))
@@ -163,20 +168,12 @@ class _Stepwise(_GreedyBase):
     steps = staticmethod(omp_steps)
 
     def run(self, lp: LoweredProblem) -> Result:
-        if lp.sparsity is None:
-            return solve_unconstrained(lp, self, self.opts["restricted"])
-        if self.name == "forward" and edge_problem(lp):
-            return edge_forward(lp, self)
-        if lp.sparsity.pairs:
-            raise SolverError(
-                f"{self.name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
-                "-logdet(O) + trace(S @ O)",
-                lp.sparsity.span,
-                "use grahtp, grasp or iht for other objectives",
-            )
+        early = self._before(lp)
+        if early is not None:
+            return early
         act = self._setup(lp)
         clock = Clock()
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         x, f, sel = self.steps(lp, act, lp.sparsity.k, hist)
         return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
 
@@ -193,9 +190,8 @@ def edge_forward(lp: LoweredProblem, solver: Solver, growth: float = 0.0) -> Res
     candidate by a full refit would cost one ADMM per candidate), then refit on the support with
     the restricted solve (covsel, in the eigenvalue box when there is one). ``growth`` > 0 adds the
     max(1, ceil(growth |F|)) best edges per step instead of one (:func:`edge_forward_path`)."""
-    check_k(lp, solver.name)
     clock = Clock()
-    hist = History(lp, clock)
+    hist = solver.history(lp, clock)
     x, f, steps = edge_forward_path(lp, solver.opts["restricted"], growth, hist)
     return finish(lp, solver, x, CONVERGED, steps, clock, hist, f=f, extra={"scoring": "edge line search"})
 
@@ -272,24 +268,16 @@ class _SwapSearch(_GreedyBase, ABC):
         """The next support and a warm start for its restricted solve (or None)."""
 
     def run(self, lp: LoweredProblem) -> Result:
-        if lp.sparsity is None:
-            return solve_unconstrained(lp, self, self.opts["restricted"])
-        if self.name == "forward" and edge_problem(lp):
-            return edge_forward(lp, self)
-        if lp.sparsity.pairs:
-            raise SolverError(
-                f"{self.name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
-                "-logdet(O) + trace(S @ O)",
-                lp.sparsity.span,
-                "use grahtp, grasp or iht for other objectives",
-            )
+        early = self._before(lp)
+        if early is not None:
+            return early
         act = self._setup(lp)
         clock = Clock()
         C = lp.sparsity.coords
         sel, how = start_support(lp, act, self.opts["init"], self.name)
         x, f = act.solve(sel)
         f0 = f
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         hist.log(f)
         status, it = MAX_ITER, 0
         while it < self.opts["max_iter"]:

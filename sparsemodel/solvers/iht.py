@@ -39,23 +39,11 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    divergence_message,
-    finish,
-    ht_certificate,
-    initial_point,
-    register,
-)
+from .base import Solver, divergence_message, initial_point, register
 from .grahtp import stalled_message
 from .greedy import solve_unconstrained
+from .options import Option
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish, ht_certificate
 
 
 def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3, x: np.ndarray | None = None) -> float:
@@ -67,6 +55,7 @@ def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3, x: np
 @register
 class IHT(Solver):
     name = "iht"
+    protocol = True  # the projection, state, subspace and certificate of any set
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box"})
     summary = "Iterative Hard Thresholding: x <- H_s(x - gamma grad f), gamma = 1/L_s (paper 001)"
     reference = "paper 003, Algorithm 1; step rule and HT-stability certificate: paper 001 (Definition 4, Theorem 4)"
@@ -93,7 +82,6 @@ class IHT(Solver):
         o = self.opts
         if lp.set is None:
             return solve_unconstrained(lp, self, "auto")
-        check_k(lp, self.name)
         s = lp.set
         clock = Clock()
         x = initial_point(lp, o["init"])
@@ -110,7 +98,7 @@ class IHT(Solver):
             gamma = float(o["gamma"])
             if gamma <= 0:
                 raise SolverError(f"gamma must be positive; got {gamma}", hint="gamma <= 1/L_s (paper 001)")
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         f, g = lp.value_and_grad(x)
         f0 = f
         hist.log(f, gamma=gamma)
@@ -120,8 +108,7 @@ class IHT(Solver):
             )
         status, it, halvings, message = MAX_ITER, 0, 0, ""
         while it < o["max_iter"]:
-            xn, _ = s.project(x - gamma * g)  # line 8: H_s on C (or the truncated SVD), F untouched
-            lp.oracle.thresholded()
+            xn, _ = lp.project(x - gamma * g)  # line 8: H_s on C (or the truncated SVD), F untouched
             fn, gn = lp.value_and_grad(xn)
             increased = not np.isfinite(fn) or fn > f + 1e-14 * max(1.0, abs(f))
             if increased and o["backtracking"]:

@@ -59,27 +59,15 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.l1 import entering
 from ..lowering.lowered import LoweredProblem
-from ..util import Clock
-from .base import (
-    CONVERGED,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_k,
-    finish,
-    register,
-    require_sparsity,
-    restricted_option,
-)
-from .tuning import check_search_options, choose_backend, search_lambda, search_options
+from .base import register, require_sparsity
+from .options import Option, restricted_option
+from .tuning import TunedRelaxation, choose_backend, search_options
 
 
 @register
-class Lasso(Solver):
+class Lasso(TunedRelaxation):
     name = "lasso"
     handles = frozenset({"nnz", "box"})
-    convex_relaxation = True
     summary = "LASSO (l1 relaxation) with lambda tuned by binary search to exactly k nonzeros, then debiased"
     reference = "paper 003, Section 2.2.1 eq. (1) and Section 6.3.2"
     options = {
@@ -103,15 +91,14 @@ class Lasso(Solver):
         "restricted": restricted_option("x_F* and the refit"),
     }
 
-    def run(self, lp: LoweredProblem) -> Result:
-        o = self.opts
-        clock = Clock()
-        sps = require_sparsity(lp, self.name)
-        check_k(lp, self.name)
-        check_search_options(o, self.name)
-        k = sps.k
-        C = sps.coords
+    what = "LASSO"
+    reachable_hint = "a least-squares LASSO has at most as many nonzeros as samples, and "
+    norm_name = "l1_norm"
 
+    def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
+        o = self.opts
+        sps = require_sparsity(lp, self.name)
+        C = sps.coords
         # lambda_max from the minimizer over the free coordinates only
         r0 = lp.restricted_minimize(np.empty(0, dtype=np.int64), method=o["restricted"])
         if not np.isfinite(r0.f):  # x = 0 outside the domain (e.g. logdet): cvxpy needs no start
@@ -128,59 +115,21 @@ class Lasso(Solver):
         if lam_max <= 0:
             raise SolverError(
                 "x_C = 0 already minimizes the objective (the gradient on the constrained coordinates vanishes), "
-                f"so no lambda > 0 selects any coordinate; LASSO cannot produce {k} nonzeros",
+                f"so no lambda > 0 selects any coordinate; LASSO cannot produce {sps.k} nonzeros",
                 hint="check the data, or use an l0 solver (grahtp, grasp, foba)",
             )
-
         backend = choose_backend(lp, o["backend"])
         relax = _ProxNewton(lp, r0.x) if backend == "numpy" else lp.relaxation("l1", o["cvxpy_solver"])
-        hist = History(lp, clock)
+        return lam_max, relax, backend
 
-        def solve_at(lam: float) -> tuple[np.ndarray, int]:
-            x = relax.solve(lam)
-            xc = np.abs(x[C])
-            top = float(xc.max(initial=0.0))
-            x[C[xc <= o["zero_tol"] * top]] = 0.0
-            nnz = int(np.count_nonzero(x[C]))
-            hist.log(lp.oracle.peek(x), lam=lam, nnz=nnz)
-            return x, nnz
+    def snap(self, lp: LoweredProblem, x: np.ndarray) -> tuple[np.ndarray, int]:
+        C = lp.sparsity.coords
+        xc = np.abs(x[C])
+        x[C[xc <= self.opts["zero_tol"] * float(xc.max(initial=0.0))]] = 0.0
+        return x, int(np.count_nonzero(x[C]))
 
-        search = search_lambda(
-            solve_at,
-            lambda: relax.solves,
-            k,
-            lam_max,
-            o,
-            what="LASSO",
-            target_text=f"k={k} nonzeros",
-            count_name="support",
-            counts_name="sparsities",
-            unit=" nonzeros",
-            span=sps.constraint.span,
-            reachable_hint="a least-squares LASSO has at most as many nonzeros as samples, and ",
-        )
-        seen = search.seen
-        lam, x_lasso = search.lam, search.x
-        sel = sps.support(x_lasso)
-        f_lasso = lp.f(x_lasso)
-        l1 = float(np.sum(np.abs(x_lasso[C])))
-        if o["debias"]:
-            r = lp.restricted_minimize(sel, x0=x_lasso, method=o["restricted"])
-            x, f = r.x, r.f
-        else:
-            x, f = x_lasso, f_lasso
-        extra: dict[str, Any] = {
-            "lambda": lam,
-            "lambda_max": lam_max,
-            "lasso_objective": f_lasso,
-            "lasso_penalized_objective": f_lasso + lam * l1,
-            "l1_norm": l1,
-            "solves": relax.solves,
-            "backend": backend,
-            "debiased": bool(o["debias"]),
-            "path": [[float(a), int(b)] for a, b in seen],
-        }
-        return finish(lp, self, x, CONVERGED, relax.solves, clock, hist, f=f, extra=extra)
+    def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
+        return float(np.sum(np.abs(x[lp.sparsity.coords])))
 
 
 class _ProxNewton:

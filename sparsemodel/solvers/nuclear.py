@@ -44,17 +44,15 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..numerics.proximal import fista, svt
-from ..sets.lowrank import LowRank
-from ..util import Clock
-from .base import CONVERGED, History, Option, Result, Solver, check_budget, finish, register, restricted_option
-from .tuning import check_search_options, choose_backend, search_lambda, search_options
+from .base import register
+from .options import Option, restricted_option
+from .tuning import TunedRelaxation, choose_backend, search_options
 
 
 @register
-class Nuclear(Solver):
+class Nuclear(TunedRelaxation):
     name = "nuclear"
     handles = frozenset({"rank"})
-    convex_relaxation = True
     summary = "nuclear-norm relaxation with lambda tuned by binary search to exactly rank r, then debiased"
     reference = "the rank analogue of paper 003's tuned LASSO (Section 6.3.2); Recht, Fazel & Parrilo (2010)"
     options = {
@@ -72,15 +70,17 @@ class Nuclear(Solver):
         "restricted": restricted_option("x_F* and the refit"),
     }
 
-    def run(self, lp: LoweredProblem) -> Result:
-        o = self.opts
-        clock = Clock()
-        s = lp.set
-        if not isinstance(s, LowRank):
-            raise SolverError("nuclear solves rank-constrained problems; this problem has no rank(W) <= r constraint")
-        check_budget(lp, self.name)
-        check_search_options(o, self.name)
-        r = s.budget
+    what = "the nuclear-norm relaxation"
+    counted = ""
+    count_name, counts_name = "rank", "ranks"
+    log_name = "rank"
+    norm_name = "nuclear_norm"
+
+    def target_text(self, k: int) -> str:
+        return f"rank {k}"
+
+    def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
+        o, s = self.opts, lp.set  # a rank set: nuclear handles nothing else (Solver.check)
         r0 = lp.restricted_minimize(s.empty(), method=o["restricted"])
         _, g0 = lp.value_and_grad(r0.x)
         lam_max = float(np.linalg.norm(g0[s.W].reshape(s.shape), 2))
@@ -91,51 +91,19 @@ class Nuclear(Solver):
             )
         backend = choose_backend(lp, o["backend"])
         relax: Any = _Fista(lp, r0.x, o["tol"]) if backend == "numpy" else lp.relaxation("nuclear", o["cvxpy_solver"])
-        hist = History(lp, clock)
+        return lam_max, relax, backend
 
-        def solve_at(lam: float) -> tuple[np.ndarray, int]:
-            x = relax.solve(lam)
-            U, sv, Vt = np.linalg.svd(x[s.W].reshape(s.shape), full_matrices=False)
-            keep = sv > o["zero_tol"] * (sv[0] if len(sv) else 0.0)
-            x = x.copy()
-            x[s.W] = ((U[:, keep] * sv[keep]) @ Vt[keep]).ravel()
-            rank = int(keep.sum())
-            hist.log(lp.oracle.peek(x), lam=lam, rank=rank)
-            return x, rank
+    def snap(self, lp: LoweredProblem, x: np.ndarray) -> tuple[np.ndarray, int]:
+        s = lp.set
+        U, sv, Vt = np.linalg.svd(x[s.W].reshape(s.shape), full_matrices=False)
+        keep = sv > self.opts["zero_tol"] * (sv[0] if len(sv) else 0.0)
+        x = x.copy()
+        x[s.W] = ((U[:, keep] * sv[keep]) @ Vt[keep]).ravel()
+        return x, int(keep.sum())
 
-        search = search_lambda(
-            solve_at,
-            lambda: relax.solves,
-            r,
-            lam_max,
-            o,
-            what="the nuclear-norm relaxation",
-            target_text=f"rank {r}",
-            count_name="rank",
-            counts_name="ranks",
-            span=s.span,
-        )
-        seen = search.seen
-        lam, x_nuc = search.lam, search.x
-        f_nuc = lp.oracle.peek(x_nuc)
-        norm_nuc = float(np.linalg.svd(x_nuc[s.W].reshape(s.shape), compute_uv=False).sum())
-        if o["debias"]:
-            res = lp.restricted_minimize(s.state(x_nuc), x0=x_nuc, method=o["restricted"])
-            x, f = res.x, res.f
-        else:
-            x, f = x_nuc, f_nuc
-        extra: dict[str, Any] = {
-            "lambda": lam,
-            "lambda_max": lam_max,
-            "nuclear_objective": f_nuc,
-            "nuclear_penalized_objective": f_nuc + lam * norm_nuc,
-            "nuclear_norm": norm_nuc,
-            "solves": relax.solves,
-            "backend": backend,
-            "debiased": bool(o["debias"]),
-            "path": [[float(a), int(b)] for a, b in seen],
-        }
-        return finish(lp, self, x, CONVERGED, relax.solves, clock, hist, f=f, extra=extra)
+    def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
+        s = lp.set
+        return float(np.linalg.svd(x[s.W].reshape(s.shape), compute_uv=False).sum())
 
 
 class _Fista:

@@ -1,6 +1,6 @@
 """Summaries of results: the text ``sparsemodel solve`` prints and the HTML a notebook shows.
 
-Both read the same pieces of a :class:`~sparsemodel.solvers.base.Result`: the bound with its unit,
+Both read the same pieces of a :class:`~sparsemodel.solvers.result.Result`: the bound with its unit,
 the selection by name (coordinates, groups, edges) or, for a rank bound, the rank and the singular
 values, the certificate where it means something, and the coefficient table.
 """
@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import Result
+    from .result import Result
 
 MAX_ROWS = 30  # coefficient rows printed before "... N more"
 
@@ -62,21 +62,7 @@ def certificate_line(r: Result) -> str | None:
     if not all(math.isfinite(v) for v in nums):
         return None
     g = c.get("gamma", float("nan"))
-    if "sigma_r" in c:  # rank form
-        detail = (
-            f"|projected grad| on the subspace {c['grad_on_subspace_norm']:.2e}, sigma_r(W) {c['sigma_r']:.4g} vs "
-            f"gamma * sigma_1(grad off it) {g * c['max_sv_grad_off_subspace']:.4g}"
-        )
-    elif "min_gain_kept" in c:  # the box form
-        detail = (
-            f"|projected grad| on support {c['projected_grad_on_support_inf']:.2e}, min gain kept "
-            f"{c['min_gain_kept']:.4g} vs max gain off {c['max_gain_off_support']:.4g}"
-        )
-    else:
-        detail = (
-            f"|grad| on support {c['grad_on_support_inf']:.2e}, min |x| top-k {c['min_abs_top_s']:.4g} vs "
-            f"gamma*max|grad| off {g * c['max_abs_grad_off_support']:.4g}"
-        )
+    detail = c.get("detail", "")  # the set says what its numbers are
     return f"{c['verdict']} for gamma = {g:.4g} ({detail}; {c.get('definition', '')})"
 
 

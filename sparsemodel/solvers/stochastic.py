@@ -57,20 +57,9 @@ import numpy as np
 from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
-from .base import (
-    CONVERGED,
-    DIVERGED,
-    MAX_ITER,
-    REGISTRY,
-    History,
-    Option,
-    Result,
-    Solver,
-    check_budget,
-    finish,
-    initial_point,
-    register,
-)
+from .base import REGISTRY, Solver, initial_point, register
+from .options import Option
+from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
 
 class NumberOr:
@@ -110,7 +99,7 @@ def deterministic_alternatives(lp: LoweredProblem) -> list[str]:
     return [
         n
         for n, c in REGISTRY.items()
-        if lp.kinds <= c.handles and not getattr(c, "needs_finite_sum", False) and not c.convex_relaxation
+        if all(c.accepts(k) for k in lp.kinds) and not getattr(c, "needs_finite_sum", False) and not c.convex_relaxation
     ]
 
 
@@ -133,6 +122,7 @@ class _Stochastic(Solver):
 
     needs_finite_sum = True
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
+    protocol = True  # the projection and the restricted smoothness of any set
 
     def setup(self, lp: LoweredProblem) -> tuple[np.ndarray, float, float, int]:
         d = lp.design
@@ -142,10 +132,9 @@ class _Stochastic(Solver):
                 f"{self.name} needs a finite sum f = (1/n) sum_i f_i over the rows of the data; this objective {what}",
                 hint="deterministic solvers that apply: " + ", ".join(deterministic_alternatives(lp)),
             )
-        check_budget(lp, self.name)
         x = initial_point(lp, self.opts["init"])
         s = lp.set
-        top = lp.power_budget(2 * s.k) if s is not None and s.kind != "rank" else None
+        top = lp.power_budget(2 * s.k) if s is not None and s.coordinate else None
         L = lp.restricted_smoothness(2 * s.k) if s is not None else lp.smoothness(None)
         ls = d.sample_smoothness(top)
         if ls is None:  # no per-sample bound for this loss: the batch noise is not modeled
@@ -174,20 +163,17 @@ class _Stochastic(Solver):
         return 1.0 / (self.L + self.ls / max(s, 1))
 
     def project(self, lp: LoweredProblem, z: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
-        lp.oracle.thresholded()
-        s = lp.set
-        if s is None:
+        if lp.set is None:
+            lp.oracle.thresholded()
             return z, None
-        if s.kind == "rank":
-            return s.project(z, warm=state)
-        return s.project(z)
+        return lp.project(z, warm=state)
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
         clock = Clock()
         x, eta, L, n = self.setup(lp)
         self.eta_fixed = eta
-        hist = History(lp, clock)
+        hist = self.history(lp, clock)
         f0 = lp.oracle.peek(x)
         hist.log(f0, batch=0, full=0, epoch=0.0)
         rng = np.random.default_rng(o["seed"])

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
-from .base import Option
+from .base import Solver
+from .options import Option
 
 
 def search_options(problem: str) -> dict[str, Option]:
@@ -144,4 +145,145 @@ def search_lambda(
     )
 
 
-__all__ = ["Search", "check_search_options", "choose_backend", "search_lambda", "search_options"]
+def finish_tuned(
+    lp: Any,
+    solver: Any,
+    search: Search,
+    clock: Any,
+    hist: Any,
+    *,
+    lam_max: float,
+    penalty: float,
+    name: str,
+    norm_name: str,
+    solves: int,
+    backend: str,
+    state: Any = None,
+    undebiased: Callable[[np.ndarray], tuple[np.ndarray, float]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Any:
+    """The common end of every tuned relaxation (lasso, nuclear, glasso, tv): the relaxation's
+    solution at the lambda found, refit on its structure (``debias``, the set's restricted solve on
+    ``state``, by default the set's state of the solution) or reported as it is (``undebiased``
+    may move it into a side set first), and the Result with lambda, the relaxation's objective,
+    its penalized objective (``penalty``: the penalty's value at the solution, lambda not applied),
+    the solves and the path of (lambda, count) of the search."""
+    from .result import CONVERGED, finish
+
+    o = solver.opts
+    lam, x_rel = search.lam, search.x
+    f_rel = lp.oracle.peek(x_rel)
+    if o["debias"]:
+        st = lp.set.state(x_rel) if state is None else state
+        r = lp.restricted_minimize(st, x0=x_rel, method=o["restricted"])
+        x, f = r.x, r.f
+    elif undebiased is not None:
+        x, f = undebiased(x_rel)
+    else:
+        x, f = x_rel, f_rel
+    out: dict[str, Any] = {
+        "lambda": lam,
+        "lambda_max": lam_max,
+        f"{name}_objective": f_rel,
+        f"{name}_penalized_objective": f_rel + lam * penalty,
+        **({norm_name: penalty} if norm_name else {}),
+        "solves": solves,
+        "backend": backend,
+        "debiased": bool(o["debias"]),
+        **(extra or {}),
+        "path": [[float(a), int(b)] for a, b in search.seen],
+    }
+    return finish(lp, solver, x, CONVERGED, solves, clock, hist, f=f, extra=out)
+
+
+class TunedRelaxation(Solver):
+    """A convex relaxation tuned to an exact structure, then debiased: what ``lasso``, ``nuclear``,
+    ``glasso`` and ``tv`` share. A subclass gives where the search starts (:meth:`start`: lambda_max,
+    the relaxation's solver, the back-end's name), how a solution is read (:meth:`snap`: its small
+    parts zeroed and its structure counted), the relaxation's penalty at the answer
+    (:meth:`penalty`) and the words of its messages; :meth:`run` is the search of the module
+    docstring and :func:`finish_tuned`."""
+
+    convex_relaxation = True
+    what = "the relaxation"  # as messages name it: "LASSO", "total variation"
+    counted = "nonzeros"  # the unit of the count: nonzeros, changes, edges ("" for a rank)
+    count_name = "support"  # what is counted, one and several: ("support", "sparsities")
+    counts_name = "sparsities"
+    log_name = "nnz"  # the history column of the count
+    norm_name = ""  # the Result.extra entry of the penalty's value ("" for none)
+    reachable_hint = ""
+
+    def start(self, lp: Any) -> tuple[float, Any, str]:  # pragma: no cover - abstract
+        """(lambda_max, the relaxation's solver (``.solve(lam)``, ``.solves``), back-end name);
+        raises a SolverError when no lambda gives any structure."""
+        raise NotImplementedError
+
+    def snap(self, lp: Any, raw: Any) -> tuple[np.ndarray, int]:  # pragma: no cover - abstract
+        """The point x of the relaxation's answer at one lambda with its negligible parts zeroed,
+        and its count."""
+        raise NotImplementedError
+
+    def penalty(self, lp: Any, x: np.ndarray) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def ending(self, lp: Any, search: Search) -> dict[str, Any]:
+        """Extra arguments of :func:`finish_tuned` (``state``, ``undebiased``, ``extra``)."""
+        return {}
+
+    def target_text(self, k: int) -> str:
+        return f"k={k} {self.counted}"
+
+    def run(self, lp: Any) -> Any:
+        from ..util import Clock
+
+        o = self.opts
+        clock = Clock()
+        check_search_options(o, self.name)
+        lam_max, relax, backend = self.start(lp)
+        hist = self.history(lp, clock)
+
+        def solve_at(lam: float) -> tuple[np.ndarray, int]:
+            x, c = self.snap(lp, relax.solve(lam))
+            hist.log(lp.oracle.peek(x), lam=lam, **{self.log_name: c})
+            return x, c
+
+        k = lp.set.k
+        search = search_lambda(
+            solve_at,
+            lambda: relax.solves,
+            k,
+            lam_max,
+            o,
+            what=self.what,
+            target_text=self.target_text(k),
+            count_name=self.count_name,
+            counts_name=self.counts_name,
+            unit=f" {self.counted}" if self.counted else "",
+            span=lp.set.span,
+            reachable_hint=self.reachable_hint,
+        )
+        return finish_tuned(
+            lp,
+            self,
+            search,
+            clock,
+            hist,
+            lam_max=lam_max,
+            penalty=self.penalty(lp, search.x),
+            name=self.name,
+            norm_name=self.norm_name,
+            solves=relax.solves,
+            backend=backend,
+            **self.ending(lp, search),
+        )
+
+
+__all__ = [
+    "Search",
+    "TunedRelaxation",
+    "check_search_options",
+    "choose_backend",
+    "finish_tuned",
+    "search_lambda",
+    "search_options",
+]

@@ -49,7 +49,7 @@ from .metrics import Scorer, dof, make_scorer, metric_names
 
 if TYPE_CHECKING:
     from ..model.problem import Model
-    from ..solvers.base import Result
+    from ..solvers.result import Result
 
 COLUMNS = (
     "solver",

@@ -19,7 +19,7 @@ than ``support_size=2``, because the path warm-starts). ``start`` says what a po
 * ``warm``: the warm solve only (fastest); it may differ from the single solve in either direction.
 
 ``benchmarks/path_vs_single.py`` measures how often and by how much the warm answer differs.
-Each point keeps its own :class:`~sparsemodel.solvers.base.Result` (status, iterations,
+Each point keeps its own :class:`~sparsemodel.solvers.result.Result` (status, iterations,
 certificate); a point that fails with a :class:`~sparsemodel.errors.ModelError` records the error
 and the path goes on (the next point starts from the last solution found).
 """
@@ -42,14 +42,14 @@ from ..errors import ConstraintError, ModelError
 from ..lowering.lowered import LoweredProblem
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
-from ..sets.sparsity import CoordinateSparsity
 from ..util import jsonable, k_header
 from .compare import ERROR, _ks, support_cells
 from .metrics import Scorer, dof, metric_names
 
 if TYPE_CHECKING:
     from ..model.problem import Model
-    from ..solvers.base import Result, Solver
+    from ..solvers.base import Solver
+    from ..solvers.result import Result
 
 STARTS = ("best", "cold", "warm")
 PATH_COLUMNS = (
@@ -109,24 +109,10 @@ class PathPoint:
 
 
 def neighbour_start(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
-    """The warm start at a new bound from the neighbour's solution x (flat): x itself on its
-    support, and on the other constrained coordinates a step along -grad f(x) scaled so that its
-    largest entry is half of x's smallest nonzero one (thresholding to k keeps x's support first,
-    then the coordinates of largest admissible gradient). Rank sets: x itself."""
-    s = lp.set
-    if not isinstance(s, CoordinateSparsity):
-        return x.copy()
-    z = x.copy()
-    C = s.coords
-    on = z[C] != 0
-    _, g = lp.oracle.value_and_grad(x)
-    score = s.descent_scores(g[C])
-    score[on] = 0.0
-    top = float(np.max(score, initial=0.0))
-    if top > 0 and np.all(np.isfinite(score)):
-        m = float(np.min(np.abs(z[C][on]))) if on.any() else 1.0
-        z[C] -= np.sign(g[C]) * (score / top) * 0.5 * m
-    return z
+    """The warm start at a new bound from the neighbour's solution x (flat): the set's
+    (:meth:`~sparsemodel.sets.base.ConstraintSet.neighbour_start`; for coordinate sparsity x on its
+    support and a scaled step along -grad f(x) elsewhere, for a rank set x itself)."""
+    return lp.set.neighbour_start(x, lambda: lp.oracle.value_and_grad(x)[1])
 
 
 class PathRun:

@@ -71,15 +71,14 @@ from ..model.samples import rebind_rows, sample_nodes, split_data_term
 from ..objective.evaluator import Evaluator
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
-from ..sets.lowrank import LowRank
-from ..sets.sparsity import CoordinateSparsity
 from ..util import jsonable, k_header, k_text
 from .compare import _ks
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
 
 if TYPE_CHECKING:
     from ..model.expr import Data, Expr
-    from ..solvers.base import Result, Solver
+    from ..solvers.base import Solver
+    from ..solvers.result import Result
 
 CRITERIA = ("ebic", "aic", "bic", "ebic_cc", "gic")
 METHODS = ("cv",) + CRITERIA
@@ -170,19 +169,8 @@ def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
 
 def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
     """(df, units used s, selectable units p) of the flat point x under the problem's set."""
-    s = lp.set
-    fixed = np.zeros(lp.n, dtype=bool)
-    if lp.box is not None:
-        fixed = lp.box.lo == lp.box.hi
-    free = int(np.sum(~fixed[s.free]))
-    if isinstance(s, LowRank):
-        r = s.state(x).rank
-        p, m = s.shape
-        return r * (p + m - r) + free, r, min(p, m)
-    assert isinstance(s, CoordinateSparsity)
-    on = np.flatnonzero(x[s.coords] != 0)
-    used = s.units(on) * s.unit_size
-    return len(on) + free, used // s.unit_size, s.n_units
+    fixed = lp.box.lo == lp.box.hi if lp.box is not None else np.zeros(lp.n, dtype=bool)
+    return lp.set.degrees_of_freedom(x, fixed)
 
 
 # ====================================================================== selection
@@ -322,7 +310,7 @@ def run_select(
     of the all-data point to every row of the curve."""
     if by is None:  # folds given: cross-validation; otherwise the default criterion (BIC for a rank)
         by = "cv" if folds is not None or fold_ids is not None else DEFAULT_BY
-        if by == DEFAULT_BY and isinstance(lp.set, LowRank):
+        if by == DEFAULT_BY and lp.set is not None and not lp.set.counts_units:
             by = "bic"
     if by in CRITERIA and (folds is not None or fold_ids is not None):
         raise SelectionError(
@@ -341,13 +329,13 @@ def run_select(
         raise SelectionError(
             "choosing k needs a bound to vary: nnz(...) <= k or rank(W) <= r", hint="add a sparsity or rank constraint"
         )
-    if isinstance(lp.set, LowRank) and by in ("ebic", "ebic_cc", "gic"):
-        raise SelectionError(f"{by} counts selected units; with a rank constraint use aic, bic or cv")
+    if not lp.set.counts_units and by in ("ebic", "ebic_cc", "gic"):
+        raise SelectionError(f"{by} counts selected units; with a {lp.set.kind} constraint use aic, bic or cv")
     if not (isinstance(gamma, (int, float)) and 0 <= gamma):
         raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
     dt = data_term(problem, lp)
     if k is None:
-        free = int(len(lp.set.free)) if isinstance(lp.set, CoordinateSparsity) else 0
+        free = int(len(lp.set.free)) if lp.set.coordinate else 0
         k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
     if by in CRITERIA and (dt.scale is None or dt.scale <= 0):

@@ -16,12 +16,13 @@ import numpy as np
 from ..errors import ModelError, SolverError, UnboundedError
 from ..lowering.lowered import LoweredProblem
 from ..model.checks import label_errors
-from ..model.expr import AFFINE, CONSTANT, CONVEX, Parameter
+from ..model.dcp import AFFINE, CONSTANT, CONVEX
+from ..model.expr import Parameter
 from ..model.expr import fmt_shape as _fmt_shape
 from ..model.problem import Model
 from ..progress import SolveProgress
 from ..solvers import REGISTRY, auto_solver, get_solver, solvers_for
-from ..solvers.base import Result
+from ..solvers.result import Result
 from ..util import k_text
 from .scheduler import use_scheduler
 
@@ -99,13 +100,12 @@ def _solve(problem: Model, solver: str | None, k: int | None, progress: bool | N
         solver = auto_solver(lp)
     cls = get_solver(solver)
     inst = cls(**options)
-    if progress is not False:
-        lp.progress = SolveProgress(solver, inst.opts.get("max_iter"), enabled=progress)
+    bar = SolveProgress(solver, inst.opts.get("max_iter"), enabled=progress) if progress is not False else None
     try:
-        result = inst.solve(lp)
+        result = inst.solve(lp, progress=bar)
     finally:
-        if lp.progress is not None:
-            lp.progress.close()
+        if bar is not None:
+            bar.close()
     problem.store(result.values)
     return result
 
@@ -406,7 +406,7 @@ def check(problem: Model) -> CheckReport:
         handlers = solvers_for(c.kind)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
-    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if kinds <= cls.handles]
+    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if all(cls.accepts(k) for k in kinds)]
     if problem.solve_with:
         name, opts, span = problem.solve_with
         errors.extend(solver_errors(problem, name, opts, span))

@@ -267,7 +267,6 @@ def test_progress_reports_iterations_and_passes(data):
 
     lp = least_squares(as_dask(X, 25), y).lower()
     seen = []
-    lp.progress = lambda it, f: seen.append((it, f))
-    res = get_solver("grahtp")().solve(lp)
+    res = get_solver("grahtp")().solve(lp, progress=lambda it, f: seen.append((it, f)))
     assert [it for it, _ in seen] == list(range(1, len(seen) + 1))
     assert np.allclose([f for _, f in seen], res.history["objective"])

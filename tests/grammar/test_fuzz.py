@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import sparsemodel as sm
 from sparsemodel.errors import ModelError
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MODELS = {p.name: p.read_text() for p in sorted(EXAMPLES.glob("*.sm"))}
 TOKEN = re.compile(r"\d+\.?\d*(?:[eE][+-]?\d+)?|[A-Za-z_]\w*|\"[^\"\n]*\"|<=|>=|\*\*|\S")
 NUMBER = re.compile(r"(?<![\w.])\d+\.?\d*(?:[eE][+-]?\d+)?")

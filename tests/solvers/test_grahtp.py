@@ -10,7 +10,7 @@ import pytest
 import sparsemodel as sm
 from sparsemodel.datasets import sparse_linear_regression
 from sparsemodel.errors import SolverError
-from sparsemodel.solvers.base import DIVERGED
+from sparsemodel.solvers.result import DIVERGED
 
 
 def linreg(X: np.ndarray, y: np.ndarray, k: int) -> sm.Problem:

@@ -51,9 +51,7 @@ def units_of(lp, x):
 
 
 def members_of(lp):
-    from sparsemodel.solvers.auto import _members
-
-    return _members(lp.sparsity)
+    return lp.set.swap_members()
 
 
 # ---------------------------------------------------------------------- the swap model

@@ -21,7 +21,7 @@ import sparsemodel as sm
 from sparsemodel import progress
 from sparsemodel.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RNG = np.random.default_rng(5)
 
 

@@ -12,7 +12,7 @@ import pytest
 from sparsemodel.solvers import get_solver
 
 spec = importlib.util.spec_from_file_location(
-    "ht_example", Path(__file__).resolve().parents[1] / "examples" / "ht_stationary_points.py"
+    "ht_example", Path(__file__).resolve().parents[2] / "examples" / "ht_stationary_points.py"
 )
 ex = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ex)

@@ -1,0 +1,278 @@
+"""Expressions of a model file built into model objects: :class:`ExprBuilder`, a Lark
+``Transformer`` producing :mod:`sparsemodel.model` expressions directly, each node with the
+:class:`~sparsemodel.errors.Span` of its text (so later shape and convexity errors point at the
+right place), and the helpers it shares with the statement builder (spans, numbers, names)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from lark import Token, Transformer_NonRecursive, Tree, v_args
+
+from ..errors import (
+    ConstraintError,
+    ModelError,
+    ParseError,
+    ShapeError,
+    Source,
+    Span,
+)
+from ..model import atoms as atoms_mod
+from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub, Transpose
+from ..model.atoms import Atom
+from ..model.constraints import (
+    AXIS_GROUPS,
+    STRUCTURAL_FUNCTIONS,
+    STRUCTURAL_TYPES,
+)
+from ..model.expr import Constant, Data, Expr, Parameter, Variable, dense
+from ..model.userfunc import FuncDef
+from ..util import did_you_mean
+
+if TYPE_CHECKING:
+    from .parser import ModelBuilder
+
+
+def _span(source: Source, node: Any) -> Span | None:
+    meta = node.meta if isinstance(node, Tree) else node
+    if isinstance(node, Tree) and getattr(meta, "empty", True):
+        return None
+    if getattr(meta, "line", None) is None:
+        return None
+    return Span(source, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _unquote(tok: Token) -> str:
+    try:
+        return json.loads(str(tok))
+    except ValueError:
+        return str(tok)[1:-1]
+
+
+def _number(tok: Token, negative: bool = False) -> int | float:
+    text = str(tok)
+    v: int | float = int(text) if re.fullmatch(r"\d+", text) else float(text)
+    return -v if negative else v
+
+
+def _did_you_mean(word: str, options: list[str]) -> str:
+    return did_you_mean(word, options)
+
+
+@dataclass
+class _Kw:
+    name: str
+    value: Any
+    span: Span | None
+
+
+@dataclass
+class _AxisWord:
+    """The bare word ``rows`` or ``cols``: in ``nnz(W, groups = rows)`` the row (column) groups of
+    a matrix; anywhere else the data function that must be called, ``rows(X)``."""
+
+    word: str
+    span: Span | None
+
+
+@dataclass
+class _Slice:
+    start: Any
+    stop: Any
+    step: Any
+    span: Span | None
+
+
+def _what(obj: Any) -> str:
+    if isinstance(obj, Variable):
+        return "a variable"
+    if isinstance(obj, Parameter):
+        return "a param"
+    if isinstance(obj, Data):
+        return "data"
+    if isinstance(obj, FuncDef):
+        return "a func"
+    if isinstance(obj, Expr):
+        return "an expression"
+    return "a name"
+
+
+def _structural_name(obj: Any) -> str | None:
+    return str(obj) if isinstance(obj, STRUCTURAL_TYPES) else None
+
+
+@v_args(meta=True)
+class ExprBuilder(Transformer_NonRecursive):
+    """Builds model expressions (``sparsemodel.model.expr`` nodes) from expression parse trees."""
+
+    def __init__(self, builder: ModelBuilder):
+        super().__init__(visit_tokens=False)
+        self.b = builder
+
+    def _sp(self, meta: Any) -> Span | None:
+        return _span(self.b.source, meta)
+
+    # ---- operands
+    def _operand(self, x: Any, op: str, span: Span | None) -> Expr:
+        if isinstance(x, Expr):
+            return x
+        if isinstance(x, _AxisWord):
+            raise ModelError(
+                f"{x.word} is a function; call it like {x.word}(...)",
+                x.span,
+                f"{x.word}(X) is the number of {x.word} of X; the bare word {x.word} means row or column groups "
+                f"only in nnz(W, groups = {x.word}) <= k",
+            )
+        s = _structural_name(x)
+        if s is not None:
+            raise ConstraintError(
+                f"{s} cannot be used inside an expression ({op})",
+                span,
+                f"{', '.join(STRUCTURAL_FUNCTIONS)} only appear in constraints: nnz(w) <= k, rank(W) <= r, "
+                "alpha <= eig(O) <= beta, nnz(offdiag(O)) <= 2 * k",
+            )
+        raise ModelError(f"cannot use {x!r} in an expression", span)
+
+    # ---- leaves
+    def number(self, meta, children):
+        tok = children[0]
+        return Constant(float(tok), span=self._sp(meta), text=str(tok))
+
+    def name(self, meta, children):
+        word = str(children[0])
+        if word in AXIS_GROUPS and word not in self.b.env:
+            return _AxisWord(word, self._sp(meta))
+        return self.b.lookup(children[0], self._sp(meta))
+
+    # ---- arithmetic
+    def _binary(self, cls: type, op: str, meta: Any, children: list[Any]) -> Expr:
+        span = self._sp(meta)
+        a, b = (self._operand(c, op, span) for c in children)
+        return cls(a, b, span=span)
+
+    def add(self, meta, children):
+        return self._binary(Add, "+", meta, children)
+
+    def sub(self, meta, children):
+        return self._binary(Sub, "-", meta, children)
+
+    def mul(self, meta, children):
+        return self._binary(Mul, "*", meta, children)
+
+    def div(self, meta, children):
+        return self._binary(Div, "/", meta, children)
+
+    def matmul(self, meta, children):
+        return self._binary(MatMul, "@", meta, children)
+
+    def neg(self, meta, children):
+        span = self._sp(meta)
+        a = self._operand(children[0], "-", span)
+        if isinstance(a, Constant) and not a.shape:
+            return Constant(-a.value, span=span, text=f"-{a}")
+        return Neg(a, span=span)
+
+    def pos(self, meta, children):
+        return self._operand(children[0], "+", self._sp(meta))
+
+    def pow(self, meta, children):
+        span = self._sp(meta)
+        a = self._operand(children[0], "**", span)
+        p = self._operand(children[2], "**", span)
+        if not p.is_constant() or p.shape != ():
+            raise ModelError(f"the exponent in {a} ** {p} must be a number", span)
+        pv = float(p.constant_value())
+        if a.is_constant():
+            v = np.power(dense(a.constant_value()), pv)
+            return Constant(float(v), span=span, text=f"{a}**{p}") if a.shape == () else Data(v, span=span)
+        if pv == 2:
+            return atoms_mod.square(a, span=span)
+        if pv == 1:
+            return a
+        raise ModelError(
+            f"{a} ** {p}: only the power 2 of an expression with variables is supported",
+            span,
+            "use square(...), sum_squares(...), exp/log, or define the function with func, e.g. func quartic(z) = z^4",
+        )
+
+    def list_literal(self, meta, children):
+        """``[0, 3, 5]``: a data vector of numbers (for example the indices of ``nnz(w, free = [0, 3])``)."""
+        span = self._sp(meta)
+        vals = []
+        for c in children:
+            if c is None:
+                continue
+            e = self._operand(c, "[ ]", span)
+            if not e.is_constant() or e.shape != ():
+                raise ModelError(
+                    f"a list holds numbers; {e} is {'not a number' if e.shape != () else 'not constant'}",
+                    span,
+                    "write a list of numbers, e.g. [0, 3, 5]",
+                )
+            vals.append(float(e.constant_value()))
+        return Data(np.array(vals), span=span)
+
+    def transpose(self, meta, children):
+        span = self._sp(meta)
+        return Transpose(self._operand(children[0], "transpose", span), span=span)
+
+    def slice(self, meta, children):
+        return _Slice(*children, span=self._sp(meta))
+
+    def index(self, meta, children):
+        span = self._sp(meta)
+        base = self._operand(children[0], "[ ]", span)
+        key = []
+        for c in children[1:]:
+            if isinstance(c, _Slice):
+                bounds = [self._int_value(x, "slice bound", c.span) for x in (c.start, c.stop, c.step)]
+                if bounds[2] == 0:
+                    raise ShapeError("a slice step cannot be zero", c.span)
+                key.append(slice(*bounds))
+            else:
+                key.append(self._int_value(c, "index", span))
+        return Index(base, tuple(key), span=span)
+
+    def _int_value(self, x: Any, what: str, span: Span | None) -> int | None:
+        if x is None:
+            return None
+        e = self._operand(x, what, span)
+        if not e.is_constant() or e.shape != ():
+            raise ShapeError(f"an {what} must be an integer constant; got {e}", span)
+        v = float(e.constant_value())
+        if not np.isfinite(v) or v != int(v):
+            raise ShapeError(f"an {what} must be an integer; {e} is {v:g}", span)
+        return int(v)
+
+    # ---- calls
+    def kwarg(self, meta, children):
+        return _Kw(str(children[0]), children[1], self._sp(meta))
+
+    def call(self, meta, children):
+        span = self._sp(meta)
+        fname = str(children[0])
+        raw = [c for c in children[1:] if c is not None]
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for a in raw:
+            if isinstance(a, _Kw):
+                if a.name in kwargs:
+                    raise ModelError(f"{fname}() got the keyword {a.name} twice", a.span)
+                kwargs[a.name] = a.value
+            else:
+                if kwargs:
+                    raise ParseError(f"{fname}(): a positional argument follows a keyword argument", span)
+                args.append(a)
+        return self.b.call(fname, args, kwargs, span)
+
+
+def _callable_signature(fn: Any) -> inspect.Signature:
+    if isinstance(fn, type) and issubclass(fn, Atom) and fn.__init__ is Atom.__init__:
+        return inspect.Signature([inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+    sig = inspect.signature(fn)
+    return sig.replace(parameters=[p for n, p in sig.parameters.items() if n != "span"])

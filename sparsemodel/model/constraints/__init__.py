@@ -1,0 +1,121 @@
+"""Structural constraints: sparsity, group sparsity, rank, eigenvalue box, and coordinate boxes.
+
+Each constraint says which variable and which coordinates of it it governs and validates its
+bound as written. It is declarative: the projection, the state of a point, the subspace of the
+restricted problem and the bound used by solvers live in the matching constraint set
+(:mod:`sparsemodel.sets`).
+
+The classes live by job in :mod:`.base` (the constraint and its bound check), :mod:`.counting`
+(nnz, changes, rank) and :mod:`.convex` (eigenvalue and coordinate boxes); this module holds the
+constructors the builder and the model language call (:func:`constrain` is the one that turns
+``target op value`` into a constraint) and the words of the constraint language."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ConstraintError, Span
+from ..expr import as_expr
+from .base import AXIS_GROUPS, Bounded, Constraint
+from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
+from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
+
+
+def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
+    """``target <= value`` (op ``<=``) or ``target >= value``: the comparison operators of
+    expressions, e.g. ``w >= 0`` in the Python builder."""
+    return constrain(target, op, value, span)
+
+
+def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Constraint:
+    """``target <= value`` (``op`` = ``"<="``) or ``target >= value``: THE builder of one-sided
+    constraints. The comparison operators of ``nnz(...)``, ``rank(...)``, ``eig(...)`` and
+    expressions call it; the model language calls it with the whole constraint's ``span``."""
+    if isinstance(target, (NnzExpr, RankExpr)):
+        if op != "<=":
+            what = (
+                "sparsity constraints read nnz(...) <= k"
+                if isinstance(target, NnzExpr)
+                else "rank constraints read rank(W) <= r"
+            )
+            raise ConstraintError(f"{target} >= ... bounds {target} from below", span or target.span, what)
+        if isinstance(target, NnzExpr):
+            cls = FusedConstraint if target.fused else NnzConstraint
+            return cls(target, as_expr(value), span=span or target.span)
+        return RankConstraint(target.var, as_expr(value), span=span or target.span)
+    if isinstance(target, EigExpr):
+        v = target._bound(value)
+        lower, upper = (v, None) if op == ">=" else (None, v)
+        return EigBoxConstraint(target.var, lower=lower, upper=upper, span=span or target.span, xi=target.xi)
+    if op == "<=":
+        return BoxConstraint(target, upper=value, span=span)
+    return BoxConstraint(target, lower=value, span=span)
+
+
+def box(target: Any, lower: Any = None, upper: Any = None, span: Span | None = None) -> BoxConstraint:
+    """``sm.box(w, lo, hi)``: lo <= w <= hi elementwise (the model file writes ``lo <= w <= hi``)."""
+    return BoxConstraint(target, lower=lower, upper=upper, span=span)
+
+
+def nnz(target: Any, groups: Any = None, free: Any = None, span: Span | None = None) -> NnzExpr:
+    """``sm.nnz(w) <= k``, ``sm.nnz(w[1:]) <= k``, ``sm.nnz(w, groups=g) <= k``, ``sm.nnz(sm.offdiag(O)) <= 2*k``;
+    ``sm.nnz(W, groups="rows") <= k`` (at most k nonzero rows; ``"cols"``: columns);
+    ``sm.nnz(w, free=[0, 3]) <= k`` keeps w[0] and w[3] always selected (not counted by k)."""
+    return NnzExpr(target, groups=groups, span=span, free=free)
+
+
+def rank(W: Any, span: Span | None = None) -> RankExpr:
+    return RankExpr(W, span=span)
+
+
+def eig(O: Any, xi: float | None = None, span: Span | None = None) -> EigExpr:
+    """``alpha <= sm.eig(O) <= beta``; a bound may be ``"auto"`` (Lu's box from the objective's S,
+    with the constant ``xi``, default 1e-2)."""
+    return EigExpr(O, xi=xi, span=span)
+
+
+def offdiag(O: Any, span: Span | None = None) -> Offdiag:
+    return Offdiag(O, span=span)
+
+
+def diff(w: Any, span: Span | None = None) -> Diff:
+    """``sm.nnz(sm.diff(w)) <= k``: at most k changes between consecutive entries of w."""
+    return Diff(w, span=span)
+
+
+# the words of the constraint language, read by the model language's parser (a new target or
+# constraint function is added here, not in the grammar)
+STRUCTURAL_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag, "diff": diff}
+
+
+STRUCTURAL_TYPES: tuple[type, ...] = (NnzExpr, RankExpr, EigExpr, Offdiag, Diff)
+
+
+__all__ = [
+    "AUTO",
+    "AXIS_GROUPS",
+    "STRUCTURAL_FUNCTIONS",
+    "STRUCTURAL_TYPES",
+    "Bounded",
+    "BoxConstraint",
+    "Constraint",
+    "Diff",
+    "EigBoxConstraint",
+    "EigExpr",
+    "FusedConstraint",
+    "NnzConstraint",
+    "NnzExpr",
+    "Offdiag",
+    "RankConstraint",
+    "RankExpr",
+    "auto_box",
+    "bound",
+    "box",
+    "constrain",
+    "diff",
+    "eig",
+    "lu_box",
+    "nnz",
+    "offdiag",
+    "rank",
+]

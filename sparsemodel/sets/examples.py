@@ -1,0 +1,84 @@
+"""A small model of every registered constraint kind, with seeded data: what the conformance suite
+(tests/test_conformance.py) runs every set and every solver on, as scikit-learn's
+``check_estimator`` runs estimators. A kind is registered with its example (sets/registry), so a new
+set is tested by registering it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import atoms as A
+from ..model.constraints import diff, eig, nnz, offdiag, rank
+from ..model.expr import Variable
+from ..model.problem import Model, minimize
+
+
+def _regression(seed: int = 3, n: int = 60, p: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    w0 = np.zeros(p)
+    w0[[3, 17, 40, 66]] = [2.0, -2.5, 3.0, -1.5]
+    return X, w0, X @ w0 + 0.1 * rng.standard_normal(n)
+
+
+def sparsity() -> Model:
+    X, _, y = _regression()
+    w = Variable(X.shape[1], name="w")
+    return Model(minimize(A.sum_squares(X @ w - y) / (2 * len(y))), [nnz(w) <= 4])
+
+
+def groups() -> Model:
+    X, _, _ = _regression()
+    rng = np.random.default_rng(4)
+    Xg = X[:, :40]
+    yg = Xg[:, [4, 5, 20, 21]] @ np.array([2.0, 1.0, -2.0, 1.5]) + 0.1 * rng.standard_normal(len(Xg))
+    w = Variable(40, name="w")
+    return Model(
+        minimize(A.sum_squares(Xg @ w - yg) / (2 * len(yg))), [nnz(w, groups=np.repeat(np.arange(20), 2)) <= 2]
+    )
+
+
+def _covariance(seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    T = np.eye(8) * 2.0
+    T[0, 1] = T[1, 0] = T[2, 5] = T[5, 2] = T[3, 7] = T[7, 3] = 0.6
+    Z = rng.multivariate_normal(np.zeros(8), np.linalg.inv(T), size=400)
+    return np.cov(Z, rowvar=False)
+
+
+def pairs() -> Model:
+    S = _covariance()
+    O = Variable((8, 8), symmetric=True, name="O")
+    return Model(minimize(-A.logdet(O) + A.trace(S @ O)), [nnz(offdiag(O)) <= 6])
+
+
+def eigenvalue_box() -> Model:
+    S = _covariance()
+    O = Variable((8, 8), symmetric=True, name="O")
+    return Model(minimize(-A.logdet(O) + A.trace(S @ O)), [nnz(offdiag(O)) <= 6, eig(O).between("auto", "auto")])
+
+
+def low_rank() -> Model:
+    rng = np.random.default_rng(5)
+    q, m = 20, 12
+    X = rng.standard_normal((100, q))
+    Y = X @ (rng.standard_normal((q, 2)) @ rng.standard_normal((2, m))) + 0.1 * rng.standard_normal((100, m))
+    W = Variable((q, m), name="W")
+    return Model(minimize(A.sum_squares(X @ W - Y) / 200), [rank(W) <= 2])
+
+
+def box() -> Model:
+    X, w0, _ = _regression()
+    y = X @ np.abs(w0) + 0.1 * np.random.default_rng(6).standard_normal(len(X))
+    w = Variable(X.shape[1], name="w")
+    return Model(minimize(A.sum_squares(X @ w - y) / (2 * len(y))), [nnz(w) <= 4, w >= 0])
+
+
+def fused() -> Model:
+    rng = np.random.default_rng(7)
+    p = 40
+    w0 = np.repeat([0.0, 2.0, -1.0, 1.0], 10)
+    X = rng.standard_normal((120, p))
+    y = X @ w0 + 0.2 * rng.standard_normal(120)
+    w = Variable(p, name="w")
+    return Model(minimize(A.sum_squares(X @ w - y) / 240), [nnz(diff(w)) <= 3])

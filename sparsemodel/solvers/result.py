@@ -1,0 +1,354 @@
+"""What a run gives back, the same for every solver: the statuses, :class:`Result` (the point,
+its support and bound from the constraint set, the objective, history, certificate, names),
+:class:`History` (the per-iteration log) and :func:`finish`, which every solver ends with."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..util import jsonable, k_text
+
+if TYPE_CHECKING:
+    from ..lowering.lowered import LoweredProblem
+    from .base import Solver
+
+CONVERGED = "converged"
+MAX_ITER = "max_iter"
+DIVERGED = "diverged"
+INFEASIBLE = "infeasible"
+UNBOUNDED = "unbounded"
+
+
+@dataclass
+class Result:
+    """The outcome of one solve, the same for every solver.
+
+    ``x`` is the constrained (primary) variable in its own shape, ``support`` the 0-based indices
+    into its flattening of the selected coordinates, ``values`` every variable by name.
+    ``history`` has one entry per iteration: objective, elapsed seconds, IFO count (gradient
+    evaluations counted per sample), hard-thresholding count.
+
+    ``k`` is the bound in the constraint's unit (``unit``: coordinates, groups, edges of a
+    symmetric matrix, or the rank; ``k_text`` prints it, ``k = 5 edges (10 entries)``), the same
+    number as ``--k``, ``k=`` and the ``k`` column of every table.
+
+    Names: ``names`` labels every coordinate of every variable (from CSV headers, ``.npz`` names or
+    DataFrame columns, :mod:`sparsemodel.model.names`; a coordinate without a name is written as
+    its position, ``w[3]`` or ``W[2, 5]``); ``support_names`` and ``support_positions`` (``(row,
+    col)`` for a matrix) read the support through them; :meth:`coefficients` and
+    :meth:`to_frame` (pandas) give the coefficient table that ``summary()`` prints.
+    """
+
+    x: np.ndarray
+    support: np.ndarray
+    objective: float
+    status: str
+    iterations: int
+    time_s: float
+    solver: str
+    variable: str
+    shape: tuple[int, ...]
+    k: int | None  # the bound, from the constraint set, in its unit (``unit``)
+    values: dict[str, np.ndarray]
+    options: dict[str, Any]
+    history: dict[str, list[float]] = field(default_factory=dict)
+    certificate: dict[str, Any] | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    unit: str = ""  # what k counts: coordinates, groups, edges, rank
+    counters: dict[str, int] = field(default_factory=dict)  # the run's oracle counters
+    names: dict[str, Any] = field(default_factory=dict)  # per variable: its names (model.names.VariableNames)
+    bound: str = ""  # the constraint as solved, nnz(w[1:]) <= 10
+    symmetric: bool = False  # the primary variable is a symmetric matrix (an edge is one pair)
+    groups: list[str] = field(default_factory=list)  # the kept groups, by name (group sparsity)
+
+    # ------------------------------------------------------------------ names
+    @property
+    def k_text(self) -> str:
+        """The bound with its unit: ``k = 10 coordinates``, ``k = 5 edges (10 entries)``, ``r = 2``."""
+        return k_text(self.k, self.unit)
+
+    def label(self, i: int, variable: str | None = None) -> str:
+        """The name of coordinate ``i`` (flat, C order) of ``variable`` (default: the primary)."""
+        var = variable or self.variable
+        got = self.names.get(var)
+        if got is not None:
+            return got.label(int(i))
+        shape = np.shape(self.values.get(var, self.x))
+        if len(shape) == 0:
+            return var
+        return f"{var}[{', '.join(str(int(v)) for v in np.unravel_index(int(i), shape))}]"
+
+    def labels(self, variable: str | None = None) -> list[str]:
+        """One label per coordinate (C order) of ``variable`` (default: the primary variable)."""
+        var = variable or self.variable
+        return [self.label(i, var) for i in range(int(np.size(self.values.get(var, self.x))))]
+
+    def axis_names(self, variable: str | None = None) -> list[list[str] | None]:
+        """Per axis of ``variable``: the names of its positions (None for an axis without names)."""
+        got = self.names.get(variable or self.variable)
+        return (
+            got.axis_names()
+            if got is not None
+            else [None] * len(np.shape(self.values.get(variable or self.variable, self.x)))
+        )
+
+    @property
+    def support_names(self) -> list[str]:
+        """The names of the selected coordinates (of ``support``)."""
+        return [self.label(int(i)) for i in self.support]
+
+    @property
+    def support_positions(self) -> list[tuple[int, ...]]:
+        """The support as positions in the variable: ``(i,)`` for a vector, ``(row, col)`` for a
+        matrix (not the flat index ``row * cols + col``)."""
+        if len(self.shape) == 0:
+            return [() for _ in self.support]
+        return [tuple(int(v) for v in np.unravel_index(int(i), self.shape)) for i in self.support]
+
+    def coefficients(self, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002 - the table's word
+        """The coefficient table: one row (``variable``, ``position``, ``name``, ``value``) per
+        nonzero coordinate of the primary variable (of its upper triangle for a symmetric matrix;
+        every coordinate with ``all=True``), then every coordinate of the other variables (free:
+        intercepts). Free coordinates of the primary variable (an intercept w[0]) come first."""
+        rows: list[dict[str, Any]] = []
+        free_first: list[dict[str, Any]] = []
+        for var, value in [(self.variable, self.x)] + [(n, v) for n, v in self.values.items() if n != self.variable]:
+            v = np.asarray(value, dtype=float)
+            flat = v.ravel()
+            primary = var == self.variable
+            on = set(int(i) for i in self.support) if primary else set()
+            which = np.flatnonzero(flat) if primary and not all else np.arange(flat.size)  # only what is shown
+            for i in (int(j) for j in which):
+                pos = tuple(int(p) for p in np.unravel_index(i, v.shape)) if v.ndim else ()
+                if primary and not all and self.symmetric and len(pos) == 2 and pos[0] > pos[1]:
+                    continue
+                row = {"variable": var, "position": pos, "name": self.label(i, var), "value": float(flat[i])}
+                if primary and self.unit in ("coordinates", "groups") and i not in on and flat[i] != 0:
+                    free_first.append(row)  # w[0] of nnz(w[1:]) <= k: always in the model
+                else:
+                    rows.append(row)
+        return free_first + rows
+
+    def to_frame(self, all: bool = False) -> Any:  # noqa: A002
+        """The coefficient table (:meth:`coefficients`) as a pandas DataFrame: columns
+        ``variable``, ``name``, ``position`` (and ``row``, ``col`` for matrices) and ``value``.
+        Needs pandas; without it, :meth:`coefficients` gives the same rows as dicts."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "Result.to_frame() needs pandas, which is not installed (pip install pandas); "
+                "Result.coefficients() gives the same table as a list of dicts"
+            ) from None
+        rows = []
+        for r in self.coefficients(all=all):
+            row = {"variable": r["variable"], "name": r["name"], "position": r["position"], "value": r["value"]}
+            if len(r["position"]) == 2:
+                row["row"], row["col"] = r["position"]
+            rows.append(row)
+        cols = ["variable", "name", "position"] + (["row", "col"] if any("row" in r for r in rows) else []) + ["value"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def to_dict(self) -> dict[str, Any]:
+        extra_names: dict[str, Any] = {}
+        if len(self.shape) >= 2:
+            extra_names["support_positions"] = [list(p) for p in self.support_positions]
+        return {
+            "solver": self.solver,
+            "status": self.status,
+            "objective": jsonable(self.objective),
+            "variable": self.variable,
+            "shape": list(self.shape),
+            "k": self.k,
+            "unit": self.unit,
+            "bound": self.bound,
+            "k_text": self.k_text,
+            "counters": jsonable(self.counters),
+            "support": [int(i) for i in self.support],
+            "support_names": self.support_names,
+            **extra_names,
+            "names": jsonable(self.axis_names()),
+            "coefficients": [
+                {**r, "position": list(r["position"]), "value": jsonable(r["value"])}
+                for r in (self.coefficients() if self.unit != "rank" else [])
+            ],
+            "x": jsonable(np.asarray(self.x).tolist()),
+            "values": {k: jsonable(np.asarray(v).tolist()) for k, v in self.values.items()},
+            "iterations": int(self.iterations),
+            "time_s": float(self.time_s),
+            "certificate": jsonable(self.certificate),
+            "options": jsonable(self.options),
+            "history": jsonable(self.history),
+            "message": self.message,
+            "extra": jsonable(self.extra),
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def summary(self, max_support: int = 30) -> str:
+        from .report import format_result
+
+        return format_result(self, max_support=max_support)
+
+    def _repr_html_(self) -> str:
+        from .report import result_html
+
+        return result_html(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(solver={self.solver!r}, status={self.status!r}, objective={self.objective:.6g}, "
+            f"nnz={len(self.support)}, iterations={self.iterations}, time_s={self.time_s:.3g})"
+        )
+
+
+class History:
+    """Per-iteration log: objective, time, IFO and hard-thresholding count (paper 002, Definition
+    1), read from the run's oracle counters."""
+
+    def __init__(
+        self, lp: LoweredProblem, clock: Callable[[], float], progress: Callable[[int, float], Any] | None = None
+    ):
+        self.oracle = lp.oracle
+        self.clock = clock
+        self.rows: dict[str, list[float]] = {"objective": [], "time_s": [], "ifo": [], "ht": []}
+        self.progress = progress  # called with (iteration, objective) at every log (a progress bar)
+
+    def log(self, f: float, **extra: float) -> None:
+        if self.progress is not None:
+            self.progress(len(self.rows["objective"]) + 1, float(f))
+        self.rows["objective"].append(float(f))
+        self.rows["time_s"].append(self.clock())
+        self.rows["ifo"].append(float(self.oracle.ifo))
+        self.rows["ht"].append(float(self.oracle.ht))
+        for k, v in extra.items():
+            self.rows.setdefault(k, []).append(float(v))
+
+
+def ht_certificate(
+    lp: LoweredProblem, x: np.ndarray, gamma: float, g: np.ndarray | None = None, rtol: float = 1e-6
+) -> dict[str, Any]:
+    """The paper-001 Definition 4 certificate of x for step gamma, in the terms of the problem's
+    constraint set (see ``ConstraintSet.certificate``)."""
+    if g is None:
+        _, g = lp.value_and_grad(x)
+    return lp.set.certificate(x, g, gamma, rtol)
+
+
+def finish(
+    lp: LoweredProblem,
+    solver: Solver,
+    x: np.ndarray,
+    status: str,
+    iterations: int,
+    clock: Callable[[], float],
+    history: History | None = None,
+    f: float | None = None,
+    certificate: dict[str, Any] | None = None,
+    gamma: float | None = None,
+    message: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Result:
+    """Build the common Result (and the HT-stability certificate when a step gamma applies).
+    The bound and the support come from the constraint set. A precision matrix that is the last
+    restricted solve, done to the loose inner tolerance, is polished first (``lp.polish``)."""
+    if status in (CONVERGED, MAX_ITER):
+        xp = lp.polish(x)
+        if xp is not x:
+            x, f = xp, None
+    if f is None:
+        f = lp.oracle.peek(x)
+    if not np.isfinite(f) and status not in (DIVERGED, UNBOUNDED):
+        status = INFEASIBLE
+        message = message or (
+            f"the objective is {f} at the returned point: it lies outside the domain of the loss "
+            "(for example logdet or log of a non-positive argument); start inside the domain with init=..."
+        )
+    s = lp.set
+    if (
+        certificate is None
+        and gamma is not None
+        and s is not None
+        and s.thresholds
+        and status not in (DIVERGED, UNBOUNDED)
+    ):
+        certificate = ht_certificate(lp, x, gamma)
+    var = lp.primary
+    values = lp.unpack(x)
+    extra = dict(extra or {})
+    support = s.nonzeros(x) if s is not None else np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
+    if lp.eigbox is not None or lp.precision is not None:  # a precision matrix: its spectrum and its graph
+        O = lp.layout.get(x, (lp.eigbox or lp.precision).variable if lp.eigbox else lp.precision.var)
+        lam = np.linalg.eigvalsh((O + O.T) / 2)
+        iu = np.triu_indices(O.shape[0], 1)
+        nz = np.flatnonzero(O[iu] != 0)
+        extra.setdefault("edges", int(len(nz)))
+        extra.setdefault("eig_min", float(lam[0]))
+        extra.setdefault("eig_max", float(lam[-1]))
+        extra.setdefault("symmetric", bool(np.array_equal(O, O.T)))
+        if lp.eigbox is not None:
+            extra.setdefault("eig_box", [lp.eigbox.alpha, lp.eigbox.beta])
+            extra.setdefault("in_box", bool(lp.eigbox.contains(x)))
+        if lp.oracle.counters.eig_decomps:
+            extra.setdefault("eig_decomps", lp.oracle.counters.eig_decomps)
+        if lp.oracle.counters.newton_steps:
+            extra.setdefault("newton_steps", lp.oracle.counters.newton_steps)
+    names = problem_names(lp.problem)
+    said = s.report(x, support, names.get(var.name)) if s is not None else {}
+    for key, v in said.get("extra", {}).items():
+        extra.setdefault(key, v)
+    kept = said.get("groups", [])
+    if certificate is not None and not _finite_certificate(certificate):
+        certificate = None  # computed from NaN or inf (a step that is not a number): it says nothing
+    return Result(
+        x=np.asarray(values[var.name]),
+        support=support,
+        objective=float(f),
+        status=status,
+        iterations=int(iterations),
+        time_s=clock(),
+        solver=solver.name,
+        variable=var.name,
+        shape=var.shape,
+        k=s.budget if s is not None else None,
+        values=values,
+        options={k_: (v if not isinstance(v, np.ndarray) else "<array>") for k_, v in solver.opts.items()},
+        history=history.rows if history is not None else {},
+        certificate=certificate,
+        message=message,
+        extra=extra,
+        unit=s.unit if s is not None else "",
+        counters=lp.oracle.stats(),
+        names=names,
+        bound=s.bound_text() if s is not None else "",
+        symmetric=bool(getattr(var, "symmetric", False)),
+        groups=kept,
+    )
+
+
+def _finite_certificate(c: dict[str, Any]) -> bool:
+    return all(math.isfinite(v) for v in c.values() if isinstance(v, (float, int)) and not isinstance(v, bool))
+
+
+def problem_names(problem: Any) -> dict[str, Any]:
+    """The names of a problem's variables' coordinates (:func:`sparsemodel.model.names.coordinate_names`,
+    read once per problem; labels are made only for the coordinates a report prints)."""
+    cached = getattr(problem, "_coordinate_names", None)
+    if cached is not None:
+        return cached
+    from ..model.names import coordinate_names
+
+    out = coordinate_names(problem.objective.expr, problem.variables)
+    try:
+        problem._coordinate_names = out
+    except AttributeError:  # pragma: no cover - a problem object that takes no attributes
+        pass
+    return out

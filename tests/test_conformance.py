@@ -1,0 +1,162 @@
+"""The conformance suite: every registered constraint kind and every registered solver, checked on
+the kind's own example model (sparsemodel/sets/examples.py, attached when the kind is registered).
+A new set or a new solver is tested here by registering it, as scikit-learn's ``check_estimator``
+tests an estimator.
+
+For every set: the projection lands in the set, is idempotent, is the nearest point of the set
+among many feasible points, spends at most its budget, and the budget's ends are refused with a
+message; the subspace of a state embeds and restricts consistently. For every solver and every
+kind it accepts: a complete Result, a feasible answer, the same answer twice, an answer no worse
+than the best point that uses none of the budget, and (for the solvers that finish with the
+restricted solve) no improvement left on its own support.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+import sparsemodel.solvers  # noqa: F401  (registers every solver)
+from sparsemodel.errors import ModelError
+from sparsemodel.sets.registry import KINDS
+from sparsemodel.solvers.base import REGISTRY
+from sparsemodel.solvers.stochastic import _Stochastic
+
+KIND_NAMES = sorted(KINDS)
+
+
+def lowered(kind: str):
+    return sm.Problem.of(KINDS[kind].example()).lower()
+
+
+def test_every_kind_has_an_example_of_itself():
+    for name in KIND_NAMES:
+        assert KINDS[name].example is not None, f"kind {name} registered without an example model"
+        lp = lowered(name)
+        assert name in lp.kinds, f"the example of {name} lowers to kinds {sorted(lp.kinds)}"
+
+
+def feasible(lp, x: np.ndarray) -> bool:
+    """x lies in every set of the problem: the main set (its projection leaves x where it is and
+    its state fits the budget) and each side set (``contains``)."""
+    ok = True
+    if lp.set is not None:
+        y, st = lp.set.project(x)
+        ok &= bool(np.allclose(y, x, atol=1e-8 * (1 + np.abs(x).max()))) and lp.set.used(st) <= lp.set.budget
+    for s in lp.side:
+        ok &= bool(s.contains(x))
+    return ok
+
+
+@pytest.mark.parametrize("kind", KIND_NAMES)
+def test_the_main_set_projects_to_the_nearest_point_within_budget(kind):
+    lp = lowered(kind)
+    S = lp.set
+    rng = np.random.default_rng(11)
+    budgets = sorted({0, 1, S.budget, S.limit})
+    for b in budgets:
+        Sb = S.with_budget(b)
+        for _ in range(5):
+            z = 3 * rng.standard_normal(lp.n)
+            x, st = Sb.project(z)
+            assert Sb.used(st) <= b
+            assert Sb.used(Sb.state(x)) <= Sb.used(st)  # (a box may clip a selected entry to 0)
+            x2, st2 = Sb.project(x)
+            assert np.allclose(x2, x, atol=1e-9) and Sb.same(st, st2), "projection not idempotent"
+            # nearest: no feasible point (projections of other points) is closer to z
+            d = np.linalg.norm(x - z)
+            for _ in range(30):
+                y = Sb.project(z + rng.standard_normal(lp.n) * rng.uniform(0.05, 3))[0]
+                assert d <= np.linalg.norm(y - z) + 1e-9, f"{kind}: a feasible point nearer than the projection"
+
+
+@pytest.mark.parametrize("kind", KIND_NAMES)
+def test_the_budget_ends_are_refused_with_a_message(kind):
+    S = lowered(kind).set
+    for bad in (-1, S.limit + 1, 2.5):
+        with pytest.raises(ModelError) as e:
+            S.check_budget(bad)
+        assert str(S.variable) in str(e.value) or "bound" in str(e.value).lower()
+    assert S.check_budget(S.limit) == S.limit and S.check_budget(0) == 0
+    assert str(S.budget) in S.describe()
+
+
+@pytest.mark.parametrize("kind", KIND_NAMES)
+def test_a_subspace_embeds_and_restricts_consistently(kind):
+    lp = lowered(kind)
+    S = lp.set
+    rng = np.random.default_rng(12)
+    x, st = S.project(rng.standard_normal(lp.n))
+    sub = S.subspace(st)
+    u = sub.coords_of(x)
+    assert u.shape == (sub.dim,)
+    assert np.allclose(sub.embed(u), x), "a point of the subspace is not its own embedding"
+    v = rng.standard_normal(sub.dim)
+    g = rng.standard_normal(lp.n)
+    assert np.isclose(g @ sub.embed(v), sub.restrict(g) @ v), "restrict is not the adjoint of embed"
+    assert S.used(S.empty()) == 0
+    # the empty state's subspace holds only the free part: projecting to budget 0 stays in it
+    z0 = S.project(rng.standard_normal(lp.n), 0)[0]
+    e = S.subspace(S.empty())
+    assert np.allclose(e.embed(e.coords_of(z0)), z0)
+
+
+@pytest.mark.parametrize("kind", [k for k in KIND_NAMES if any(not s.thresholds for s in lowered(k).side)])
+def test_side_sets_project_into_themselves(kind):
+    lp = lowered(kind)
+    rng = np.random.default_rng(13)
+    for s in lp.side:
+        for _ in range(5):
+            z = 3 * rng.standard_normal(lp.n)
+            y = s.project(z)[0]
+            assert s.contains(y)
+            assert np.allclose(s.project(y)[0], y, atol=1e-8)
+
+
+PAIRS = [(s, k) for s in sorted(REGISTRY) for k in KIND_NAMES if all(REGISTRY[s].accepts(t) for t in lowered(k).kinds)]
+
+
+def zero_budget_floor(lp) -> float:
+    """The best objective of a point that uses none of the budget (its free part optimized)."""
+    return float(lp.restricted_minimize(lp.set.empty()).f)
+
+
+@pytest.mark.parametrize("solver,kind", PAIRS, ids=[f"{s}-{k}" for s, k in PAIRS])
+def test_every_solver_on_every_kind_it_accepts(solver, kind):
+    check_solver_on_kind(solver, kind)
+
+
+def check_solver_on_kind(solver: str, kind: str) -> None:
+    """What every registered solver must give on the example model of a kind it accepts (a new
+    solver's own tests may call this directly)."""
+    problem = sm.Problem.of(KINDS[kind].example())
+    try:
+        r = problem.solve(solver)
+    except ModelError as e:  # a solver may refuse this objective: it must say so plainly
+        msg = str(e)
+        assert len(msg) > 20 and "Traceback" not in msg
+        pytest.skip(f"{solver} refuses the {kind} example: {msg.splitlines()[0]}")
+    lp = problem.lower()
+    # a complete result
+    assert r.status in ("converged", "max_iter"), r.status
+    assert r.solver == solver and np.isfinite(r.objective) and r.k == lp.set.budget
+    assert r.iterations >= 0 and r.time_s >= 0 and r.unit
+    x = np.concatenate([np.ravel(r.values[v.name]) for v in lp.layout.variables])
+    assert np.isclose(lp.f(x), r.objective, rtol=1e-8, atol=1e-10), "objective is not f(x)"
+    assert np.array_equal(np.sort(r.support), np.sort(lp.set.nonzeros(x)))
+    # feasible
+    assert feasible(lp, x), f"{solver} returned a point outside the {kind} set"
+    # deterministic
+    r2 = problem.solve(solver)
+    assert np.array_equal(r2.x, r.x) and r2.objective == r.objective
+    # no worse than using none of the budget
+    floor = zero_budget_floor(lp)
+    assert r.objective <= floor + 1e-8 * (1 + abs(floor))
+    # debiased: nothing left to gain on its own support (where the restricted problem is one convex
+    # problem over a fixed subspace; the low-rank refit is two alternating solves, column space then
+    # row space, and a second round may still gain)
+    st = lp.set.state(x)
+    if not issubclass(REGISTRY[solver], _Stochastic) and lp.set.subspace(st).form != "lowrank":
+        refit = float(lp.restricted_minimize(st, x0=x).f)
+        assert r.objective <= refit + 1e-6 * (1 + abs(refit)), f"{solver} left {r.objective - refit:.3g} on its support"
