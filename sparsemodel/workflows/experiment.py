@@ -62,6 +62,7 @@ from .metrics import (
     Truth,
     class_labels,
     clean,
+    coordinate,
     dof,
     holdout_splits,
     metric_names,
@@ -866,14 +867,14 @@ def _external(
         }
     from .metrics import _units
 
-    units = len(_units(lp.set, x)) if lp.set is not None and hasattr(lp.set, "coords") else None
+    units = len(_units(lp.set, x)) if coordinate(lp.set) else None
     f = lp.fresh().oracle.f(x)
     row = {
         "k": kv if kv is not None else units,
         "budget": kv,
         "unit": lp.set.unit if lp.set is not None else "",
         "objective": float(f) if math.isfinite(f) else None,
-        "nnz": int(np.count_nonzero(x[lp.set.coords])) if hasattr(lp.set, "coords") else None,
+        "nnz": int(np.count_nonzero(x[lp.set.coords])) if coordinate(lp.set) else None,
         "df": dof(lp, x),
         "status": "external",
         "time_s": elapsed,

@@ -41,7 +41,6 @@ from ..model.expr import Data
 from ..model.problem import Model, Objective
 from ..model.samples import data_named, rebind_data, rebind_rows
 from ..objective.evaluator import Evaluator
-from ..sets.sparsity import CoordinateSparsity
 
 if TYPE_CHECKING:
     from ..solvers.base import Result
@@ -96,6 +95,11 @@ def who(flag: str | dict[str, str], name: str | None = None) -> str:
             return ", ".join(flag.values())
         return flag.get(name, name)
     return f"{flag} {name}" if name is not None else flag
+
+
+def coordinate(s: Any) -> bool:
+    """The set offers the coordinate API (coords, units, unit_of): support metrics apply."""
+    return s is not None and bool(getattr(s, "coordinate", False))
 
 
 def dof(lp: LoweredProblem, x: np.ndarray) -> int | None:
@@ -385,17 +389,14 @@ class Truth:
                 self.x[coords] = arr.ravel()
                 self.given[coords] = True
             elif (
-                isinstance(s, CoordinateSparsity)
-                and s.constraint.variable.uid == v.uid
-                and arr.ndim == 1
-                and arr.size == s.size
+                coordinate(s) and s.constraint.variable.uid == v.uid and arr.ndim == 1 and arr.size == s.size
             ):  # the constrained part only (w[1:] without the intercept)
                 self.x[s.coords] = arr
                 self.given[s.coords] = True
             else:
                 part = (
                     f" or {s.size} (the constrained coordinates {s.target_text()})"
-                    if isinstance(s, CoordinateSparsity) and s.constraint.variable.uid == v.uid and s.size != v.size
+                    if coordinate(s) and s.constraint.variable.uid == v.uid and s.size != v.size
                     else ""
                 )
                 raise ShapeError(
@@ -405,7 +406,7 @@ class Truth:
                     f"give the true {name} with shape {v.shape}",
                 )
             self.values[name] = arr
-        self.support_known = isinstance(s, CoordinateSparsity) and bool(np.all(self.given[s.coords]))
+        self.support_known = coordinate(s) and bool(np.all(self.given[s.coords]))
         self.true_units = _units(s, self.x) if self.support_known else None
 
     @property
@@ -434,7 +435,7 @@ class Truth:
         return out
 
 
-def _magnitudes(s: CoordinateSparsity, x: np.ndarray) -> np.ndarray:
+def _magnitudes(s: Any, x: np.ndarray) -> np.ndarray:
     """Per unit of the set (coordinate, group, edge): the norm of x over its coordinates."""
     z = x[s.coords]
     if s.unit_of is None:
@@ -442,7 +443,7 @@ def _magnitudes(s: CoordinateSparsity, x: np.ndarray) -> np.ndarray:
     return np.sqrt(np.bincount(s.unit_of, weights=z * z, minlength=s.n_units))
 
 
-def _units(s: CoordinateSparsity, x: np.ndarray) -> set[int]:
+def _units(s: Any, x: np.ndarray) -> set[int]:
     return set(np.flatnonzero(_magnitudes(s, x) > 0).tolist())
 
 
@@ -450,7 +451,7 @@ def clean(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
     """An outside method's answer with the units below ``ZERO_TOL`` times the largest set to zero
     (its numerical zeros)."""
     s = lp.set
-    if not isinstance(s, CoordinateSparsity):
+    if not coordinate(s):
         return x
     mags = _magnitudes(s, x)
     small = mags <= ZERO_TOL * float(mags.max(initial=0.0))
