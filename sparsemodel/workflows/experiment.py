@@ -512,6 +512,18 @@ def experiment(
                 f"{bad[0]} is an outside method that needs k; with select= every method chooses its own k",
                 hint="give it chooses_k=True (fit(data, test) choosing its own k), or compare over k",
             )
+    if select is not None and isinstance(problem, Model):  # refused before anything runs
+        from .select import SelectionError, data_term
+
+        try:
+            data_term(problem, LoweredProblem(problem))
+        except SelectionError as exc:
+            raise SelectionError(
+                f"select={select}: {exc.message}",
+                problem.objective.span,
+                "compare over k with held-out data and keep each replication's best k "
+                "(Study.best('test_loss')), as benchmarks/precision_synthetic.py does",
+            ) from None
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise MetricError(f"seed={seed!r} must be an integer (or None)")
     ks: Any = _ks(k) if k is not None and not callable(k) else k

@@ -463,3 +463,13 @@ def test_a_model_file_or_a_builder_model_rebound_by_each_draw(tmp_path):
             assert 0 < r["objective"] < 0.05
     with pytest.raises(ModelError, match="no data named 'Z'"):
         sm.experiment(builder, ["grahtp"], k=3, data=lambda rng: {"Z": X0}, reps=1, progress=False)
+
+
+def test_select_refuses_a_likelihood_that_is_not_a_sum_over_samples(capsys):
+    """A precision matrix's Gaussian likelihood has no per-sample data term: --select is refused
+    before anything runs, at the objective's line, pointing at the validation protocol instead."""
+    model = Path(__file__).resolve().parents[2] / "examples" / "precision.sm"
+    code, _, err = run(capsys, "compare", str(model), "--solvers", "grahtp,glasso", "--select", "bic", "--k", "10:20")
+    assert code == 2 and "Traceback" not in err
+    assert "select=bic: choosing k needs a loss that is a sum over samples" in err
+    assert "precision.sm:8:" in err and "Study.best('test_loss')" in err
