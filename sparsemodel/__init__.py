@@ -44,6 +44,8 @@ _LAZY = {
     "parse": ("grammar", "parse"),
     "registry": ("solvers", "REGISTRY"),
     "Result": ("solvers", "Result"),
+    "experiment": ("workflows.experiment", "experiment"),
+    "External": ("workflows.experiment", "External"),
 }
 
 
@@ -78,6 +80,8 @@ __all__ = [
     "box",
     "Result",
     "registry",
+    "experiment",
+    "External",
     "sum",
     "mean",
     "sum_squares",

@@ -118,6 +118,98 @@ def load_python_model(path: Path):
     return problem
 
 
+def named_files(items: list[str] | None, flag: str) -> dict[str, tuple[str, str]]:
+    """``--test X=Xt.npy,y=yt.npy`` (repeatable): {name: (file, the argument as written)}."""
+    out: dict[str, tuple[str, str]] = {}
+    for item in items or []:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" not in part:
+                raise CLIError(
+                    f"{flag} {part!r} is not of the form NAME=FILE",
+                    hint=f"for example {flag} X=Xt.npy,y=yt.npy"
+                    if flag == "--test"
+                    else f"for example {flag} w=w_true.npy",
+                )
+            name, path = (t.strip() for t in part.split("=", 1))
+            if not name or not path:
+                raise CLIError(f"{flag} {part!r} has an empty name or file")
+            if name in out:
+                raise CLIError(f"{flag} gives {name} twice")
+            out[name] = (path, f"{flag} {name}={path}")
+    return out
+
+
+def held_out(args: argparse.Namespace) -> Any:
+    """--test: the held-out data files by data name (read by the model's own data lines)."""
+    from .workflows.metrics import Given
+
+    files = named_files(getattr(args, "test", None), "--test")
+    if not files:
+        return None
+    return Given({n: f for n, (f, _) in files.items()}, {n: w for n, (_, w) in files.items()})
+
+
+def truth_values(args: argparse.Namespace, problem: Any) -> Any:
+    """--truth: the true values by variable name, read as a vector or matrix like the variable."""
+    from .io import read_data
+    from .workflows.metrics import Given, MetricError
+
+    files = named_files(getattr(args, "truth", None), "--truth")
+    if not files:
+        return None
+    variables = {v.name: v for v in problem.variables}
+    values = {}
+    for name, (path, written) in files.items():
+        if name not in variables:
+            raise MetricError(
+                f"{written}: the model has no variable named {name!r}", hint=f"its variables: {', '.join(variables)}"
+            )
+        kind = "matrix" if len(variables[name].shape) == 2 else "vector"
+        values[name] = read_data(path, kind, base_dir=Path.cwd(), name=f"the truth of {name}")
+    return Given(values, {n: w for n, (_, w) in files.items()})
+
+
+def plot_spec(args: argparse.Namespace) -> None:
+    """``--plot test_loss,time_s=FILE`` (the metrics to plot, then the file) or ``--plot FILE``:
+    splits args.plot into the file and args.plot_metrics."""
+    import re
+
+    args.plot_metrics = None
+    text = getattr(args, "plot", None)
+    if text and "=" in text:
+        left, right = text.split("=", 1)
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*", left.strip()):
+            if not right.strip():
+                raise CLIError(f"--plot {text!r} names no file", hint="for example --plot test_loss,time_s=t.png")
+            args.plot_metrics, args.plot = left, right.strip()
+
+
+def check_metrics(args: argparse.Namespace, available: list[str]) -> None:
+    """The metrics of --plot, checked before anything runs."""
+    from .workflows.metrics import metric_names
+
+    if args.plot_metrics:
+        metric_names(args.plot_metrics, available)
+
+
+def metrics_of(test: bool, truth: bool, extra: tuple[str, ...] = ()) -> list[str]:
+    from .workflows.metrics import TRUTH_METRICS
+
+    return [
+        *extra,
+        "objective",
+        "nnz",
+        "df",
+        "time_s",
+        "iterations",
+        *(["test_loss"] if test else []),
+        *(TRUTH_METRICS if truth else ()),
+    ]
+
+
 def load_problem(args: argparse.Namespace):
     from .grammar import load
 
@@ -258,7 +350,10 @@ def coefficients_csv(result: Any) -> str:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     problem = load_problem(args)
+    plot_spec(args)
     outs = output_files(args, problem)
+    test = held_out(args)
+    truth = truth_values(args, problem)
     cw = problem.compare_with or {}
     solvers = [s.strip() for s in args.solvers.split(",")] if args.solvers else cw.get("solvers")
     if not solvers:
@@ -281,6 +376,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         solver, rest = item.split(":", 1)
         options.setdefault(solver, {}).update({k: parse_value(v) for k, v in parse_pairs([rest], "option").items()})
+    if args.splits is not None or args.select is not None:
+        from .workflows.compare import BOUND_NAMES, find_param
+
+        if sweep is not None and not args.at and sweep[0] in BOUND_NAMES and find_param(problem, sweep[0]) is None:
+            sweep, ks = None, [int(v) for v in sweep[1]]  # the model's `compare ... at k in 2:20:2`: the bound
+        if sweep is not None:
+            raise CLIError(
+                "--splits and --select compare over the bound k; --at (or the model's `compare ... at`) sweeps a param",
+                hint="give --k instead of --at",
+            )
+        return run_study(args, problem, solvers, ks, options, outs, test, truth)
+    if not args.early_stop:
+        raise CLIError("--no-early-stop is an option of --select", hint="add --select ebic (or cv, bic, ...)")
+    if args.test_size is not None or args.folds is not None:
+        raise CLIError(
+            f"{'--test-size' if args.test_size is not None else '--folds'} needs "
+            f"{'--splits' if args.test_size is not None else '--select cv'}"
+        )
+    check_metrics(args, metrics_of(test is not None, truth is not None))
     interrupted = False
     try:  # the CSV is written row by row as runs finish
         comp = problem.compare(
@@ -291,6 +405,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             sweep=sweep,
             csv=outs.get("csv"),
             overwrite=args.force,
+            test=test,
+            truth=truth,
         )
     except KeyboardInterrupt as exc:
         comp = getattr(exc, "comparison", None)
@@ -304,7 +420,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if "json" in outs:
         comp.to_json(outs["json"], overwrite=args.force)
     if "plot" in outs:
-        comp.plot(outs["plot"], overwrite=args.force)
+        comp.plot(outs["plot"], overwrite=args.force, metrics=args.plot_metrics)
     for kind, p in outs.items():
         announce(args, kind, p)
     if interrupted:
@@ -320,19 +436,101 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_study(
+    args: argparse.Namespace,
+    problem: Any,
+    solvers: list[str],
+    ks: list[int] | None,
+    options: dict[str, dict[str, Any]],
+    outs: dict[str, Path],
+    test: Any,
+    truth: Any,
+) -> int:
+    """compare --splits / --select: replications, each method over k or at its chosen k."""
+    from .workflows.experiment import experiment
+
+    if args.folds is not None and args.select != "cv":
+        raise CLIError("--folds sets the folds of --select cv", hint="add --select cv, or drop --folds")
+    held = test is not None or args.splits is not None
+    check_metrics(
+        args,
+        metrics_of(held, truth is not None, ("k", "penalty") if args.select else ()) + ["lower_s"],
+    )
+    select_options: dict[str, Any] = {}
+    if args.select == "cv":
+        select_options = {"folds": args.folds or 5, "seed": args.seed}
+    if not args.early_stop:
+        if args.select is None:
+            raise CLIError("--no-early-stop is an option of --select", hint="add --select ebic (or cv, bic, ...)")
+        select_options["early_stop"] = False
+    interrupted = False
+    try:
+        study = experiment(
+            problem,
+            solvers,
+            k=ks,
+            splits=args.splits,
+            test_size=args.test_size if args.test_size is not None else 0.3,
+            seed=args.seed,
+            select=args.select,
+            test=test,
+            truth=truth,
+            options=options,
+            select_options=select_options or None,
+            progress=progress_of(args),
+            csv=outs.get("csv"),
+            overwrite=args.force,
+        )
+    except KeyboardInterrupt as exc:
+        study = getattr(exc, "study", None)
+        if study is None:
+            raise
+        interrupted = True
+    if args.json:
+        print(json.dumps(study.to_dict(), allow_nan=False))
+    else:
+        print(study.table())
+    if "json" in outs:
+        study.to_json(outs["json"], overwrite=args.force)
+    if "plot" in outs:
+        study.plot(outs["plot"], overwrite=args.force, metrics=args.plot_metrics)
+    for kind, p in outs.items():
+        announce(args, kind, p)
+    if interrupted:
+        print(
+            f"interrupted after {len(study.rows)} of {study.total} runs; the finished ones are above and in the files",
+            file=sys.stderr,
+        )
+        return 130
+    failed = study.failed()
+    if failed:
+        print(f"{len(failed)} of {len(study.rows)} runs failed; their messages are in the table", file=sys.stderr)
+        return EXIT_USER
+    return 0
+
+
 def write_reports(args: argparse.Namespace, report: Any, outs: dict[str, Path]) -> None:
-    writers = {"csv": report.to_csv, "json": report.to_json, "plot": report.plot}
+    writers = {"csv": report.to_csv, "json": report.to_json}
     for kind, path in outs.items():
-        writers[kind](path, overwrite=True)
+        if kind == "plot":
+            report.plot(path, overwrite=True, metrics=args.plot_metrics)
+        else:
+            writers[kind](path, overwrite=True)
         announce(args, kind, path)
 
 
 def cmd_path(args: argparse.Namespace) -> int:
     problem = load_problem(args)
+    plot_spec(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
     ks = parse_k_range(args.k)
-    result = problem.path(k=ks, solver=name or "auto", start=args.start, progress=progress_of(args), **opts)
+    test = held_out(args)
+    truth = truth_values(args, problem)
+    check_metrics(args, metrics_of(test is not None, truth is not None))
+    result = problem.path(
+        k=ks, solver=name or "auto", start=args.start, progress=progress_of(args), test=test, truth=truth, **opts
+    )
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False))
     else:
@@ -346,8 +544,12 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 def cmd_select(args: argparse.Namespace) -> int:
     problem = load_problem(args)
+    plot_spec(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
+    test = held_out(args)
+    truth = truth_values(args, problem)
+    check_metrics(args, metrics_of(test is not None, truth is not None, ("value", "loss")))
     ks = parse_k_range(args.k) if args.k is not None else None
     fold_ids = None
     if args.fold_ids:
@@ -368,6 +570,8 @@ def cmd_select(args: argparse.Namespace) -> int:
         early_stop=args.early_stop,
         patience=args.patience,
         margin=args.margin,
+        test=test,
+        truth=truth,
         **opts,
     )
     if args.json:
@@ -417,13 +621,34 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(c)
     c.set_defaults(func=cmd_check)
 
+    def metric_args(q: argparse.ArgumentParser) -> None:
+        """--test and --truth: metrics beside the objective (docs/comparisons.md)."""
+        q.add_argument(
+            "--test",
+            action="append",
+            metavar="NAME=FILE,...",
+            help="held-out data for the model's data names (X=Xt.npy,y=yt.npy): adds test_loss, the model's own "
+            "loss per held-out sample",
+        )
+        q.add_argument(
+            "--truth",
+            action="append",
+            metavar="NAME=FILE",
+            help="the true value of a variable (w=w_true.npy): adds precision, recall, f1, exact, exact_top, covers, "
+            "fp, fn and error",
+        )
+
     def output_args(q: argparse.ArgumentParser, what: str, table: bool = True) -> None:
         """The outputs every command that solves takes, with one meaning everywhere."""
         q.add_argument("--json", action="store_true", help=f"print the {what} as one JSON object instead of the text")
         q.add_argument("--out", metavar="FILE", help=f"also write the {what} as JSON to FILE")
         if table:
             q.add_argument("--csv", metavar="FILE", help=f"write the {what} as CSV (with the supports)")
-            q.add_argument("--plot", metavar="FILE", help=f"write the {what} as a PNG plot")
+            q.add_argument(
+                "--plot",
+                metavar="[METRICS=]FILE",
+                help=f"write the {what} as a PNG plot; test_loss,time_s=FILE plots those metrics (one panel each)",
+            )
         q.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
         loud = q.add_mutually_exclusive_group()
         loud.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -452,10 +677,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--at", metavar="NAME=VALUES", help="sweep a param instead: lam=0.001,0.01,0.1 or lam=1:3")
     m.add_argument("--option", "-o", action="append", metavar="SOLVER:KEY=VALUE", help="solver option, repeatable")
+    metric_args(m)
+    m.add_argument(
+        "--splits",
+        type=int,
+        metavar="N",
+        help="replications: N random train/test splits of the model's rows (stratified for logistic and softmax "
+        "labels); the table gives means and standard errors",
+    )
+    m.add_argument(
+        "--test-size", type=float, metavar="SHARE", help="the share of rows held out by --splits (default 0.3)"
+    )
+    m.add_argument(
+        "--seed", type=int, default=0, help="seed of the random splits (and of --select cv's folds; default 0)"
+    )
+    m.add_argument(
+        "--select",
+        choices=("cv", "ebic", "aic", "bic", "ebic_cc", "gic"),
+        help="each method at the k it chooses by this criterion (per replication; lasso, nuclear and glasso choose "
+        "their penalty by it too); --k gives the candidates",
+    )
+    m.add_argument("--folds", type=int, help="folds of --select cv (default 5)")
+    m.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="--select computes every k of --k (default: each path stops once its curve has clearly turned)",
+    )
     output_args(m, "comparison (every run's solution)")
     m.set_defaults(func=cmd_compare)
 
     def report_args(q: argparse.ArgumentParser, what: str, k_required: bool = True) -> None:
+        metric_args(q)
         q.add_argument(
             "--k",
             required=k_required,

@@ -651,7 +651,14 @@ def parse(
     """
     source = Source(name, text)
     tree = parse_tree(source)
-    return ModelBuilder(source, Path(base_dir), data, params).build(tree)
+    prob = ModelBuilder(source, Path(base_dir), data, params).build(tree)
+
+    def rebuild_with(values: Mapping[str, Any]) -> Problem:
+        """The same model text with these data names rebound too (held-out rows, a new draw)."""
+        return parse(text, data={**(data or {}), **values}, params=params, base_dir=base_dir, name=name)
+
+    prob.rebuild_with = rebuild_with
+    return prob
 
 
 def load(path: str | Path, data: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> Problem:

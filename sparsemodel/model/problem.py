@@ -97,6 +97,10 @@ class Model:
         self.compare_with = compare_with
         self.symbols = symbols or {}
         self.source = source
+        # set by a front end that can build the model again from its text with some data rebound
+        # (the model language: derived data such as `let Z = standardize(X)` and `rows(X)` are then
+        # recomputed); None for builder models, whose data nodes are replaced by name
+        self.rebuild_with: Any = None
         seen: dict[int, Variable] = {}
         for v in self.objective.expr.variables():
             seen.setdefault(v.uid, v)

@@ -302,9 +302,12 @@ def run_select(
     early_stop: bool = True,
     patience: int | None = None,
     margin: float | None = None,
+    scorer: Any = None,
 ) -> Selection:
     """Choose the bound among ``k`` (default 0..:func:`default_k_max`) by ``by`` (default
-    :data:`DEFAULT_BY`; see the module docstring); returns a :class:`Selection`."""
+    :data:`DEFAULT_BY`; see the module docstring); returns a :class:`Selection`. ``scorer`` (a
+    :class:`~sparsemodel.workflows.metrics.Scorer`) adds the held-out loss and the truth's metrics
+    of the all-data point to every row of the curve."""
     if by is None:  # folds given: cross-validation; otherwise the default criterion (BIC for a rank)
         by = "cv" if folds is not None or fold_ids is not None else DEFAULT_BY
         if by == DEFAULT_BY and lp.set is not None and not lp.set.counts_units:
@@ -343,7 +346,7 @@ def run_select(
         )
     stopper = early_stop_of(by, ks, early_stop, patience, margin)
     splits = splits_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
-    full = PathRun(problem, lp, cls, options, start)
+    full = PathRun(problem, lp, cls, options, start, scorer)
     loss_of = Evaluator(dt.expr, lp.layout)
     fold_runs = _fold_runs(problem, cls, options, start, dt, splits) if splits is not None else []
     per_fold = np.full((len(fold_runs), len(ks)), np.nan) if splits is not None else None
@@ -352,7 +355,9 @@ def run_select(
     try:
         for j, kv in enumerate(ks):
             bar.set_postfix_str(f"k={kv}")
-            row = _row(full.step(kv), lp, loss_of, dt, by, gamma)
+            pt = full.step(kv)
+            row = _row(pt, lp, loss_of, dt, by, gamma)
+            row.update({c: pt.metrics.get(c) for c in full.path.metric_columns})
             if per_fold is not None:  # the folds' paths in lockstep with the all-data path
                 for f, (run, held) in enumerate(fold_runs):
                     pt = run.step(kv)
@@ -384,7 +389,7 @@ def run_select(
     if rule == "1se":
         cut = best["value"] + (best["se"] or 0.0)
         chosen = min((r for r in valid if r["value"] <= cut), key=lambda r: r["k"])
-    return Selection(
+    sel = Selection(
         problem,
         cls.name,
         by,
@@ -398,6 +403,8 @@ def run_select(
         gamma,
         stopper,
     )
+    sel.metric_columns = list(full.path.metric_columns)
+    return sel
 
 
 def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by: str, gamma: float) -> dict[str, Any]:
@@ -485,6 +492,17 @@ class Selection:
         self.gamma = gamma
         self.early_stop = early_stop
         self.protected = protected_paths(problem)
+        self.metric_columns: list[str] = []  # test_loss and the truth's metrics, when asked
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        i = SELECT_COLUMNS.index("support")
+        return SELECT_COLUMNS[:i] + tuple(self.metric_columns) + SELECT_COLUMNS[i:]
+
+    @property
+    def metrics(self) -> list[str]:
+        """The numeric columns a plot can show: the curve's value and the rest."""
+        return ["value", "objective", "loss", "nnz", "df", *self.metric_columns]
 
     @property
     def stopped(self) -> str | None:
@@ -527,7 +545,7 @@ class Selection:
         head = (
             [k_header(self.result.unit), name]
             + (["se"] if self.by == "cv" else [])
-            + ["nnz", "df", "data loss", "objective", "status"]
+            + ["nnz", "df", "data loss", "objective", "status", *self.metric_columns]
         )
         body = []
         for r in self.curve:
@@ -542,6 +560,7 @@ class Selection:
                 "-" if r["objective"] is None else f"{r['objective']:.8g}",
                 r["status"],
             ]
+            line += ["-" if r.get(c) is None else f"{r[c]:.6g}" for c in self.metric_columns]
             body.append(line)
         parts = [
             f"choosing k by {self.by} ({self.describe()})",
@@ -593,34 +612,57 @@ class Selection:
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(SELECT_COLUMNS), lineterminator="\n")
+        cols = list(self.columns)
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
         w.writeheader()
         for r in self.curve:
-            w.writerow(
-                {c: "" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in SELECT_COLUMNS}
-            )
+            w.writerow({c: "" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
         return write_output(path, buf.getvalue(), self.protected, overwrite)
 
-    def plot(self, path: str | Path, overwrite: bool = False) -> Path:
+    def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
         """PNG: the curve versus k (with standard-error bars for cross-validation), the chosen k
-        marked; beside it the all-data objective versus k."""
+        marked; beside it the all-data objective versus k. With ``metrics`` (``"test_loss,f1"``),
+        one panel per metric versus k, the chosen k marked."""
         check_output(path, self.protected, overwrite)
-        return write_output(path, png_bytes(self.figure()), self.protected, overwrite)
+        return write_output(path, png_bytes(self.figure(metrics)), self.protected, overwrite)
 
     def _repr_html_(self) -> str:
         """A notebook shows the curve's table, the plot and the chosen solution."""
         head = f"<p>choosing k by {self.by} ({self.describe()})</p>"
         table = report_html(
             self.curve,
-            SELECT_COLUMNS,
+            self.columns,
             f"chosen {k_text(self.k, self.result.unit)} (rule: {self.rule}; path of {self.solver})",
             self.figure(),
             head,
         )
         return table + self.result._repr_html_()
 
-    def figure(self) -> Any:
+    def figure(self, metrics: Any = None) -> Any:
         """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
+        if metrics is not None:
+            from .figures import metric_figure
+            from .metrics import metric_names
+
+            chosen = metric_names(metrics, self.metrics)
+            xs = self.ks
+            se = [r["se"] if r["se"] is not None else math.nan for r in self.curve] if self.by == "cv" else None
+            per = {
+                m: (
+                    xs,
+                    [math.nan if r.get(m) is None else r[m] for r in self.curve],
+                    se if m == "value" else None,
+                )
+                for m in chosen
+            }
+            name = Path(self.source).name if not self.source.startswith("<") else "problem"
+            return metric_figure(
+                {self.solver: per},
+                chosen,
+                k_header(self.result.unit),
+                f"{name}: choosing k by {self.by} ({self.solver})",
+                mark=(self.k, f"chosen k = {self.k}"),
+            )
         fig, (ax, ax_o) = new_figure(2)
         ks = self.ks
         vals = [r["value"] for r in self.curve]

@@ -120,11 +120,14 @@ def compare(
     csv: Any = None,
     overwrite: bool = False,
     scheduler: Any = None,
+    test: dict[str, Any] | None = None,
+    truth: dict[str, Any] | None = None,
 ):
     """Several solvers side by side over a sweep of the bound or of a param (see
-    :func:`sparsemodel.compare.compare`)."""
+    :func:`sparsemodel.workflows.compare.compare`); ``test`` (held-out data by data name) and
+    ``truth`` (true values by variable name) add their metrics to every row."""
     with use_scheduler(scheduler, problem):
-        return _compare(problem, solvers, k, options, progress, sweep, csv, overwrite)
+        return _compare(problem, solvers, k, options, progress, sweep, csv, overwrite, test, truth)
 
 
 def _compare(
@@ -136,6 +139,8 @@ def _compare(
     sweep: Any,
     csv: Any,
     overwrite: bool,
+    test: Any = None,
+    truth: Any = None,
 ):
     from .compare import compare as run_compare
 
@@ -143,7 +148,16 @@ def _compare(
     cw = problem.compare_with or {}
     try:
         return run_compare(
-            problem, solvers, k=k, options=options, progress=progress, sweep=sweep, csv=csv, overwrite=overwrite
+            problem,
+            solvers,
+            k=k,
+            options=options,
+            progress=progress,
+            sweep=sweep,
+            csv=csv,
+            overwrite=overwrite,
+            test=test,
+            truth=truth,
         )
     except ModelError as exc:  # the model's compare line named them: point at it
         if cw and list(solvers) == cw.get("solvers"):
@@ -174,18 +188,25 @@ def path(
     start: str = "best",
     progress: bool | None = False,
     scheduler: Any = None,
+    test: dict[str, Any] | None = None,
+    truth: dict[str, Any] | None = None,
     **options: Any,
 ):
-    """A warm-started path over the bound (see :mod:`sparsemodel.compare.path`): one lowering,
+    """A warm-started path over the bound (see :mod:`sparsemodel.workflows.path`): one lowering,
     ``lp.with_budget(k)`` at each k, each point started from its neighbour's solution; returns a
-    :class:`~sparsemodel.compare.path.SolutionPath`."""
+    :class:`~sparsemodel.workflows.path.SolutionPath`. ``test`` and ``truth`` add the held-out loss
+    and the truth's metrics to every point (:mod:`sparsemodel.workflows.metrics`)."""
+    from .metrics import make_scorer
     from .path import run_path
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
     with use_scheduler(scheduler, problem):
         lp = lower(problem)
-        return run_path(problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress)
+        scorer = make_scorer(problem, lp, test=test, truth=truth)
+        return run_path(
+            problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress, scorer=scorer
+        )
 
 
 def select(
@@ -204,18 +225,23 @@ def select(
     early_stop: bool = True,
     patience: int | None = None,
     margin: float | None = None,
+    test: dict[str, Any] | None = None,
+    truth: dict[str, Any] | None = None,
     **options: Any,
 ):
     """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)) by an information
     criterion (``aic``, ``bic``, ``ebic`` -- the default --, ``gic``) or cross-validation
     (``by="cv"``) over a warm-started path that stops once the curve has clearly turned (see
-    :mod:`sparsemodel.compare.select`); returns a :class:`~sparsemodel.compare.select.Selection`."""
+    :mod:`sparsemodel.workflows.select`); returns a :class:`~sparsemodel.workflows.select.Selection`.
+    ``test`` and ``truth`` add the held-out loss and the truth's metrics to every k of the curve."""
+    from .metrics import make_scorer
     from .select import run_select
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
     with use_scheduler(scheduler, problem):
         lp = lower(problem)
+        scorer = make_scorer(problem, lp, test=test, truth=truth)
         return run_select(
             problem,
             lp,
@@ -233,6 +259,7 @@ def select(
             early_stop=early_stop,
             patience=patience,
             margin=margin,
+            scorer=scorer,
         )
 
 
