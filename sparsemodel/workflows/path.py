@@ -117,7 +117,7 @@ def neighbour_start(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
 
 class PathRun:
     """A path computed one bound at a time: :func:`run_path` drives one, the lockstep
-    cross-validation of :mod:`sparsemodel.compare.select` drives one per fold. ``step(k)`` solves
+    cross-validation of :mod:`sparsemodel.workflows.select` drives one per fold. ``step(k)`` solves
     the next point (warm-started from the last solution found), appends it to ``path`` and returns
     it."""
 
@@ -186,7 +186,7 @@ def run_path(
     scorer: Scorer | None = None,
 ) -> SolutionPath:
     """Solve with ``cls`` at every bound in ``k`` (in order) on ``lp`` (lowered once); see the
-    module docstring for ``start``. ``stop`` (the early stop of :mod:`sparsemodel.compare.select`)
+    module docstring for ``start``. ``stop`` (the early stop of :mod:`sparsemodel.workflows.select`)
     is asked after every point; when it returns a reason the path ends there and records it
     (``path.stopped``). ``scorer`` adds the held-out loss and the truth's metrics to every point."""
     run = PathRun(problem, lp, cls, options, start, scorer)

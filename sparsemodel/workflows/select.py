@@ -1,6 +1,6 @@
 """Choosing the bound k: information criteria and K-fold cross-validation over a warm-started path.
 
-Everything starts from the path of :mod:`sparsemodel.compare.path` on all the data (one lowering,
+Everything starts from the path of :mod:`sparsemodel.workflows.path` on all the data (one lowering,
 each point warm-started from its neighbour). Then, at every k on the path:
 
 **Information criteria** (``by`` = ``ebic`` -- the default --, ``aic``, ``bic``, ``ebic_cc``, ``gic``). The objective's *data
