@@ -12,8 +12,10 @@ inside l_i). L(x) = sum_i l_i(x) is taken as the negative log-likelihood, so the
     D = n log(RSS / n)   when every data term is a square (Gaussian, unknown variance; RSS = L)
     D = 2 L              otherwise (logistic, Poisson, softmax, Huber, user funcs)
 
-with n the number of samples, or the sum of the sample weights when every data term carries them
-(frequency weights: a weight of 2 counts as a repeated sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
+with n the number of observations -- the loss values: the samples, or n m entries for an n x m
+response (multi-task least squares), a row of a row-wise loss (softmax) --, or the sum of the sample
+weights when every data term carries them (frequency weights: a weight of 2 counts as a repeated
+sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
 always-selected indices, other variables; coordinates fixed by a box with lo = hi not counted), p
 the number of selectable units (coordinates, or groups) and s the units used,
 
@@ -137,7 +139,8 @@ class DataTerm:
     n: int
     scale: float | None  # c: data term = c * sum_i l_i (None when the sample terms disagree)
     gaussian: bool
-    n_eff: float  # n of the criteria: the rows, or the sum of the sample weights
+    n_eff: float  # the rows, or the sum of the sample weights (the largest k tried)
+    n_obs: float  # n of the criteria: the loss values (n m for an n x m response), or their weights' sum
 
 
 def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
@@ -150,21 +153,23 @@ def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
         )
     n = d.n_samples
     nodes = sample_nodes(problem.objective.expr, n)
-    n_eff = float(n)
-    sums = []
-    for i in d.sample_terms:
-        t = d.terms[i]
-        if t.weights is not None:  # frequency weights: the sample count is their sum
-            sums.append(float(np.sum(t.weights)) * n / t.out_size)
-    if sums and len(sums) == len(d.sample_terms) and np.allclose(sums, sums[0], rtol=1e-10):
-        n_eff = sums[0]
+    terms = [d.terms[i] for i in d.sample_terms]
+    # observations: one per loss value (an entry of an elementwise loss -- n m of them for a
+    # multi-response Y --, a row of a row-wise loss, a sample of a whole-vector loss), or the sum of
+    # their frequency weights; the rows (for the largest k tried) scale the same way
+    obs = [
+        float(np.sum(t.weights)) if t.weights is not None else float(t.n_rows if t.whole else t.out_size) for t in terms
+    ]
+    per_row = [(float(np.sum(t.weights)) * n / t.out_size) if t.weights is not None else float(n) for t in terms]
+    n_obs = obs[0] if np.allclose(obs, obs[0], rtol=1e-10) else float(n)
+    n_eff = per_row[0] if np.allclose(per_row, per_row[0], rtol=1e-10) else float(n)
     expr, _ = split_data_term(problem.objective.expr, nodes)
     if expr is None or not nodes:
         raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
     coefs = [d.terms[i].coef for i in d.sample_terms]
     scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
     gaussian = all(d.terms[i].quadratic for i in d.sample_terms)
-    return DataTerm(expr, nodes, n, scale, gaussian, n_eff)
+    return DataTerm(expr, nodes, n, scale, gaussian, n_eff, n_obs)
 
 
 def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
@@ -429,7 +434,7 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         row.update(nnz=int(len(pt.result.support)), df=df, objective=float(pt.result.objective))
         row["loss"] = float(loss_of.value(x))
         if by in CRITERIA:
-            row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_eff, df, p, s, dt.gaussian, gamma)
+            row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_obs, df, p, s, dt.gaussian, gamma)
     return row
 
 
@@ -487,6 +492,7 @@ class Selection:
         self.curve = curve
         self.n = dt.n
         self.n_eff = dt.n_eff
+        self.n_obs = dt.n_obs
         self.gaussian = dt.gaussian
         self.per_fold = per_fold
         self.gamma = gamma
@@ -524,17 +530,17 @@ class Selection:
 
     def describe(self) -> str:
         """The formula with its constants, as the table prints it."""
-        n = f"{self.n_eff:g}"
+        n = f"{self.n_obs:g}"
         if self.by == "cv":
             K = self.per_fold.shape[0] if self.per_fold is not None else 0
             return f"{K}-fold cross-validation: mean held-out loss (the model's data term on the held-out rows), n = {self.n}"
         D = "n log(RSS/n)" if self.gaussian else "2 L (L = sum of per-sample losses)"
         pen = {
             "aic": "2 df",
-            "bic": f"log(n) df = {math.log(self.n_eff):.4g} df",
+            "bic": f"log(n) df = {math.log(self.n_obs):.4g} df",
             "ebic": f"(log(n) + 2 gamma log(p)) df, gamma = {self.gamma:g}",
             "ebic_cc": f"log(n) df + 2 gamma log binom(p, s), gamma = {self.gamma:g}",
-            "gic": f"log(log n) log(p) df = {math.log(math.log(self.n_eff)):.4g} log(p) df",
+            "gic": f"log(log n) log(p) df = {math.log(math.log(self.n_obs)):.4g} log(p) df",
         }[self.by]
         return f"{self.by.upper()} = {D} + {pen}; n = {n}, df = nonzeros + free coordinates"
 
