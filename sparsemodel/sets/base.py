@@ -24,11 +24,13 @@ docs/architecture.md, with :class:`LowRank` as the worked example)."""
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import ConstraintError
 from ..model.constraints import (
@@ -59,6 +61,11 @@ class CoordSubspace:
 
     def coords_of(self, x: np.ndarray) -> np.ndarray:
         return x[self.cols]
+
+    def embedding(self) -> sp.csc_matrix:
+        """The embedding as a sparse n x dim matrix (x = E u)."""
+        d = len(self.cols)
+        return sp.csc_matrix((np.ones(d), (self.cols, np.arange(d))), shape=(self.n, d))
 
 
 class ConstraintSet(ABC):
@@ -146,10 +153,28 @@ class ConstraintSet(ABC):
         """The truncation budget of the smoothness estimates for ``units`` units."""
         return min(units, self.limit)
 
+    def curvature_parts(self) -> list[np.ndarray]:
+        """The coordinates over which the unit step's curvature is averaged, one array per part
+        whose curvatures add up (``LoweredProblem.mean_curvature``): the constrained coordinates."""
+        return [self.coords]
+
     def neighbour_start(self, x: np.ndarray, grad: Any) -> np.ndarray:
         """The warm start at another bound from a neighbour's solution x (``grad()`` gives the
         gradient at x if the set needs it): x itself by default."""
         return x.copy()
+
+    def within(self, free: np.ndarray) -> ConstraintSet:
+        """The same set with the free coordinates ``free`` (a part of a product of sets: the other
+        parts' coordinates are neither its own nor free, so its subspaces, certificate and degrees
+        of freedom count only its own coordinates and the product's free ones)."""
+        out = copy.copy(self)
+        out.free = np.asarray(free, dtype=np.int64)
+        return out
+
+    def members(self) -> list[tuple[Any, ConstraintSet]]:
+        """(model constraint, the set that describes it) for every constraint this set stands for
+        (what ``check`` prints per constraint: a box holds every bound, a product its parts)."""
+        return [(c, self) for c in getattr(self, "constraints", [self.constraint])]
 
     def with_box(self, box: Any) -> ConstraintSet:
         """The set intersected with a coordinate box (only sparsity sets compose with one)."""

@@ -63,7 +63,7 @@ def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any)
         cls.validate(options)
     except SolverError as exc:
         errors.append(located(exc, span))
-    refused = cls.refuse(problem.constraints)
+    refused = cls.refuse(problem.requirements())
     if refused is not None:
         errors.append(refused)
     return errors
@@ -370,11 +370,13 @@ def check(problem: Model) -> CheckReport:
     if lp is not None:
         for s in [lp.set] + lp.side:
             if s is not None:
-                for c in getattr(s, "constraints", [s.constraint]):  # a Box holds every bound
-                    sets[id(c)] = s
-    for c in problem.constraints:
+                for c, part in s.members():  # a Box holds every bound, a product its parts
+                    sets[id(c)] = part
+    for c in problem.requirements():
         kinds.add(c.kind)
         s = sets.get(id(c))
+        if s is None and lp is not None and lp.set is not None and lp.set.kind == c.kind:
+            s = lp.set  # the product of several bounds: not a written constraint
         detail = s.describe() if s is not None else f"on {c.variable.name}"
         handlers = solvers_for(c.kind)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
