@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +97,17 @@ class ConstraintSet(ABC):
 
     def check_budget(self, b: Any) -> int:
         """A budget value checked by the constraint's one bound check (an integer from 0 to
-        ``limit`` units; a located error otherwise)."""
+        ``limit`` units; a located error otherwise). A bound by name (``{"w": 5}``, the spelling
+        of several bounds) is taken when it names this set's variable."""
+        if isinstance(b, Mapping):
+            name = self.variable.name
+            if set(map(str, b)) != {name}:
+                raise ConstraintError(
+                    f"k={dict(b)!r} names bounds by variable, but this model has one bound, {self.constraint}",
+                    self.span,
+                    f"give k as a number in its unit (k={self.budget}), or by its variable's name: k={{{name!r}: ...}}",
+                )
+            b = next(iter(b.values()))
         return self.constraint.check_bound(b)
 
     @abstractmethod

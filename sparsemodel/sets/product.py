@@ -224,8 +224,11 @@ class ProductSet(ConstraintSet):
         self.constraint = constraint
         self.layout = layout
         self.n = layout.n
-        self.variable = parts[0].variable
         self.names = part_names(parts)
+        # the primary part (Result.x, Result.support): the first whose bound selects units (a support,
+        # changepoints), else the first; robust PCA reports S, the outliers, as abess does
+        self.primary = next((i for i, p in enumerate(parts) if p.counts_units), 0)
+        self.variable = parts[self.primary].variable
         owner = np.full(layout.n, -1, dtype=np.int64)
         for i, p in enumerate(parts):
             clash = owner[p.coords]
@@ -367,9 +370,9 @@ class ProductSet(ConstraintSet):
 
     # ---- what Result, the sweeps and select read
     def nonzeros(self, x: np.ndarray) -> np.ndarray:
-        """Result.support: the first part's (the primary variable's, ``Result.x``); every part's is
-        in ``Result.blocks``."""
-        return self.parts[0].nonzeros(x)
+        """Result.support: the primary part's (``Result.x``: the first part whose bound selects
+        units, else the first); every part's is in ``Result.blocks``."""
+        return self.parts[self.primary].nonzeros(x)
 
     def report(self, x: np.ndarray, support: np.ndarray, names: Any) -> dict[str, Any]:
         """Each part by name: its bound as solved, the bound with its unit, its support (positions
@@ -378,7 +381,7 @@ class ProductSet(ConstraintSet):
         blocks: dict[str, Any] = {}
         for i, (n, p) in enumerate(zip(self.names, self.parts)):
             sup = p.nonzeros(x)
-            said = p.report(x, sup, names if i == 0 else None)
+            said = p.report(x, sup, names if i == self.primary else None)
             blocks[n] = {
                 "variable": p.variable.name,
                 "bound": p.bound_text(),

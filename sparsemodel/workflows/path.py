@@ -31,7 +31,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -368,10 +368,12 @@ class SolutionPath:
     def figure(self) -> Any:
         """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
         fig, (ax_o, ax_t) = new_figure(2)
-        ks = [p.k for p in self.points]
+        named = any(isinstance(p.k, Mapping) for p in self.points)  # several bounds by name: one tick per point
+        at = {id(p): (i if named else p.k) for i, p in enumerate(self.points)}
+        ks = [at[id(p)] for p in self.points]
         objs = [p.result.objective if p.ok else math.nan for p in self.points]
         ax_o.plot(ks, objs, marker="o", label=self.solver)
-        warm = [(p.k, p.result.objective) for p in self.points if p.ok and p.start == "warm"]
+        warm = [(at[id(p)], p.result.objective) for p in self.points if p.ok and p.start == "warm"]
         if warm and self.start == "best":
             ax_o.plot(*zip(*warm), "s", mfc="none", ms=10, label="warm start better")
         if all(v > 0 for v in objs if not math.isnan(v)) and any(not math.isnan(v) for v in objs):
@@ -380,6 +382,8 @@ class SolutionPath:
         ax_t.set_yscale("log")
         for ax, title, ylabel in ((ax_o, "objective", "f(x)"), (ax_t, "time per point", "seconds")):
             ax.set_xlabel(k_header(self.unit) or "k (bound)")
+            if named:
+                ax.set_xticks(ks, [str(p.k) for p in self.points], rotation=30, fontsize="small")
             ax.set_ylabel(ylabel)
             ax.set_title(title)
             ax.grid(True, alpha=0.3)
