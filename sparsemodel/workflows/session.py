@@ -312,16 +312,17 @@ def bound_notes(lp: LoweredProblem | None) -> list[str]:
     s = lp.set if lp is not None else None
     if s is None or not s.thresholds:
         return []
-    expr = getattr(s.constraint, "k_expr", None) or getattr(s.constraint, "r_expr", None)
     out = []
-    for node in expr.walk() if expr is not None else []:
-        if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != s.budget:
-            want = "2 * k" if s.unit == "edges" else node.name
-            out.append(
-                f"param {node.name} = {float(node.value):g} but the bound {s.bound_text()} is "
-                f"{k_text(s.budget, s.unit)}: --k, k= and Result.k count the bound in {s.unit}; "
-                f"write the bound as {want} (or name the param otherwise) so that both mean one thing"
-            )
+    for c, part in s.members():  # each part of several bounds
+        expr = getattr(c, "k_expr", None) or getattr(c, "r_expr", None)
+        for node in expr.walk() if expr is not None else []:
+            if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != part.budget:
+                want = "2 * k" if part.unit == "edges" else node.name
+                out.append(
+                    f"param {node.name} = {float(node.value):g} but the bound {part.bound_text()} is "
+                    f"{k_text(part.budget, part.unit)}: --k, k= and Result.k count the bound in {part.unit}; "
+                    f"write the bound as {want} (or name the param otherwise) so that both mean one thing"
+                )
     return out
 
 
