@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ..errors import SolverError
-from ..numerics.evaluation import evaluate
 from ..numerics.lstsq import lstsq
 from ..numerics.newton import newton
 from ..numerics.smooth import lbfgs
@@ -48,15 +48,53 @@ def _operator(m: Any, sub: Any) -> LinearOperator:
     )
 
 
+SPARSE_DENSITY = 0.1  # J E with at most this share of nonzeros is kept sparse (normal equations by sparse products)
+
+
+def _sparse_normal(rd: Reduced) -> np.ndarray | None:
+    """Least squares on sparse reduced columns by the normal equations, formed with sparse products
+    (robust PCA: J E has one or a few entries per row): sum_t c_t J_t' W_t J_t u = -(sum_t c_t J_t'
+    W_t b_t + lin / 2), by Cholesky when well conditioned (the test of ``lstsq_dense``), else None."""
+    G = np.zeros((rd.d, rd.d))
+    h = -0.5 * rd.lin
+    for t, J, b in zip(rd.terms, rd.Js, rd.offsets):
+        w = t.coef * (t.weights if t.weights is not None else 1.0)
+        WJ = sp.diags(np.broadcast_to(w, (J.shape[0],))) @ J
+        G += _dense(J.T @ WJ)
+        h -= np.asarray(WJ.T @ b).ravel()
+    try:
+        L = np.linalg.cholesky(G)
+    except np.linalg.LinAlgError:
+        return None
+    dg = np.diag(L)
+    if dg.size and dg.min() <= 1e-5 * dg.max():
+        return None
+    return sla.cho_solve((L, True), h, check_finite=False)
+
+
+def _value(rd: Reduced, u: np.ndarray) -> float:
+    """f(u) of a least-squares reduced design (dense or sparse columns)."""
+    f = rd.const + float(rd.lin @ u)
+    for t, J, b in zip(rd.terms, rd.Js, rd.offsets):
+        r = np.asarray(J @ u).ravel() + b
+        f += t.coef * float(np.sum((t.weights if t.weights is not None else 1.0) * r * r))
+    return f
+
+
 def _reduced(lp: Any, sub: Any) -> tuple[Reduced, bool]:
     """The composite design on the subspace: J_t E for each term (materialized when small and
-    every term's Jacobian is stored, else matrix free), and whether it is materialized."""
+    every term's Jacobian is stored, kept sparse when it is, else matrix free), and whether it is
+    materialized."""
     d = lp.design
     size = sum(t.map.size for t in d.terms)
     stored = [lp.stored_columns(i) for i in range(len(d.terms))] if sub.dim * size <= MATERIALIZE_LIMIT else []
     if stored and all(s is not None for s in stored):
         E = sub.embedding()
-        Js = [_dense(J @ E) for J, _ in stored]
+        Js = [J @ E for J, _ in stored]
+        Js = [
+            sp.csr_matrix(J) if sp.issparse(J) and J.nnz <= SPARSE_DENSITY * J.shape[0] * J.shape[1] else _dense(J)
+            for J in Js
+        ]
         lin = E.T @ d.lin
         small = True
     else:
@@ -92,10 +130,14 @@ def product_minimize(
     if lp.design is not None and method in ("lstsq", "newton"):
         rd, small = _reduced(lp, sub)
         if method == "lstsq":
-            u, its, ok = lstsq(rd), 1, True
-            f = float(evaluate(rd, u, 0)[0]) if small else None
+            u = _sparse_normal(rd) if small and all(sp.issparse(J) for J in rd.Js) else None
+            if u is None:
+                rd = rd.dense() if small else rd
+                u = lstsq(rd)
+            its, ok = 1, True
+            f = _value(rd, u) if small else None
         else:
-            res = newton(rd, u0[None, :], tol=tol)
+            res = newton(rd.dense() if small else rd, u0[None, :], tol=tol)
             u, its, ok, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
         lp.oracle.charge(grads=its, ifo=lp.n_samples * its)
         return sub.embed(u), f, its, ok, method
