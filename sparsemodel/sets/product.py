@@ -278,9 +278,13 @@ class ProductSet(ConstraintSet):
                     hint=f"the bounds are by name: {self.named_bounds()}",
                 )
             values = {str(k): v for k, v in b.items()}
-            return self._budgets(
-                p.check_budget(values[n]) if n in values else p.budget for p, n in zip(self.parts, self.names)
-            )
+            out = []
+            for p, n in zip(self.parts, self.names):
+                try:
+                    out.append(p.check_budget(values[n]) if n in values else p.budget)
+                except ConstraintError as exc:  # the part's own message, said to be about this bound
+                    raise ConstraintError(f"the bound of {n}, {exc.message}", exc.span, exc.hint) from None
+            return self._budgets(out)
         raise ConstraintError(
             f"this model has {len(self.parts)} bounds ({'; '.join(str(p.constraint) for p in self.parts)}): "
             f"a single bound {b!r} does not say which one it means",
