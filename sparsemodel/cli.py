@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ModelError
 from .outputs import check_output, distinct, protected_paths, write_error, write_output
-from .util import jsonable, parse_values
+from .util import jsonable, parse_named_values, parse_values
 
 EXIT_USER = 2
 
@@ -54,8 +54,46 @@ def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
-def parse_k_range(text: str) -> list[int]:
-    """``20`` or ``5:50:5`` (stop inclusive) or ``1,2,5``."""
+K_BY_NAME = (
+    "several bounds are given by name: --k L=2,S=30 (solve), --k S=10:50:10 or --k S=10,20,L=1,2 "
+    "(compare, path: every combination of the values)"
+)
+
+
+def parse_named_k(text: str) -> list[dict[str, int]]:
+    """``S=10,L=2`` -> [{"S": 10, "L": 2}]; ``S=10:30:10,L=1,2`` -> every combination, in order."""
+    import itertools
+
+    try:
+        named = parse_named_values(text)
+        if not all(isinstance(v, int) for vals in named.values() for v in vals):
+            raise ValueError(text)
+    except ValueError:
+        raise CLIError(f"--k {text!r} is not a list of bounds by name", hint=K_BY_NAME) from None
+    return [dict(zip(named, combo)) for combo in itertools.product(*named.values())]
+
+
+def parse_bound(text: str | None) -> Any:
+    """The --k of solve: one integer, or one bound per name (``L=2,S=30``)."""
+    if text is None:
+        return None
+    if "=" in text:
+        ks = parse_named_k(text)
+        if len(ks) != 1:
+            raise CLIError(f"--k {text!r} gives a bound several values; solve takes one per name", hint=K_BY_NAME)
+        return ks[0]
+    try:
+        return int(text)
+    except ValueError:
+        raise CLIError(
+            f"--k {text!r} is not a bound", hint="an integer in the bound's unit, e.g. --k 20; " + K_BY_NAME
+        ) from None
+
+
+def parse_k_range(text: str) -> list[Any]:
+    """``20`` or ``5:50:5`` (stop inclusive) or ``1,2,5``; several bounds by name: ``S=10:50:10``."""
+    if "=" in text:
+        return parse_named_k(text)
     try:
         vals = parse_values(text)
         if not all(isinstance(v, int) for v in vals):
@@ -313,7 +351,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = load_problem(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
-    result = problem.solve(name or "auto", k=args.k, progress=progress_of(args), **opts)
+    result = problem.solve(name or "auto", k=parse_bound(args.k), progress=progress_of(args), **opts)
     payload = result.to_dict()
     payload["model"] = str(args.model)
     text = json.dumps(payload, indent=None if args.json else 2, allow_nan=False)
@@ -662,8 +700,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     s.add_argument(
         "--k",
-        type=int,
-        help="override the bound of the sparsity or rank constraint, in its unit (coordinates, groups, edges, rank)",
+        help="override the bound of the sparsity or rank constraint, in its unit (coordinates, groups, edges, rank); "
+        "several bounds by name: --k L=2,S=30",
     )
     output_args(s, "result", table=False)
     s.add_argument("--csv", metavar="FILE", help="write the coefficient table (every coordinate, by name) as CSV")
@@ -673,7 +711,9 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(m)
     m.add_argument("--solvers", help="comma-separated solver names (default: the model's `compare with`)")
     m.add_argument(
-        "--k", help="values of the bound, in its unit: 20, 5:50:5 (inclusive) or 1,2,5 (sparsity k or rank r)"
+        "--k",
+        help="values of the bound, in its unit: 20, 5:50:5 (inclusive) or 1,2,5 (sparsity k or rank r); several bounds "
+        "by name: S=10:50:10 or S=10,20,L=1,2 (every combination)",
     )
     m.add_argument("--at", metavar="NAME=VALUES", help="sweep a param instead: lam=0.001,0.01,0.1 or lam=1:3")
     m.add_argument("--option", "-o", action="append", metavar="SOLVER:KEY=VALUE", help="solver option, repeatable")
@@ -712,7 +752,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument(
             "--k",
             required=k_required,
-            help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5"
+            help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5 (several bounds by name: S=10:50:10)"
             + ("" if k_required else " (default 0 to n / (log(log n) log p))"),
         )
         q.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")

@@ -44,6 +44,7 @@ from ..model.constraints import (
     NnzExpr,
     RankConstraint,
     RankExpr,
+    bounded,
     box,
     constrain,
 )
@@ -135,6 +136,18 @@ class ModelBuilder:
         if self.k_range is None or self.compare_with is None or self.compare_with.get("k") is None:
             return
         ks = self.compare_with["k"]
+        several = bounded(self.constraints)
+        if len(several) > 1:
+            last = several[-1]
+            target = last.nnz.target_text if isinstance(last, NnzConstraint) else str(last.variable)
+            raise ConstraintError(
+                f"compare ... at {self.k_range[0]} in {self.compare_with['text']} sweeps the bound, but this model "
+                f"has {len(several)} bounds ({'; '.join(map(str, several))}): {self.k_range[0]} does not say which",
+                self.k_range[1],
+                "write the bound to sweep with a param and sweep that param: param s = 10, "
+                f"{'nnz' if isinstance(last, NnzConstraint) else 'rank'}({target}) <= s, compare with ... at s in "
+                f"{self.compare_with['text']}",
+            )
         c = next((c for c in self.constraints if isinstance(c, (NnzConstraint, RankConstraint))), None)
         if c is None:
             raise ConstraintError(

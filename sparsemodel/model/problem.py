@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConstraintError, ConvexityError, ModelError, ShapeError, Span
-from .constraints import Constraint, EigBoxConstraint, NnzConstraint
+from .constraints import Constraint, EigBoxConstraint, NnzConstraint, ProductConstraint, bounded
 from .dcp import UNKNOWN
 from .expr import Data, Expr, Parameter, Variable, as_expr, fmt_shape
 
@@ -131,6 +131,13 @@ class Model:
 
     def convexity_error(self) -> ConvexityError | None:
         return convexity_error(self.objective.expr)
+
+    def requirements(self) -> list[Constraint]:
+        """What a solver must handle: the constraints as written and, when two or more of them carry
+        a bound (``nnz``, ``rank``, changes), their product (kind ``product``: several constrained
+        variables solved jointly, which only the solvers of the set protocol take)."""
+        parts = bounded(self.constraints)
+        return list(self.constraints) + ([ProductConstraint(parts)] if len(parts) > 1 else [])
 
     def nnz_constraint(self) -> NnzConstraint | None:
         """The sparsity constraint, if any (as written; its set carries the bound used)."""

@@ -32,7 +32,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,16 +268,22 @@ def support_cells(res: Result) -> dict[str, str]:
     return {"support": text, "support_names": "; ".join(res.support_names)}
 
 
-def _ks(k: Iterable[int] | int | None) -> list[int | None]:
+def _ks(k: Iterable[int] | int | None) -> list[Any]:
+    """The bounds of a sweep: integers, or one bound per name for several bounds (``{"S": 10,
+    "L": 2}``, checked by the set)."""
     if k is None:
         return [None]
-    items = [k] if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else k
+    items = [k] if isinstance(k, (int, np.integer, Mapping)) and not isinstance(k, bool) else k
     try:
         items = list(items)  # type: ignore[arg-type]
     except TypeError:
         raise ConstraintError(f"k={k!r} is not an integer or a list of integers") from None
     out: list[int | None] = []
     for v in items:
+        if isinstance(v, Mapping):  # several bounds by name: the set checks them
+            if v not in out:
+                out.append(v)
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, np.integer, float, np.floating)) or v != int(v):
             raise ConstraintError(
                 f"sparsity level k={v!r} is not an integer", hint="use k=10, k=[5, 10] or range(5, 55, 5)"
@@ -608,7 +614,8 @@ class Comparison:
 
         chosen = metric_names(metrics, self.metrics) if metrics is not None else ["objective", "time_s"]
         ks = self.values
-        xs = [k if k is not None else i for i, k in enumerate(ks)]
+        named = any(isinstance(k, Mapping) for k in ks)  # several bounds by name: one tick per point
+        xs = [k if k is not None and not named else i for i, k in enumerate(ks)]
         series = {}
         for s in self.solvers:  # failed runs are gaps (NaN), so lines never bridge them
             rows = [self.row(s, k) for k in ks]
@@ -624,4 +631,10 @@ class Comparison:
             series[s] = per
         xlabel = f"{self.column} (param)" if self.param_swept else (k_header(self.unit) if self.unit else self.column)
         name = Path(self.source).name if self.source != "<python>" else "problem"
-        return metric_figure(series, chosen, xlabel, f"{name}: solvers versus {self.column}")
+        return metric_figure(
+            series,
+            chosen,
+            xlabel,
+            f"{name}: solvers versus {self.column}",
+            xticks=[str(k) for k in ks] if named else None,
+        )

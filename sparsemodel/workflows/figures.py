@@ -42,12 +42,14 @@ def metric_figure(
     title: str,
     categorical: bool = False,
     mark: tuple[Any, str] | None = None,
+    xticks: list[str] | None = None,
 ) -> Any:
     """A matplotlib Figure (Agg canvas; pyplot untouched): one panel per metric, one line (or, for
     ``categorical`` x such as the solvers themselves, one point) per series, error bars where
     given. Failed points are NaN (gaps, never bridged). A panel's y axis is logarithmic when its
     values are positive and span more than a decade (a time, an objective over k); ``mark`` =
-    (x, text) draws a vertical line (the chosen k)."""
+    (x, text) draws a vertical line (the chosen k); ``xticks`` labels the points 0, 1, ... (several
+    bounds by name, one tick per point)."""
     from .path import new_figure
 
     fig, axes = new_figure(len(metrics), width=5.5 if len(metrics) > 1 else 6.5)
@@ -79,6 +81,8 @@ def metric_figure(
             ax.set_xticklabels(list(series), rotation=30, ha="right")
         else:
             ax.set_xlabel(xlabel)
+            if xticks is not None:
+                ax.set_xticks(range(len(xticks)), xticks, rotation=30, fontsize="small")
         if mark is not None and not categorical:
             ax.axvline(mark[0], color="tab:red", alpha=0.5, ls="--", label=mark[1])
         ax.grid(True, alpha=0.3)

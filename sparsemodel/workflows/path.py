@@ -31,7 +31,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -397,16 +397,23 @@ class SolutionPath:
 
             chosen = metric_names(metrics, self.metrics)
             rows = self.rows()
-            xs = [r["k"] for r in rows]
+            named = any(isinstance(r["k"], Mapping) for r in rows)  # several bounds by name: one tick each
+            xs = list(range(len(rows))) if named else [r["k"] for r in rows]
             per = {m: (xs, [math.nan if r[m] is None else r[m] for r in rows], None) for m in chosen}
             return metric_figure(
-                {self.solver: per}, chosen, k_header(self.unit) or "k (bound)", f"{name}: path of {self.solver} over k"
+                {self.solver: per},
+                chosen,
+                k_header(self.unit) or "k (bound)",
+                f"{name}: path of {self.solver} over k",
+                xticks=[str(r["k"]) for r in rows] if named else None,
             )
         fig, (ax_o, ax_t) = new_figure(2)
-        ks = [p.k for p in self.points]
+        named = any(isinstance(p.k, Mapping) for p in self.points)  # several bounds by name: one tick per point
+        at = {id(p): (i if named else p.k) for i, p in enumerate(self.points)}
+        ks = [at[id(p)] for p in self.points]
         objs = [p.result.objective if p.ok else math.nan for p in self.points]
         ax_o.plot(ks, objs, marker="o", label=self.solver)
-        warm = [(p.k, p.result.objective) for p in self.points if p.ok and p.start == "warm"]
+        warm = [(at[id(p)], p.result.objective) for p in self.points if p.ok and p.start == "warm"]
         if warm and self.start == "best":
             ax_o.plot(*zip(*warm), "s", mfc="none", ms=10, label="warm start better")
         if all(v > 0 for v in objs if not math.isnan(v)) and any(not math.isnan(v) for v in objs):
@@ -415,6 +422,8 @@ class SolutionPath:
         ax_t.set_yscale("log")
         for ax, title, ylabel in ((ax_o, "objective", "f(x)"), (ax_t, "time per point", "seconds")):
             ax.set_xlabel(k_header(self.unit) or "k (bound)")
+            if named:
+                ax.set_xticks(ks, [str(p.k) for p in self.points], rotation=30, fontsize="small")
             ax.set_ylabel(ylabel)
             ax.set_title(title)
             ax.grid(True, alpha=0.3)

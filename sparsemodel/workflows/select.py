@@ -58,7 +58,7 @@ import io
 import json
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -339,6 +339,13 @@ def run_select(
     if not (isinstance(gamma, (int, float)) and 0 <= gamma):
         raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
     dt = data_term(problem, lp)
+    if k is None and isinstance(lp.set.limit, Mapping):  # several bounds: no default range of combinations
+        name = list(lp.set.limit)[-1]
+        raise SelectionError(
+            f"choosing among several bounds ({lp.set.bound_text()}) needs the combinations to try",
+            hint=f"give them by name: k=[{{'{name}': 1}}, {{'{name}': 2}}, ...] in Python, --k {name}=1:10 at the "
+            "command line (a name left out keeps its bound)",
+        )
     if k is None:
         free = int(len(lp.set.free)) if lp.set.coordinate else 0
         k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)

@@ -63,7 +63,7 @@ def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any)
         cls.validate(options)
     except SolverError as exc:
         errors.append(located(exc, span))
-    refused = cls.refuse(problem.constraints)
+    refused = cls.refuse(problem.requirements())
     if refused is not None:
         errors.append(refused)
     return errors
@@ -339,16 +339,17 @@ def bound_notes(lp: LoweredProblem | None) -> list[str]:
     s = lp.set if lp is not None else None
     if s is None or not s.thresholds:
         return []
-    expr = getattr(s.constraint, "k_expr", None) or getattr(s.constraint, "r_expr", None)
     out = []
-    for node in expr.walk() if expr is not None else []:
-        if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != s.budget:
-            want = "2 * k" if s.unit == "edges" else node.name
-            out.append(
-                f"param {node.name} = {float(node.value):g} but the bound {s.bound_text()} is "
-                f"{k_text(s.budget, s.unit)}: --k, k= and Result.k count the bound in {s.unit}; "
-                f"write the bound as {want} (or name the param otherwise) so that both mean one thing"
-            )
+    for c, part in s.members():  # each part of several bounds
+        expr = getattr(c, "k_expr", None) or getattr(c, "r_expr", None)
+        for node in expr.walk() if expr is not None else []:
+            if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != part.budget:
+                want = "2 * k" if part.unit == "edges" else node.name
+                out.append(
+                    f"param {node.name} = {float(node.value):g} but the bound {part.bound_text()} is "
+                    f"{k_text(part.budget, part.unit)}: --k, k= and Result.k count the bound in {part.unit}; "
+                    f"write the bound as {want} (or name the param otherwise) so that both mean one thing"
+                )
     return out
 
 
@@ -397,11 +398,13 @@ def check(problem: Model) -> CheckReport:
     if lp is not None:
         for s in [lp.set] + lp.side:
             if s is not None:
-                for c in getattr(s, "constraints", [s.constraint]):  # a Box holds every bound
-                    sets[id(c)] = s
-    for c in problem.constraints:
+                for c, part in s.members():  # a Box holds every bound, a product its parts
+                    sets[id(c)] = part
+    for c in problem.requirements():
         kinds.add(c.kind)
         s = sets.get(id(c))
+        if s is None and lp is not None and lp.set is not None and lp.set.kind == c.kind:
+            s = lp.set  # the product of several bounds: not a written constraint
         detail = s.describe() if s is not None else f"on {c.variable.name}"
         handlers = solvers_for(c.kind)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
