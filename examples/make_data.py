@@ -4,6 +4,7 @@ python examples/make_data.py
     examples/data/linreg.npz      sparse_linreg.sm (paper 000, Section 6.1 design): X, v, the true w
     examples/data/multitask.npz   multitask_rank.sm (rank-5 multi-task regression): X, Y, the true W
     examples/data/graph.npz       precision.sm (paper 000, Section 6.3.1: p = 30, n = 200): Z, the true O
+    examples/data/rpca.npz        robust_pca.sm (abess's robust PCA test problem, its seed 2): X, the true L and S
 
 Each archive names the columns of its data (``X_names``, ``Y_names``, ``Z_names``: x0, x1, ...,
 the convention of scikit-learn for unnamed features), so that results print supports by name.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsemodel.datasets import low_rank_regression, sparse_linear_regression, sparse_precision
+from sparsemodel.datasets import low_rank_plus_sparse, low_rank_regression, sparse_linear_regression, sparse_precision
 
 
 def names(prefix: str, n: int) -> np.ndarray:
@@ -31,3 +32,6 @@ print(f"wrote {out}/multitask.npz: X {X.shape}, Y {Y.shape}, the true W (rank 5)
 Z, O = sparse_precision(30, n=200, seed=0)
 np.savez(out / "graph.npz", Z=Z, Z_names=names("v", Z.shape[1]), O=O)
 print(f"wrote {out}/graph.npz: Z {Z.shape}, the true precision matrix O ({np.count_nonzero(np.triu(O, 1))} edges)")
+X, L, S = low_rank_plus_sparse()
+np.savez(out / "rpca.npz", X=X, L=L, S=S)
+print(f"wrote {out}/rpca.npz: X {X.shape} = L (rank 5) + S ({np.count_nonzero(S)} outliers)")

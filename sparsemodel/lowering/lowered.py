@@ -60,7 +60,7 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         self.set: ConstraintSet | None = sets.main  # the one set projected by hard thresholding
         self.side: list[ConstraintSet] = sets.side  # convex sets kept inside restricted solves
         self.box, self.eigbox = sets.box, sets.eigbox
-        self.kinds = {c.kind for c in problem.constraints}
+        self.kinds = {c.kind for c in problem.requirements()}  # the product of several bounds too
         self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
         self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument
         self._lowrank_cache: dict[Any, Any] = {}

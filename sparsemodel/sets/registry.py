@@ -22,6 +22,7 @@ from ..model.constraints import (
     EigBoxConstraint,
     FusedConstraint,
     NnzConstraint,
+    ProductConstraint,
     RankConstraint,
 )
 from ..objective.evaluator import Layout
@@ -29,6 +30,7 @@ from . import examples as ex
 from .base import ConstraintSet
 from .fused import FusedSparsity
 from .lowrank import LowRank
+from .product import ProductSet
 from .side import Box, EigBox
 from .sparsity import CoordinateSparsity
 
@@ -140,14 +142,10 @@ def assemble(
         box = b if box is None else box.merge(b)
     sets = [s for s in sets if s.kind != "box"] + ([box] if box is not None else [])
     thresh = [s for s in sets if s.thresholds]
-    if len(thresh) > 1:
-        raise ConstraintError(
-            f"{len(thresh)} sparsity or rank constraints ({'; '.join(str(s.constraint) for s in thresh)}); "
-            "one per problem is supported",
-            thresh[1].span,
-            "combine them into one nnz(...) over a single variable, or use groups=",
-        )
-    main = thresh[0] if thresh else None
+    if len(thresh) > 1:  # several bounded variables: the product of their sets
+        main: ConstraintSet | None = ProductSet(ProductConstraint([s.constraint for s in thresh]), thresh, layout)
+    else:
+        main = thresh[0] if thresh else None
     side = [s for s in sets if not s.thresholds]
     if box is not None and main is not None:
         main = main.with_box(box)
@@ -193,4 +191,11 @@ register_kind(
     lambda c, layout, S: FusedSparsity(c, layout),
     generic=True,
     examples={"fused": ex.fused},
+)
+register_kind(
+    ProductConstraint,
+    [("product", "several bounded variables (a product of sets: rank(L) <= r and nnz(S) <= k)")],
+    lambda c, layout, S: ProductSet(c, [build_set(p, layout, S) for p in c.parts], layout),
+    generic=True,
+    examples={"product": ex.product},
 )

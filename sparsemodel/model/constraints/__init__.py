@@ -19,6 +19,7 @@ from ..expr import as_expr
 from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
 from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
+from .joint import ProductConstraint, bounded
 
 
 def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
@@ -106,10 +107,12 @@ __all__ = [
     "NnzConstraint",
     "NnzExpr",
     "Offdiag",
+    "ProductConstraint",
     "RankConstraint",
     "RankExpr",
     "auto_box",
     "bound",
+    "bounded",
     "box",
     "constrain",
     "diff",
