@@ -239,6 +239,8 @@ def metrics_of(test: bool, truth: bool, extra: tuple[str, ...] = ()) -> list[str
     return [
         *extra,
         "objective",
+        "lower_bound",
+        "gap",
         "nnz",
         "df",
         "time_s",

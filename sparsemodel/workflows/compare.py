@@ -45,7 +45,7 @@ from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..solvers import get_solver
 from ..util import jsonable, k_header
-from .metrics import Scorer, dof, make_scorer, metric_names
+from .metrics import Scorer, bound_cells, dof, make_scorer, metric_names
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -57,6 +57,8 @@ COLUMNS = (
     "budget",
     "unit",
     "objective",
+    "lower_bound",
+    "gap",
     "nnz",
     "df",
     "status",
@@ -362,6 +364,7 @@ class Comparison:
                 "budget": res.k,
                 "unit": res.unit,
                 "objective": float(res.objective),
+                **bound_cells(res),
                 "nnz": int(len(res.support)),
                 "df": dof(lp, x) if lp is not None else None,
                 "status": res.status,
@@ -382,6 +385,7 @@ class Comparison:
                 "budget": budget,
                 "unit": self.unit,
                 "objective": None,
+                **bound_cells(None),
                 "nnz": None,
                 "df": None,
                 "status": ERROR,
@@ -495,6 +499,9 @@ class Comparison:
                     line.append(cell)
             body.append(line)
         parts = ["objective", tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)]
+        gaps = self.gap_table(head, bound, fmt)
+        if gaps:
+            parts += ["", "gap ((f - lower bound) / max(|f|, 1); 0 is certified optimal, - no bound)", gaps]
         if self.metric_columns:
             parts += ["", "metrics", self.metrics_table(fmt)]
             parts += [f"note: {n}" for n in (self.scorer.notes if self.scorer is not None else [])]
@@ -505,6 +512,24 @@ class Comparison:
             parts += ["", "errors"]
             parts += [f"  {r['solver']} at {self.column}={r[self.column]}: {r['message']}" for r in errors]
         return "\n".join(parts)
+
+    def gap_table(self, head: list[str], bound: tuple[str, list[Any]] | None, fmt: str = "simple") -> str:
+        """The gap per solver (columns) at each swept value (rows), laid out as the objective's
+        table; empty when no run has a bound."""
+        from tabulate import tabulate
+
+        if all(r.get("gap") is None for r in self.rows):
+            return ""
+        body = []
+        for i, k in enumerate(self.values):
+            line: list[Any] = ["-" if k is None else (f"{k:g}" if isinstance(k, float) else k)]
+            if bound:
+                line.append("-" if bound[1][i] is None else bound[1][i])
+            for s in self.solvers:
+                r = self.row(s, k)
+                line.append("" if r is None else ("-" if r.get("gap") is None else f"{r['gap']:.3g}"))
+            body.append(line)
+        return tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)
 
     def metrics_table(self, fmt: str = "simple") -> str:
         """One line per swept value and solver: the degrees of freedom and every metric asked for."""
@@ -526,7 +551,7 @@ class Comparison:
     @property
     def metrics(self) -> list[str]:
         """The numeric columns a plot can show."""
-        return ["objective", "nnz", "df", "time_s", "iterations", *self.metric_columns]
+        return ["objective", "lower_bound", "gap", "nnz", "df", "time_s", "iterations", *self.metric_columns]
 
     def __str__(self) -> str:
         return self.table()

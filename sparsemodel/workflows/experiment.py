@@ -60,6 +60,7 @@ from .metrics import (
     MetricError,
     Scorer,
     Truth,
+    bound_cells,
     class_labels,
     clean,
     coordinate,
@@ -73,7 +74,7 @@ from .metrics import (
 )
 
 SELECT_BY = ("cv", "ebic", "aic", "bic", "ebic_cc", "gic")
-BASE = ("objective", "nnz", "df", "status", "time_s", "iterations", "lower_s")
+BASE = ("objective", "lower_bound", "gap", "nnz", "df", "status", "time_s", "iterations", "lower_s")
 TAIL = ("support", "support_names", "message")
 EXTERNAL_INFO = ("time_s", "penalty", "iterations", "message")  # what an outside method may report
 NUMERIC = ("k", "objective", "nnz", "df", "time_s", "iterations", "lower_s", "penalty", "time_total")
@@ -356,7 +357,7 @@ class Study:
 
     def default_metrics(self) -> list[str]:
         """What the table shows: the chosen k, the objective, df, the metrics asked for, the time."""
-        skip = {"nnz", "iterations", "lower_s", "time_total"}
+        skip = {"nnz", "iterations", "lower_s", "time_total", "lower_bound"}
         return [m for m in self.metrics if m not in skip and (m != "k" or self.select)]
 
     def __str__(self) -> str:
@@ -839,6 +840,21 @@ def _run_replication(
         bar.update(1)
 
 
+def _external_bound(lp: LoweredProblem, x: np.ndarray, f: float) -> dict[str, float | None]:
+    """The fast lower bound at an outside method's answer (any point gives a valid dual point), and
+    its gap: how far abess's answer can be from the best subset. None where no bound exists."""
+    from ..lowering.bound import lower_bound
+    from ..solvers.result import relative_gap
+
+    if not math.isfinite(f):
+        return bound_cells(None)
+    lb = lower_bound(lp, x, "fast").value
+    if lb is None or not math.isfinite(lb):
+        return bound_cells(None)
+    lb = min(float(lb), float(f))
+    return {"lower_bound": lb, "gap": relative_gap(float(f), lb)}
+
+
 class _Values:
     """What a scorer reads of an outside method's answer: its values by variable name."""
 
@@ -886,6 +902,7 @@ def _external(
         "budget": kv,
         "unit": lp.set.unit if lp.set is not None else "",
         "objective": float(f) if math.isfinite(f) else None,
+        **_external_bound(lp, x, f),
         "nnz": int(np.count_nonzero(x[lp.set.coords])) if coordinate(lp.set) else None,
         "df": dof(lp, x),
         "status": "external",

@@ -12,6 +12,8 @@ from .metrics import METRICS
 
 LABELS = {
     "objective": ("objective", "f(x)"),
+    "lower_bound": ("lower bound", "a lower bound on the best f"),
+    "gap": ("optimality gap", "(f - lower bound) / max(|f|, 1)"),
     "time_s": ("time", "seconds"),
     "test_loss": ("held-out loss", "mean loss per held-out sample"),
     "df": ("degrees of freedom", "df"),

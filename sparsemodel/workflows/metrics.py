@@ -23,6 +23,10 @@ replications.
   A rank constraint has no support: only ``error``.
 * **Degrees of freedom** (``df``): the nonzeros of the constrained coordinates plus the free ones
   (:func:`sparsemodel.workflows.select.degrees_of_freedom`, what the information criteria count).
+* **Certificate** (``lower_bound``, ``gap``; every row, issue 18): the run's
+  ``Result.lower_bound`` and ``Result.gap`` = (f - lower_bound) / max(|f|, 1), from the bound the
+  solve computed (``fast`` by default; ``bnb`` its proof); None (an empty cell) where the model has
+  no bound (:func:`bound_cells`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ if TYPE_CHECKING:
 # every metric a row can carry, with what it means (docs/comparisons.md; --plot validates against it)
 METRICS: dict[str, str] = {
     "objective": "the training objective f(x)",
+    "lower_bound": "a lower bound on the best objective at this bound (docs/certify.md; empty where none exists)",
+    "gap": "(objective - lower_bound) / max(|objective|, 1): 0 is certified optimal; empty where no bound exists",
     "nnz": "nonzeros of the constrained variable",
     "df": "degrees of freedom: nonzeros of the constrained coordinates + free coordinates",
     "time_s": "seconds of the solve (of the whole selection with --select)",
@@ -95,6 +101,15 @@ def who(flag: str | dict[str, str], name: str | None = None) -> str:
             return ", ".join(flag.values())
         return flag.get(name, name)
     return f"{flag} {name}" if name is not None else flag
+
+
+def bound_cells(res: Result | None) -> dict[str, float | None]:
+    """The lower bound and the gap of a run as two cells, None where it has none (never a number
+    made up for a model without a bound, or for a failed run)."""
+    lb = None if res is None else res.lower_bound
+    gap = None if res is None else res.gap
+    ok = lb is not None and gap is not None and math.isfinite(lb) and math.isfinite(gap)
+    return {"lower_bound": float(lb) if ok else None, "gap": float(gap) if ok else None}
 
 
 def coordinate(s: Any) -> bool:
@@ -557,6 +572,7 @@ __all__ = [
     "Given",
     "Scorer",
     "Truth",
+    "bound_cells",
     "class_labels",
     "dof",
     "holdout_splits",

@@ -42,9 +42,10 @@ from ..errors import ConstraintError, ModelError
 from ..lowering.lowered import LoweredProblem
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..solvers.result import USABLE
 from ..util import jsonable, k_header
 from .compare import ERROR, _ks, support_cells
-from .metrics import Scorer, dof, metric_names
+from .metrics import Scorer, bound_cells, dof, metric_names
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -56,6 +57,8 @@ PATH_COLUMNS = (
     "k",
     "unit",
     "objective",
+    "lower_bound",
+    "gap",
     "nnz",
     "df",
     "status",
@@ -95,6 +98,7 @@ class PathPoint:
             "k": self.k,
             "unit": r.unit if r is not None else None,
             "objective": float(r.objective) if r is not None else None,
+            **bound_cells(r),
             "nnz": int(len(r.support)) if r is not None else None,
             "df": self.metrics.get("df"),
             "status": r.status if r is not None else ERROR,
@@ -233,18 +237,18 @@ def _solve_point(
 
 def full_model(lp: LoweredProblem, solver: Solver) -> Result:
     """The point at the largest bound (every unit may be nonzero), as ``Solver.solve`` answers it
-    for every solver (:func:`sparsemodel.solvers.base.full_budget`)."""
+    for every solver (:func:`sparsemodel.solvers.base.full_budget`), with its lower bound."""
     from ..solvers.base import full_budget
+    from ..solvers.result import certify
 
-    return full_budget(lp.fresh(), solver)
+    return certify(lp, full_budget(lp.fresh(), solver))
 
 
 def _better(a: Result, b: Result) -> bool:
     """a is strictly better than b: a usable status and a lower objective beyond rounding."""
-    usable = ("converged", "max_iter")
-    if a.status not in usable:
+    if a.status not in USABLE:  # bnb's optimal, time_limit and node_limit answers included
         return False
-    if b.status not in usable or not math.isfinite(b.objective):
+    if b.status not in USABLE or not math.isfinite(b.objective):
         return math.isfinite(a.objective)
     return a.objective < b.objective - 1e-12 * max(1.0, abs(b.objective))
 
@@ -272,7 +276,7 @@ class SolutionPath:
     @property
     def metrics(self) -> list[str]:
         """The numeric columns a plot can show."""
-        return ["objective", "nnz", "df", "time_s", *self.metric_columns]
+        return ["objective", "lower_bound", "gap", "nnz", "df", "time_s", *self.metric_columns]
 
     # ------------------------------------------------------------------ access
     @property
@@ -319,6 +323,7 @@ class SolutionPath:
                 [
                     r["k"],
                     "error" if r["objective"] is None else f"{r['objective']:.8g}",
+                    "-" if r["gap"] is None else f"{r['gap']:.3g}",
                     "" if r["nnz"] is None else r["nnz"],
                     r["status"],
                     r["start"],
@@ -326,7 +331,17 @@ class SolutionPath:
                 ]
                 + ["-" if r.get(c) is None else f"{r[c]:.6g}" for c in ["df", *self.metric_columns]]
             )
-        head = [k_header(self.unit), "objective", "nnz", "status", "start", "time (s)", "df", *self.metric_columns]
+        head = [
+            k_header(self.unit),
+            "objective",
+            "gap",
+            "nnz",
+            "status",
+            "start",
+            "time (s)",
+            "df",
+            *self.metric_columns,
+        ]
         parts = [f"path of {self.solver} (start={self.start})", tabulate(body, headers=head, tablefmt=fmt)]
         if self.start == "best":
             won = sum(1 for p in self.points if p.ok and p.start == "warm")

@@ -75,6 +75,7 @@ from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..util import jsonable, k_header, k_text
 from .compare import _ks
+from .metrics import bound_cells
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
 
 if TYPE_CHECKING:
@@ -90,7 +91,21 @@ DEFAULT_CV_RULE = "min"  # cross-validation's default rule (docs/selection.md: 1
 # the early stop (EarlyStop): patience in k, margin in criterion units / standard errors
 IC_PATIENCE, IC_MARGIN = 5, 10.0
 CV_PATIENCE, CV_MARGIN = 5, 0.0
-SELECT_COLUMNS = ("k", "unit", "value", "se", "nnz", "df", "loss", "objective", "status", "support", "support_names")
+SELECT_COLUMNS = (
+    "k",
+    "unit",
+    "value",
+    "se",
+    "nnz",
+    "df",
+    "loss",
+    "objective",
+    "lower_bound",
+    "gap",
+    "status",
+    "support",
+    "support_names",
+)
 
 
 class SelectionError(ModelError):
@@ -430,6 +445,7 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         "df": None,
         "loss": None,
         "objective": None,
+        **bound_cells(pt.result),
         "status": pt.row()["status"],
         "unit": lp.set.unit,
         "support": pt.row()["support"],
@@ -515,7 +531,7 @@ class Selection:
     @property
     def metrics(self) -> list[str]:
         """The numeric columns a plot can show: the curve's value and the rest."""
-        return ["value", "objective", "loss", "nnz", "df", *self.metric_columns]
+        return ["value", "objective", "lower_bound", "gap", "loss", "nnz", "df", *self.metric_columns]
 
     @property
     def stopped(self) -> str | None:
@@ -558,7 +574,7 @@ class Selection:
         head = (
             [k_header(self.result.unit), name]
             + (["se"] if self.by == "cv" else [])
-            + ["nnz", "df", "data loss", "objective", "status", *self.metric_columns]
+            + ["nnz", "df", "data loss", "objective", "gap", "status", *self.metric_columns]
         )
         body = []
         for r in self.curve:
@@ -571,6 +587,7 @@ class Selection:
                 "-" if r["df"] is None else r["df"],
                 "-" if r["loss"] is None else f"{r['loss']:.8g}",
                 "-" if r["objective"] is None else f"{r['objective']:.8g}",
+                "-" if r["gap"] is None else f"{r['gap']:.3g}",
                 r["status"],
             ]
             line += ["-" if r.get(c) is None else f"{r[c]:.6g}" for c in self.metric_columns]
