@@ -13,7 +13,7 @@ from .model.atoms import exp, huber, log, logdet, logistic, logsumexp, mean, qua
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
 from .model.datafuncs import cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
-from .model.problem import Objective, minimize
+from .model.problem import Objective, maximize, minimize
 from .problem import Problem
 
 # the constraint words (nnz, rank, eig, offdiag, diff, ...): the same table the model language reads
@@ -58,6 +58,7 @@ __all__ = [
     "Expr",
     "Problem",
     "Objective",
+    "maximize",
     "minimize",
     "box",
     "Result",

@@ -32,6 +32,7 @@ from ..sets.base import ConstraintSet
 from ..sets.registry import assemble
 from .constants import StepConstants
 from .guards import Guards
+from .linear_solve import LinearSolves
 from .lowrank_solve import LowRankSolves
 from .precision_solve import ADMM_DEFAULTS, PrecisionSolves
 from .restricted import RestrictedSolves
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from ..sets.sparsity import CoordinateSparsity
 
 
-class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConstants, Guards):
+class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSolves, StepConstants, Guards):
     """A problem as functions of the flat vector x, for solvers."""
 
     def __init__(self, problem: Model, budget: int | None = None):
@@ -60,6 +61,7 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         self.set: ConstraintSet | None = sets.main  # the one set projected by hard thresholding
         self.side: list[ConstraintSet] = sets.side  # convex sets kept inside restricted solves
         self.box, self.eigbox = sets.box, sets.eigbox
+        self.linear = sets.linear  # every linear constraint (kept inside restricted solves), or None
         self.kinds = {c.kind for c in problem.constraints}
         self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
         self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument

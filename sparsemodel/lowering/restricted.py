@@ -187,6 +187,8 @@ class RestrictedSolves:
             r = rmask[cols]
             if not r.any():
                 r = None
+        if self.linear is not None and (self.linear.touches(cols) or not self.linear.holds_at_zero):
+            return (*self._linear_minimize(cols, x0, r, method, tol), None, None)
         if self.box is not None and self.box.bounded(cols):
             return (*self._box_minimize(cols, x0, r, method, tol), None, None)
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))

@@ -82,3 +82,25 @@ def fused() -> Model:
     y = X @ w0 + 0.2 * rng.standard_normal(120)
     w = Variable(p, name="w")
     return Model(minimize(A.sum_squares(X @ w - y) / 240), [nnz(diff(w)) <= 3])
+
+
+def simplex() -> Model:
+    """A long-only minimum-variance portfolio of at most 4 of 12 assets: sum(w) == 1 with w >= 0
+    (the exact k-sparse simplex projection)."""
+    rng = np.random.default_rng(8)
+    n, p = 120, 12
+    F = rng.standard_normal((n, 2)) * 0.02
+    R = F @ rng.standard_normal((2, p)) + 0.01 * rng.standard_normal((n, p)) * rng.uniform(0.5, 2, p)
+    w = Variable(p, name="w")
+    return Model(minimize(A.sum_squares(R @ w) / n), [nnz(w) <= 4, A.sum(w) == 1, w >= 0])
+
+
+def linear_inequality() -> Model:
+    """Least squares with three general linear inequalities (A @ w <= b): few supports, so the
+    projection enumerates them and is exact."""
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((40, 8))
+    y = X @ np.array([2.0, -1.5, 0, 0, 1.0, 0, 0, 0]) + 0.1 * rng.standard_normal(40)
+    G = rng.standard_normal((3, 8))
+    w = Variable(8, name="w")
+    return Model(minimize(A.sum_squares(X @ w - y) / 80), [nnz(w) <= 2, G @ w <= 0.5 * np.ones(3)])

@@ -18,7 +18,9 @@ from ...errors import ConstraintError, Span
 from ..expr import as_expr
 from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
+from .convex import _is_view as is_view
 from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
+from .linear import LinearConstraint, linear
 
 
 def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
@@ -28,9 +30,11 @@ def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxCons
 
 
 def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Constraint:
-    """``target <= value`` (``op`` = ``"<="``) or ``target >= value``: THE builder of one-sided
-    constraints. The comparison operators of ``nnz(...)``, ``rank(...)``, ``eig(...)`` and
-    expressions call it; the model language calls it with the whole constraint's ``span``."""
+    """``target <= value`` (``op`` = ``"<="``), ``target >= value`` or ``target == value``: THE
+    builder of one-sided constraints. The comparison operators of ``nnz(...)``, ``rank(...)``,
+    ``eig(...)`` and expressions call it; the model language calls it with the whole constraint's
+    ``span``. A variable (or a slice of one) against constants is a box; any other affine
+    comparison (``A @ w <= b``, ``sum(w) == 1``, ``w[0] >= w[1]``) is a linear constraint."""
     if isinstance(target, (NnzExpr, RankExpr)):
         if op != "<=":
             what = (
@@ -44,12 +48,28 @@ def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Con
             return cls(target, as_expr(value), span=span or target.span)
         return RankConstraint(target.var, as_expr(value), span=span or target.span)
     if isinstance(target, EigExpr):
+        if op == "==":
+            raise ConstraintError(
+                f"{target} == ... fixes every eigenvalue", span or target.span, "write alpha <= eig(O) <= beta"
+            )
         v = target._bound(value)
         lower, upper = (v, None) if op == ">=" else (None, v)
         return EigBoxConstraint(target.var, lower=lower, upper=upper, span=span or target.span, xi=target.xi)
+    if op not in ("<=", ">=", "=="):
+        raise ConstraintError(f"unknown comparison {op!r} in a constraint", span)
+    e, v = as_expr(target), as_expr(value)
+    if op == "==" or not (is_view(e) and v.is_constant()):
+        return LinearConstraint(e, op, v, span=span)
     if op == "<=":
         return BoxConstraint(target, upper=value, span=span)
     return BoxConstraint(target, lower=value, span=span)
+
+
+def equality(lhs: Any, rhs: Any, span: Span | None = None) -> LinearConstraint:
+    """``lhs == rhs`` of expressions (``Expr.__eq__``): a linear constraint checked when a model
+    takes it (so that ``==`` inside dictionaries and ``in`` never raises; see
+    :mod:`.linear`)."""
+    return LinearConstraint(lhs, "==", rhs, span=span, deferred=True)
 
 
 def box(target: Any, lower: Any = None, upper: Any = None, span: Span | None = None) -> BoxConstraint:
@@ -101,6 +121,7 @@ __all__ = [
     "Constraint",
     "Diff",
     "EigBoxConstraint",
+    "LinearConstraint",
     "EigExpr",
     "FusedConstraint",
     "NnzConstraint",
@@ -114,6 +135,9 @@ __all__ = [
     "constrain",
     "diff",
     "eig",
+    "equality",
+    "is_view",
+    "linear",
     "lu_box",
     "nnz",
     "offdiag",
