@@ -26,7 +26,7 @@ class Problem(Model):
 
     def check(self):
         """What `sparsemodel check` prints: shapes, convexity, the constraint sets and their bounds,
-        which solvers apply (a :class:`sparsemodel.session.CheckReport`)."""
+        which solvers apply (a :class:`sparsemodel.workflows.session.CheckReport`)."""
         from .workflows import session
 
         return session.check(self)
@@ -58,7 +58,7 @@ class Problem(Model):
         **kw: Any,
     ):
         """Run several solvers on this problem, optionally over a range of the bound ``k`` or of
-        a param (``sweep={"lam": [...]}``); see :func:`sparsemodel.session.compare`."""
+        a param (``sweep={"lam": [...]}``); see :func:`sparsemodel.workflows.session.compare`."""
         from .workflows import session
 
         return session.compare(self, list(solvers), k=k, options=options, **kw)
@@ -74,7 +74,7 @@ class Problem(Model):
         """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
         started from its neighbour's solution; ``start`` = ``best`` (also solve cold, keep the lower
         objective: never worse than ``solve(k=k)``), ``cold`` (identical to ``solve(k=k)``) or
-        ``warm``. Returns a :class:`sparsemodel.compare.path.SolutionPath`; see docs/selection.md."""
+        ``warm``. Returns a :class:`sparsemodel.workflows.path.SolutionPath`; see docs/selection.md."""
         from .workflows import session
 
         return session.path(self, k, solver=solver, start=start, progress=progress, **options)
@@ -97,7 +97,7 @@ class Problem(Model):
         is warm-started and stops once the curve has clearly turned. Other keywords: ``gamma``
         (EBIC), ``early_stop``, ``patience``, ``margin`` (the early stop), ``start`` and
         ``progress`` (the path), solver options. Returns a
-        :class:`sparsemodel.compare.select.Selection` (``.k``, ``.result``, ``.curve``); see
+        :class:`sparsemodel.workflows.select.Selection` (``.k``, ``.result``, ``.curve``); see
         docs/selection.md."""
         from .workflows import session
 

@@ -56,7 +56,7 @@ from .model.problem import minimize
 from .problem import Problem
 
 CHOOSERS = ("ebic", "cv", "bic", "aic", "ebic_cc", "gic")
-DEFAULT_K = "ebic"  # = sparsemodel.compare.select.DEFAULT_BY (tested): the estimators import only the builder
+DEFAULT_K = "ebic"  # = sparsemodel.workflows.select.DEFAULT_BY (tested): the estimators import only the builder
 
 
 class _SparseModel(BaseEstimator):

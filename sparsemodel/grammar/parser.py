@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,6 @@ from .. import io as smio
 from ..errors import (
     ConstraintError,
     DataError,
-    DataWarning,
     ModelError,
     NameResolutionError,
     ParseError,
@@ -59,11 +57,12 @@ from ..model.expr import (
     Variable,
     fmt_shape,
 )
-from ..model.names import frame_names, names_of
+from ..model.names import names_of
 from ..model.problem import Objective
 from ..model.userfunc import FuncDef
 from ..problem import Problem
 from ..util import expand_range
+from .data import _UNSET, bind_data
 from .expressions import (
     ExprBuilder,
     _AxisWord,
@@ -312,51 +311,10 @@ class ModelBuilder:
                 if key in mapping:
                     raise ModelError(f"map lists {key!r} twice", self.span(item))
                 mapping[key] = float(self._signed(val_node))
-        path: Path | None = None
-        info: dict[str, Any] = {}
-        if name in self.data_overrides:
-            given = self.data_overrides[name]
-            if isinstance(given, (str, Path)):
-                ds = smio.parse_spec(given, Path.cwd(), name, span)
-                value, lines = smio.load_spec(
-                    ds, kind, exclude=exclude, mapping=mapping, name=name, span=span, info=info, rebound=True
-                )
-                value = smio.validate(
-                    value,
-                    kind,
-                    name=name,
-                    origin=f"file {ds.describe()} (rebound with data= or --data)",
-                    span=span,
-                    lines=lines,
-                )
-                path = ds.path
-            else:
-                if isinstance(given, Data):  # sm.Data(X, names=...): the values and their names
-                    info["names"], given = given.axis_names, given.value
-                given, frame = frame_names(given)
-                if frame is not None:
-                    info["names"] = frame
-                value = smio.validate(
-                    given, kind, name=name, origin=f"the value rebound with data={{'{name}': ...}}", span=span
-                )
-        elif path_tok is None:
-            raise DataError(
-                f"data {name} has no file and no value was given for it",
-                span,
-                f'write data {name} : {kind} from "FILE", or pass data={{"{name}": ...}} (--data {name}=FILE)',
-            )
-        else:
-            pspan = self.span(path_tok)
-            ds = smio.parse_spec(_unquote(path_tok), self.base_dir, name, pspan)
-            value, lines = smio.load_spec(ds, kind, exclude=exclude, mapping=mapping, name=name, span=pspan, info=info)
-            value = smio.validate(value, kind, name=name, origin=f"file {ds.describe()}", span=pspan, lines=lines)
-            path = ds.path
-        for note in info.get("notes", []):
-            where = f"{span.location()}: " if span is not None else ""
-            warnings.warn(f"{where}data {name}: {note}", DataWarning, stacklevel=2)
-        d = Data(value, name=name, span=span, kind=kind, names=info.get("names"))
-        d.path = str(path.resolve()) if path is not None else None
-        d.label_text = info.get("label_text")
+        path_spec = (_unquote(path_tok), self.span(path_tok)) if path_tok is not None else None
+        d = bind_data(
+            name, kind, path_spec, self.base_dir, exclude, mapping, span, self.data_overrides.get(name, _UNSET)
+        )
         self.declare(name_tok, d)
 
     def _signed(self, node: Tree) -> int | float:

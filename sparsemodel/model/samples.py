@@ -1,7 +1,7 @@
 """The rows of a model: the same objective on a subset of the samples, and its data term.
 
 Cross-validation and the information criteria need two things from an objective written for all n
-samples (:mod:`sparsemodel.compare.select`):
+samples (:mod:`sparsemodel.workflows.select`):
 
 * the same model on a subset of the rows -- :func:`rebind_rows` rebuilds the expression tree with
   every *sample* data node (a data node whose leading dimension is the number of samples n) replaced

@@ -140,17 +140,10 @@ class _GreedyBase(Solver):
     def _setup(self, lp: LoweredProblem) -> ActiveSet:
         return ActiveSet(lp, method=self.opts["restricted"])
 
-    def _improves(self, f_new: float, f_old: float) -> bool:
-        return f_new < f_old - self.opts["min_decrease"] * max(1.0, abs(f_old))
-
-
-class _Stepwise(_GreedyBase):
-    """Greedy selection of k coordinates, one per step (``steps`` says how each is chosen)."""
-
-    options = {"restricted": RESTRICTED}
-    steps = staticmethod(omp_steps)
-
-    def run(self, lp: LoweredProblem) -> Result:
+    def _before(self, lp: LoweredProblem) -> Result | None:
+        """What every greedy run checks first: no sparsity constraint (one restricted solve), the
+        edges of a precision matrix (forward selection's own path), pairs on another objective
+        (refused); None when the run proper goes ahead."""
         if lp.sparsity is None:
             return solve_unconstrained(lp, self, self.opts["restricted"])
         if self.name == "forward" and edge_problem(lp):
@@ -162,6 +155,22 @@ class _Stepwise(_GreedyBase):
                 lp.sparsity.span,
                 "use grahtp, grasp or iht for other objectives",
             )
+        return None
+
+    def _improves(self, f_new: float, f_old: float) -> bool:
+        return f_new < f_old - self.opts["min_decrease"] * max(1.0, abs(f_old))
+
+
+class _Stepwise(_GreedyBase):
+    """Greedy selection of k coordinates, one per step (``steps`` says how each is chosen)."""
+
+    options = {"restricted": RESTRICTED}
+    steps = staticmethod(omp_steps)
+
+    def run(self, lp: LoweredProblem) -> Result:
+        early = self._before(lp)
+        if early is not None:
+            return early
         act = self._setup(lp)
         clock = Clock()
         hist = self.history(lp, clock)
@@ -259,17 +268,9 @@ class _SwapSearch(_GreedyBase, ABC):
         """The next support and a warm start for its restricted solve (or None)."""
 
     def run(self, lp: LoweredProblem) -> Result:
-        if lp.sparsity is None:
-            return solve_unconstrained(lp, self, self.opts["restricted"])
-        if self.name == "forward" and edge_problem(lp):
-            return edge_forward(lp, self)
-        if lp.sparsity.pairs:
-            raise SolverError(
-                f"{self.name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
-                "-logdet(O) + trace(S @ O)",
-                lp.sparsity.span,
-                "use grahtp, grasp or iht for other objectives",
-            )
+        early = self._before(lp)
+        if early is not None:
+            return early
         act = self._setup(lp)
         clock = Clock()
         C = lp.sparsity.coords
