@@ -11,7 +11,7 @@ from typing import Any
 from .errors import ModelError
 from .model.atoms import exp, huber, log, logdet, logistic, logsumexp, mean, quad_form, square, sum, sum_squares, trace
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
-from .model.datafuncs import cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
+from .model.datafuncs import center, cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, maximize, minimize
 from .problem import Problem
@@ -77,6 +77,7 @@ __all__ = [
     "huber",
     "cov",
     "rows",
+    "center",
     "cols",
     "standardize",
     "normalize_columns",

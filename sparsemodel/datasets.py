@@ -84,6 +84,27 @@ def sparse_precision(p: int, n: int = 100, density: float = 0.1, seed: int | Non
     return Z, O
 
 
+def spiked_covariance(
+    n: int,
+    p: int = 50,
+    sizes: tuple[int, ...] = (10, 8),
+    variances: tuple[float, ...] = (6.0, 3.0),
+    seed: int | None = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse PCA data (the spiked covariance model, Johnstone & Lu 2009): n samples of
+    x = sum_j sqrt(variances[j]) z_j v_j + N(0, I_p), the v_j unit vectors with equal entries on
+    consecutive disjoint supports of ``sizes`` (so Cov(x) = I + sum_j variances[j] v_j v_j').
+    Returns (X, V), V the true directions as columns."""
+    rng = np.random.default_rng(seed)
+    V = np.zeros((p, len(sizes)))
+    start = 0
+    for j, s in enumerate(sizes):
+        V[start : start + s, j] = 1 / np.sqrt(s)
+        start += s
+    Z = rng.standard_normal((n, len(sizes))) * np.sqrt(np.asarray(variances, dtype=float))
+    return Z @ V.T + rng.standard_normal((n, p)), V
+
+
 def caravan() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The bundled Caravan insurance data: X (5822 x 85), labels v in {-1, +1} (Purchase = Yes is
     +1) and the feature names."""

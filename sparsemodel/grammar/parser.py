@@ -42,6 +42,7 @@ from ..model.constraints import (
     EigExpr,
     NnzConstraint,
     NnzExpr,
+    NormExpr,
     RankConstraint,
     RankExpr,
     box,
@@ -496,7 +497,7 @@ class ModelBuilder:
                 "write: auto <= eig(O) <= auto, or give a number",
             )
         flip = {"<=": ">=", ">=": "<=", "==": "=="}
-        structural = (NnzExpr, RankExpr, EigExpr)
+        structural = (NnzExpr, RankExpr, EigExpr, NormExpr)
         if isinstance(b, structural) and not isinstance(a, structural):  # k >= nnz(w) reads nnz(w) <= k
             a, b = b, a
             op = flip[op]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConstraintError
+from ..model.forms import sparse_pca
 from ..objective.design import Design
 from ..objective.evaluator import Evaluator, Layout
 from ..objective.oracle import Oracle
@@ -36,6 +37,7 @@ from .linear_solve import LinearSolves
 from .lowrank_solve import LowRankSolves
 from .precision_solve import ADMM_DEFAULTS, PrecisionSolves
 from .restricted import RestrictedSolves
+from .spca_solve import SparsePCAData
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -51,7 +53,11 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSol
         self.n = self.layout.n
         self.objective = problem.objective.expr
         self.ev = Evaluator(self.objective, self.layout)
-        comp = decompose(self.objective, self.layout)
+        # sparse PCA (model/forms.py): maximize w'Sw subject to norm(w) <= r, nnz(w) <= k; its -w'Sw is
+        # no composite loss (a concave square), so it has no design: its solvers read S
+        spca = sparse_pca(problem)
+        self.spca: SparsePCAData | None = SparsePCAData(spca, self.layout) if spca is not None else None
+        comp = decompose(self.objective, self.layout) if spca is None else None
         self.design: Design | None = Design(comp, self.layout) if comp is not None else None
         self.oracle = Oracle(self.ev, self.design, self.layout)
         # the Gaussian log-likelihood c (-logdet(O) + <S, O>) of a precision matrix (paper 000, 5.3)
@@ -116,6 +122,11 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSol
 
     @property
     def structure(self) -> str:
+        if self.spca is not None:
+            return (
+                f"sparse PCA: maximize {self.spca.form.variable.name}'S{self.spca.form.variable.name} on the ball "
+                f"of radius {self.spca.radius:g} (restricted solves: the leading eigenvector of S on the support)"
+            )
         if self.precision is not None:
             return (
                 f"Gaussian log-likelihood of the precision matrix {self.precision.var.name} "

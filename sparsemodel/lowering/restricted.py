@@ -19,6 +19,7 @@ from ..numerics.newton import newton
 from ..numerics.smooth import box_newton, lbfgs
 from ..objective.terms import Reduced
 from ..sets.base import CoordSubspace
+from .spca_solve import spca_backend
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -145,7 +146,8 @@ class RestrictedSolves:
         else:
             sub = self.set.subspace(state if state is not None else self.set.empty())
         precision = self.precision is not None and (method in ("admm", "covsel", "newton") or self.eigbox is not None)
-        backend = BACKENDS["precision" if precision else sub.form]
+        form = "spca" if getattr(self, "spca", None) is not None else "precision" if precision else sub.form
+        backend = BACKENDS[form]
         x, f, its, converged, method, ridge_part, d1, hess = backend(self, sub, x0, ridge, method, tol, give_up, hint)
         start = x0 if x0 is not None else np.zeros(self.n)
         scale = 1.0 + float(np.linalg.norm(start))
@@ -369,6 +371,7 @@ def _basis_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: flo
 
 
 BACKENDS = {
+    "spca": spca_backend,  # sparse PCA: the leading eigenvector on the support (lowering/spca_solve.py)
     "precision": _precision_backend,
     "coords": _coord_backend,
     "lowrank": _lowrank_backend,

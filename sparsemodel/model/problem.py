@@ -156,9 +156,17 @@ class Model:
     def params(self) -> dict[str, Parameter]:
         return {n: v for n, v in self.symbols.items() if isinstance(v, Parameter)}
 
-    def convexity_error(self) -> ConvexityError | None:
+    def convexity_error(self) -> ModelError | None:
+        """Why the model is refused: not convex (nor a concave maximization) and not a recognised
+        non-convex form (:mod:`.forms`: sparse PCA), or a model that is almost that form; None
+        when it is accepted."""
+        from .forms import recognise
+
+        form, why = recognise(self)
+        if form is not None:
+            return None
         o = self.objective
-        return convexity_error(o.expr, o.stated if o.maximize else None)
+        return why if why is not None else convexity_error(o.expr, o.stated if o.maximize else None)
 
     def nnz_constraint(self) -> NnzConstraint | None:
         """The sparsity constraint, if any (as written; its set carries the bound used)."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..datasets import spiked_covariance
 from ..model import atoms as A
-from ..model.constraints import diff, eig, nnz, offdiag, rank
+from ..model.constraints import diff, eig, nnz, norm, offdiag, rank
 from ..model.expr import Variable
-from ..model.problem import Model, minimize
+from ..model.problem import Model, maximize, minimize
 
 
 def _regression(seed: int = 3, n: int = 60, p: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -104,3 +105,11 @@ def linear_inequality() -> Model:
     G = rng.standard_normal((3, 8))
     w = Variable(8, name="w")
     return Model(minimize(A.sum_squares(X @ w - y) / 80), [nnz(w) <= 2, G @ w <= 0.5 * np.ones(3)])
+
+
+def sparse_pca() -> Model:
+    """Sparse PCA of a spiked covariance: maximize w'Sw subject to norm(w) <= 1, nnz(w) <= 5."""
+    X, _ = spiked_covariance(200, p=20, sizes=(5, 5), variances=(9.0, 4.0), seed=10)
+    S = np.cov(X, rowvar=False)
+    w = Variable(X.shape[1], name="w")
+    return Model(maximize(A.quad_form(w, S)), [norm(w) <= 1, nnz(w) <= 5])

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ConstraintError
 from ..model.constraints import (
+    BallConstraint,
     BoxConstraint,
     Constraint,
     EigBoxConstraint,
@@ -27,6 +28,7 @@ from ..model.constraints import (
 )
 from ..objective.evaluator import Layout
 from . import examples as ex
+from .ball import Ball
 from .base import ConstraintSet
 from .fused import FusedSparsity
 from .linear import LinearSet
@@ -222,4 +224,14 @@ register_kind(
     ],
     lambda c, layout, S: LinearSet(c, layout),
     examples={"linear_eq": ex.simplex, "linear_ineq": ex.linear_inequality},
+)
+
+
+# the ball of sparse PCA (maximize w'Sw subject to norm(w) <= 1, nnz(w) <= k; model/forms.py): taken by
+# the sparse PCA solvers (tpm, spca_htp, dspca), whose restricted solve is S's leading eigenvector on a support
+register_kind(
+    BallConstraint,
+    [("ball", "norm-ball (norm(w) <= 1, with nnz(w) <= k: sparse PCA)")],
+    lambda c, layout, S: Ball(c, layout),
+    examples={"ball": ex.sparse_pca},
 )

@@ -186,7 +186,7 @@ def get_solver(name: str) -> type[Solver]:
     return REGISTRY[name]
 
 
-AUTO_ORDER = ("auto", "grahtp")
+AUTO_ORDER = ("auto", "grahtp", "tpm")  # tpm: sparse PCA (the kinds nnz and ball)
 
 
 def auto_solver(lp: LoweredProblem) -> str:

@@ -102,12 +102,31 @@ def format_result(r: Result, max_support: int = 30) -> str:
         lines.append(
             f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"
         )
+    lines += component_lines(r)
     details = [(k, v) for k, v in r.extra.items() if isinstance(v, (int, float, str)) and k not in ("rank",)]
     if details:
         lines.append(
             "details     " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in details)
         )
     return "\n".join(lines)
+
+
+def component_lines(r: Result) -> list[str]:
+    """Sparse PCA with several components: each one's variance w'Sw, its adjusted variance (Zou,
+    Hastie & Tibshirani 2006) and support, and the share of the total variance they explain."""
+    comps = r.extra.get("components")
+    if not comps:
+        return []
+    own, adj = r.extra["component_variance"], r.extra["adjusted_variance"]
+    lines = [
+        f"components  {len(comps)}: adjusted variance {r.extra['adjusted_total']:.6g} "
+        f"({100 * r.extra['variance_share']:.2f}% of the total {r.extra['total_variance']:.6g})"
+    ]
+    for j, w in enumerate(comps):
+        nz = [i for i, v in enumerate(w) if v != 0]
+        shown = ", ".join(map(str, nz[:12])) + (", ..." if len(nz) > 12 else "")
+        lines.append(f"  #{j + 1}  variance {own[j]:.6g}  adjusted {adj[j]:.6g}  nonzero at [{shown}]")
+    return lines
 
 
 # ---------------------------------------------------------------------- HTML (notebooks)

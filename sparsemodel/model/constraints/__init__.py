@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ConstraintError, Span
-from ..expr import as_expr
+from ..expr import Variable, as_expr
+from .ball import BallConstraint, NormExpr
 from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
 from .convex import _is_view as is_view
@@ -57,12 +58,44 @@ def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Con
         return EigBoxConstraint(target.var, lower=lower, upper=upper, span=span or target.span, xi=target.xi)
     if op not in ("<=", ">=", "=="):
         raise ConstraintError(f"unknown comparison {op!r} in a constraint", span)
+    ball = _ball(target, op, value, span)
+    if ball is not None:
+        return ball
     e, v = as_expr(target), as_expr(value)
     if op == "==" or not (is_view(e) and v.is_constant()):
         return LinearConstraint(e, op, v, span=span)
     if op == "<=":
         return BoxConstraint(target, upper=value, span=span)
     return BoxConstraint(target, lower=value, span=span)
+
+
+def _ball(target: Any, op: str, value: Any, span: Span | None) -> BallConstraint | None:
+    """``norm(w) <= r``, ``norm(w) == r`` or ``sum_squares(w) <= r^2`` on a vector variable w: the
+    ball of sparse PCA (None for any other target)."""
+    from ..atoms import sum_squares
+
+    if isinstance(target, NormExpr):
+        if op == ">=":
+            raise ConstraintError(
+                f"{target} >= ... bounds the norm from below (a non-convex set)",
+                span or target.span,
+                "write norm(w) <= 1 (sparse PCA: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k)",
+            )
+        return BallConstraint(target.var, value, span=span or target.span, sphere=op == "==")
+    if isinstance(target, sum_squares) and isinstance(target.args[0], Variable) and target.args[0].ndim == 1:
+        v = as_expr(value)
+        if op == "<=" and v.is_constant() and v.shape == ():
+            r2 = float(v.constant_value())
+            if not r2 > 0:
+                raise ConstraintError(f"{target} <= {r2:g}: the bound must be positive", span)
+            return BallConstraint(target.args[0], r2**0.5, span=span, written=str(target))
+    return None
+
+
+def norm(w: Any, span: Span | None = None) -> NormExpr:
+    """``sm.norm(w) <= 1``: the Euclidean unit ball of sparse PCA (a constraint target, not an
+    objective atom; ``sm.sum_squares(w) <= 1`` is the same constraint)."""
+    return NormExpr(w, span=span)
 
 
 def equality(lhs: Any, rhs: Any, span: Span | None = None) -> LinearConstraint:
@@ -105,15 +138,17 @@ def diff(w: Any, span: Span | None = None) -> Diff:
 
 # the words of the constraint language, read by the model language's parser (a new target or
 # constraint function is added here, not in the grammar)
-STRUCTURAL_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag, "diff": diff}
+STRUCTURAL_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag, "diff": diff, "norm": norm}
 
 
-STRUCTURAL_TYPES: tuple[type, ...] = (NnzExpr, RankExpr, EigExpr, Offdiag, Diff)
+STRUCTURAL_TYPES: tuple[type, ...] = (NnzExpr, RankExpr, EigExpr, Offdiag, Diff, NormExpr)
 
 
 __all__ = [
     "AUTO",
     "AXIS_GROUPS",
+    "BallConstraint",
+    "NormExpr",
     "STRUCTURAL_FUNCTIONS",
     "STRUCTURAL_TYPES",
     "Bounded",
@@ -140,6 +175,7 @@ __all__ = [
     "linear",
     "lu_box",
     "nnz",
+    "norm",
     "offdiag",
     "rank",
 ]
