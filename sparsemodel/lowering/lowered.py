@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ConstraintError
+from ..errors import ConstraintError, SolverError
 from ..model.forms import sparse_pca
 from ..objective.design import Design
 from ..objective.evaluator import Evaluator, Layout
@@ -164,10 +164,17 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSol
 
     # ------------------------------------------------------------------ relaxations
     def relaxation(self, kind: str, solver: str = "auto", eigbox: bool = True) -> Any:
-        """The convex relaxation ``kind`` ('l1', 'nuclear', 'glasso') of this problem, built in cvxpy
+        """The convex relaxation ``kind`` ('l1', 'nuclear', 'glasso', 'tv', 'dspca') of this problem, built in cvxpy
         (:mod:`sparsemodel.lowering.relax`); ``solve(lam)`` returns the flat x. ``eigbox=False``
         drops the eigenvalue box from the relaxation."""
-        from .relax import Relaxation
+        from .relax import DSPCARelaxation, Relaxation
 
+        if kind == "dspca":
+            if self.spca is None:
+                raise SolverError(
+                    f"DSPCA relaxes sparse PCA only; this problem is a {self.structure}",
+                    hint="sparse PCA reads: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k",
+                )
+            return DSPCARelaxation(self.spca, self.n, solver)
         eb = self.eigbox if eigbox else None
         return Relaxation(self.objective, self.layout, self.set, kind, solver, box=self.box, eigbox=eb)

@@ -168,6 +168,16 @@ class Model:
         o = self.objective
         return why if why is not None else convexity_error(o.expr, o.stated if o.maximize else None)
 
+    def recognised_form(self) -> str | None:
+        """The name of the recognised non-convex form this model is (:mod:`.forms`), or None."""
+        from .forms import sparse_pca
+
+        f = sparse_pca(self)
+        if f is None:
+            return None
+        v = f.variable.name
+        return f"sparse PCA (maximize {v}'S{v} subject to {f.ball}, {f.nnz}; written with {f.spelling})"
+
     def nnz_constraint(self) -> NnzConstraint | None:
         """The sparsity constraint, if any (as written; its set carries the bound used)."""
         return next((c for c in self.constraints if isinstance(c, NnzConstraint)), None)
