@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import ConstraintError, ConvexityError, ModelError
 from .arith import Add, Div, MatMul, Mul
 from .constraints import BallConstraint, NnzConstraint
+from .dcp import CONVEX
 from .expr import Expr, Variable, dense
 
 if TYPE_CHECKING:
@@ -113,11 +114,9 @@ def recognise(model: Model) -> tuple[SparsePCA | None, ModelError | None]:
             )
         return None, None
     w, S, spelling = q
-    lam = np.linalg.eigvalsh(S)
-    if lam[0] < -1e-9 * max(1.0, abs(lam[-1])):
+    if o.stated.curvature != CONVEX:  # a quad_form of an indefinite matrix (its atom checked the spectrum)
         return None, ConvexityError(
-            f"maximize {o.stated}: the matrix is indefinite (smallest eigenvalue {lam[0]:.3g}), so this is "
-            "not the sparse PCA form",
+            f"maximize {o.stated}: the matrix is not positive semidefinite, so this is not the sparse PCA form",
             o.stated.span,
             "sparse PCA maximizes w'Sw for a positive semidefinite S (a covariance: cov(X), or X'X); " + FORM_TEXT,
         )

@@ -78,33 +78,53 @@ def starts(S: np.ndarray, k: int, n_starts: int) -> list[np.ndarray]:
     return out
 
 
+EXHAUSTIVE_SWAPS = 400  # up to this many exchanges (k (p - k)), the polish tries every one
+
+
+def _exchanges(S: np.ndarray, w: np.ndarray, C: np.ndarray, m: int) -> list[np.ndarray]:
+    """The supports one exchange away from C that the polish evaluates: every one when there are
+    at most EXHAUSTIVE_SWAPS; else, for each of the m outside coordinates j of largest |(Sw)_j| (the
+    first-order gain of adding j), C + j minus the coordinate of least weight in its leading
+    eigenvector."""
+    p, k = S.shape[0], len(C)
+    outside = np.setdiff1d(np.arange(p), C)
+    if k * (p - k) <= EXHAUSTIVE_SWAPS:
+        return [np.sort(np.r_[np.delete(C, i), j]) for i in range(k) for j in outside]
+    score = np.abs(S @ w)
+    score[C] = -np.inf
+    out = []
+    for j in np.argsort(-score, kind="stable")[:m]:
+        D = np.sort(np.r_[C, j])
+        _, v = leading(S, D)
+        drop = D[int(np.argmin(np.abs(v[D])))]
+        if drop != j:
+            out.append(D[D != drop])
+    return out
+
+
 def polish(S: np.ndarray, w: np.ndarray, value: float, candidates: int | None = None) -> tuple[np.ndarray, float, int]:
     """Exchange one coordinate of the support of w for one outside while that raises the maximum
-    of w'Sw on the support (exactly: :func:`leading` of every exchange tried): the outside
-    candidates are the ``candidates`` (default k) of largest |(Sw)_j|, the first-order gain of
-    adding j. Returns (w, its value, exchanges made); the value never decreases."""
+    of w'Sw on the support (:func:`_exchanges`; ``candidates``: m, default min(k, 10); values
+    exact, :func:`leading`); the best exchange of each round is taken. Returns (w, its value,
+    exchanges made); the value never decreases."""
     C = np.flatnonzero(w)
     k, p = len(C), S.shape[0]
     if k == 0 or k == p:
         return w, value, 0
-    m = min(p - k, candidates or k)
+    m = min(p - k, candidates or min(k, 10))
     swaps = 0
-    while True:
-        score = np.abs(S @ w)
-        score[C] = -np.inf
-        outside = np.argsort(-score, kind="stable")[:m]
-        best = (value, None)
-        for i in range(k):
-            for j in outside:
-                D = np.sort(np.r_[np.delete(C, i), j])
-                lam = float(np.linalg.eigvalsh(S[np.ix_(D, D)])[-1])
-                if lam > best[0] * (1 + 1e-12) + 1e-300:
-                    best = (lam, D)
+    while swaps < 10 * k:
+        best: tuple[float, np.ndarray | None] = (value, None)
+        for E in _exchanges(S, w, C, m):
+            lam = float(np.linalg.eigvalsh(S[np.ix_(E, E)])[-1])
+            if lam > best[0] * (1 + 1e-12) + 1e-300:
+                best = (lam, E)
         if best[1] is None:
-            return w, value, swaps
-        value, w = leading(S, best[1])
-        C = np.flatnonzero(w) if np.count_nonzero(w) == k else best[1]
+            break
+        C = best[1]
+        value, w = leading(S, C)
         swaps += 1
+    return w, value, swaps
 
 
 @dataclass

@@ -80,7 +80,7 @@ def test_an_indefinite_matrix_is_refused():
         data={"X": X, "P": np.diag(np.r_[1.0, -1.0, np.ones(10)])},
     )
     e = prob.convexity_error()
-    assert e is not None and "indefinite" in e.message and e.span.line == 4
+    assert e is not None and "not positive semidefinite" in e.message and e.span.line == 4
 
 
 def test_other_non_convex_models_keep_the_convexity_refusal_naming_the_form():
