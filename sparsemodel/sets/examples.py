@@ -113,3 +113,19 @@ def sparse_pca() -> Model:
     S = np.cov(X, rowvar=False)
     w = Variable(X.shape[1], name="w")
     return Model(maximize(A.quad_form(w, S)), [norm(w) <= 1, nnz(w) <= 5])
+
+
+def product() -> Model:
+    """Two bounded variables: a low-rank W and a sparse B in one multi-task regression,
+    Y = X W + Z B + noise (rank(W) <= 2, nnz(B) <= 5)."""
+    rng = np.random.default_rng(8)
+    n, q, p, m = 80, 10, 15, 6
+    X = rng.standard_normal((n, q))
+    Z = rng.standard_normal((n, p))
+    W0 = rng.standard_normal((q, 2)) @ rng.standard_normal((2, m))
+    B0 = np.zeros((p, m))
+    B0[[1, 4, 9, 12, 12], [0, 3, 5, 1, 2]] = [3.0, -2.0, 2.5, 1.5, -3.0]
+    Y = X @ W0 + Z @ B0 + 0.1 * rng.standard_normal((n, m))
+    W = Variable((q, m), name="W")
+    B = Variable((p, m), name="B")
+    return Model(minimize(A.sum_squares(X @ W + Z @ B - Y) / (2 * n)), [rank(W) <= 2, nnz(B) <= 5])

@@ -24,6 +24,7 @@ from ..model.constraints import (
     FusedConstraint,
     LinearConstraint,
     NnzConstraint,
+    ProductConstraint,
     RankConstraint,
 )
 from ..objective.evaluator import Layout
@@ -33,6 +34,7 @@ from .base import ConstraintSet
 from .fused import FusedSparsity
 from .linear import LinearSet
 from .lowrank import LowRank
+from .product import ProductSet
 from .side import Box, EigBox
 from .sparsity import CoordinateSparsity
 
@@ -152,14 +154,10 @@ def assemble(
     if linear is not None:
         linear.check_feasible(box)
     thresh = [s for s in sets if s.thresholds]
-    if len(thresh) > 1:
-        raise ConstraintError(
-            f"{len(thresh)} sparsity or rank constraints ({'; '.join(str(s.constraint) for s in thresh)}); "
-            "one per problem is supported",
-            thresh[1].span,
-            "combine them into one nnz(...) over a single variable, or use groups=",
-        )
-    main = thresh[0] if thresh else None
+    if len(thresh) > 1:  # several bounded variables: the product of their sets
+        main: ConstraintSet | None = ProductSet(ProductConstraint([s.constraint for s in thresh]), thresh, layout)
+    else:
+        main = thresh[0] if thresh else None
     side = [s for s in sets if not s.thresholds]
     if box is not None and main is not None:
         main = main.with_box(box)
@@ -234,4 +232,11 @@ register_kind(
     [("ball", "norm-ball (norm(w) <= 1, with nnz(w) <= k: sparse PCA)")],
     lambda c, layout, S: Ball(c, layout),
     examples={"ball": ex.sparse_pca},
+)
+register_kind(
+    ProductConstraint,
+    [("product", "several bounded variables (a product of sets: rank(L) <= r and nnz(S) <= k)")],
+    lambda c, layout, S: ProductSet(c, [build_set(p, layout, S) for p in c.parts], layout),
+    generic=True,
+    examples={"product": ex.product},
 )

@@ -117,3 +117,21 @@ def test_disjoint_components_are_orthogonal_and_recover_the_spikes():
 def test_truncate_keeps_the_k_largest_magnitudes():
     v = np.array([0.1, -3.0, 2.0, 0.5, -2.5])
     assert np.array_equal(np.flatnonzero(truncate(v, 2)), [1, 4])
+
+
+def test_above_the_internal_limits(monkeypatch):
+    """Lanczos for the leading eigenvector above EIGSH_ABOVE coordinates, and the ranked exchanges
+    above EXHAUSTIVE_SWAPS: the same maxima as the dense and exhaustive paths."""
+    import sparsemodel.numerics.spca as spca
+
+    S = spiked(6, p=40)
+    C = np.arange(0, 40, 3)
+    dense = leading(S, C)
+    exact = tpm(S, 6, swaps=None)
+    monkeypatch.setattr(spca, "EIGSH_ABOVE", 4)
+    monkeypatch.setattr(spca, "EXHAUSTIVE_SWAPS", 0)
+    lam, w = spca.leading(S, C)
+    assert np.isclose(lam, dense[0]) and np.allclose(w, dense[1], atol=1e-8)
+    ranked = spca.tpm(S, 6, swaps=None)
+    assert ranked.value >= tpm(S, 6, swaps=0).value - 1e-12
+    assert np.isclose(ranked.value, exact.value)  # a spiked problem: both reach the best support

@@ -21,6 +21,7 @@ from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
 from .convex import _is_view as is_view
 from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
+from .joint import ProductConstraint, bounded
 from .linear import LinearConstraint, linear
 
 
@@ -162,10 +163,12 @@ __all__ = [
     "NnzConstraint",
     "NnzExpr",
     "Offdiag",
+    "ProductConstraint",
     "RankConstraint",
     "RankExpr",
     "auto_box",
     "bound",
+    "bounded",
     "box",
     "constrain",
     "diff",
