@@ -166,6 +166,9 @@ def result_html(r: Result) -> str:
     ]
     if r.k is not None:
         info += [[label, text] for label, text in selection_lines(r)]
+    comps = component_lines(r)
+    if comps:
+        info.append(["components", "; ".join(line.strip() for line in comps)])
     info += [["iterations", r.iterations], ["time", f"{r.time_s:.4g} s"]]
     cert = certificate_line(r)
     if cert is not None:

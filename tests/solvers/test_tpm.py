@@ -49,6 +49,8 @@ def test_the_two_spellings_give_one_answer(solver):
 def test_auto_runs_tpm_and_the_result_reports_the_variance():
     r = builder().solve()
     assert r.solver == "tpm" and r.status == "converged"
+    f = np.array(r.history["objective"])  # -w'Sw along the best start's power iterations
+    assert len(f) >= 2 and np.all(np.diff(f) <= 1e-12 * abs(f).max())
     text = format_result(r)
     assert f"explained_variance {r.extra['explained_variance']:.6g}" in text and "variance_share" in text
 
