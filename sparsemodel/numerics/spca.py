@@ -67,6 +67,16 @@ def leading(S: np.ndarray, cols: np.ndarray) -> tuple[float, np.ndarray]:
     return lam0, w
 
 
+def filled(S: np.ndarray, C: np.ndarray, k: int) -> np.ndarray:
+    """C with coordinates of the largest variances S_ii added up to k (an end point of the power
+    method can have exact zeros, e.g. on a block-diagonal S); the maximum on a larger support is
+    never smaller (Cauchy interlacing)."""
+    if len(C) >= k:
+        return C
+    order = [i for i in np.argsort(-np.diag(S), kind="stable") if i not in set(C.tolist())]
+    return np.sort(np.r_[C, order[: k - len(C)]]).astype(np.int64)
+
+
 def starts(S: np.ndarray, k: int, n_starts: int) -> list[np.ndarray]:
     """Deterministic starts: the leading eigenvector of S truncated to k coordinates (the start
     Yuan & Zhang recommend), then the columns of S of the largest diagonal entries."""
@@ -147,7 +157,7 @@ def tpm(
     best: Component | None = None
     for x0 in starts(S, k, n_starts):
         v, _, seen = truncated_power(lambda u: S @ u, lambda u: truncate(u, k), x0, max_iter, rtol)
-        lam, w = leading(S, np.flatnonzero(v))
+        lam, w = leading(S, filled(S, np.flatnonzero(v), k))
         if best is None or lam > best.value + 1e-12 * abs(lam):
             best = Component(w, lam, len(seen), seen)
     assert best is not None

@@ -135,3 +135,13 @@ def test_above_the_internal_limits(monkeypatch):
     ranked = spca.tpm(S, 6, swaps=None)
     assert ranked.value >= tpm(S, 6, swaps=0).value - 1e-12
     assert np.isclose(ranked.value, exact.value)  # a spiked problem: both reach the best support
+
+
+def test_a_block_diagonal_covariance_still_spends_the_budget():
+    """The power method can end on fewer than k coordinates (exact zeros); the support is filled up
+    to k, which never lowers the maximum."""
+    S = np.diag([5.0, 1.0, 0.5, 0.2, 0.1])
+    S[1, 2] = S[2, 1] = 0.3
+    c = tpm(S, 3)
+    assert np.isclose(c.value, enumerate_best(S, 3)[0]) and c.value >= 5.0
+    assert np.isclose(tpm(S, 1).value, 5.0)
