@@ -4,6 +4,7 @@ python examples/make_data.py
     examples/data/linreg.npz      sparse_linreg.sm (paper 000, Section 6.1 design): X, v, the true w
     examples/data/multitask.npz   multitask_rank.sm (rank-5 multi-task regression): X, Y, the true W
     examples/data/graph.npz       precision.sm (paper 000, Section 6.3.1: p = 30, n = 200): Z, the true O
+    examples/data/returns.csv     portfolio.sm: 250 days of returns of 50 assets from a 3-factor model
 
 Each archive names the columns of its data (``X_names``, ``Y_names``, ``Z_names``: x0, x1, ...,
 the convention of scikit-learn for unnamed features), so that results print supports by name.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsemodel.datasets import low_rank_regression, sparse_linear_regression, sparse_precision
+from sparsemodel.datasets import factor_returns, low_rank_regression, sparse_linear_regression, sparse_precision
 
 
 def names(prefix: str, n: int) -> np.ndarray:
@@ -31,3 +32,6 @@ print(f"wrote {out}/multitask.npz: X {X.shape}, Y {Y.shape}, the true W (rank 5)
 Z, O = sparse_precision(30, n=200, seed=0)
 np.savez(out / "graph.npz", Z=Z, Z_names=names("v", Z.shape[1]), O=O)
 print(f"wrote {out}/graph.npz: Z {Z.shape}, the true precision matrix O ({np.count_nonzero(np.triu(O, 1))} edges)")
+R, assets = factor_returns(250, p=50, factors=3, seed=0)
+np.savetxt(out / "returns.csv", R, delimiter=",", header=",".join(assets), comments="", fmt="%.6f")
+print(f"wrote {out}/returns.csv: {R.shape[0]} days of returns of {R.shape[1]} assets (a 3-factor model)")
