@@ -29,7 +29,6 @@ from tabulate import tabulate
 
 import sparsemodel as sm
 from sparsemodel.datasets import caravan, correlated_regression
-from sparsemodel.workflows.compare import compare
 
 SOLVERS = ["lasso", "omp", "ompr", "arht", "els"]
 PAPER_ORDER = ["els", "arht", "ompr", "omp", "lasso"]  # best first, as paper 003 Section 6 reports
@@ -68,14 +67,15 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b)) + 1e-12
 
 
-def ordering_report(name: str, comp, ks: list[int]) -> None:
+def ordering_report(name: str, study, ks: list[int]) -> None:
     """Per k: solvers sorted by loss (ties within 1e-9 relative shown as '='), whether the paper's
     ordering holds, wins and mean competition rank (1 + the number of solvers strictly better)."""
+    loss = study.mean("objective")  # one replication: the loss itself
     rows, holds = [], 0
     wins = {s: 0 for s in SOLVERS}
     ranks: dict[str, list[int]] = {s: [] for s in SOLVERS}
     for k in ks:
-        vals = {s: comp.row(s, k)["objective"] for s in SOLVERS if comp.row(s, k)["status"] != "error"}
+        vals = {s: loss[k, s] for s in SOLVERS if (k, s) in loss and np.isfinite(loss[k, s])}
         order = sorted(vals, key=lambda s: vals[s])
         text = order[0]
         for a, b in zip(order, order[1:]):
@@ -98,30 +98,6 @@ def ordering_report(name: str, comp, ks: list[int]) -> None:
     )
 
 
-def plot(results: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squeeze=False)
-    styles = {"lasso": "k:", "omp": "C0--", "ompr": "C1-.", "arht": "C2-", "els": "C3-"}
-    for ax, (name, (comp, ks)) in zip(axes[0], results.items()):
-        for s in SOLVERS:
-            pts = [(k + 1, comp.row(s, k)["objective"]) for k in ks if comp.row(s, k)["status"] != "error"]
-            if pts:
-                x, y = zip(*pts)
-                ax.plot(x, y, styles[s], label=s.upper() if s != "els" else "Exhaustive Local Search", lw=1.5)
-        ax.set_title(name)
-        ax.set_xlabel("number of nonzeros (intercept included)")
-        ax.set_ylabel("training loss")
-        ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", default="1:40", help="sparsity levels (features, intercept excluded): 1:40 or 1,5,10")
@@ -137,21 +113,17 @@ def main() -> None:
         "caravan": ("Caravan (logistic)", caravan_problem),
         "regression": ("correlated regression (least squares)", lambda: regression_problem(args.seed)),
     }
-    results = {}
     for key in args.data.split(","):
         title, make = problems[key]
-        prob = make()
         t0 = time.perf_counter()
-        comp = compare(prob, SOLVERS, k=ks, options={"arht": {"seed": args.seed}}, progress=True)
+        # one replication, the data as it is: the training loss of every solver at every k
+        study = sm.experiment(make(), SOLVERS, k=ks, options={"arht": {"seed": args.seed}}, progress=True)
         print(f"\n{title}: sweep of {len(ks)} sparsities x {len(SOLVERS)} solvers in {time.perf_counter() - t0:.1f} s")
-        print(comp.table())
-        csv = comp.to_csv(out / f"loss_vs_sparsity_{key}_{stamp}.csv")
-        print(f"wrote {csv}")
-        ordering_report(title, comp, ks)
-        results[title] = (comp, ks)
-    png = out / f"loss_vs_sparsity_{stamp}.png"
-    plot(results, png)
-    print(f"wrote {png}")
+        print(study.table(metrics=["objective", "time_s"]))
+        print(f"wrote {study.to_csv(out / f'loss_vs_sparsity_{key}_{stamp}.csv')}")
+        ordering_report(title, study, ks)
+        png = study.plot(out / f"loss_vs_sparsity_{key}_{stamp}.png", metrics=["objective"])
+        print(f"wrote {png} (x: features selected; the paper's x counts the intercept too, one more)")
 
 
 if __name__ == "__main__":

@@ -26,8 +26,14 @@ The speed target of issue 8 is measured apart (``--speed-p``, default 200, seed 
 edge count): GraHTP's time against scikit-learn's GraphicalLasso at the lambda that gives the same
 number of edges (found by our glasso's search), medians of 3 runs, in the same process.
 
-Every method runs with one BLAS thread (threadpoolctl). Files (never overwritten): rows.csv,
-summary.csv, speed.csv and figure6.png in ``--out``.
+The study is :func:`sparsemodel.experiment`: every replication's training and validation
+covariances are drawn, each method runs at every k of the grid, its validation negative
+log-likelihood is the held-out loss (the model's objective on the validation covariance), and
+``Study.best("test_loss")`` keeps each replication's method at its best k; the Frobenius error and
+the F-score are the truth metrics ``error`` and ``f1``.
+
+Every method runs with one BLAS thread (threadpoolctl). Files (never overwritten): rows_p{p}.csv
+(every replication, method and k), summary.csv, speed.csv and figure6.png in ``--out``.
 
     python benchmarks/precision_synthetic.py                       # p = 30, 60, 120, 200; 20 reps
     python benchmarks/precision_synthetic.py --p 30,60 --reps 5    # a quick look
@@ -42,7 +48,6 @@ import argparse
 import csv
 import math
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -77,14 +82,7 @@ def edge_set(O: np.ndarray) -> set[tuple[int, int]]:
     return set(zip(i.tolist(), j.tolist()))
 
 
-def f_score(O: np.ndarray, truth: set[tuple[int, int]]) -> float:
-    est = edge_set(O)
-    if not est and not truth:
-        return 1.0
-    return 2 * len(est & truth) / (len(est) + len(truth))
-
-
-def model(S: np.ndarray, k: int) -> sm.Problem:
+def model(S: np.ndarray, k: int = 1) -> sm.Problem:
     p = len(S)
     O = sm.Variable((p, p), symmetric=True, name="O")
     return sm.Problem(
@@ -93,36 +91,25 @@ def model(S: np.ndarray, k: int) -> sm.Problem:
     )
 
 
-def k_grid(m: int, p: int) -> list[int]:
-    top = p * (p - 1) // 2
-    return sorted({min(top, max(1, round(m * f))) for f in K_FACTORS})
+def k_grid(m: int) -> list[int]:
+    """The true edge count m times K_FACTORS (at least one edge)."""
+    return sorted({max(1, round(m * f)) for f in K_FACTORS})
 
 
-def tune_ours(method: str, S: np.ndarray, Sv: np.ndarray, ks: list[int]) -> dict[str, Any]:
-    best: dict[str, Any] | None = None
-    total = 0.0
-    for k in ks:
-        t = time.perf_counter()
-        r = model(S, k).solve(solver=method)
-        dt = time.perf_counter() - t
-        total += dt
-        v = nll(r.x, Sv)
-        if best is None or v < best["val_nll"]:
-            best = {"O": r.x, "k": k, "val_nll": v, "seconds": dt, "status": r.status}
-    assert best is not None
-    best["tune_seconds"] = total
-    return best
+def draw(rng: np.random.Generator, p: int):
+    """One replication: 100 training and 100 validation samples of the Section 6.3.1 graph."""
+    Z, O = sparse_precision(p, n=200, seed=rng)
+    return {"S": mle_cov(Z[:100])}, {"O": O}, {"S": mle_cov(Z[100:])}
 
 
-def tune_sklearn(S: np.ndarray, Sv: np.ndarray) -> dict[str, Any] | None:
-    try:
-        from sklearn.covariance import GraphicalLasso
-    except ImportError:
-        return None
-    off = np.abs(S - np.diag(np.diag(S)))
-    lam_max = float(off.max())
-    best: dict[str, Any] | None = None
-    total = 0.0
+def sklearn_fit(data: dict[str, np.ndarray], test: dict[str, np.ndarray]) -> Any:
+    """scikit-learn's GraphicalLasso, its lambda chosen on the validation likelihood over 14 values
+    from 0.95 lambda_max down to 0.02 lambda_max; reports the chosen fit's time and lambda."""
+    from sklearn.covariance import GraphicalLasso
+
+    S, Sv = data["S"], test["S"]
+    lam_max = float(np.abs(S - np.diag(np.diag(S))).max())
+    best: tuple[float, np.ndarray, float, float] | None = None
     for lam in lam_max * np.geomspace(0.95, 0.02, 14):
         t = time.perf_counter()
         try:
@@ -130,17 +117,14 @@ def tune_sklearn(S: np.ndarray, Sv: np.ndarray) -> dict[str, Any] | None:
                 warnings.simplefilter("ignore")
                 g = GraphicalLasso(alpha=float(lam), covariance="precomputed", max_iter=200).fit(S)
         except (FloatingPointError, ValueError, np.linalg.LinAlgError):
-            total += time.perf_counter() - t
             continue
         dt = time.perf_counter() - t
-        total += dt
         v = nll(g.precision_, Sv)
-        if best is None or v < best["val_nll"]:
-            best = {"O": g.precision_, "k": len(edge_set(g.precision_)), "val_nll": v, "seconds": dt, "lambda": lam}
-    if best is not None:
-        best["tune_seconds"] = total
-        best["status"] = "ok"
-    return best
+        if best is None or v < best[0]:
+            best = (v, g.precision_, dt, float(lam))
+    if best is None:
+        raise RuntimeError("no lambda of the grid gave a fit")
+    return {"O": best[1]}, {"time_s": best[2], "penalty": best[3]}
 
 
 def speed(p: int, repeat: int = 3) -> dict[str, Any]:
@@ -183,15 +167,6 @@ def speed(p: int, repeat: int = 3) -> dict[str, Any]:
     return out
 
 
-def mean_se(xs: list[float]) -> tuple[float, float]:
-    xs = [x for x in xs if math.isfinite(x)]
-    if not xs:
-        return math.nan, math.nan
-    m = statistics.fmean(xs)
-    se = statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else math.nan
-    return m, se
-
-
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     with open(path, "x", newline="") as fh:  # never overwrite
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -199,23 +174,9 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
-class RowWriter:
-    """rows.csv written as each replication finishes, so an interrupted run keeps what it measured."""
-
-    def __init__(self, path: Path):
-        self.path, self.fh, self.w = path, None, None
-
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        if self.w is None:
-            self.fh = open(self.path, "x", newline="")  # never overwrite
-            self.w = csv.DictWriter(self.fh, fieldnames=list(rows[0]))
-            self.w.writeheader()
-        self.w.writerows(rows)
-        self.fh.flush()
-
-    def close(self) -> None:
-        if self.fh is not None:
-            self.fh.close()
+def _rows(summary: Any) -> list[dict[str, Any]]:
+    """A summary as a list of dicts (a pandas DataFrame or the list sparsemodel gives without pandas)."""
+    return summary.to_dict("records") if hasattr(summary, "to_dict") else list(summary)
 
 
 def parse_reps_at(specs: list[str]) -> dict[int, int]:
@@ -249,7 +210,9 @@ def main() -> None:
         help="largest p for GraSP (default 120: at p = 200 one fit at k = 2080 took 210 s, 20097 eigen-decompositions)",
     )
     ap.add_argument("--speed-p", type=int, default=200, help="p of the speed measurement (0: skip)")
-    ap.add_argument("--seed", type=int, default=0, help="first seed (replication r uses seed + r)")
+    ap.add_argument(
+        "--seed", type=int, default=0, help="seed of the draws (at each p, the study seed is seed + 1000 p)"
+    )
     ap.add_argument("--out", default="benchmarks/out/precision_synthetic", help="output folder")
     a = ap.parse_args()
     reps = 100 if a.full else a.reps
@@ -257,11 +220,16 @@ def main() -> None:
     ps = [int(s) for s in a.p.split(",") if s]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("rows.csv", "summary.csv", "speed.csv", "figure6.png"):
+    for name in [*(f"rows_p{p}.csv" for p in ps), "summary.csv", "speed.csv", "figure6.png"]:
         if (out / name).exists():
             raise SystemExit(f"{out / name} exists; choose another --out (results are never overwritten)")
-    rows: list[dict[str, Any]] = []
-    writer = RowWriter(out / "rows.csv")
+    try:
+        import sklearn  # noqa: F401
+
+        baseline = [sm.External("sklearn", sklearn_fit, chooses_k=True)]
+    except ImportError:
+        baseline = []
+    summary: list[dict[str, Any]] = []
     with pinned(1):
         for p in ps:
             methods = [
@@ -273,50 +241,30 @@ def main() -> None:
                 print(f"p = {p}: forward and FoBa skipped (p > --greedy-max-p = {a.greedy_max_p})")
             if p > a.grasp_max_p:
                 print(f"p = {p}: GraSP skipped (p > --grasp-max-p = {a.grasp_max_p})")
-            reps_p = reps_at.get(p, reps)
-            for r in range(reps_p):
-                seed = a.seed + 1000 * p + r
-                Z, O = sparse_precision(p, n=200, seed=seed)
-                S, Sv = mle_cov(Z[:100]), mle_cov(Z[100:])
-                truth = edge_set(O)
-                ks = k_grid(len(truth), p)
-                fits: dict[str, dict[str, Any] | None] = {m: tune_ours(m, S, Sv, ks) for m in methods}
-                fits["sklearn"] = tune_sklearn(S, Sv)
-                new: list[dict[str, Any]] = []
-                for m, b in fits.items():
-                    if b is None:
-                        continue
-                    new.append(
-                        {
-                            "p": p,
-                            "rep": r,
-                            "seed": seed,
-                            "method": m,
-                            "true_edges": len(truth),
-                            "chosen_edges": b["k"],
-                            "val_nll": b["val_nll"],
-                            "frobenius_error": float(np.linalg.norm(b["O"] - O)),
-                            "f_score": f_score(b["O"], truth),
-                            "seconds": b["seconds"],
-                            "tune_seconds": b["tune_seconds"],
-                            "status": b["status"],
-                        }
-                    )
-                rows += new
-                writer.add(new)
-                print(f"  p = {p} rep {r + 1}/{reps_p} done", file=sys.stderr, flush=True)
-        writer.close()
+            study = sm.experiment(
+                model,
+                methods + baseline,
+                k=k_grid,  # relative to each replication's true edge count
+                data=lambda rng, p=p: draw(rng, p),
+                reps=reps_at.get(p, reps),
+                seed=a.seed + 1000 * p,
+                progress=True,
+                csv=out / f"rows_p{p}.csv",
+            )
+            chosen = study.best("test_loss")  # each replication's method at the k of least validation nll
+            cols = {
+                "error": "frobenius_error",
+                "f1": "f_score",
+                "time_s": "seconds",
+                "time_total": "tune_seconds",
+                "k": "chosen_edges",
+            }
+            for e in _rows(chosen.summary(list(cols), by=["solver"])):
+                entry: dict[str, Any] = {"p": p, "method": e["solver"], "reps": e["runs"]}
+                for src, dst in cols.items():
+                    entry[dst], entry[dst + "_se"] = e[src], e[src + "_se"]
+                summary.append(entry)
         speed_row = speed(a.speed_p) if a.speed_p else None
-    summary = []
-    for p in ps:
-        for m in [*OURS, "sklearn"]:
-            rs = [x for x in rows if x["p"] == p and x["method"] == m]
-            if not rs:
-                continue
-            entry: dict[str, Any] = {"p": p, "method": m, "reps": len(rs)}
-            for key in ("frobenius_error", "f_score", "seconds", "tune_seconds", "chosen_edges"):
-                entry[key], entry[key + "_se"] = mean_se([x[key] for x in rs])
-            summary.append(entry)
     if summary:
         write_csv(out / "summary.csv", summary)
     print("\nFigure 6 protocol: n = 100 train + 100 validation, mean (standard error) over the replications")
@@ -372,7 +320,7 @@ def main() -> None:
             )
     if summary:
         plot(summary, ps, out / "figure6.png")
-        print(f"\nwrote {out}/rows.csv, summary.csv, figure6.png" + (", speed.csv" if speed_row else ""))
+        print(f"\nwrote {out}/rows_p*.csv, summary.csv, figure6.png" + (", speed.csv" if speed_row else ""))
     elif speed_row is not None:
         print(f"\nwrote {out}/speed.csv")
 

@@ -9,9 +9,25 @@ res = prob.solve(solver="grahtp")
 from typing import Any
 
 from .errors import ModelError
-from .model.atoms import exp, huber, log, logdet, logistic, logsumexp, mean, quad_form, square, sum, sum_squares, trace
+from .model.atoms import (
+    cox,
+    custom_loss,
+    exp,
+    huber,
+    log,
+    logdet,
+    logistic,
+    logsumexp,
+    mean,
+    ordinal,
+    quad_form,
+    square,
+    sum,
+    sum_squares,
+    trace,
+)
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
-from .model.datafuncs import cols, cov, eye, normalize_columns, onehot, ones, rows, standardize
+from .model.datafuncs import cols, cov, eye, levels, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
 from .model.problem import Objective, maximize, minimize
 from .problem import Problem
@@ -28,6 +44,8 @@ _LAZY = {
     "parse": ("grammar", "parse"),
     "registry": ("solvers", "REGISTRY"),
     "Result": ("solvers", "Result"),
+    "experiment": ("workflows.experiment", "experiment"),
+    "External": ("workflows.experiment", "External"),
 }
 
 
@@ -63,6 +81,8 @@ __all__ = [
     "box",
     "Result",
     "registry",
+    "experiment",
+    "External",
     "sum",
     "mean",
     "sum_squares",
@@ -75,6 +95,10 @@ __all__ = [
     "trace",
     "quad_form",
     "huber",
+    "cox",
+    "ordinal",
+    "custom_loss",
+    "levels",
     "cov",
     "rows",
     "cols",

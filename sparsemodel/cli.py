@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ModelError
 from .outputs import check_output, distinct, protected_paths, write_error, write_output
-from .util import jsonable, parse_values
+from .util import jsonable, parse_named_values, parse_values
 
 EXIT_USER = 2
 
@@ -54,8 +54,46 @@ def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
-def parse_k_range(text: str) -> list[int]:
-    """``20`` or ``5:50:5`` (stop inclusive) or ``1,2,5``."""
+K_BY_NAME = (
+    "several bounds are given by name: --k L=2,S=30 (solve), --k S=10:50:10 or --k S=10,20,L=1,2 "
+    "(compare, path: every combination of the values)"
+)
+
+
+def parse_named_k(text: str) -> list[dict[str, int]]:
+    """``S=10,L=2`` -> [{"S": 10, "L": 2}]; ``S=10:30:10,L=1,2`` -> every combination, in order."""
+    import itertools
+
+    try:
+        named = parse_named_values(text)
+        if not all(isinstance(v, int) for vals in named.values() for v in vals):
+            raise ValueError(text)
+    except ValueError:
+        raise CLIError(f"--k {text!r} is not a list of bounds by name", hint=K_BY_NAME) from None
+    return [dict(zip(named, combo)) for combo in itertools.product(*named.values())]
+
+
+def parse_bound(text: str | None) -> Any:
+    """The --k of solve: one integer, or one bound per name (``L=2,S=30``)."""
+    if text is None:
+        return None
+    if "=" in text:
+        ks = parse_named_k(text)
+        if len(ks) != 1:
+            raise CLIError(f"--k {text!r} gives a bound several values; solve takes one per name", hint=K_BY_NAME)
+        return ks[0]
+    try:
+        return int(text)
+    except ValueError:
+        raise CLIError(
+            f"--k {text!r} is not a bound", hint="an integer in the bound's unit, e.g. --k 20; " + K_BY_NAME
+        ) from None
+
+
+def parse_k_range(text: str) -> list[Any]:
+    """``20`` or ``5:50:5`` (stop inclusive) or ``1,2,5``; several bounds by name: ``S=10:50:10``."""
+    if "=" in text:
+        return parse_named_k(text)
     try:
         vals = parse_values(text)
         if not all(isinstance(v, int) for v in vals):
@@ -82,10 +120,145 @@ def parse_at(text: str) -> tuple[str, list[float]]:
         ) from None
 
 
+def load_python_model(path: Path):
+    """A Python model module: a .py file that builds ``problem`` (a ``sm.Problem``) with the Python
+    builder -- what a model that needs Python (``sm.custom_loss``) runs from the command line as.
+    The module runs as a script; its exceptions become one located message."""
+    import runpy
+    import traceback
+
+    from .model.problem import Model
+    from .problem import Problem
+
+    if not path.exists():
+        raise CLIError(f"the model module {path} does not exist", hint=f"looked for {path.resolve()}")
+    try:
+        env = runpy.run_path(str(path), run_name="__sparsemodel_model__")
+    except ModelError:
+        raise
+    except SystemExit as exc:
+        raise CLIError(f"the model module {path} exited ({exc.code}) before defining problem") from None
+    except BaseException as exc:  # the user's code: say where it failed, with no traceback
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+        where = f" at line {frames[-1].lineno}" if frames else ""
+        raise CLIError(
+            f"running the model module {path} failed{where}: {type(exc).__name__}: {exc}",
+            hint="run it with python to see the traceback",
+        ) from None
+    problem = env.get("problem")
+    if not isinstance(problem, Model):
+        raise CLIError(
+            f"the model module {path} defines no problem",
+            hint="end it with problem = sm.Problem(sm.minimize(...), [constraints])",
+        )
+    problem = Problem.of(problem)
+    problem.source = str(path)
+    return problem
+
+
+def named_files(items: list[str] | None, flag: str) -> dict[str, tuple[str, str]]:
+    """``--test X=Xt.npy,y=yt.npy`` (repeatable): {name: (file, the argument as written)}."""
+    out: dict[str, tuple[str, str]] = {}
+    for item in items or []:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" not in part:
+                raise CLIError(
+                    f"{flag} {part!r} is not of the form NAME=FILE",
+                    hint=f"for example {flag} X=Xt.npy,y=yt.npy"
+                    if flag == "--test"
+                    else f"for example {flag} w=w_true.npy",
+                )
+            name, path = (t.strip() for t in part.split("=", 1))
+            if not name or not path:
+                raise CLIError(f"{flag} {part!r} has an empty name or file")
+            if name in out:
+                raise CLIError(f"{flag} gives {name} twice")
+            out[name] = (path, f"{flag} {name}={path}")
+    return out
+
+
+def held_out(args: argparse.Namespace) -> Any:
+    """--test: the held-out data files by data name (read by the model's own data lines)."""
+    from .workflows.metrics import Given
+
+    files = named_files(getattr(args, "test", None), "--test")
+    if not files:
+        return None
+    return Given({n: f for n, (f, _) in files.items()}, {n: w for n, (_, w) in files.items()})
+
+
+def truth_values(args: argparse.Namespace, problem: Any) -> Any:
+    """--truth: the true values by variable name, read as a vector or matrix like the variable."""
+    from .io import read_data
+    from .workflows.metrics import Given, MetricError
+
+    files = named_files(getattr(args, "truth", None), "--truth")
+    if not files:
+        return None
+    variables = {v.name: v for v in problem.variables}
+    values = {}
+    for name, (path, written) in files.items():
+        if name not in variables:
+            raise MetricError(
+                f"{written}: the model has no variable named {name!r}", hint=f"its variables: {', '.join(variables)}"
+            )
+        kind = "matrix" if len(variables[name].shape) == 2 else "vector"
+        values[name] = read_data(path, kind, base_dir=Path.cwd(), name=f"the truth of {name}")
+    return Given(values, {n: w for n, (_, w) in files.items()})
+
+
+def plot_spec(args: argparse.Namespace) -> None:
+    """``--plot test_loss,time_s=FILE`` (the metrics to plot, then the file) or ``--plot FILE``:
+    splits args.plot into the file and args.plot_metrics."""
+    import re
+
+    args.plot_metrics = None
+    text = getattr(args, "plot", None)
+    if text and "=" in text:
+        left, right = text.split("=", 1)
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*", left.strip()):
+            if not right.strip():
+                raise CLIError(f"--plot {text!r} names no file", hint="for example --plot test_loss,time_s=t.png")
+            args.plot_metrics, args.plot = left, right.strip()
+
+
+def check_metrics(args: argparse.Namespace, available: list[str]) -> None:
+    """The metrics of --plot, checked before anything runs."""
+    from .workflows.metrics import metric_names
+
+    if args.plot_metrics:
+        metric_names(args.plot_metrics, available)
+
+
+def metrics_of(test: bool, truth: bool, extra: tuple[str, ...] = ()) -> list[str]:
+    from .workflows.metrics import TRUTH_METRICS
+
+    return [
+        *extra,
+        "objective",
+        "nnz",
+        "df",
+        "time_s",
+        "iterations",
+        *(["test_loss"] if test else []),
+        *(TRUTH_METRICS if truth else ()),
+    ]
+
+
 def load_problem(args: argparse.Namespace):
     from .grammar import load
 
     path = Path(args.model)
+    if path.suffix == ".py":
+        if args.data or args.param:
+            raise CLIError(
+                "--data and --param rebind a model file's data and params; a Python model module builds its own",
+                hint="change the data or the values in the module",
+            )
+        return load_python_model(path)
     data = parse_pairs(args.data, "data")
     params = {k: parse_value(v) for k, v in parse_pairs(args.param, "param").items()}
     for k, v in params.items():
@@ -178,7 +351,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = load_problem(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
-    result = problem.solve(name or "auto", k=args.k, progress=progress_of(args), **opts)
+    result = problem.solve(name or "auto", k=parse_bound(args.k), progress=progress_of(args), **opts)
     payload = result.to_dict()
     payload["model"] = str(args.model)
     text = json.dumps(payload, indent=None if args.json else 2, allow_nan=False)
@@ -215,7 +388,10 @@ def coefficients_csv(result: Any) -> str:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     problem = load_problem(args)
+    plot_spec(args)
     outs = output_files(args, problem)
+    test = held_out(args)
+    truth = truth_values(args, problem)
     cw = problem.compare_with or {}
     solvers = [s.strip() for s in args.solvers.split(",")] if args.solvers else cw.get("solvers")
     if not solvers:
@@ -238,6 +414,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         solver, rest = item.split(":", 1)
         options.setdefault(solver, {}).update({k: parse_value(v) for k, v in parse_pairs([rest], "option").items()})
+    if args.splits is not None or args.select is not None:
+        from .workflows.compare import BOUND_NAMES, find_param
+
+        if sweep is not None and not args.at and sweep[0] in BOUND_NAMES and find_param(problem, sweep[0]) is None:
+            sweep, ks = None, [int(v) for v in sweep[1]]  # the model's `compare ... at k in 2:20:2`: the bound
+        if sweep is not None:
+            raise CLIError(
+                "--splits and --select compare over the bound k; --at (or the model's `compare ... at`) sweeps a param",
+                hint="give --k instead of --at",
+            )
+        return run_study(args, problem, solvers, ks, options, outs, test, truth)
+    if not args.early_stop:
+        raise CLIError("--no-early-stop is an option of --select", hint="add --select ebic (or cv, bic, ...)")
+    if args.test_size is not None or args.folds is not None:
+        raise CLIError(
+            f"{'--test-size' if args.test_size is not None else '--folds'} needs "
+            f"{'--splits' if args.test_size is not None else '--select cv'}"
+        )
+    check_metrics(args, metrics_of(test is not None, truth is not None))
     interrupted = False
     try:  # the CSV is written row by row as runs finish
         comp = problem.compare(
@@ -248,6 +443,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             sweep=sweep,
             csv=outs.get("csv"),
             overwrite=args.force,
+            test=test,
+            truth=truth,
         )
     except KeyboardInterrupt as exc:
         comp = getattr(exc, "comparison", None)
@@ -261,7 +458,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if "json" in outs:
         comp.to_json(outs["json"], overwrite=args.force)
     if "plot" in outs:
-        comp.plot(outs["plot"], overwrite=args.force)
+        comp.plot(outs["plot"], overwrite=args.force, metrics=args.plot_metrics)
     for kind, p in outs.items():
         announce(args, kind, p)
     if interrupted:
@@ -277,19 +474,101 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_study(
+    args: argparse.Namespace,
+    problem: Any,
+    solvers: list[str],
+    ks: list[int] | None,
+    options: dict[str, dict[str, Any]],
+    outs: dict[str, Path],
+    test: Any,
+    truth: Any,
+) -> int:
+    """compare --splits / --select: replications, each method over k or at its chosen k."""
+    from .workflows.experiment import experiment
+
+    if args.folds is not None and args.select != "cv":
+        raise CLIError("--folds sets the folds of --select cv", hint="add --select cv, or drop --folds")
+    held = test is not None or args.splits is not None
+    check_metrics(
+        args,
+        metrics_of(held, truth is not None, ("k", "penalty") if args.select else ()) + ["lower_s"],
+    )
+    select_options: dict[str, Any] = {}
+    if args.select == "cv":
+        select_options = {"folds": args.folds or 5, "seed": args.seed}
+    if not args.early_stop:
+        if args.select is None:
+            raise CLIError("--no-early-stop is an option of --select", hint="add --select ebic (or cv, bic, ...)")
+        select_options["early_stop"] = False
+    interrupted = False
+    try:
+        study = experiment(
+            problem,
+            solvers,
+            k=ks,
+            splits=args.splits,
+            test_size=args.test_size if args.test_size is not None else 0.3,
+            seed=args.seed,
+            select=args.select,
+            test=test,
+            truth=truth,
+            options=options,
+            select_options=select_options or None,
+            progress=progress_of(args),
+            csv=outs.get("csv"),
+            overwrite=args.force,
+        )
+    except KeyboardInterrupt as exc:
+        study = getattr(exc, "study", None)
+        if study is None:
+            raise
+        interrupted = True
+    if args.json:
+        print(json.dumps(study.to_dict(), allow_nan=False))
+    else:
+        print(study.table())
+    if "json" in outs:
+        study.to_json(outs["json"], overwrite=args.force)
+    if "plot" in outs:
+        study.plot(outs["plot"], overwrite=args.force, metrics=args.plot_metrics)
+    for kind, p in outs.items():
+        announce(args, kind, p)
+    if interrupted:
+        print(
+            f"interrupted after {len(study.rows)} of {study.total} runs; the finished ones are above and in the files",
+            file=sys.stderr,
+        )
+        return 130
+    failed = study.failed()
+    if failed:
+        print(f"{len(failed)} of {len(study.rows)} runs failed; their messages are in the table", file=sys.stderr)
+        return EXIT_USER
+    return 0
+
+
 def write_reports(args: argparse.Namespace, report: Any, outs: dict[str, Path]) -> None:
-    writers = {"csv": report.to_csv, "json": report.to_json, "plot": report.plot}
+    writers = {"csv": report.to_csv, "json": report.to_json}
     for kind, path in outs.items():
-        writers[kind](path, overwrite=True)
+        if kind == "plot":
+            report.plot(path, overwrite=True, metrics=args.plot_metrics)
+        else:
+            writers[kind](path, overwrite=True)
         announce(args, kind, path)
 
 
 def cmd_path(args: argparse.Namespace) -> int:
     problem = load_problem(args)
+    plot_spec(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
     ks = parse_k_range(args.k)
-    result = problem.path(k=ks, solver=name or "auto", start=args.start, progress=progress_of(args), **opts)
+    test = held_out(args)
+    truth = truth_values(args, problem)
+    check_metrics(args, metrics_of(test is not None, truth is not None))
+    result = problem.path(
+        k=ks, solver=name or "auto", start=args.start, progress=progress_of(args), test=test, truth=truth, **opts
+    )
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False))
     else:
@@ -303,8 +582,12 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 def cmd_select(args: argparse.Namespace) -> int:
     problem = load_problem(args)
+    plot_spec(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
+    test = held_out(args)
+    truth = truth_values(args, problem)
+    check_metrics(args, metrics_of(test is not None, truth is not None, ("value", "loss")))
     ks = parse_k_range(args.k) if args.k is not None else None
     fold_ids = None
     if args.fold_ids:
@@ -325,6 +608,8 @@ def cmd_select(args: argparse.Namespace) -> int:
         early_stop=args.early_stop,
         patience=args.patience,
         margin=args.margin,
+        test=test,
+        truth=truth,
         **opts,
     )
     if args.json:
@@ -360,7 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     def model_args(q: argparse.ArgumentParser) -> None:
-        q.add_argument("model", help="model file (.sm)")
+        q.add_argument("model", help="model file (.sm), or a Python model module (.py) defining problem")
         q.add_argument("--data", action="append", metavar="NAME=PATH", help="rebind a data name to another file")
         q.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a param")
         q.add_argument(
@@ -374,13 +659,34 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(c)
     c.set_defaults(func=cmd_check)
 
+    def metric_args(q: argparse.ArgumentParser) -> None:
+        """--test and --truth: metrics beside the objective (docs/comparisons.md)."""
+        q.add_argument(
+            "--test",
+            action="append",
+            metavar="NAME=FILE,...",
+            help="held-out data for the model's data names (X=Xt.npy,y=yt.npy): adds test_loss, the model's own "
+            "loss per held-out sample",
+        )
+        q.add_argument(
+            "--truth",
+            action="append",
+            metavar="NAME=FILE",
+            help="the true value of a variable (w=w_true.npy): adds precision, recall, f1, exact, exact_top, covers, "
+            "fp, fn and error",
+        )
+
     def output_args(q: argparse.ArgumentParser, what: str, table: bool = True) -> None:
         """The outputs every command that solves takes, with one meaning everywhere."""
         q.add_argument("--json", action="store_true", help=f"print the {what} as one JSON object instead of the text")
         q.add_argument("--out", metavar="FILE", help=f"also write the {what} as JSON to FILE")
         if table:
             q.add_argument("--csv", metavar="FILE", help=f"write the {what} as CSV (with the supports)")
-            q.add_argument("--plot", metavar="FILE", help=f"write the {what} as a PNG plot")
+            q.add_argument(
+                "--plot",
+                metavar="[METRICS=]FILE",
+                help=f"write the {what} as a PNG plot; test_loss,time_s=FILE plots those metrics (one panel each)",
+            )
         q.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
         loud = q.add_mutually_exclusive_group()
         loud.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -394,8 +700,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     s.add_argument(
         "--k",
-        type=int,
-        help="override the bound of the sparsity or rank constraint, in its unit (coordinates, groups, edges, rank)",
+        help="override the bound of the sparsity or rank constraint, in its unit (coordinates, groups, edges, rank); "
+        "several bounds by name: --k L=2,S=30",
     )
     output_args(s, "result", table=False)
     s.add_argument("--csv", metavar="FILE", help="write the coefficient table (every coordinate, by name) as CSV")
@@ -405,18 +711,48 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(m)
     m.add_argument("--solvers", help="comma-separated solver names (default: the model's `compare with`)")
     m.add_argument(
-        "--k", help="values of the bound, in its unit: 20, 5:50:5 (inclusive) or 1,2,5 (sparsity k or rank r)"
+        "--k",
+        help="values of the bound, in its unit: 20, 5:50:5 (inclusive) or 1,2,5 (sparsity k or rank r); several bounds "
+        "by name: S=10:50:10 or S=10,20,L=1,2 (every combination)",
     )
     m.add_argument("--at", metavar="NAME=VALUES", help="sweep a param instead: lam=0.001,0.01,0.1 or lam=1:3")
     m.add_argument("--option", "-o", action="append", metavar="SOLVER:KEY=VALUE", help="solver option, repeatable")
+    metric_args(m)
+    m.add_argument(
+        "--splits",
+        type=int,
+        metavar="N",
+        help="replications: N random train/test splits of the model's rows (stratified for logistic and softmax "
+        "labels); the table gives means and standard errors",
+    )
+    m.add_argument(
+        "--test-size", type=float, metavar="SHARE", help="the share of rows held out by --splits (default 0.3)"
+    )
+    m.add_argument(
+        "--seed", type=int, default=0, help="seed of the random splits (and of --select cv's folds; default 0)"
+    )
+    m.add_argument(
+        "--select",
+        choices=("cv", "ebic", "aic", "bic", "ebic_cc", "gic"),
+        help="each method at the k it chooses by this criterion (per replication; lasso, nuclear and glasso choose "
+        "their penalty by it too); --k gives the candidates",
+    )
+    m.add_argument("--folds", type=int, help="folds of --select cv (default 5)")
+    m.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="--select computes every k of --k (default: each path stops once its curve has clearly turned)",
+    )
     output_args(m, "comparison (every run's solution)")
     m.set_defaults(func=cmd_compare)
 
     def report_args(q: argparse.ArgumentParser, what: str, k_required: bool = True) -> None:
+        metric_args(q)
         q.add_argument(
             "--k",
             required=k_required,
-            help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5"
+            help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5 (several bounds by name: S=10:50:10)"
             + ("" if k_required else " (default 0 to n / (log(log n) log p))"),
         )
         q.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")

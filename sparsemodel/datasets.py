@@ -53,6 +53,23 @@ def low_rank_regression(
     return X, Y, W
 
 
+def low_rank_plus_sparse(
+    n: int = 100, p: int = 20, s: int = 30, r: int = 5, seed: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Robust PCA's test problem as abess's test suite draws it (python/pytest, test_RPCA, with its
+    defaults): L = A B with A (n x r) and B (r x p) uniform on [0, 1) (rank r, every entry
+    positive), s outliers uniform on [0, 10) at s distinct positions of S (drawn in column-major
+    order), X = L + S without noise, from NumPy's legacy generator seeded with ``seed`` (the same
+    numbers as abess's np.random.seed(2)). Returns (X, L, S)."""
+    rng = np.random.RandomState(seed)
+    L = rng.rand(n, r) @ rng.rand(r, p)
+    where = rng.choice(n * p, s, replace=False)
+    S = np.zeros(n * p)
+    S[where] = rng.rand(s) * 10
+    S = S.reshape(p, n).T
+    return L + S, L, S
+
+
 def correlated_regression(
     n: int, p: int, k: int, rho: float = 0.8, noise: float = 0.5, seed: int | None = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

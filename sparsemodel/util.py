@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,24 @@ def parse_values(text: str) -> list[float]:
     return [int(v) if v.is_integer() else v for v in vals]
 
 
+def parse_named_values(text: str) -> dict[str, list[float]]:
+    """``S=10,L=2`` or ``S=10:50:10,L=1,2`` (several bounds by name, each a value, a list or a
+    START:STOP[:STEP] range with STOP included) as {name: values}; a value without a name continues
+    the list of the name before it. Raises ValueError for text of another form."""
+    out: dict[str, list[float]] = {}
+    name = None
+    for item in (t.strip() for t in text.split(",")):
+        if "=" in item:
+            name, item = (t.strip() for t in item.split("=", 1))
+            if not name or name in out:
+                raise ValueError(text)
+            out[name] = []
+        if name is None or not item:
+            raise ValueError(text)
+        out[name] += parse_values(item)
+    return out
+
+
 SINGULAR = {"coordinates": "coordinate", "groups": "group", "edges": "edge", "entries": "entry"}
 
 
@@ -76,6 +95,9 @@ def k_text(k: int | None, unit: str) -> str:
     O[j,i]), ``r = 2`` (a rank bound)."""
     if k is None:
         return "no bound"
+    if isinstance(k, Mapping):  # several bounds (a product of sets): each with its own unit
+        units = getattr(k, "units", {})
+        return "; ".join(f"{name}: {k_text(v, units.get(name, ''))}" for name, v in k.items())
     if unit == "rank":
         return f"r = {k}"
     if unit == "edges":
@@ -93,7 +115,7 @@ def k_header(unit: str) -> str:
 def jsonable(v: Any) -> Any:
     """A JSON-safe copy: containers recursively, NumPy scalars and arrays to Python values,
     non-finite floats to strings ("inf", "nan"), anything else unknown to its str()."""
-    if isinstance(v, dict):
+    if isinstance(v, Mapping):  # dicts, and the bounds of a product of sets
         return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [jsonable(x) for x in v]

@@ -73,6 +73,7 @@ def test_solvers_registry(capsys):
         "nnz",
         "nnz_groups",
         "nnz_pairs",
+        "product",
         "rank",
     ]
     assert "eta" in reg["grahtp"]["options"]

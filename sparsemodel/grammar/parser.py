@@ -44,6 +44,7 @@ from ..model.constraints import (
     NnzExpr,
     RankConstraint,
     RankExpr,
+    bounded,
     box,
     constrain,
     is_view,
@@ -136,6 +137,18 @@ class ModelBuilder:
         if self.k_range is None or self.compare_with is None or self.compare_with.get("k") is None:
             return
         ks = self.compare_with["k"]
+        several = bounded(self.constraints)
+        if len(several) > 1:
+            last = several[-1]
+            target = last.nnz.target_text if isinstance(last, NnzConstraint) else str(last.variable)
+            raise ConstraintError(
+                f"compare ... at {self.k_range[0]} in {self.compare_with['text']} sweeps the bound, but this model "
+                f"has {len(several)} bounds ({'; '.join(map(str, several))}): {self.k_range[0]} does not say which",
+                self.k_range[1],
+                "write the bound to sweep with a param and sweep that param: param s = 10, "
+                f"{'nnz' if isinstance(last, NnzConstraint) else 'rank'}({target}) <= s, compare with ... at s in "
+                f"{self.compare_with['text']}",
+            )
         c = next((c for c in self.constraints if isinstance(c, (NnzConstraint, RankConstraint))), None)
         if c is None:
             raise ConstraintError(
@@ -260,6 +273,13 @@ class ModelBuilder:
             if kwargs or len(args) != 1:
                 raise ModelError(f"func {fname} takes one argument", span, f"write {fname}(EXPR)")
             return self.funcs[fname](self.exprs._operand(args[0], fname, span), span=span)
+        if fname == "custom_loss" and fname not in self.env:
+            raise ModelError(
+                "custom_loss takes a Python function, which a model file cannot hold",
+                span,
+                "build the model in Python with sm.custom_loss(fun, w), or write a Python model module (a .py file "
+                "defining problem = sm.Problem(...)) and run sparsemodel solve model.py",
+            )
         if fname in ATOMS:
             fn: Any = ATOMS[fname]
         elif fname in DATA_FUNCTIONS:
@@ -663,7 +683,14 @@ def parse(
     """
     source = Source(name, text)
     tree = parse_tree(source)
-    return ModelBuilder(source, Path(base_dir), data, params).build(tree)
+    prob = ModelBuilder(source, Path(base_dir), data, params).build(tree)
+
+    def rebuild_with(values: Mapping[str, Any]) -> Problem:
+        """The same model text with these data names rebound too (held-out rows, a new draw)."""
+        return parse(text, data={**(data or {}), **values}, params=params, base_dir=base_dir, name=name)
+
+    prob.rebuild_with = rebuild_with
+    return prob
 
 
 def load(path: str | Path, data: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> Problem:

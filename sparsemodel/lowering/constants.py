@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from ..numerics.smooth import power_method
 
+WHOLE_COLUMNS_LIMIT = 4_000_000  # entries of J[:, C] a whole-vector loss's exact mean curvature may form
 HESSIAN_CACHE_LIMIT = 50_000_000  # entries of cached columns of a constant Hessian (400 MB)
 
 
@@ -62,22 +63,29 @@ class StepConstants:
 
         No global curvature bound enters: the design knows one only for built-in atoms, so using it
         would give one function spelled two ways (``logistic(-z)`` and ``func phi(z) = log(1 +
-        exp(-z))``) two different steps."""
-        C = self.set.coords if self.set is not None else np.arange(self.n)
+        exp(-z))``) two different steps.
+
+        A set of several parts (a product: ``curvature_parts``) gets the sum of the parts' means:
+        the joint step's curvature is at most the sum of the blocks' (see ``ProductSet``)."""
+        parts = self.set.curvature_parts() if self.set is not None else [np.arange(self.n)]
         x = self.zeros() if x is None else x
         if self.precision is not None:
             return self._precision_curvature(x)
-        exact = self._mean_curvature_exact(C, x)
-        if exact is not None:
-            return exact
-        hv = self.oracle.hessian_operator(x, bound=False)
-        rng = np.random.default_rng(seed)
-        acc = 0.0
-        for _ in range(probes):
-            z = np.zeros(self.n)
-            z[C] = rng.choice((-1.0, 1.0), size=len(C))
-            acc += float(z @ hv(z))
-        return acc / (probes * len(C))
+        total = 0.0
+        for C in parts:
+            exact = self._mean_curvature_exact(C, x)
+            if exact is not None:
+                total += exact
+                continue
+            hv = self.oracle.hessian_operator(x, bound=False)
+            rng = np.random.default_rng(seed)
+            acc = 0.0
+            for _ in range(probes):
+                z = np.zeros(self.n)
+                z[C] = rng.choice((-1.0, 1.0), size=len(C))
+                acc += float(z @ hv(z))
+            total += acc / (probes * len(C))
+        return total
 
     def _precision_curvature(self, x: np.ndarray) -> float:
         """The mean over off-diagonal pairs (i, j) of the curvature of c (-logdet O) along the
@@ -111,6 +119,15 @@ class StepConstants:
         total = 0.0
         for i, t in enumerate(d.terms):
             ck = (i, key)
+            if t.whole:  # tr(J_C' H J_C), the loss Hessian applied to the columns: O(rows |C|)
+                stored = self.stored_columns(i)
+                if stored is None and t.map.size * len(C) > WHOLE_COLUMNS_LIMIT:
+                    return None  # too many columns to form: Hutchinson's estimator instead
+                JC = stored[0][:, C] if stored is not None else d.term_columns(i, C)
+                JC = JC.toarray() if sp.issparse(JC) else np.asarray(JC, dtype=float)
+                z = t.map.value(x)
+                total += t.coef * float(np.sum(JC * t.hessian_apply(z, JC)))
+                continue
             if ck not in self._rowsq_cache:
                 stored = self.stored_columns(i)
                 if stored is None and t.rowwise:

@@ -54,6 +54,39 @@ def _user(node: UserFunc, args: list[Any]) -> Any:
     return sympy_to_cvxpy(node.fdef.body, node.fdef.z, args[0], node.fdef.name, node.span)
 
 
+def _cox(node: A.cox, args: list[Any]) -> Any:
+    """sum over the events i of log_sum_exp(z over the risk set of time_i) - z_i (Breslow ties):
+    one log_sum_exp per event (O(n^2) entries in all, for the reference solves on small problems)."""
+    cp = _cp()
+    time = np.ravel(dense(args[1]))
+    event = np.ravel(dense(args[2]))
+    z = args[0]
+    parts = [cp.log_sum_exp(z[np.flatnonzero(time >= time[i])]) - z[i] for i in np.flatnonzero(event > 0)]
+    return cp.sum(cp.hstack(parts)) if parts else cp.Constant(0.0)
+
+
+def _ordinal(node: A.ordinal, args: list[Any]) -> Any:
+    """sum over the samples of softplus(-a) + softplus(b) - log(1 - exp(b - a)), a = theta_c - z and
+    b = theta_(c-1) - z (the first class without b, the last without a): DCP as logistic(.) and
+    -log(1 - exp(affine)) (log of a concave argument)."""
+    cp = _cp()
+    z, th = args[0], args[1]
+    c = node.cls
+    parts = []
+    mid = np.flatnonzero(node.has_a & node.has_b)
+    if len(mid):
+        a = th[c[mid]] - z[mid]
+        b = th[c[mid] - 1] - z[mid]
+        parts.append(cp.sum(cp.logistic(-a) + cp.logistic(b) - cp.log(1 - cp.exp(b - a))))
+    first = np.flatnonzero(~node.has_b)
+    if len(first):
+        parts.append(cp.sum(cp.logistic(z[first] - th[0])))
+    last = np.flatnonzero(~node.has_a)
+    if len(last):
+        parts.append(cp.sum(cp.logistic(th[node.J - 2] - z[last])))
+    return sum(parts[1:], parts[0])
+
+
 CANON: dict[type, Callable[[Any, list[Any]], Any]] = {
     A.square: lambda n, a: _cp().square(a[0]),
     A.exp: lambda n, a: _cp().exp(a[0]),
@@ -67,6 +100,8 @@ CANON: dict[type, Callable[[Any, list[Any]], Any]] = {
     A.trace: lambda n, a: _cp().trace(a[0]),
     A.logdet: lambda n, a: _cp().log_det(a[0]),
     A.quad_form: _quad_form,
+    A.cox: _cox,
+    A.ordinal: _ordinal,
     UserFunc: _user,
     Add: lambda n, a: a[0] + a[1],
     Sub: lambda n, a: a[0] - a[1],
@@ -83,7 +118,14 @@ def canon(node: Expr) -> Callable[[Any, list[Any]], Any]:
     for cls in type(node).__mro__:
         if cls in CANON:
             return CANON[cls]
-    raise ModelError(f"{type(node).__name__} has no cvxpy counterpart", node.span)
+    what = node.name if isinstance(node, A.Atom) else type(node).__name__
+    raise ModelError(
+        f"{what} has no cvxpy counterpart",
+        node.span,
+        "the cvxpy reference solves (restricted='cvxpy') and the convex relaxations (lasso, nuclear, glasso, tv) "
+        "need one; the hard-thresholding and greedy solvers (auto, grahtp, fgrahtp, iht, omp, ompr, els, grasp, "
+        "foba, arht) do not",
+    )
 
 
 def lower_expr(

@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import UnboundedError
 
 DOMAIN_TRIALS = (1.0, -1.0, 0.1, -0.1, 10.0, -10.0, 0.01, -0.01, 100.0, -100.0, 1e-3, -1e-3, 1e3, -1e3)
+RAMP_TRIALS = (1.0, 10.0, 0.1, 100.0)  # half-widths of an increasing ramp over the free coordinates
 
 
 class Guards:
@@ -69,8 +70,9 @@ class Guards:
     def inside_domain(self, x: np.ndarray | None = None) -> np.ndarray:
         """A point where the objective is finite: ``x`` (default the zero point) when it is one;
         otherwise ``x`` with its free coordinates (an intercept, a diagonal, other variables) moved
-        to a common value c in +-1, +-0.1, +-10, ... (all together, then one at a time), so that a
-        loss such as -log(X w + b) or -logdet(O) is evaluated inside its domain. The constrained
+        to a common value c in +-1, +-0.1, +-10, ... (all together, then one at a time, then an
+        increasing ramp -c..c over them, the order ordinal's cut-points need), so that a loss such
+        as -log(X w + b), -logdet(O) or ordinal(X @ w, theta, y) is evaluated inside its domain. The constrained
         coordinates are left as they are (zero for a start). Returns ``x`` unchanged when no such
         point is found (the solvers then report the infinite objective)."""
         x = self.zeros() if x is None else np.asarray(x, dtype=float)
@@ -92,4 +94,10 @@ class Guards:
                     y[j] = c
                     if np.isfinite(self.oracle.peek(y)):
                         return y
+        if len(F) > 1:  # increasing values (the order the cut-points of ordinal(...) need)
+            for c in RAMP_TRIALS:
+                y = x.copy()
+                y[F] = c * np.linspace(-1.0, 1.0, len(F))
+                if np.isfinite(self.oracle.peek(y)):
+                    return y
         return x

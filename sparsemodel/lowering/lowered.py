@@ -62,7 +62,7 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSol
         self.side: list[ConstraintSet] = sets.side  # convex sets kept inside restricted solves
         self.box, self.eigbox = sets.box, sets.eigbox
         self.linear = sets.linear  # every linear constraint (kept inside restricted solves), or None
-        self.kinds = {c.kind for c in problem.constraints}
+        self.kinds = {c.kind for c in problem.requirements()}  # the product of several bounds too
         self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
         self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument
         self._lowrank_cache: dict[Any, Any] = {}

@@ -144,7 +144,11 @@ class RestrictedSolves:
             sub = CoordSubspace(np.arange(self.n), self.n)
         else:
             sub = self.set.subspace(state if state is not None else self.set.empty())
-        precision = self.precision is not None and (method in ("admm", "covsel", "newton") or self.eigbox is not None)
+        precision = (
+            self.precision is not None
+            and (method in ("admm", "covsel", "newton") or self.eigbox is not None)
+            and sub.form == "coords"
+        )
         backend = BACKENDS["precision" if precision else sub.form]
         x, f, its, converged, method, ridge_part, d1, hess = backend(self, sub, x0, ridge, method, tol, give_up, hint)
         start = x0 if x0 is not None else np.zeros(self.n)
@@ -368,9 +372,17 @@ def _basis_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: flo
     return x, f, its, converged, method, 0.0, None, None
 
 
+def _product_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
+    from .product_solve import product_minimize
+
+    x, f, its, converged, method = product_minimize(lp, sub, x0, method, tol)
+    return x, f, its, converged, method, 0.0, None, None
+
+
 BACKENDS = {
     "precision": _precision_backend,
     "coords": _coord_backend,
     "lowrank": _lowrank_backend,
     "basis": _basis_backend,
+    "product": _product_backend,
 }

@@ -86,7 +86,7 @@ class SwapModel:
                 continue
             z = t.map.value(x)
             stored = lp.stored_columns(ti)
-            if stored is not None and not t.rowwise and not sp.issparse(stored[0]) and 4 * len(Icols) > lp.n:
+            if stored is not None and t.diagonal and not sp.issparse(stored[0]) and 4 * len(Icols) > lp.n:
                 # most columns are candidates: products with the whole stored Jacobian (contiguous,
                 # no gather of the candidates' columns), the diagonal from its stored squares
                 J, sq = stored
@@ -105,7 +105,7 @@ class SwapModel:
                 continue
             JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
             JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)
-            if not t.rowwise:  # H_t = J' diag(c w phi'') J, sparse columns kept sparse (a ridge's identity)
+            if t.diagonal:  # H_t = J' diag(c w phi'') J, sparse columns kept sparse (a ridge's identity)
                 w2 = t.coef * t.derivs(z, 2)[2]
                 if sp.issparse(JB) or sp.issparse(JI):
                     JB, JI = sp.csc_matrix(JB), sp.csc_matrix(JI)
@@ -126,11 +126,13 @@ class SwapModel:
                 HBB += JB.T @ LB
                 HBI += LB.T @ JI
                 LI = JI * w2[:, None]
-            else:  # the row-wise softmax: its per-row Hessian applied to the columns
+            else:  # the row-wise softmax, a whole-vector loss: its Hessian applied to the columns
                 JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
                 LB = t.coef * t.hessian_apply(z, JB)
                 HBB += JB.T @ LB
-                slots = _one_slot_of(lp, ti, stored) if stored is not None else _one_slot(JI, t.map.shape[1])
+                slots = None
+                if t.rowwise:
+                    slots = _one_slot_of(lp, ti, stored) if stored is not None else _one_slot(JI, t.map.shape[1])
                 if slots is not None:  # every column reads one class (Z = X W + b): blocks from the values
                     V, cls = slots
                     if stored is not None:

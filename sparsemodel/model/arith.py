@@ -372,4 +372,42 @@ class Index(Expr):
         return [z]
 
 
-__all__ = ["Add", "Sub", "Neg", "Mul", "Div", "MatMul", "Transpose", "Index", "matmul_shape"]
+class Concat(Expr):
+    """The entries of several expressions, each flattened (C order), one after another: a vector.
+
+    Not a word of the model language: the recognizer of the composite form builds it for a loss
+    of several arguments (``ordinal(X @ w, theta, y)`` is a whole-vector loss of the vector
+    ``[X @ w; theta]``), so that the loss has one affine map like every other."""
+
+    def __init__(self, parts: list[Expr], span: Span | None = None):
+        super().__init__(tuple(parts), (int(sum(a.size for a in parts)),), span)
+
+    def _render(self) -> str:
+        return "[" + "; ".join(str(a) for a in self.args) + "]"
+
+    def _curvature(self) -> str:
+        curv = CONSTANT
+        for a in self.args:
+            c = a.curvature
+            if c == CONSTANT:
+                continue
+            if c != AFFINE:
+                return UNKNOWN
+            curv = AFFINE
+        return curv
+
+    def forward(self, vals):
+        return np.concatenate([np.ravel(dense(v) if sp.issparse(v) else np.asarray(v, dtype=float)) for v in vals])
+
+    def vjp(self, g, vals, out, needs):
+        g = np.asarray(g, dtype=float)
+        res: list[Any] = []
+        at = 0
+        for a, need in zip(self.args, needs):
+            part = g[at : at + a.size]
+            at += a.size
+            res.append((part.reshape(a.shape) if a.shape else float(part[0])) if need else None)
+        return res
+
+
+__all__ = ["Add", "Sub", "Neg", "Mul", "Div", "MatMul", "Transpose", "Index", "Concat", "matmul_shape"]

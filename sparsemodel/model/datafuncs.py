@@ -1,5 +1,6 @@
 """Functions of data, evaluated once when the model is built (not atoms: no variable enters them):
-``cov``, ``standardize``, ``normalize_columns``, ``onehot``, ``rows``, ``cols``, ``ones``, ``eye``.
+``cov``, ``standardize``, ``normalize_columns``, ``onehot``, ``levels``, ``rows``, ``cols``, ``ones``,
+``eye``.
 Each keeps the column names of its data where it has them."""
 
 from __future__ import annotations
@@ -97,6 +98,16 @@ def onehot(y: Any, span: Span | None = None) -> Data:
     return Data(np.eye(len(labels))[idx], name=f"onehot({s})", span=span, names=(None, names))
 
 
+def levels(y: Any, span: Span | None = None) -> Constant:
+    """The number of distinct values of a label vector (the classes of ``ordinal``: its cut-points
+    are ``levels(y) - 1``)."""
+    v, s = _data_arg(y, "levels", span)
+    v = dense(v)
+    if v.ndim != 1:
+        raise ShapeError(f"levels() needs a vector of labels; {s} has shape {fmt_shape(v.shape)}", span)
+    return Constant(len(np.unique(v)), span=span, text=f"levels({s})")
+
+
 def ones(n: Any, span: Span | None = None) -> Data:
     k = _positive_int(n, "ones", span)
     return Data(np.ones(k), name=f"ones({k})", span=span)
@@ -121,6 +132,7 @@ DATA_FUNCTIONS = {
     "standardize": standardize,
     "normalize_columns": normalize_columns,
     "onehot": onehot,
+    "levels": levels,
     "ones": ones,
     "eye": eye,
 }

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConstraintError, ConvexityError, ModelError, ShapeError, Span
-from .constraints import Constraint, EigBoxConstraint, NnzConstraint
+from .constraints import Constraint, EigBoxConstraint, NnzConstraint, ProductConstraint, bounded
 from .dcp import UNKNOWN
 from .expr import Data, Expr, Parameter, Variable, as_expr, fmt_shape
 
@@ -128,6 +128,10 @@ class Model:
         self.compare_with = compare_with
         self.symbols = symbols or {}
         self.source = source
+        # set by a front end that can build the model again from its text with some data rebound
+        # (the model language: derived data such as `let Z = standardize(X)` and `rows(X)` are then
+        # recomputed); None for builder models, whose data nodes are replaced by name
+        self.rebuild_with: Any = None
         seen: dict[int, Variable] = {}
         for v in self.objective.expr.variables():
             seen.setdefault(v.uid, v)
@@ -159,6 +163,13 @@ class Model:
     def convexity_error(self) -> ConvexityError | None:
         o = self.objective
         return convexity_error(o.expr, o.stated if o.maximize else None)
+
+    def requirements(self) -> list[Constraint]:
+        """What a solver must handle: the constraints as written and, when two or more of them carry
+        a bound (``nnz``, ``rank``, changes), their product (kind ``product``: several constrained
+        variables solved jointly, which only the solvers of the set protocol take)."""
+        parts = bounded(self.constraints)
+        return list(self.constraints) + ([ProductConstraint(parts)] if len(parts) > 1 else [])
 
     def nnz_constraint(self) -> NnzConstraint | None:
         """The sparsity constraint, if any (as written; its set carries the bound used)."""

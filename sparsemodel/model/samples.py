@@ -49,11 +49,57 @@ def rebind_rows(e: Expr, nodes: list[Data], rows: np.ndarray) -> Expr:
     every unchanged subtree shared). A shape error means that a node with n rows was not on the
     sample axis (for example weights of length p = n): it is reported with the node's name."""
     rows = np.asarray(rows, dtype=np.int64)
-    ids = {d.uid for d in nodes}
+    try:
+        return replace_data(e, {d.uid: Data(d.value[rows], name=d.name, span=d.span, kind=d.kind) for d in nodes})
+    except ShapeError as exc:
+        names = ", ".join(sorted({d.name or "a data value" for d in nodes}))
+        raise ModelError(
+            f"cannot take a subset of the samples of this model: with the rows of {names} subset, {exc.message}",
+            exc.span,
+            "every data value with as many rows as there are samples is taken as sample data; rename the "
+            "problem so that other data (weights over coordinates, a square matrix) has another size, "
+            "or choose k by an information criterion",
+        ) from None
+
+
+def data_named(e: Expr) -> dict[str, list[Data]]:
+    """The data nodes of ``e`` by name (unnamed data is left out)."""
+    out: dict[str, list[Data]] = {}
+    for d in e.walk():
+        if isinstance(d, Data) and d.name:
+            out.setdefault(d.name, []).append(d)
+    return out
+
+
+def rebind_data(e: Expr, values: dict[str, object]) -> Expr:
+    """``e`` with every data node named in ``values`` replaced by that value (another sample of the
+    same columns: a held-out set, a new replication's draw). Constants stay as written: a
+    ``/ (2 * n)`` written with the n of the original data keeps it."""
+    named = data_named(e)
+    new: dict[int, Data] = {}
+    for name, value in values.items():
+        for d in named.get(name, []):
+            new[d.uid] = value if isinstance(value, Data) else Data(value, name=d.name, span=d.span, kind=d.kind)
+            if isinstance(value, Data):
+                value.name = value.name or d.name
+    try:
+        return replace_data(e, new)
+    except ShapeError as exc:
+        raise ModelError(
+            f"the model does not fit the new values of {', '.join(sorted(values))}: {exc.message}",
+            exc.span,
+            "give data with the columns (trailing dimensions) of the data the model was written for",
+        ) from None
+
+
+def replace_data(e: Expr, new: dict[int, Data]) -> Expr:
+    """``e`` with the data node of uid u replaced by ``new[u]`` (every unchanged subtree shared); a
+    :class:`~sparsemodel.errors.ShapeError` when a replaced node does not fit its place."""
+    ids = set(new)
     done: dict[int, Expr] = {}
     for node in e.walk():
         if node.uid in ids:
-            done[node.uid] = Data(node.value[rows], name=node.name, span=node.span, kind=node.kind)
+            done[node.uid] = new[node.uid]
             continue
         if not node.args:
             done[node.uid] = node
@@ -62,17 +108,7 @@ def rebind_rows(e: Expr, nodes: list[Data], rows: np.ndarray) -> Expr:
         if all(a is b for a, b in zip(args, node.args)):
             done[node.uid] = node
             continue
-        try:
-            done[node.uid] = rebuild(node, args)
-        except ShapeError as exc:
-            names = ", ".join(sorted({d.name or "a data value" for d in nodes}))
-            raise ModelError(
-                f"cannot take a subset of the samples of this model: with the rows of {names} subset, {exc.message}",
-                exc.span,
-                "every data value with as many rows as there are samples is taken as sample data; rename the "
-                "problem so that other data (weights over coordinates, a square matrix) has another size, "
-                "or choose k by an information criterion",
-            ) from None
+        done[node.uid] = rebuild(node, args)
     return done[e.uid]
 
 
@@ -112,4 +148,4 @@ def split_data_term(e: Expr, nodes: list[Data]) -> tuple[Expr | None, Expr | Non
     return go(e)
 
 
-__all__ = ["rebind_rows", "rebuild", "sample_nodes", "split_data_term"]
+__all__ = ["data_named", "rebind_data", "rebind_rows", "rebuild", "replace_data", "sample_nodes", "split_data_term"]

@@ -152,7 +152,7 @@ class _State:
             J = rd.Js[t_i]
             d2 = self.D[t_i][2]
             d2 = d2[idx] if d2 is not None else None
-            if t.rowwise:
+            if not t.diagonal:  # row-wise and whole-vector losses apply their Hessian to the columns
                 z = self.Z[t_i][idx]
                 for a, i in enumerate(idx):
                     Ja = J.toarray() if sp.issparse(J) else np.asarray(J)
@@ -243,7 +243,7 @@ def _separable_ridge(t: Any, J: Any, offset: np.ndarray) -> np.ndarray | None:
     """For a square-loss term whose columns have at most one nonzero per row and whose offset is
     zero, the diagonal r with  c sum_i w_i (J u)_i^2 = 1/2 sum_j r_j u_j^2  (r_j = 2 c sum_i w_i
     J_ij^2); None for any other term."""
-    if not t.quadratic or t.rowwise or is_operator(J) or np.any(offset):
+    if not t.quadratic or not t.diagonal or is_operator(J) or np.any(offset):
         return None
     if sp.issparse(J):
         Jc = sp.csr_matrix(J)

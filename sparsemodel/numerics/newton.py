@@ -423,7 +423,7 @@ def _curvatures(st: _State) -> list[tuple[int, np.ndarray]] | None:
         if t.quadratic:
             continue  # constant curvature
         d2 = st.D[t_i][2]
-        if t.rowwise or d2 is None:
+        if not t.diagonal or d2 is None:
             return None
         c = t.coef * d2[0]
         if not c.min() >= 0:

@@ -27,6 +27,8 @@ def lbfgs(
     from scipy.optimize import Bounds
     from scipy.optimize import minimize as sp_minimize
 
+    if np.size(u0) == 0:  # nothing to move (scipy reports f = 0 here): the value at the point itself
+        return np.asarray(u0, dtype=float), 0, True, float(fun(np.asarray(u0, dtype=float))[0])
     b = None
     if bounds is not None:
         b = Bounds(bounds[0], bounds[1])

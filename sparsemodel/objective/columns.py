@@ -44,10 +44,10 @@ class DesignColumns:
 
     def _curvatures(self, x: np.ndarray | None) -> list[np.ndarray] | None:
         """c_t * phi_t''(z_t) of every term at x (the constant ones of a quadratic design when x is
-        None); None when some term is row-wise (its Hessian is not J' diag(c) J)."""
+        None); None when some term is row-wise or whole-vector (its Hessian is not J' diag(c) J)."""
         out = []
         for t in self.terms:
-            if t.rowwise:
+            if not t.diagonal:
                 return None
             z = t.map.b if (x is None and t.quadratic) else t.map.value(x if x is not None else np.zeros(self.n))
             out.append(t.coef * t.derivs(z, 2)[2])
@@ -176,13 +176,7 @@ class DesignColumns:
             t = self.terms[i]
             r = None
             m = t.map
-            if (
-                t.quadratic
-                and not t.rowwise
-                and getattr(m, "canonical", False)
-                and not m.reads_data()
-                and not np.any(m.b)
-            ):
+            if t.quadratic and t.diagonal and getattr(m, "canonical", False) and not m.reads_data() and not np.any(m.b):
                 J = sp.csr_matrix(m.columns(np.arange(self.n)))
                 J.eliminate_zeros()
                 if np.diff(J.indptr).max(initial=0) <= 1:

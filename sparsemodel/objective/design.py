@@ -59,7 +59,7 @@ class Design(DesignColumns):
                 self.lin += rt.coef * m.vjp(np.broadcast_to(w, (m.size,)).reshape(m.shape) if m.shape else w)
                 self.const += rt.coef * float(np.sum(w * m.b))
                 continue
-            self.terms.append(Term(rt.coef, rt.phi, m, rt.weights, rt.rowwise))
+            self.terms.append(Term(rt.coef, rt.phi, m, rt.weights, rt.rowwise, rt.whole))
         self.lin = layout.symmetrize_grad(self.lin)
         del zero
         self._cache: OrderedDict[bytes, list[Any]] = OrderedDict()
@@ -68,12 +68,12 @@ class Design(DesignColumns):
         # the sample axis: the largest leading dimension among the terms that read data; the terms
         # with it are the finite sum, every other term (the separable regularizer, a quad_form, a
         # small side term) is evaluated exactly in every mini-batch, which keeps it unbiased
-        rows = [t.map.n_rows for t in self.terms if t.map.reads_data() and t.map.shape]
+        rows = [t.n_rows for t in self.terms if t.map.reads_data() and t.map.shape]
         n_s = max(rows, default=None)
         self.sample_terms = [
             i
             for i, t in enumerate(self.terms)
-            if n_s is not None and t.map.shape and t.map.shape[0] == n_s and t.map.reads_data()
+            if n_s is not None and t.map.shape and t.n_rows == n_s and t.map.reads_data()
         ]
         self.n_samples: int | None = n_s if n_s is not None and n_s > 1 else None
         self._merge_small_terms()
@@ -89,7 +89,7 @@ class Design(DesignColumns):
         for i, t in enumerate(self.terms):
             if (
                 i in self.sample_terms
-                or t.rowwise
+                or not t.diagonal
                 or t.coef <= 0
                 or t.map.size > self.MERGE_SIZE
                 or not getattr(t.map, "canonical", False)
@@ -148,6 +148,25 @@ class Design(DesignColumns):
         return touched
 
     # ------------------------------------------------------------------ facts
+    @property
+    def finite_sum(self) -> bool:
+        """The sample terms are sums over their rows (a mini-batch of rows estimates f without
+        bias): False when a whole-vector loss couples the rows (``cox``'s risk sets)."""
+        return self.n_samples is not None and all(self.terms[i].finite_sum for i in self.sample_terms)
+
+    def finite_sum_reason(self) -> str | None:
+        """Why the objective is not a finite sum over rows (None when it is one)."""
+        if self.n_samples is None:
+            return "reads no data rows (no sample axis)"
+        for i in self.sample_terms:
+            t = self.terms[i]
+            if not t.finite_sum:
+                return (
+                    f"is not a sum over the rows of its data: {t.phi.name}(...) is one function of the whole "
+                    "vector of its samples (it couples them), so a mini-batch of rows does not estimate it"
+                )
+        return None
+
     @property
     def least_squares(self) -> bool:
         """Only c * sum_squares(affine) terms with c > 0 (plus linear terms and constants)."""
@@ -274,8 +293,8 @@ class Design(DesignColumns):
         (n / s) * sum over the rows of the sample terms' gradients, plus the exact gradient of the
         terms without a sample axis (the separable regularizer) and of the linear terms."""
         n = self.n_samples
-        if n is None:
-            raise ValueError("the objective has no sample axis")
+        if n is None or not self.finite_sum:
+            raise ValueError(f"the objective {self.finite_sum_reason()}")
         rows = np.asarray(rows, dtype=np.int64)
         scale = n / len(rows)
         g = self.lin.copy()
@@ -301,7 +320,7 @@ class Design(DesignColumns):
         times the sum of the ``top`` largest a_ij^2, maximized over i (plus free and regularizer
         contributions). None when a sample term has no canonical form or an unbounded phi''."""
         n = self.n_samples
-        if n is None:
+        if n is None or not self.finite_sum:
             return None
         per = np.zeros(n)
         for i in self.sample_terms:
@@ -397,7 +416,7 @@ class Design(DesignColumns):
             Lw = Lw @ Vt.T
         lin[new_coords] = Lw.ravel()
         d.lin = lin
-        d.terms = [Term(t.coef, t.phi, mp, t.weights, t.rowwise) for t, mp in zip(self.terms, maps)]
+        d.terms = [Term(t.coef, t.phi, mp, t.weights, t.rowwise, t.whole) for t, mp in zip(self.terms, maps)]
         d._cache = OrderedDict()
         d._full = {}
         d._separable = {}

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..model import atoms as A
-from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub, Transpose
+from ..model.arith import Add, Concat, Div, Index, MatMul, Mul, Neg, Sub, Transpose
 from ..model.dcp import AFFINE
 from ..model.expr import Constant, Data, Expr, Parameter, Variable, dense
 from .evaluator import Layout
@@ -31,13 +31,29 @@ from .evaluator import Layout
 @dataclass
 class RawTerm:
     """c * sum(w * phi(affine)); phi None means the identity (a linear term). ``rowwise``: phi is a
-    row-wise loss (logsumexp over axis 1 of a 2-D affine expression), w one weight per row."""
+    row-wise loss (logsumexp over axis 1 of a 2-D affine expression), w one weight per row.
+    ``whole``: phi is a whole-vector loss, one number of the whole (flattened) affine vector
+    (``cox``, ``ordinal``, a ``custom_loss``), no weights."""
 
     coef: float
     phi: Any
     affine: Expr
     weights: np.ndarray | None = None  # flattened: one per entry (or per row when rowwise)
     rowwise: bool = False
+    whole: bool = False
+
+
+def loss_argument(e: Expr) -> Expr | None:
+    """The affine argument of the whole-vector loss ``e``: its loss arguments (the atom's
+    ``loss_args``), each affine, flattened and concatenated when there are several; None when
+    one is not affine or another argument is not constant (data)."""
+    idx = tuple(e.loss_args)
+    if any(not e.args[i].curvature == AFFINE for i in idx):
+        return None
+    if any(not a.is_constant() for i, a in enumerate(e.args) if i not in idx):
+        return None
+    parts = [e.args[i] for i in idx]
+    return parts[0] if len(parts) == 1 else Concat(parts, span=e.span)
 
 
 @dataclass
@@ -118,6 +134,12 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
         if getattr(e, "loss_form", None) == "elementwise" and e.args[0].curvature == AFFINE:
             terms.append(RawTerm(c, e, e.args[0]))
             return
+        if getattr(e, "loss_form", None) == "whole":  # one number of a whole vector: cox, ordinal, ...
+            arg = loss_argument(e)
+            if arg is None:
+                raise _NotComposite
+            terms.append(RawTerm(c, e, arg, whole=True))
+            return
         raise _NotComposite
 
     def summand(e: Expr, c: float, w: np.ndarray | None) -> None:
@@ -131,6 +153,9 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             return
         if form == "rowwise" and e.args[0].curvature == AFFINE:  # the softmax loss: one logsumexp per row
             terms.append(RawTerm(c, e, e.args[0], weights=w, rowwise=True))
+            return
+        if form == "whole" and e.shape == ():  # sum(w * cox(...)): a scalar weight
+            todo("v", e, c * (float(w[0]) if w is not None else 1.0))
             return
         if isinstance(e, (Add, Sub)) and e.args[0].shape == e.shape and e.args[1].shape == e.shape:
             todo("s", e.args[1], -c if isinstance(e, Sub) else c, w)
@@ -305,6 +330,23 @@ def _jvp(node: Expr, ts: list[Any], layout: Layout, cols: np.ndarray, m: int) ->
         if a.ndim == 1:
             return T @ D
         return np.matmul(T, D)
+    if isinstance(node, Concat):  # each part's tangent at its place in the flat vector
+        if all(T is None or isinstance(T, _Sel) for T in ts):
+            at = np.cumsum([0] + [a.size for a in node.args])
+            sels = [(T, at[i]) for i, T in enumerate(ts) if T is not None]
+            if not sels:
+                return None
+            return _Sel(
+                np.concatenate([T.pos + o for T, o in sels]),
+                np.concatenate([T.rows for T, _ in sels]),
+                np.concatenate([T.vals for T, _ in sels]),
+                shape,
+                m,
+            )
+        return np.concatenate(
+            [np.zeros((m, a.size)) if T is None else _as_dense(T).reshape(m, a.size) for a, T in zip(node.args, ts)],
+            axis=1,
+        )
     if isinstance(node, (A.sum, A.mean)):
         (T,) = ts
         T = _as_dense(T)
@@ -326,4 +368,4 @@ def _jvp_neg(T: Any) -> Any:
     return -T
 
 
-__all__ = ["Composite", "RawTerm", "decompose", "jacobian_columns", "Constant", "Data", "Parameter"]
+__all__ = ["Composite", "RawTerm", "decompose", "jacobian_columns", "loss_argument", "Constant", "Data", "Parameter"]

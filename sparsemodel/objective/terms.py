@@ -16,7 +16,9 @@ from ..model.atoms import NoConjugate
 
 @dataclass
 class Term:
-    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number.
+    """c * sum_i w_i phi(z_i), z = map(x); ``rowwise``: phi maps each row of an (n, m) z to a number;
+    ``whole``: phi maps the whole (flattened) z to one number (``cox``, ``ordinal``, a
+    ``custom_loss``: losses that do not separate over entries or rows), no weights.
 
     Every fact about phi is the atom's (:mod:`sparsemodel.model.atoms`: values, derivatives, the
     Hessian's action, the curvature bound, the conjugate); the term adds its coefficient, weights
@@ -27,6 +29,27 @@ class Term:
     map: Any
     weights: np.ndarray | None = None
     rowwise: bool = False
+    whole: bool = False
+
+    @property
+    def diagonal(self) -> bool:
+        """The loss Hessian is diagonal (an elementwise loss): the term's Hessian is J' diag(c) J.
+        Row-wise and whole-vector losses apply theirs (:meth:`hessian_apply`)."""
+        return not (self.rowwise or self.whole)
+
+    @property
+    def n_rows(self) -> int | None:
+        """The rows of data the term reads (its sample axis): the map's leading dimension, or what a
+        whole-vector loss states (``ordinal``'s map [X w; theta] has n + J - 1 entries, n samples)."""
+        if self.whole:
+            return getattr(self.phi, "sample_count", self.map.n_rows)
+        return self.map.n_rows
+
+    @property
+    def finite_sum(self) -> bool:
+        """The term is a sum over its rows (elementwise and row-wise losses), so a subset of rows gives
+        an unbiased estimate; a whole-vector loss couples its rows (the risk sets of ``cox``)."""
+        return not self.whole
 
     @property
     def quadratic(self) -> bool:
@@ -41,7 +64,9 @@ class Term:
 
     @property
     def out_size(self) -> int:
-        """Number of phi values: entries, or rows for a row-wise loss."""
+        """Number of phi values: entries, rows for a row-wise loss, 1 for a whole-vector loss."""
+        if self.whole:
+            return 1
         return self.map.shape[0] if self.rowwise else self.map.size
 
     def _rows(self, z: np.ndarray) -> np.ndarray:
@@ -51,8 +76,12 @@ class Term:
     def derivs(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, Any, Any]:
         """phi values and derivatives on the last axis of ``z`` (which may carry a leading batch
         axis), weights applied. Elementwise: (v, phi', phi'') per entry. Row-wise: (v per row,
-        gradient per entry, None; the Hessian is applied by :meth:`hessian_apply`)."""
+        gradient per entry, None; the Hessian is applied by :meth:`hessian_apply`). Whole-vector:
+        (the value with a trailing axis of length 1, the gradient, None)."""
         w = self.weights
+        if self.whole:
+            v, g, _ = self.phi.derivs(z, order)
+            return np.asarray(v, dtype=float)[..., None], g, None
         if self.rowwise:
             Z = self._rows(z)
             v, P, _ = self.phi.derivs(Z, order)
@@ -72,6 +101,8 @@ class Term:
         """The loss Hessian at z (per entry, or per row for a row-wise loss), weights in, applied to
         U: shape of z (one direction) or (size, q) (q columns, e.g. Jacobian columns). ``d2``: the
         weighted phi'' of :meth:`derivs` when already computed (elementwise)."""
+        if self.whole:
+            return self.phi.hessian_apply(z, U)
         if not self.rowwise:
             if d2 is None:
                 d2 = self.derivs(z, 2)[2]
@@ -110,6 +141,11 @@ class Term:
         term: in a Fenchel dual it enters the dual's linear constraint, not a conjugate."""
         a = self._scale()
         s = np.asarray(s, dtype=float)
+        if self.whole:  # one value: a phi*(s / a) (the atom raises NoConjugate when it has none)
+            if a[0] == 0:
+                return np.array([0.0 if not np.any(s) else np.inf])
+            with np.errstate(invalid="ignore"):
+                return np.atleast_1d(a[0] * self.phi.conjugate(s / a[0]))
         if self.rowwise:
             S = self._rows(s)
             pos = a > 0

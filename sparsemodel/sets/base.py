@@ -26,11 +26,14 @@ docs/architecture.md, with fused sparsity, :mod:`.fused`, as the worked example)
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import ConstraintError
 from ..model.constraints import (
@@ -62,6 +65,11 @@ class CoordSubspace:
     def coords_of(self, x: np.ndarray) -> np.ndarray:
         return x[self.cols]
 
+    def embedding(self) -> sp.csc_matrix:
+        """The embedding as a sparse n x dim matrix (x = E u)."""
+        d = len(self.cols)
+        return sp.csc_matrix((np.ones(d), (self.cols, np.arange(d))), shape=(self.n, d))
+
 
 class ConstraintSet(ABC):
     """The protocol every solver uses (see the module docstring)."""
@@ -91,7 +99,17 @@ class ConstraintSet(ABC):
 
     def check_budget(self, b: Any) -> int:
         """A budget value checked by the constraint's one bound check (an integer from 0 to
-        ``limit`` units; a located error otherwise)."""
+        ``limit`` units; a located error otherwise). A bound by name (``{"w": 5}``, the spelling
+        of several bounds) is taken when it names this set's variable."""
+        if isinstance(b, Mapping):
+            name = self.variable.name
+            if set(map(str, b)) != {name}:
+                raise ConstraintError(
+                    f"k={dict(b)!r} names bounds by variable, but this model has one bound, {self.constraint}",
+                    self.span,
+                    f"give k as a number in its unit (k={self.budget}), or by its variable's name: k={{{name!r}: ...}}",
+                )
+            b = next(iter(b.values()))
         return self.constraint.check_bound(b)
 
     @abstractmethod
@@ -148,10 +166,28 @@ class ConstraintSet(ABC):
         """The truncation budget of the smoothness estimates for ``units`` units."""
         return min(units, self.limit)
 
+    def curvature_parts(self) -> list[np.ndarray]:
+        """The coordinates over which the unit step's curvature is averaged, one array per part
+        whose curvatures add up (``LoweredProblem.mean_curvature``): the constrained coordinates."""
+        return [self.coords]
+
     def neighbour_start(self, x: np.ndarray, grad: Any) -> np.ndarray:
         """The warm start at another bound from a neighbour's solution x (``grad()`` gives the
         gradient at x if the set needs it): x itself by default."""
         return x.copy()
+
+    def within(self, free: np.ndarray) -> ConstraintSet:
+        """The same set with the free coordinates ``free`` (a part of a product of sets: the other
+        parts' coordinates are neither its own nor free, so its subspaces, certificate and degrees
+        of freedom count only its own coordinates and the product's free ones)."""
+        out = copy.copy(self)
+        out.free = np.asarray(free, dtype=np.int64)
+        return out
+
+    def members(self) -> list[tuple[Any, ConstraintSet]]:
+        """(model constraint, the set that describes it) for every constraint this set stands for
+        (what ``check`` prints per constraint: a box holds every bound, a product its parts)."""
+        return [(c, self) for c in getattr(self, "constraints", [self.constraint])]
 
     def with_box(self, box: Any) -> ConstraintSet:
         """The set intersected with a coordinate box (only sparsity sets compose with one)."""

@@ -104,3 +104,19 @@ def linear_inequality() -> Model:
     G = rng.standard_normal((3, 8))
     w = Variable(8, name="w")
     return Model(minimize(A.sum_squares(X @ w - y) / 80), [nnz(w) <= 2, G @ w <= 0.5 * np.ones(3)])
+
+
+def product() -> Model:
+    """Two bounded variables: a low-rank W and a sparse B in one multi-task regression,
+    Y = X W + Z B + noise (rank(W) <= 2, nnz(B) <= 5)."""
+    rng = np.random.default_rng(8)
+    n, q, p, m = 80, 10, 15, 6
+    X = rng.standard_normal((n, q))
+    Z = rng.standard_normal((n, p))
+    W0 = rng.standard_normal((q, 2)) @ rng.standard_normal((2, m))
+    B0 = np.zeros((p, m))
+    B0[[1, 4, 9, 12, 12], [0, 3, 5, 1, 2]] = [3.0, -2.0, 2.5, 1.5, -3.0]
+    Y = X @ W0 + Z @ B0 + 0.1 * rng.standard_normal((n, m))
+    W = Variable((q, m), name="W")
+    B = Variable((p, m), name="B")
+    return Model(minimize(A.sum_squares(X @ W + Z @ B - Y) / (2 * n)), [rank(W) <= 2, nnz(B) <= 5])

@@ -111,6 +111,11 @@ class PiecewiseSubspace:
         """The gradient in the subspace's coordinates (B' g)."""
         return np.concatenate([np.bincount(self.piece_of, weights=g[self.C], minlength=self.pieces), g[self.F]])
 
+    def embedding(self) -> sp.csc_matrix:
+        """The embedding as a sparse n x dim matrix (the piece indicators, the free identity)."""
+        B = sp.coo_matrix(self.basis)
+        return sp.csc_matrix((B.data, (self.cols[B.row], B.col)), shape=(self.n, self.dim))
+
     def coords_of(self, x: np.ndarray) -> np.ndarray:
         """The coordinates of the point of the subspace nearest x (each piece's mean)."""
         means = np.bincount(self.piece_of, weights=x[self.C], minlength=self.pieces) / self.sizes

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..model.constraints import (
     RankConstraint,
@@ -124,6 +125,27 @@ class LowRankSubspace:
         """Reduced coordinates of a point (the orthogonal projection onto the subspace, then its
         coordinates)."""
         return self.restrict(x)
+
+    def embedding(self) -> sp.csc_matrix:
+        """The embedding as a sparse n x dim matrix: kron(U, I) for the column space (W = U C, C
+        flattened in C order), kron(I, V) for the row space, kron(U, V) for both; identity columns
+        for the free coordinates."""
+        p, m = self.shape
+        a, b = self.cshape
+        if self.side in ("column", "alternate"):  # W[i, j] = sum_r U[i, r] C[r, j]
+            i, r, j = np.meshgrid(np.arange(p), np.arange(a), np.arange(m), indexing="ij")
+            w, c, v = i * m + j, r * b + j, self.U[i, r]
+        elif self.side == "row":  # W[i, j] = sum_r C[i, r] Vt[r, j]
+            i, r, j = np.meshgrid(np.arange(p), np.arange(b), np.arange(m), indexing="ij")
+            w, c, v = i * m + j, i * b + r, self.Vt[r, j]
+        else:  # W[i, j] = sum_{r, s} U[i, r] C[r, s] Vt[s, j]
+            i, r, s, j = np.meshgrid(np.arange(p), np.arange(a), np.arange(b), np.arange(m), indexing="ij")
+            w, c, v = i * m + j, r * b + s, self.U[i, r] * self.Vt[s, j]
+        nf = len(self.free)
+        rows = np.concatenate([self.W[w.ravel()], self.free])
+        cols = np.concatenate([c.ravel(), a * b + np.arange(nf)])
+        vals = np.concatenate([v.ravel(), np.ones(nf)])
+        return sp.csc_matrix((vals, (rows, cols)), shape=(self.n, self.dim))
 
     def restrict_columns(self, M: np.ndarray) -> np.ndarray:
         """:meth:`restrict` of each column of M (n x c), the matrix part only: (a b) x c, a x b =

@@ -23,6 +23,7 @@ from ..model.constraints import (
     FusedConstraint,
     LinearConstraint,
     NnzConstraint,
+    ProductConstraint,
     RankConstraint,
 )
 from ..objective.evaluator import Layout
@@ -31,6 +32,7 @@ from .base import ConstraintSet
 from .fused import FusedSparsity
 from .linear import LinearSet
 from .lowrank import LowRank
+from .product import ProductSet
 from .side import Box, EigBox
 from .sparsity import CoordinateSparsity
 
@@ -150,14 +152,10 @@ def assemble(
     if linear is not None:
         linear.check_feasible(box)
     thresh = [s for s in sets if s.thresholds]
-    if len(thresh) > 1:
-        raise ConstraintError(
-            f"{len(thresh)} sparsity or rank constraints ({'; '.join(str(s.constraint) for s in thresh)}); "
-            "one per problem is supported",
-            thresh[1].span,
-            "combine them into one nnz(...) over a single variable, or use groups=",
-        )
-    main = thresh[0] if thresh else None
+    if len(thresh) > 1:  # several bounded variables: the product of their sets
+        main: ConstraintSet | None = ProductSet(ProductConstraint([s.constraint for s in thresh]), thresh, layout)
+    else:
+        main = thresh[0] if thresh else None
     side = [s for s in sets if not s.thresholds]
     if box is not None and main is not None:
         main = main.with_box(box)
@@ -222,4 +220,13 @@ register_kind(
     ],
     lambda c, layout, S: LinearSet(c, layout),
     examples={"linear_eq": ex.simplex, "linear_ineq": ex.linear_inequality},
+)
+
+
+register_kind(
+    ProductConstraint,
+    [("product", "several bounded variables (a product of sets: rank(L) <= r and nnz(S) <= k)")],
+    lambda c, layout, S: ProductSet(c, [build_set(p, layout, S) for p in c.parts], layout),
+    generic=True,
+    examples={"product": ex.product},
 )

@@ -34,7 +34,8 @@ candidate swap checked by an exact restricted solve.
    GraHTP start is debiased by its step S3), so the answer is debiased.
 
 Other constraint kinds (pairs of a symmetric matrix, rank), groups of unequal sizes and objectives
-without a composite form run the GraHTP start alone. ``Result.extra``: ``pipeline`` (what ran),
+without a composite form run the GraHTP start alone; several bounded variables (a product of
+sets) run FGraHTP, then GraHTP from its end point (see ``_truncate_then_debias``). ``Result.extra``: ``pipeline`` (what ran),
 ``start``, ``start_objective``, ``swaps`` (accepted steps), ``starts`` (each start's objective
 before and after its search), ``exact_solves``, ``models``, ``batch_sizes``.
 """
@@ -111,6 +112,8 @@ class Auto(Solver):
             return edge_pipeline(self, lp, clock)
         sps = lp.sparsity
         searchable = _searchable(lp) and o["search"]
+        if not searchable and _several_parts(lp):
+            return self._truncate_then_debias(lp, clock)
         if not searchable:  # the start alone (with its own support-change line search)
             start = self.part(GraHTP, restricted=o["restricted"], init=o["init"]).run(lp)
             start.solver, start.options, start.time_s = self.name, dict(self.opts), clock()
@@ -146,6 +149,30 @@ class Auto(Solver):
         return finish(
             lp, self, best["x"], best["status"], best["iterations"], clock, hist, f=best["objective"], extra=extra
         )
+
+    def _truncate_then_debias(self, lp: LoweredProblem, clock: Clock) -> Result:
+        """Several bounded variables (a product of sets): FGraHTP (the joint gradient step truncated
+        part by part, no refit), then GraHTP from its end point (paper 000, Algorithm 1, both
+        variants). Debiasing every iterate from the start locks GraHTP into wrong supports of the
+        sparse part: measured on abess's robust PCA generator (100 x 20, rank 5, 30 outliers), GraHTP
+        from zero found every outlier in 5 of 10 seeds (the others crept to max_iter at objectives
+        near 3), FGraHTP then GraHTP in 10 of 10, four times faster; on 8 seeds of four product
+        problems (robust PCA with and without noise, a low-rank plus sparse multi-task regression,
+        two nnz slices of one vector) it ended lower than GraHTP from zero in 8 runs, equal in 23,
+        higher in 1."""
+        o = self.opts
+        first = self.part(FGraHTP, init=o["init"] if o["init"] is not None else "zeros").run(lp)
+        x0 = lp.layout.pack(first.values) if np.isfinite(first.objective) else None
+        res = self.part(GraHTP, restricted=o["restricted"], init=x0 if x0 is not None else "zeros").run(lp)
+        res.solver, res.options, res.time_s = self.name, dict(self.opts), clock()
+        res.iterations += first.iterations
+        res.extra = {
+            **res.extra,
+            "pipeline": ["fgrahtp", "grahtp"],
+            "start": "fgrahtp",
+            "start_objective": first.objective,
+        }
+        return res
 
     def _starts(self, lp: LoweredProblem) -> list[str]:
         """The starts to search from: the option, or with 'auto' GraHTP, and on quadratic objectives
@@ -320,6 +347,8 @@ class Auto(Solver):
         if _searchable(lp):
             starts = cls(**opts)._starts(lp)
             return " and ".join(starts) + (" start" if len(starts) == 1 else " starts") + ", then the swap search"
+        if _several_parts(lp):
+            return "fgrahtp, then grahtp from its end point (several bounded variables)"
         return "grahtp alone: the swap search needs coordinate sparsity or groups of one size, on a composite objective"
 
     def _improves(self, f_new: float, f_old: float) -> bool:
@@ -401,6 +430,11 @@ def _searchable(lp: LoweredProblem) -> bool:
     """The swap search applies: a composite objective and a set whose budget is spent on
     interchangeable units of one size (coordinates, or groups of one size)."""
     return lp.set is not None and lp.design is not None and lp.set.swap_members() is not None
+
+
+def _several_parts(lp: LoweredProblem) -> bool:
+    """The set has several parts (several bounded variables: a product of sets)."""
+    return lp.set is not None and lp.set.thresholds and len(lp.set.curvature_parts()) > 1
 
 
 def _units_of(sps: Any, x: np.ndarray) -> np.ndarray:

@@ -67,7 +67,7 @@ class Solver:
 
     def check(self, lp: LoweredProblem) -> None:
         """Refuse constraint kinds this solver cannot handle, naming the solvers that can."""
-        err = self.refuse(lp.problem.constraints)
+        err = self.refuse(lp.problem.requirements())
         if err is not None:
             raise err
 

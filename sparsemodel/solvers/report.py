@@ -28,12 +28,17 @@ def bound_line(r: Result) -> str:
     """``nnz(w[1:]) <= 10: k = 10 coordinates``."""
     if r.k is None:
         return "(no sparsity or rank bound)"
+    if r.blocks:  # several bounds: each with its unit
+        return "; ".join(f"{b['bound']}: {b['k_text']}" for b in r.blocks.values())
     return f"{r.bound}: {r.k_text}" if r.bound else r.k_text
 
 
 def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
     """What the solution selected, as (label, text) lines: the rank and singular values of a rank
-    bound, the edges of a symmetric matrix, the selected coordinates otherwise (by name)."""
+    bound, the edges of a symmetric matrix, the selected coordinates otherwise (by name); with
+    several bounds, one line per part."""
+    if r.blocks:
+        return [(name, _block_text(r, b, max_items)) for name, b in r.blocks.items()]
     if r.unit == "rank":
         sv = [float(v) for v in r.extra.get("singular_values", [])]
         rank = r.extra.get("rank", len([v for v in sv if v > 0]))
@@ -50,6 +55,17 @@ def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
             ("selected", f"{len(names)} coordinates: {_fmt_list(names, max_items)}"),
         ]
     return [("selected", f"{len(names)}: {_fmt_list(names, max_items)}" if names else "0 (only the free coordinates)")]
+
+
+def _block_text(r: Result, b: dict[str, Any], max_items: int) -> str:
+    """One part of several bounds: its rank and singular values, or its selection by name."""
+    if b["unit"] == "rank":
+        sv = [float(v) for v in b.get("singular_values", [])]
+        shown = ", ".join(f"{v:.6g}" for v in sv[: min(b.get("rank", 0), max_items)])
+        return f"rank {b.get('rank')} of at most {b['k']}; singular values {shown or '(none)'}"
+    names = [r.label(int(i), b["variable"]) for i in b["support"]]
+    what = {"changes": "changepoints"}.get(b["unit"], "selected")
+    return f"{len(names)} {what} ({b['k_text']}): {_fmt_list(names, max_items)}" if names else f"none ({b['k_text']})"
 
 
 def certificate_line(r: Result) -> str | None:

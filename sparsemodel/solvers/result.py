@@ -38,6 +38,12 @@ class Result:
     symmetric matrix, or the rank; ``k_text`` prints it, ``k = 5 edges (10 entries)``), the same
     number as ``--k``, ``k=`` and the ``k`` column of every table.
 
+    Several bounded variables (``rank(L) <= r`` and ``nnz(S) <= k``): ``k`` holds one bound per
+    part by name (``r.k == {"L": 5, "S": 30}``, ``unit`` is ``"per variable"``), ``x`` and
+    ``support`` are the first bounded variable's, and ``blocks`` says each part's bound, support
+    and what its set reports (the rank and singular values of a rank part); ``support_of(name)``
+    reads one part's support.
+
     Names: ``names`` labels every coordinate of every variable (from CSV headers, ``.npz`` names or
     DataFrame columns, :mod:`sparsemodel.model.names`; a coordinate without a name is written as
     its position, ``w[3]`` or ``W[2, 5]``); ``support_names`` and ``support_positions`` (``(row,
@@ -67,6 +73,9 @@ class Result:
     bound: str = ""  # the constraint as solved, nnz(w[1:]) <= 10
     symmetric: bool = False  # the primary variable is a symmetric matrix (an edge is one pair)
     groups: list[str] = field(default_factory=list)  # the kept groups, by name (group sparsity)
+    # several bounded variables (a product of sets): per part, by name, its variable, bound as
+    # solved, k, unit, k_text and support (positions into its variable), and what its set reports
+    blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ names
     @property
@@ -99,6 +108,15 @@ class Result:
             else [None] * len(np.shape(self.values.get(variable or self.variable, self.x)))
         )
 
+    def support_of(self, name: str) -> np.ndarray:
+        """The support of a part of several bounds (``blocks``, by name), or of the primary
+        variable: positions into the flattened variable."""
+        if name in self.blocks:
+            return np.asarray(self.blocks[name]["support"], dtype=np.int64)
+        if name in (self.variable, None):
+            return self.support
+        raise KeyError(f"no bounded part named {name!r}; the parts are: {', '.join(self.blocks) or self.variable}")
+
     @property
     def support_names(self) -> list[str]:
         """The names of the selected coordinates (of ``support``)."""
@@ -119,9 +137,21 @@ class Result:
         intercepts). Free coordinates of the primary variable (an intercept w[0]) come first."""
         rows: list[dict[str, Any]] = []
         free_first: list[dict[str, Any]] = []
+        bounded = {b["variable"]: b["unit"] for b in self.blocks.values()}  # several bounds: each part as its nonzeros
         for var, value in [(self.variable, self.x)] + [(n, v) for n, v in self.values.items() if n != self.variable]:
             v = np.asarray(value, dtype=float)
             flat = v.ravel()
+            if var in bounded and var != self.variable:
+                if bounded[var] == "rank" and not all:
+                    continue  # a dense low-rank matrix (its rank and singular values are in blocks)
+                for i in np.flatnonzero(flat) if not all else range(flat.size):
+                    pos = tuple(int(p) for p in np.unravel_index(int(i), v.shape)) if v.ndim else ()
+                    rows.append(
+                        {"variable": var, "position": pos, "name": self.label(int(i), var), "value": float(flat[i])}
+                    )
+                continue
+            if var == self.variable and bounded.get(var) == "rank" and not all:
+                continue
             primary = var == self.variable
             on = set(int(i) for i in self.support) if primary else set()
             which = np.flatnonzero(flat) if primary and not all else np.arange(flat.size)  # only what is shown
@@ -166,7 +196,7 @@ class Result:
             "objective": jsonable(self.objective),
             "variable": self.variable,
             "shape": list(self.shape),
-            "k": self.k,
+            "k": jsonable(self.k),
             "unit": self.unit,
             "bound": self.bound,
             "k_text": self.k_text,
@@ -188,6 +218,7 @@ class Result:
             "history": jsonable(self.history),
             "message": self.message,
             "extra": jsonable(self.extra),
+            **({"blocks": jsonable(self.blocks)} if self.blocks else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -308,6 +339,7 @@ def finish(
     for key, v in said.get("extra", {}).items():
         extra.setdefault(key, v)
     kept = said.get("groups", [])
+    blocks = said.get("blocks", {})
     if certificate is not None and not _finite_certificate(certificate):
         certificate = None  # computed from NaN or inf (a step that is not a number): it says nothing
     return Result(
@@ -333,6 +365,7 @@ def finish(
         bound=s.bound_text() if s is not None else "",
         symmetric=bool(getattr(var, "symmetric", False)),
         groups=kept,
+        blocks=blocks,
     )
 
 

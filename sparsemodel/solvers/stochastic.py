@@ -126,8 +126,8 @@ class _Stochastic(Solver):
 
     def setup(self, lp: LoweredProblem) -> tuple[np.ndarray, float, float, int]:
         d = lp.design
-        if d is None or d.n_samples is None:
-            what = "has no composite form" if d is None else "reads no data rows (no sample axis)"
+        if d is None or not d.finite_sum:
+            what = "has no composite form" if d is None else d.finite_sum_reason()
             raise SolverError(
                 f"{self.name} needs a finite sum f = (1/n) sum_i f_i over the rows of the data; this objective {what}",
                 hint="deterministic solvers that apply: " + ", ".join(deterministic_alternatives(lp)),

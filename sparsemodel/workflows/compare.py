@@ -32,7 +32,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..solvers import get_solver
 from ..util import jsonable, k_header
+from .metrics import Scorer, dof, make_scorer, metric_names
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -57,6 +58,7 @@ COLUMNS = (
     "unit",
     "objective",
     "nnz",
+    "df",
     "status",
     "time_s",
     "iterations",
@@ -77,6 +79,10 @@ def compare(
     sweep: tuple[str, Iterable[float]] | dict[str, Iterable[float]] | None = None,
     csv: str | Path | None = None,
     overwrite: bool = False,
+    test: dict[str, Any] | None = None,
+    truth: dict[str, Any] | None = None,
+    scorer: Scorer | None = None,
+    lowered: LoweredProblem | None = None,
 ) -> Comparison:
     """Run every solver at every point of a sweep on ``problem``; returns a :class:`Comparison`.
 
@@ -86,6 +92,12 @@ def compare(
     ``options``: per-solver option dicts, ``{"grahtp": {"eta": 0.5}, ...}``. Solver names, option
     names and the swept name are checked before anything runs; errors inside a run are recorded in
     that run's row.
+
+    Metrics (:mod:`sparsemodel.workflows.metrics`): every row has the degrees of freedom ``df``;
+    ``test`` (held-out data by data name, ``{"X": Xt, "y": yt}``) adds ``test_loss``, the model's
+    own loss per held-out sample; ``truth`` (``{"w": w_true}``) adds precision, recall, f1, exact,
+    exact_top, covers, fp, fn and error. ``scorer``: those metrics already built, and ``lowered``:
+    the problem already lowered (a replication of :func:`sparsemodel.workflows.experiment.experiment`).
     """
     names = [solvers] if isinstance(solvers, str) else list(solvers)
     if not names:
@@ -111,7 +123,7 @@ def compare(
     column, values, param = _sweep_spec(problem, k, sweep)
     base: LoweredProblem | None = None
     if param is None and values != [None]:  # every bound checked before anything runs
-        base = LoweredProblem(problem)
+        base = lowered if lowered is not None else LoweredProblem(problem)
         if base.set is None or not base.set.thresholds:
             raise ConstraintError(
                 f"k={values} sweeps the bound of nnz(...) <= k or rank(W) <= r, and this problem has none",
@@ -121,8 +133,11 @@ def compare(
     elif param is not None:
         _check_param_bounds(problem, param, values)
 
+    if scorer is None and (test is not None or truth is not None):
+        scorer = make_scorer(problem, base if base is not None else LoweredProblem(problem), test=test, truth=truth)
     comp = Comparison(problem, names, values, options, column)
     comp.param_swept = param is not None
+    comp.scorer = scorer
     if base is not None and base.set is not None:
         comp.unit = base.set.unit
     if csv is not None:
@@ -137,7 +152,7 @@ def compare(
                     lp = LoweredProblem(problem)
                 else:
                     if base is None:
-                        base = LoweredProblem(problem)
+                        base = lowered if lowered is not None else LoweredProblem(problem)
                     lp = base if v is None else base.with_budget(v)
             except ModelError as exc:
                 for n in names:
@@ -156,7 +171,7 @@ def compare(
                 except ModelError as exc:
                     comp._add_error(n, at, lp.budget, exc, time.perf_counter() - t0)
                 else:
-                    comp._add_result(n, at, res, time.perf_counter() - t0)
+                    comp._add_result(n, at, res, time.perf_counter() - t0, lp)
                 bar.update(1)
     except KeyboardInterrupt as exc:
         comp.interrupted = True
@@ -253,16 +268,22 @@ def support_cells(res: Result) -> dict[str, str]:
     return {"support": text, "support_names": "; ".join(res.support_names)}
 
 
-def _ks(k: Iterable[int] | int | None) -> list[int | None]:
+def _ks(k: Iterable[int] | int | None) -> list[Any]:
+    """The bounds of a sweep: integers, or one bound per name for several bounds (``{"S": 10,
+    "L": 2}``, checked by the set)."""
     if k is None:
         return [None]
-    items = [k] if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else k
+    items = [k] if isinstance(k, (int, np.integer, Mapping)) and not isinstance(k, bool) else k
     try:
         items = list(items)  # type: ignore[arg-type]
     except TypeError:
         raise ConstraintError(f"k={k!r} is not an integer or a list of integers") from None
     out: list[int | None] = []
     for v in items:
+        if isinstance(v, Mapping):  # several bounds by name: the set checks them
+            if v not in out:
+                out.append(v)
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, np.integer, float, np.floating)) or v != int(v):
             raise ConstraintError(
                 f"sparsity level k={v!r} is not an integer", hint="use k=10, k=[5, 10] or range(5, 55, 5)"
@@ -312,11 +333,18 @@ class Comparison:
         self.interrupted = False
         self.total = len(solvers) * len(values)
         self.unit = ""  # what the bound counts: coordinates, groups, edges, rank
+        self.param_swept = False  # a param was swept (else the bound, or nothing)
+        self.scorer: Scorer | None = None  # held-out loss and truth metrics (None: neither asked)
+
+    @property
+    def metric_columns(self) -> list[str]:
+        """The columns of the metrics asked for (test_loss, the truth's), beside the objective."""
+        return self.scorer.columns if self.scorer is not None else []
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return ("solver", self.column) + COLUMNS[2:]
-        self.param_swept = False  # a param was swept (else the bound, or nothing)
+        i = COLUMNS.index("support")
+        return ("solver", self.column) + COLUMNS[2:i] + tuple(self.metric_columns) + COLUMNS[i:]
 
     # ------------------------------------------------------------------ collecting
     def _add(self, row: dict[str, Any]) -> None:
@@ -324,8 +352,9 @@ class Comparison:
         if self.sink is not None:
             self.sink.write(row)
 
-    def _add_result(self, solver: str, v: Any, res: Result, elapsed: float) -> None:
+    def _add_result(self, solver: str, v: Any, res: Result, elapsed: float, lp: Any = None) -> None:
         self.results[(solver, v)] = res
+        x = lp.layout.pack(res.values) if lp is not None else None
         self._add(
             {
                 "solver": solver,
@@ -334,9 +363,11 @@ class Comparison:
                 "unit": res.unit,
                 "objective": float(res.objective),
                 "nnz": int(len(res.support)),
+                "df": dof(lp, x) if lp is not None else None,
                 "status": res.status,
                 "time_s": float(elapsed),
                 "iterations": int(res.iterations),
+                **(self.scorer.score(lp, res) if self.scorer is not None and lp is not None else {}),
                 **support_cells(res),
                 "message": res.message,
             }
@@ -352,9 +383,11 @@ class Comparison:
                 "unit": self.unit,
                 "objective": None,
                 "nnz": None,
+                "df": None,
                 "status": ERROR,
                 "time_s": float(elapsed),
                 "iterations": None,
+                **dict.fromkeys(self.metric_columns),
                 "support": None,
                 "support_names": None,
                 "message": msg,
@@ -462,6 +495,9 @@ class Comparison:
                     line.append(cell)
             body.append(line)
         parts = ["objective", tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)]
+        if self.metric_columns:
+            parts += ["", "metrics", self.metrics_table(fmt)]
+            parts += [f"note: {n}" for n in (self.scorer.notes if self.scorer is not None else [])]
         summ = self.summary_rows()
         parts += ["", "time", tabulate(summ, headers="keys", tablefmt=fmt, floatfmt=".4g", missingval="-")]
         errors = self.failed()
@@ -469,6 +505,28 @@ class Comparison:
             parts += ["", "errors"]
             parts += [f"  {r['solver']} at {self.column}={r[self.column]}: {r['message']}" for r in errors]
         return "\n".join(parts)
+
+    def metrics_table(self, fmt: str = "simple") -> str:
+        """One line per swept value and solver: the degrees of freedom and every metric asked for."""
+        from tabulate import tabulate
+
+        cols = ["df", *self.metric_columns]
+        body = []
+        for k in self.values:
+            for s in self.solvers:
+                r = self.row(s, k)
+                if r is None or r["status"] == ERROR:
+                    continue
+                body.append(
+                    [k, s]
+                    + ["-" if r[c] is None else (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c]) for c in cols]
+                )
+        return tabulate(body, headers=[self.column, "solver", *cols], tablefmt=fmt, disable_numparse=True)
+
+    @property
+    def metrics(self) -> list[str]:
+        """The numeric columns a plot can show."""
+        return ["objective", "nnz", "df", "time_s", "iterations", *self.metric_columns]
 
     def __str__(self) -> str:
         return self.table()
@@ -541,58 +599,42 @@ class Comparison:
         """Rows, per-solver summary and per-run results (:meth:`to_dict`)."""
         return self._write(path, overwrite, json.dumps(self.to_dict(), indent=indent, allow_nan=False) + "\n")
 
-    def plot(self, path: str | Path, overwrite: bool = False) -> Path:
-        """PNG with two panels: objective versus k per solver, and time versus k per solver."""
+    def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
+        """PNG: one panel per metric (default: the objective and the time) versus the swept value,
+        one line per solver."""
         out = self.check_path(path, overwrite)
-        fig = self.figure()
+        fig = self.figure(metrics)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=110)
         return self._write(out, overwrite, buf.getvalue())
 
-    def figure(self) -> Any:
+    def figure(self, metrics: Any = None) -> Any:
         """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        from .figures import metric_figure
 
-        fig = Figure(figsize=(11, 4.2))
-        FigureCanvasAgg(fig)  # the Agg backend for this figure only (pyplot's global backend untouched)
-        ax_obj, ax_t = fig.subplots(1, 2)
+        chosen = metric_names(metrics, self.metrics) if metrics is not None else ["objective", "time_s"]
         ks = self.values
-        xpos = {k: (k if k is not None else i) for i, k in enumerate(ks)}
-        positive = True
-        xs = [xpos[k] for k in ks]
+        named = any(isinstance(k, Mapping) for k in ks)  # several bounds by name: one tick per point
+        xs = [k if k is not None and not named else i for i, k in enumerate(ks)]
+        series = {}
         for s in self.solvers:  # failed runs are gaps (NaN), so lines never bridge them
             rows = [self.row(s, k) for k in ks]
             ok = [r is not None and r["status"] != ERROR for r in rows]
             if not any(ok):
                 continue
-            objs = [r["objective"] if good else math.nan for r, good in zip(rows, ok)]
-            times = [max(r["time_s"], 1e-6) if good else math.nan for r, good in zip(rows, ok)]
-            positive = positive and all(v > 0 for v, good in zip(objs, ok) if good)
-            ax_obj.plot(xs, objs, marker="o", label=s)
-            ax_t.plot(xs, times, marker="o", label=s)
-        for ax, vals in (
-            (ax_obj, [y for ln in ax_obj.lines for y in ln.get_ydata()]),
-            (ax_t, [y for ln in ax_t.lines for y in ln.get_ydata()]),
-        ):
-            vals = [v for v in vals if math.isfinite(v)]
-            if ax is ax_obj and not positive:
-                continue
-            # a log axis only when the values span more than a decade: over a narrow range its
-            # ticks are unreadable (plain numbers then)
-            if vals and min(vals) > 0 and max(vals) / min(vals) > 10:
-                ax.set_yscale("log")
-        for ax, title, ylabel in ((ax_obj, "objective", "f(x)"), (ax_t, "time", "seconds")):
-            ax.set_xlabel(
-                f"{self.column} (param)" if self.param_swept else (k_header(self.unit) if self.unit else self.column)
-            )
-            ax.set_ylabel(ylabel)
-            ax.set_title(title)
-            ax.grid(True, alpha=0.3)
-            if ax.lines:
-                ax.legend(fontsize="small")
-        fig.suptitle(
-            f"{Path(self.source).name if self.source != '<python>' else 'problem'}: solvers versus {self.column}"
+            per = {}
+            for m in chosen:
+                ys = [(r[m] if r[m] is not None else math.nan) if good else math.nan for r, good in zip(rows, ok)]
+                if m == "time_s":
+                    ys = [max(y, 1e-6) if math.isfinite(y) else y for y in ys]
+                per[m] = (xs, ys, None)
+            series[s] = per
+        xlabel = f"{self.column} (param)" if self.param_swept else (k_header(self.unit) if self.unit else self.column)
+        name = Path(self.source).name if self.source != "<python>" else "problem"
+        return metric_figure(
+            series,
+            chosen,
+            xlabel,
+            f"{name}: solvers versus {self.column}",
+            xticks=[str(k) for k in ks] if named else None,
         )
-        fig.tight_layout()
-        return fig

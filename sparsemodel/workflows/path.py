@@ -31,8 +31,8 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..util import jsonable, k_header
 from .compare import ERROR, _ks, support_cells
+from .metrics import Scorer, dof, metric_names
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -56,6 +57,7 @@ PATH_COLUMNS = (
     "unit",
     "objective",
     "nnz",
+    "df",
     "status",
     "start",
     "cold_objective",
@@ -80,6 +82,7 @@ class PathPoint:
     warm_objective: float | None
     time_s: float
     message: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)  # df, and the held-out loss and truth's when asked
 
     @property
     def ok(self) -> bool:
@@ -93,11 +96,13 @@ class PathPoint:
             "unit": r.unit if r is not None else None,
             "objective": float(r.objective) if r is not None else None,
             "nnz": int(len(r.support)) if r is not None else None,
+            "df": self.metrics.get("df"),
             "status": r.status if r is not None else ERROR,
             "start": self.start,
             "cold_objective": self.cold_objective,
             "warm_objective": self.warm_objective,
             "time_s": self.time_s,
+            **{c: v for c, v in self.metrics.items() if c != "df"},
             **cells,
             "message": self.message or (r.message if r is not None else ""),
         }
@@ -112,7 +117,7 @@ def neighbour_start(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
 
 class PathRun:
     """A path computed one bound at a time: :func:`run_path` drives one, the lockstep
-    cross-validation of :mod:`sparsemodel.compare.select` drives one per fold. ``step(k)`` solves
+    cross-validation of :mod:`sparsemodel.workflows.select` drives one per fold. ``step(k)`` solves
     the next point (warm-started from the last solution found), appends it to ``path`` and returns
     it."""
 
@@ -123,6 +128,7 @@ class PathRun:
         cls: type[Solver],
         options: dict[str, Any] | None = None,
         start: str = "best",
+        scorer: Scorer | None = None,
     ):
         if start not in STARTS:
             raise ConstraintError(
@@ -143,7 +149,9 @@ class PathRun:
         self.lp, self.cls, self.options, self.start = lp, cls, options, start
         self.warmable = "init" in cls.options
         self.prev: np.ndarray | None = None
+        self.scorer = scorer
         self.path = SolutionPath(problem, cls.name, options, start)
+        self.path.metric_columns = scorer.columns if scorer is not None else []
 
     def step(self, kv: int) -> PathPoint:
         t0 = time.perf_counter()
@@ -157,6 +165,9 @@ class PathRun:
         point.time_s = time.perf_counter() - t0
         if point.ok:
             self.prev = self.lp.layout.pack(point.result.values)
+            point.metrics["df"] = dof(self.lp, self.prev)
+            if self.scorer is not None:
+                point.metrics.update(self.scorer.score(self.lp, point.result))
             if not self.warmable and self.start != "cold" and not point.message:
                 point.message = f"{self.cls.name} takes no starting point: solved cold"
         self.path.points.append(point)
@@ -172,12 +183,13 @@ def run_path(
     start: str = "best",
     progress: bool | None = False,
     stop: Callable[[SolutionPath], str | None] | None = None,
+    scorer: Scorer | None = None,
 ) -> SolutionPath:
     """Solve with ``cls`` at every bound in ``k`` (in order) on ``lp`` (lowered once); see the
-    module docstring for ``start``. ``stop`` (the early stop of :mod:`sparsemodel.compare.select`)
+    module docstring for ``start``. ``stop`` (the early stop of :mod:`sparsemodel.workflows.select`)
     is asked after every point; when it returns a reason the path ends there and records it
-    (``path.stopped``)."""
-    run = PathRun(problem, lp, cls, options, start)
+    (``path.stopped``). ``scorer`` adds the held-out loss and the truth's metrics to every point."""
+    run = PathRun(problem, lp, cls, options, start, scorer)
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]  # every bound checked before anything runs
     bar = progress_bar(total=len(ks), desc=f"path {cls.name}", unit="k", progress=progress)
     try:
@@ -250,6 +262,17 @@ class SolutionPath:
         self.stopped: str | None = None  # why the path ended before its last k (an early stop)
         self.skipped: list[int] = []  # the k not computed after an early stop
         self.protected = protected_paths(problem)
+        self.metric_columns: list[str] = []  # test_loss and the truth's metrics, when asked
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        i = PATH_COLUMNS.index("support")
+        return PATH_COLUMNS[:i] + tuple(self.metric_columns) + PATH_COLUMNS[i:]
+
+    @property
+    def metrics(self) -> list[str]:
+        """The numeric columns a plot can show."""
+        return ["objective", "nnz", "df", "time_s", *self.metric_columns]
 
     # ------------------------------------------------------------------ access
     @property
@@ -301,8 +324,9 @@ class SolutionPath:
                     r["start"],
                     f"{r['time_s']:.3g}",
                 ]
+                + ["-" if r.get(c) is None else f"{r[c]:.6g}" for c in ["df", *self.metric_columns]]
             )
-        head = [k_header(self.unit), "objective", "nnz", "status", "start", "time (s)"]
+        head = [k_header(self.unit), "objective", "nnz", "status", "start", "time (s)", "df", *self.metric_columns]
         parts = [f"path of {self.solver} (start={self.start})", tabulate(body, headers=head, tablefmt=fmt)]
         if self.start == "best":
             won = sum(1 for p in self.points if p.ok and p.start == "warm")
@@ -348,30 +372,48 @@ class SolutionPath:
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(PATH_COLUMNS), lineterminator="\n")
+        cols = list(self.columns)
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
         w.writeheader()
         for r in self.rows():
-            w.writerow(
-                {c: ("" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in PATH_COLUMNS}
-            )
+            w.writerow({c: ("" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in cols})
         return write_output(path, buf.getvalue(), self.protected, overwrite)
 
-    def plot(self, path: str | Path, overwrite: bool = False) -> Path:
-        """PNG: objective versus k (log scale when positive) and seconds per point."""
+    def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
+        """PNG: objective versus k (log scale when positive) and seconds per point; or one panel per
+        metric of ``metrics`` (``"test_loss,f1"``)."""
         check_output(path, self.protected, overwrite)
-        return write_output(path, png_bytes(self.figure()), self.protected, overwrite)
+        return write_output(path, png_bytes(self.figure(metrics)), self.protected, overwrite)
 
     def _repr_html_(self) -> str:
         """A notebook shows the table and the plot."""
-        return report_html(self.rows(), PATH_COLUMNS, f"path of {self.solver} (start={self.start})", self.figure())
+        return report_html(self.rows(), self.columns, f"path of {self.solver} (start={self.start})", self.figure())
 
-    def figure(self) -> Any:
+    def figure(self, metrics: Any = None) -> Any:
         """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
+        name = Path(self.source).name if not self.source.startswith("<") else "problem"
+        if metrics is not None:
+            from .figures import metric_figure
+
+            chosen = metric_names(metrics, self.metrics)
+            rows = self.rows()
+            named = any(isinstance(r["k"], Mapping) for r in rows)  # several bounds by name: one tick each
+            xs = list(range(len(rows))) if named else [r["k"] for r in rows]
+            per = {m: (xs, [math.nan if r[m] is None else r[m] for r in rows], None) for m in chosen}
+            return metric_figure(
+                {self.solver: per},
+                chosen,
+                k_header(self.unit) or "k (bound)",
+                f"{name}: path of {self.solver} over k",
+                xticks=[str(r["k"]) for r in rows] if named else None,
+            )
         fig, (ax_o, ax_t) = new_figure(2)
-        ks = [p.k for p in self.points]
+        named = any(isinstance(p.k, Mapping) for p in self.points)  # several bounds by name: one tick per point
+        at = {id(p): (i if named else p.k) for i, p in enumerate(self.points)}
+        ks = [at[id(p)] for p in self.points]
         objs = [p.result.objective if p.ok else math.nan for p in self.points]
         ax_o.plot(ks, objs, marker="o", label=self.solver)
-        warm = [(p.k, p.result.objective) for p in self.points if p.ok and p.start == "warm"]
+        warm = [(at[id(p)], p.result.objective) for p in self.points if p.ok and p.start == "warm"]
         if warm and self.start == "best":
             ax_o.plot(*zip(*warm), "s", mfc="none", ms=10, label="warm start better")
         if all(v > 0 for v in objs if not math.isnan(v)) and any(not math.isnan(v) for v in objs):
@@ -380,11 +422,12 @@ class SolutionPath:
         ax_t.set_yscale("log")
         for ax, title, ylabel in ((ax_o, "objective", "f(x)"), (ax_t, "time per point", "seconds")):
             ax.set_xlabel(k_header(self.unit) or "k (bound)")
+            if named:
+                ax.set_xticks(ks, [str(p.k) for p in self.points], rotation=30, fontsize="small")
             ax.set_ylabel(ylabel)
             ax.set_title(title)
             ax.grid(True, alpha=0.3)
         ax_o.legend(fontsize="small")
-        name = Path(self.source).name if not self.source.startswith("<") else "problem"
         fig.suptitle(f"{name}: path of {self.solver} over k (start={self.start})")
         return fig
 

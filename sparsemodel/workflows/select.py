@@ -1,6 +1,6 @@
 """Choosing the bound k: information criteria and K-fold cross-validation over a warm-started path.
 
-Everything starts from the path of :mod:`sparsemodel.compare.path` on all the data (one lowering,
+Everything starts from the path of :mod:`sparsemodel.workflows.path` on all the data (one lowering,
 each point warm-started from its neighbour). Then, at every k on the path:
 
 **Information criteria** (``by`` = ``ebic`` -- the default --, ``aic``, ``bic``, ``ebic_cc``, ``gic``). The objective's *data
@@ -12,8 +12,10 @@ inside l_i). L(x) = sum_i l_i(x) is taken as the negative log-likelihood, so the
     D = n log(RSS / n)   when every data term is a square (Gaussian, unknown variance; RSS = L)
     D = 2 L              otherwise (logistic, Poisson, softmax, Huber, user funcs)
 
-with n the number of samples, or the sum of the sample weights when every data term carries them
-(frequency weights: a weight of 2 counts as a repeated sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
+with n the number of observations -- the loss values: the samples, or n m entries for an n x m
+response (multi-task least squares), a row of a row-wise loss (softmax) --, or the sum of the sample
+weights when every data term carries them (frequency weights: a weight of 2 counts as a repeated
+sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
 always-selected indices, other variables; coordinates fixed by a box with lo = hi not counted), p
 the number of selectable units (coordinates, or groups) and s the units used,
 
@@ -56,7 +58,7 @@ import io
 import json
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,7 +139,8 @@ class DataTerm:
     n: int
     scale: float | None  # c: data term = c * sum_i l_i (None when the sample terms disagree)
     gaussian: bool
-    n_eff: float  # n of the criteria: the rows, or the sum of the sample weights
+    n_eff: float  # the rows, or the sum of the sample weights (the largest k tried)
+    n_obs: float  # n of the criteria: the loss values (n m for an n x m response), or their weights' sum
 
 
 def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
@@ -150,21 +153,23 @@ def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
         )
     n = d.n_samples
     nodes = sample_nodes(problem.objective.expr, n)
-    n_eff = float(n)
-    sums = []
-    for i in d.sample_terms:
-        t = d.terms[i]
-        if t.weights is not None:  # frequency weights: the sample count is their sum
-            sums.append(float(np.sum(t.weights)) * n / t.out_size)
-    if sums and len(sums) == len(d.sample_terms) and np.allclose(sums, sums[0], rtol=1e-10):
-        n_eff = sums[0]
+    terms = [d.terms[i] for i in d.sample_terms]
+    # observations: one per loss value (an entry of an elementwise loss -- n m of them for a
+    # multi-response Y --, a row of a row-wise loss, a sample of a whole-vector loss), or the sum of
+    # their frequency weights; the rows (for the largest k tried) scale the same way
+    obs = [
+        float(np.sum(t.weights)) if t.weights is not None else float(t.n_rows if t.whole else t.out_size) for t in terms
+    ]
+    per_row = [(float(np.sum(t.weights)) * n / t.out_size) if t.weights is not None else float(n) for t in terms]
+    n_obs = obs[0] if np.allclose(obs, obs[0], rtol=1e-10) else float(n)
+    n_eff = per_row[0] if np.allclose(per_row, per_row[0], rtol=1e-10) else float(n)
     expr, _ = split_data_term(problem.objective.expr, nodes)
     if expr is None or not nodes:
         raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
     coefs = [d.terms[i].coef for i in d.sample_terms]
     scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
     gaussian = all(d.terms[i].quadratic for i in d.sample_terms)
-    return DataTerm(expr, nodes, n, scale, gaussian, n_eff)
+    return DataTerm(expr, nodes, n, scale, gaussian, n_eff, n_obs)
 
 
 def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
@@ -302,9 +307,12 @@ def run_select(
     early_stop: bool = True,
     patience: int | None = None,
     margin: float | None = None,
+    scorer: Any = None,
 ) -> Selection:
     """Choose the bound among ``k`` (default 0..:func:`default_k_max`) by ``by`` (default
-    :data:`DEFAULT_BY`; see the module docstring); returns a :class:`Selection`."""
+    :data:`DEFAULT_BY`; see the module docstring); returns a :class:`Selection`. ``scorer`` (a
+    :class:`~sparsemodel.workflows.metrics.Scorer`) adds the held-out loss and the truth's metrics
+    of the all-data point to every row of the curve."""
     if by is None:  # folds given: cross-validation; otherwise the default criterion (BIC for a rank)
         by = "cv" if folds is not None or fold_ids is not None else DEFAULT_BY
         if by == DEFAULT_BY and lp.set is not None and not lp.set.counts_units:
@@ -331,6 +339,13 @@ def run_select(
     if not (isinstance(gamma, (int, float)) and 0 <= gamma):
         raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
     dt = data_term(problem, lp)
+    if k is None and isinstance(lp.set.limit, Mapping):  # several bounds: no default range of combinations
+        name = list(lp.set.limit)[-1]
+        raise SelectionError(
+            f"choosing among several bounds ({lp.set.bound_text()}) needs the combinations to try",
+            hint=f"give them by name: k=[{{'{name}': 1}}, {{'{name}': 2}}, ...] in Python, --k {name}=1:10 at the "
+            "command line (a name left out keeps its bound)",
+        )
     if k is None:
         free = int(len(lp.set.free)) if lp.set.coordinate else 0
         k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
@@ -343,7 +358,7 @@ def run_select(
         )
     stopper = early_stop_of(by, ks, early_stop, patience, margin)
     splits = splits_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
-    full = PathRun(problem, lp, cls, options, start)
+    full = PathRun(problem, lp, cls, options, start, scorer)
     loss_of = Evaluator(dt.expr, lp.layout)
     fold_runs = _fold_runs(problem, cls, options, start, dt, splits) if splits is not None else []
     per_fold = np.full((len(fold_runs), len(ks)), np.nan) if splits is not None else None
@@ -352,7 +367,9 @@ def run_select(
     try:
         for j, kv in enumerate(ks):
             bar.set_postfix_str(f"k={kv}")
-            row = _row(full.step(kv), lp, loss_of, dt, by, gamma)
+            pt = full.step(kv)
+            row = _row(pt, lp, loss_of, dt, by, gamma)
+            row.update({c: pt.metrics.get(c) for c in full.path.metric_columns})
             if per_fold is not None:  # the folds' paths in lockstep with the all-data path
                 for f, (run, held) in enumerate(fold_runs):
                     pt = run.step(kv)
@@ -384,7 +401,7 @@ def run_select(
     if rule == "1se":
         cut = best["value"] + (best["se"] or 0.0)
         chosen = min((r for r in valid if r["value"] <= cut), key=lambda r: r["k"])
-    return Selection(
+    sel = Selection(
         problem,
         cls.name,
         by,
@@ -398,6 +415,8 @@ def run_select(
         gamma,
         stopper,
     )
+    sel.metric_columns = list(full.path.metric_columns)
+    return sel
 
 
 def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by: str, gamma: float) -> dict[str, Any]:
@@ -422,7 +441,7 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         row.update(nnz=int(len(pt.result.support)), df=df, objective=float(pt.result.objective))
         row["loss"] = float(loss_of.value(x))
         if by in CRITERIA:
-            row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_eff, df, p, s, dt.gaussian, gamma)
+            row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_obs, df, p, s, dt.gaussian, gamma)
     return row
 
 
@@ -480,11 +499,23 @@ class Selection:
         self.curve = curve
         self.n = dt.n
         self.n_eff = dt.n_eff
+        self.n_obs = dt.n_obs
         self.gaussian = dt.gaussian
         self.per_fold = per_fold
         self.gamma = gamma
         self.early_stop = early_stop
         self.protected = protected_paths(problem)
+        self.metric_columns: list[str] = []  # test_loss and the truth's metrics, when asked
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        i = SELECT_COLUMNS.index("support")
+        return SELECT_COLUMNS[:i] + tuple(self.metric_columns) + SELECT_COLUMNS[i:]
+
+    @property
+    def metrics(self) -> list[str]:
+        """The numeric columns a plot can show: the curve's value and the rest."""
+        return ["value", "objective", "loss", "nnz", "df", *self.metric_columns]
 
     @property
     def stopped(self) -> str | None:
@@ -506,17 +537,17 @@ class Selection:
 
     def describe(self) -> str:
         """The formula with its constants, as the table prints it."""
-        n = f"{self.n_eff:g}"
+        n = f"{self.n_obs:g}"
         if self.by == "cv":
             K = self.per_fold.shape[0] if self.per_fold is not None else 0
             return f"{K}-fold cross-validation: mean held-out loss (the model's data term on the held-out rows), n = {self.n}"
         D = "n log(RSS/n)" if self.gaussian else "2 L (L = sum of per-sample losses)"
         pen = {
             "aic": "2 df",
-            "bic": f"log(n) df = {math.log(self.n_eff):.4g} df",
+            "bic": f"log(n) df = {math.log(self.n_obs):.4g} df",
             "ebic": f"(log(n) + 2 gamma log(p)) df, gamma = {self.gamma:g}",
             "ebic_cc": f"log(n) df + 2 gamma log binom(p, s), gamma = {self.gamma:g}",
-            "gic": f"log(log n) log(p) df = {math.log(math.log(self.n_eff)):.4g} log(p) df",
+            "gic": f"log(log n) log(p) df = {math.log(math.log(self.n_obs)):.4g} log(p) df",
         }[self.by]
         return f"{self.by.upper()} = {D} + {pen}; n = {n}, df = nonzeros + free coordinates"
 
@@ -527,7 +558,7 @@ class Selection:
         head = (
             [k_header(self.result.unit), name]
             + (["se"] if self.by == "cv" else [])
-            + ["nnz", "df", "data loss", "objective", "status"]
+            + ["nnz", "df", "data loss", "objective", "status", *self.metric_columns]
         )
         body = []
         for r in self.curve:
@@ -542,6 +573,7 @@ class Selection:
                 "-" if r["objective"] is None else f"{r['objective']:.8g}",
                 r["status"],
             ]
+            line += ["-" if r.get(c) is None else f"{r[c]:.6g}" for c in self.metric_columns]
             body.append(line)
         parts = [
             f"choosing k by {self.by} ({self.describe()})",
@@ -593,34 +625,57 @@ class Selection:
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(SELECT_COLUMNS), lineterminator="\n")
+        cols = list(self.columns)
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
         w.writeheader()
         for r in self.curve:
-            w.writerow(
-                {c: "" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in SELECT_COLUMNS}
-            )
+            w.writerow({c: "" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
         return write_output(path, buf.getvalue(), self.protected, overwrite)
 
-    def plot(self, path: str | Path, overwrite: bool = False) -> Path:
+    def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
         """PNG: the curve versus k (with standard-error bars for cross-validation), the chosen k
-        marked; beside it the all-data objective versus k."""
+        marked; beside it the all-data objective versus k. With ``metrics`` (``"test_loss,f1"``),
+        one panel per metric versus k, the chosen k marked."""
         check_output(path, self.protected, overwrite)
-        return write_output(path, png_bytes(self.figure()), self.protected, overwrite)
+        return write_output(path, png_bytes(self.figure(metrics)), self.protected, overwrite)
 
     def _repr_html_(self) -> str:
         """A notebook shows the curve's table, the plot and the chosen solution."""
         head = f"<p>choosing k by {self.by} ({self.describe()})</p>"
         table = report_html(
             self.curve,
-            SELECT_COLUMNS,
+            self.columns,
             f"chosen {k_text(self.k, self.result.unit)} (rule: {self.rule}; path of {self.solver})",
             self.figure(),
             head,
         )
         return table + self.result._repr_html_()
 
-    def figure(self) -> Any:
+    def figure(self, metrics: Any = None) -> Any:
         """The plot as a matplotlib Figure (Agg canvas; pyplot's global state untouched)."""
+        if metrics is not None:
+            from .figures import metric_figure
+            from .metrics import metric_names
+
+            chosen = metric_names(metrics, self.metrics)
+            xs = self.ks
+            se = [r["se"] if r["se"] is not None else math.nan for r in self.curve] if self.by == "cv" else None
+            per = {
+                m: (
+                    xs,
+                    [math.nan if r.get(m) is None else r[m] for r in self.curve],
+                    se if m == "value" else None,
+                )
+                for m in chosen
+            }
+            name = Path(self.source).name if not self.source.startswith("<") else "problem"
+            return metric_figure(
+                {self.solver: per},
+                chosen,
+                k_header(self.result.unit),
+                f"{name}: choosing k by {self.by} ({self.solver})",
+                mark=(self.k, f"chosen k = {self.k}"),
+            )
         fig, (ax, ax_o) = new_figure(2)
         ks = self.ks
         vals = [r["value"] for r in self.curve]

@@ -63,7 +63,7 @@ def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any)
         cls.validate(options)
     except SolverError as exc:
         errors.append(located(exc, span))
-    refused = cls.refuse(problem.constraints)
+    refused = cls.refuse(problem.requirements())
     if refused is not None:
         errors.append(refused)
     return errors
@@ -120,11 +120,14 @@ def compare(
     csv: Any = None,
     overwrite: bool = False,
     scheduler: Any = None,
+    test: dict[str, Any] | None = None,
+    truth: dict[str, Any] | None = None,
 ):
     """Several solvers side by side over a sweep of the bound or of a param (see
-    :func:`sparsemodel.compare.compare`)."""
+    :func:`sparsemodel.workflows.compare.compare`); ``test`` (held-out data by data name) and
+    ``truth`` (true values by variable name) add their metrics to every row."""
     with use_scheduler(scheduler, problem):
-        return _compare(problem, solvers, k, options, progress, sweep, csv, overwrite)
+        return _compare(problem, solvers, k, options, progress, sweep, csv, overwrite, test, truth)
 
 
 def _compare(
@@ -136,6 +139,8 @@ def _compare(
     sweep: Any,
     csv: Any,
     overwrite: bool,
+    test: Any = None,
+    truth: Any = None,
 ):
     from .compare import compare as run_compare
 
@@ -143,7 +148,16 @@ def _compare(
     cw = problem.compare_with or {}
     try:
         return run_compare(
-            problem, solvers, k=k, options=options, progress=progress, sweep=sweep, csv=csv, overwrite=overwrite
+            problem,
+            solvers,
+            k=k,
+            options=options,
+            progress=progress,
+            sweep=sweep,
+            csv=csv,
+            overwrite=overwrite,
+            test=test,
+            truth=truth,
         )
     except ModelError as exc:  # the model's compare line named them: point at it
         if cw and list(solvers) == cw.get("solvers"):
@@ -174,18 +188,25 @@ def path(
     start: str = "best",
     progress: bool | None = False,
     scheduler: Any = None,
+    test: dict[str, Any] | None = None,
+    truth: dict[str, Any] | None = None,
     **options: Any,
 ):
-    """A warm-started path over the bound (see :mod:`sparsemodel.compare.path`): one lowering,
+    """A warm-started path over the bound (see :mod:`sparsemodel.workflows.path`): one lowering,
     ``lp.with_budget(k)`` at each k, each point started from its neighbour's solution; returns a
-    :class:`~sparsemodel.compare.path.SolutionPath`."""
+    :class:`~sparsemodel.workflows.path.SolutionPath`. ``test`` and ``truth`` add the held-out loss
+    and the truth's metrics to every point (:mod:`sparsemodel.workflows.metrics`)."""
+    from .metrics import make_scorer
     from .path import run_path
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
     with use_scheduler(scheduler, problem):
         lp = lower(problem)
-        return run_path(problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress)
+        scorer = make_scorer(problem, lp, test=test, truth=truth)
+        return run_path(
+            problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress, scorer=scorer
+        )
 
 
 def select(
@@ -204,18 +225,23 @@ def select(
     early_stop: bool = True,
     patience: int | None = None,
     margin: float | None = None,
+    test: dict[str, Any] | None = None,
+    truth: dict[str, Any] | None = None,
     **options: Any,
 ):
     """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)) by an information
     criterion (``aic``, ``bic``, ``ebic`` -- the default --, ``gic``) or cross-validation
     (``by="cv"``) over a warm-started path that stops once the curve has clearly turned (see
-    :mod:`sparsemodel.compare.select`); returns a :class:`~sparsemodel.compare.select.Selection`."""
+    :mod:`sparsemodel.workflows.select`); returns a :class:`~sparsemodel.workflows.select.Selection`.
+    ``test`` and ``truth`` add the held-out loss and the truth's metrics to every k of the curve."""
+    from .metrics import make_scorer
     from .select import run_select
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
     with use_scheduler(scheduler, problem):
         lp = lower(problem)
+        scorer = make_scorer(problem, lp, test=test, truth=truth)
         return run_select(
             problem,
             lp,
@@ -233,6 +259,7 @@ def select(
             early_stop=early_stop,
             patience=patience,
             margin=margin,
+            scorer=scorer,
         )
 
 
@@ -312,16 +339,17 @@ def bound_notes(lp: LoweredProblem | None) -> list[str]:
     s = lp.set if lp is not None else None
     if s is None or not s.thresholds:
         return []
-    expr = getattr(s.constraint, "k_expr", None) or getattr(s.constraint, "r_expr", None)
     out = []
-    for node in expr.walk() if expr is not None else []:
-        if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != s.budget:
-            want = "2 * k" if s.unit == "edges" else node.name
-            out.append(
-                f"param {node.name} = {float(node.value):g} but the bound {s.bound_text()} is "
-                f"{k_text(s.budget, s.unit)}: --k, k= and Result.k count the bound in {s.unit}; "
-                f"write the bound as {want} (or name the param otherwise) so that both mean one thing"
-            )
+    for c, part in s.members():  # each part of several bounds
+        expr = getattr(c, "k_expr", None) or getattr(c, "r_expr", None)
+        for node in expr.walk() if expr is not None else []:
+            if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != part.budget:
+                want = "2 * k" if part.unit == "edges" else node.name
+                out.append(
+                    f"param {node.name} = {float(node.value):g} but the bound {part.bound_text()} is "
+                    f"{k_text(part.budget, part.unit)}: --k, k= and Result.k count the bound in {part.unit}; "
+                    f"write the bound as {want} (or name the param otherwise) so that both mean one thing"
+                )
     return out
 
 
@@ -385,16 +413,23 @@ def check(problem: Model) -> CheckReport:
     if lp is not None:
         for s in [lp.set] + lp.side:
             if s is not None:
-                for c in getattr(s, "constraints", [s.constraint]):  # a Box holds every bound
-                    sets[id(c)] = s
-    for c in problem.constraints:
+                for c, part in s.members():  # a Box holds every bound, a product its parts
+                    sets[id(c)] = part
+    for c in problem.requirements():
         kinds.add(c.kind)
         s = sets.get(id(c))
+        if s is None and lp is not None and lp.set is not None and lp.set.kind == c.kind:
+            s = lp.set  # the product of several bounds: not a written constraint
         detail = s.describe() if s is not None else f"on {c.variable.name}"
         handlers = solvers_for(c.kind)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
-    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if all(cls.accepts(k) for k in kinds)]
+    finite_sum = lp is not None and lp.design is not None and lp.design.finite_sum
+    applicable = [
+        (n, cls.summary)
+        for n, cls in REGISTRY.items()
+        if all(cls.accepts(k) for k in kinds) and (finite_sum or not getattr(cls, "needs_finite_sum", False))
+    ]
     if problem.solve_with:
         name, opts, span = problem.solve_with
         errors.extend(solver_errors(problem, name, opts, span))
@@ -425,7 +460,7 @@ def check(problem: Model) -> CheckReport:
         default_solver=default,
         solve_with=sw,
         compare_with=cw,
-        samples=(lp.design.n_samples if lp is not None and lp.design is not None else None),
+        samples=(lp.design.n_samples if lp is not None and lp.design is not None and lp.design.finite_sum else None),
         errors=errors,
     )
 

@@ -375,3 +375,29 @@ def test_cli_select_defaults_to_ebic_over_the_default_range_and_reports_the_earl
     assert code == 0 and "chosen k = 4" in out and "early stop" not in out
     code = main(["select", str(model), "--quiet", "--by", "bic", "--folds", "3"])
     assert code == 2 and "does not use them" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_multi_response_bic_counts_every_entry_and_recovers_the_rank(seed):
+    """An n x m response has n m Gaussian observations: the BIC is N log(RSS/N) + log(N) df with
+    N = n m and df = r (p + m - r), checked by hand, and it chooses the true rank on a reduced-rank
+    regression. (Counting the n rows instead underweights the fit m times and chose rank 1 of 5 on
+    examples/multitask_rank.sm.)"""
+    rng = np.random.default_rng(seed)
+    n, p, m, r = 300, 40, 20, 4
+    X = rng.standard_normal((n, p))
+    W = rng.standard_normal((p, r)) @ rng.standard_normal((r, m))
+    Y = X @ W + rng.standard_normal((n, m))
+    Wv = sm.Variable((p, m), name="W")
+    prob = sm.Problem(
+        sm.minimize(sm.sum_squares(sm.Data(X, name="X") @ Wv - sm.Data(Y, name="Y")) / (2 * n)), [sm.rank(Wv) <= r]
+    )
+    sel = prob.select(k=range(1, 9), by="bic", early_stop=False)
+    assert sel.k == r
+    N = n * m
+    for row in sel.curve:
+        Wk = sel.path.at(row["k"]).x.reshape(p, m)
+        rss = float(np.sum((X @ Wk - Y) ** 2))
+        k = row["k"]
+        df = k * (p + m - k)
+        assert row["value"] == pytest.approx(N * math.log(rss / N) + math.log(N) * df, rel=1e-9)

@@ -13,8 +13,9 @@ Loss facts. An atom that can be the loss phi of a composite objective ``c * sum_
 loss) states every fact the lowering and the solvers read about it, and nothing outside the model
 layer restates one (docs/atoms.md):
 
-* ``loss_form`` -- "elementwise", "rowwise" or None (how the atom is a loss, what the recognizer
-  of the composite form reads);
+* ``loss_form`` -- "elementwise", "rowwise", "whole" or None (how the atom is a loss, what the
+  recognizer of the composite form reads; a whole-vector loss, :class:`WholeLoss`, is one number of
+  the whole vector of its ``loss_args``: ``cox``, ``ordinal``, ``custom_loss``);
 * ``derivs(z, order)`` -- phi and its derivatives (``d1``/``d2`` for elementwise atoms);
   ``hessian_apply(z, U)`` -- the loss Hessian at z applied to U (``phi''(z) * U`` entrywise; per
   row ``diag(p) - p p'`` for the softmax, :func:`softmax_hessian_apply`, the one place it is
@@ -36,20 +37,50 @@ data when the model is built and return data (:mod:`sparsemodel.model.datafuncs`
 
 The atoms live by kind in :mod:`.base` (Atom, Elementwise), :mod:`.elementwise`,
 :mod:`.reductions` and :mod:`.matrix`; a new atom is a class in one of them (or a new module)
-and one entry of :data:`ATOMS` below (docs/atoms.md)."""
+and one entry of :data:`ATOMS` below (docs/atoms.md). ``custom_loss`` (:mod:`.custom`, a loss
+computed by the user's Python callables) is not in :data:`ATOMS`: a model file cannot call it."""
 
 from __future__ import annotations
 
 from ..dcp import ANYSIGN
-from .base import Atom, Elementwise, NoConjugate, expit
+from .base import Atom, Elementwise, NoConjugate, WholeLoss, expit
+from .custom import custom_loss
 from .elementwise import exp, huber, log, logistic, square
 from .matrix import logdet, quad_form, trace
+from .ordinal import ordinal
 from .reductions import logsumexp, mean, softmax_hessian_apply, sum, sum_squares  # noqa: A004
+from .survival import cox
 
 ATOMS: dict[str, type[Atom]] = {
     cls.name: cls
-    for cls in (square, exp, log, logistic, huber, sum, mean, sum_squares, logsumexp, trace, logdet, quad_form)
+    for cls in (
+        square,
+        exp,
+        log,
+        logistic,
+        huber,
+        sum,
+        mean,
+        sum_squares,
+        logsumexp,
+        trace,
+        logdet,
+        quad_form,
+        cox,
+        ordinal,
+    )
 }
 
 
-__all__ = [*ATOMS, "Atom", "Elementwise", "NoConjugate", "softmax_hessian_apply", "expit", "ATOMS", "ANYSIGN"]
+__all__ = [
+    *ATOMS,
+    "custom_loss",
+    "Atom",
+    "Elementwise",
+    "WholeLoss",
+    "NoConjugate",
+    "softmax_hessian_apply",
+    "expit",
+    "ATOMS",
+    "ANYSIGN",
+]

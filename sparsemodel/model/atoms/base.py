@@ -208,3 +208,69 @@ class Elementwise(Atom):
 
     def _conjugate(self, s: np.ndarray) -> np.ndarray:
         raise self._no_conjugate()
+
+
+class WholeLoss(Atom):
+    """A loss that is one number of a whole vector (it does not separate over entries or rows):
+    the Cox partial likelihood (its risk sets couple the samples), the cumulative-logit likelihood
+    (its cut-points are shared by every sample), a user's ``custom_loss``. ``loss_form`` is
+    "whole": a term ``c * phi(z)`` of a composite objective, z the flattened concatenation of the
+    arguments listed in ``loss_args`` (each affine; every other argument is data).
+
+    A subclass gives ``derivs(z, order)`` -- (phi(z), its gradient, None) on the last axis of z
+    (which may carry leading batch axes) -- and ``hessian_apply(z, U)`` -- the Hessian of phi at z
+    (one vector) applied to U ((size,) or (size, q) columns), never formed as a matrix; and, as
+    every loss, ``curvature_sup`` (sup of the largest eigenvalue of the Hessian, or None),
+    ``conjugate(s)`` (or :class:`NoConjugate` with the reason) and ``sample_count`` (the rows of
+    data it reads). ``forward`` and ``vjp`` follow from ``derivs``."""
+
+    loss_form = "whole"
+    loss_args: tuple[int, ...] = (0,)
+    curvature_sup: float | None = None
+    quadratic = False
+    convex_sign = 1
+
+    def loss_vector(self, vals: list[Any]) -> np.ndarray:
+        """The loss argument z from the values of the atom's arguments (flattened, concatenated)."""
+        return np.concatenate([np.ravel(dense(vals[i])) for i in self.loss_args])
+
+    @property
+    def sample_count(self) -> int | None:
+        """The rows of data the loss reads (its sample axis): the first loss argument's length."""
+        a = self.args[self.loss_args[0]]
+        return a.shape[0] if a.shape else None
+
+    def derivs(self, z: np.ndarray, order: int = 1) -> tuple[Any, Any, None]:
+        raise NotImplementedError
+
+    def hessian_apply(self, z: np.ndarray, U: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def forward(self, vals):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return float(self.derivs(self.loss_vector(vals), 0)[0])
+
+    def vjp(self, g, vals, out, needs):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            grad = self.derivs(self.loss_vector(vals), 1)[1] * float(g)
+        res: list[Any] = [None] * len(self.args)
+        at = 0
+        for i in self.loss_args:
+            a = self.args[i]
+            part = grad[at : at + a.size]
+            at += a.size
+            res[i] = part.reshape(a.shape) if a.shape else float(part[0])
+        return res
+
+    def no_conjugate_reason(self) -> str:
+        return f"no closed form of the convex conjugate of {self.name} is known"
+
+    def conjugate(self, s: Any) -> np.ndarray:
+        raise NoConjugate(
+            self.no_conjugate_reason(),
+            self.span,
+            "conjugates are known for the elementwise losses, the softmax and convex user funcs",
+        )
+
+    def conjugate_domain(self, s: Any) -> np.ndarray:
+        return np.isfinite(self.conjugate(s))

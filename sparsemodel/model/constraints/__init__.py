@@ -21,6 +21,7 @@ from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu
 from .convex import _is_view as is_view
 from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
 from .linear import LinearConstraint, linear
+from .joint import ProductConstraint, bounded
 
 
 def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
@@ -127,10 +128,12 @@ __all__ = [
     "NnzConstraint",
     "NnzExpr",
     "Offdiag",
+    "ProductConstraint",
     "RankConstraint",
     "RankExpr",
     "auto_box",
     "bound",
+    "bounded",
     "box",
     "constrain",
     "diff",
