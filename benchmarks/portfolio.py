@@ -101,7 +101,7 @@ def skscope_layer_runs(S: np.ndarray, k: int, repeats: int) -> dict[str, tuple[f
 
         def run(cls: Any = cls) -> np.ndarray:
             solver = cls(p, k, random_state=0)
-            return np.asarray(solver.solve(lambda w: w @ Sj @ w, layers=[layer.SimplexConstraint(p)], jit=True))
+            return np.asarray(solver.solve(lambda v: v @ Sj @ v, layers=[layer.SimplexConstraint(p)], jit=True))
 
         w, t = timed(run, repeats)
         feasible = abs(w.sum() - 1) < 1e-6 and w.min() >= -1e-12
@@ -116,7 +116,7 @@ def part_skscope(args: argparse.Namespace) -> None:
         prob = long_only(S, k)
         rows = {}
         for s in OURS:
-            r, t = timed(lambda s=s: prob.solve(s), args.repeats)
+            r, t = timed(lambda s=s, prob=prob: prob.solve(s), args.repeats)
             rows[s] = (r.objective, t, int(np.count_nonzero(r.x)))
         if args.skscope:
             try:
@@ -127,7 +127,9 @@ def part_skscope(args: argparse.Namespace) -> None:
         print(f"   k = {k}")
         for name, (f, t, nz) in rows.items():
             shown = f"{f:.6e}" if np.isfinite(f) else "infeasible (sum != 1 or w < 0)"
-            print(f"     {name:12s} {shown:>32s}  x best {f / best if np.isfinite(f) else float('nan'):7.4f}  {t:8.3f} s  nnz {nz}")
+            print(
+                f"     {name:12s} {shown:>32s}  x best {f / best if np.isfinite(f) else float('nan'):7.4f}  {t:8.3f} s  nnz {nz}"
+            )
 
 
 PS_SCRIPT = """
@@ -150,7 +152,7 @@ def part_budget(args: argparse.Namespace) -> None:
         prob = long_only(S, k, budget_only=True)
         print(f"   k = {k}")
         for s in OURS:
-            r, t = timed(lambda s=s: prob.solve(s), args.repeats)
+            r, t = timed(lambda s=s, prob=prob: prob.solve(s), args.repeats)
             print(f"     {s:12s} {r.objective:.6e}  {t:8.3f} s  nnz {np.count_nonzero(r.x)}")
         if args.skscope:
             proc = subprocess.run(
@@ -201,7 +203,7 @@ def part_csi500(args: argparse.Namespace) -> None:
     prob = long_only(S, 50)
     rows = {}
     for s in OURS:
-        r, t = timed(lambda s=s: prob.solve(s), args.repeats)
+        r, t = timed(lambda s=s, prob=prob: prob.solve(s), args.repeats)
         rows[s] = (r.x, t)
     if args.skscope:
         try:

@@ -29,10 +29,14 @@ print(f"from the model file: variance {same.objective:.6e}, same assets: {same.s
 # a universe of 16 assets small enough to enumerate: every support of 4, one QP each
 small = np.arange(16)
 v = sm.Variable(16, name="v")
-sub = sm.Problem(sm.minimize(sm.quad_form(v, np.cov(R[:, small].T, bias=True))), [sm.nnz(v) <= 4, sm.sum(v) == 1, v >= 0])
+sub = sm.Problem(
+    sm.minimize(sm.quad_form(v, np.cov(R[:, small].T, bias=True))), [sm.nnz(v) <= 4, sm.sum(v) == 1, v >= 0]
+)
 lp = sub.lower()
 best = min((lp.restricted_minimize(np.array(T)).f, T) for T in itertools.combinations(range(16), 4))
 for solver in ("grahtp", "fgrahtp", "iht"):
     r = sub.solve(solver)
-    print(f"{solver:8s} variance {r.objective:.6e} = {r.objective / best[0]:.4f} x the optimum; assets {r.support.tolist()}")
+    print(
+        f"{solver:8s} variance {r.objective:.6e} = {r.objective / best[0]:.4f} x the optimum; assets {r.support.tolist()}"
+    )
 print(f"optimum  variance {best[0]:.6e} on assets {list(best[1])} (1820 supports enumerated)")

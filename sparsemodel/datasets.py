@@ -101,9 +101,7 @@ def sparse_precision(p: int, n: int = 100, density: float = 0.1, seed: int | Non
     return Z, O
 
 
-def factor_returns(
-    n: int = 250, p: int = 50, factors: int = 3, seed: int | None = 0
-) -> tuple[np.ndarray, list[str]]:
+def factor_returns(n: int = 250, p: int = 50, factors: int = 3, seed: int | None = 0) -> tuple[np.ndarray, list[str]]:
     """Daily returns of p assets over n days from a linear factor model (the structure of the
     Fama-French and BARRA risk models): r_t = B f_t + e_t with ``factors`` market-wide factors
     f_t ~ N(0, diag(s^2)) (daily volatilities 1%, 0.5%, 0.4%, ...), loadings B (p x factors) with a

@@ -20,8 +20,8 @@ from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
 from .convex import _is_view as is_view
 from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
-from .linear import LinearConstraint, linear
 from .joint import ProductConstraint, bounded
+from .linear import LinearConstraint, linear
 
 
 def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
