@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RETURNS = ROOT / "examples" / "data" / "returns.csv"
 CSI500 = Path("/work/.mirror/abess-team+skscope/repo")
 CSI500_FILE = "docs/source/gallery/Miscellaneous/data/csi500-2020-2021.csv"
-OURS = ("grahtp", "fgrahtp", "iht")
+OURS = ("auto", "grahtp", "fgrahtp", "iht")
 
 
 def returns() -> np.ndarray:
@@ -234,7 +234,7 @@ def part_csi500(args: argparse.Namespace) -> None:
         print("   " + ("long-only (w >= 0, sum(w) == 1)" if long else "budget only (sum(w) == 1, shorts allowed)"))
         prob = long_only(S, 50, budget_only=not long)
         rows: dict[str, tuple[np.ndarray, float]] = {}
-        for s in ("auto", *OURS):
+        for s in OURS:
             r, t = timed(lambda s=s, prob=prob: prob.solve(s), args.repeats)
             rows[s] = (r.x, t)
         if args.skscope and long:

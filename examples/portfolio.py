@@ -19,7 +19,7 @@ S = sm.Data(np.cov(R.T, bias=True), name="S", names=(assets, assets))  # cov(R) 
 
 w = sm.Variable(p, name="w")
 prob = sm.Problem(sm.minimize(sm.quad_form(w, S)), [sm.nnz(w) <= 10, sm.sum(w) == 1, w >= 0])
-res = prob.solve()  # the default picks grahtp for linear constraints
+res = prob.solve()  # the default, auto: GraHTP, then exact swaps under the constraints
 print(res.summary())
 print(f"daily volatility {np.sqrt(res.objective):.4%}; weights sum to {res.x.sum():.6f}, smallest {res.x.min():.3g}")
 
@@ -34,7 +34,7 @@ sub = sm.Problem(
 )
 lp = sub.lower()
 best = min((lp.restricted_minimize(np.array(T)).f, T) for T in itertools.combinations(range(16), 4))
-for solver in ("grahtp", "fgrahtp", "iht"):
+for solver in ("auto", "grahtp", "fgrahtp", "iht"):
     r = sub.solve(solver)
     print(
         f"{solver:8s} variance {r.objective:.6e} = {r.objective / best[0]:.4f} x the optimum; assets {r.support.tolist()}"

@@ -1,7 +1,7 @@
 """The thresholding solvers under linear constraints: skscope's layer test problem (its
 test_layer.py: make_regression(100, 5, n_informative=2), sum of squares, sparsity 2, with the
 linear, simplex, non-negative and box layers) solved feasibly and to the optimum found by
-enumerating every support; a long-only minimum-variance portfolio near its enumerated optimum;
+enumerating every support; minimum-variance portfolios at the optimum of cvxpy on every support;
 the refusal of solvers that cannot keep an equality."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def enumerate_optimum(lp, p, k):
 
 
 @pytest.mark.parametrize("layer", sorted(LAYERS))
-@pytest.mark.parametrize("solver", ["grahtp", "fgrahtp", "iht"])
+@pytest.mark.parametrize("solver", ["auto", "grahtp", "fgrahtp", "iht"])
 def test_skscope_layer_problems_are_solved_feasibly_and_optimally(layer, solver):
     X, Y = skscope_problem()
     w = sm.Variable(5, name="w")
@@ -51,23 +51,51 @@ def test_skscope_layer_problems_are_solved_feasibly_and_optimally(layer, solver)
     if layer == "box":
         assert np.all(np.abs(x) <= 1 + 1e-12)
     best = enumerate_optimum(prob.lower(), 5, 2)
-    # grahtp and fgrahtp reach the optimum; iht (fixed step 1/L_s, no refit) within 5% of it
+    # auto, grahtp and fgrahtp reach the optimum; iht (fixed step 1/L_s, no refit) within 5% of it
     slack = 1e-8 if solver != "iht" else 0.05
     assert r.objective <= best * (1 + slack) + 1e-8
 
 
-def test_a_long_only_portfolio_is_near_its_enumerated_optimum():
+def cvxpy_support_values(S, k, long):
+    """The minimum variance on every support of k assets: one convex QP each, solved by cvxpy."""
+    cp = pytest.importorskip("cvxpy")
+    out = {}
+    for T in itertools.combinations(range(S.shape[0]), k):
+        v = cp.Variable(k)
+        cons = [cp.sum(v) == 1] + ([v >= 0] if long else [])
+        prob = cp.Problem(cp.Minimize(cp.quad_form(v, S[np.ix_(T, T)])), cons)
+        prob.solve(solver=cp.CLARABEL)
+        out[T] = prob.value
+    return out
+
+
+@pytest.mark.parametrize("long", [True, False], ids=["long-only", "budget-only"])
+def test_auto_reaches_the_optimum_of_every_support_solved_by_cvxpy(long):
+    """Minimum variance of 3 of 8 assets (56 supports, each a QP in cvxpy): auto (the default)
+    reaches the best of them; grahtp's answer is the QP's optimum on its own support (the
+    restricted solve keeps the constraints), and it is the global one in some draws only (measured:
+    3 of 5, worst 6.3% above; this is what auto's exact swap search is for)."""
     R, _ = factor_returns(250, p=50, factors=3, seed=0)
-    worst = 0.0
-    for seed in range(3):
-        cols = np.random.default_rng(seed).choice(50, 12, replace=False)
+    misses = 0
+    for seed in range(5):
+        cols = np.random.default_rng(seed).choice(50, 8, replace=False)
         S = np.cov(R[:, cols].T)
-        w = sm.Variable(12, name="w")
-        prob = sm.Problem(sm.minimize(sm.quad_form(w, S)), [sm.nnz(w) <= 3, sm.sum(w) == 1, w >= 0])
-        r = prob.solve()  # the default (auto picks grahtp for linear constraints)
-        assert r.solver == "grahtp" and np.isclose(r.x.sum(), 1) and np.all(r.x >= 0)
-        worst = max(worst, r.objective / enumerate_optimum(prob.lower(), 12, 3))
-    assert worst <= 1.05, worst
+        w = sm.Variable(8, name="w")
+        cons = [sm.nnz(w) <= 3, sm.sum(w) == 1] + ([w >= 0] if long else [])
+        prob = sm.Problem(sm.minimize(sm.quad_form(w, S)), cons)
+        values = cvxpy_support_values(S, 3, long)
+        best = min(values.values())
+        r = prob.solve()
+        assert r.solver == "auto" and np.isclose(r.x.sum(), 1) and np.count_nonzero(r.x) <= 3
+        if long:
+            assert np.all(r.x >= 0)
+        assert r.objective == pytest.approx(best, rel=1e-7), seed
+        g = prob.solve("grahtp")
+        T = tuple(np.sort(np.argsort(-np.abs(g.x))[:3]))
+        assert g.objective == pytest.approx(values[T], rel=1e-7)
+        assert g.objective >= best * (1 - 1e-7)
+        misses += g.objective > best * (1 + 1e-6)
+    assert misses >= 1  # the search is not idle: grahtp alone misses at least one of these optima
 
 
 def test_solvers_that_cannot_keep_an_equality_say_so_at_the_constraint():
