@@ -93,7 +93,10 @@ class LinearSolves:
         except Exception:  # noqa: BLE001 - any failure of the estimate: the unit step
             M = 1.0
         step = 1.0 / M if np.isfinite(M) and M > 0 else 1.0
-        h = self.hessian_diagonal(x)
+        try:
+            h = self.hessian_diagonal(x)
+        except Exception:  # noqa: BLE001 - the diagonal is an aid to the start: without it, the step
+            h = None
         self.oracle.thresholded()
         return s.start_point(x, g, step, h)
 
