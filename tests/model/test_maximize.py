@@ -54,3 +54,15 @@ def test_the_cli_reports_the_maximum(capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     x = np.array(out["x"])
     assert out["extra"]["maximum"] == pytest.approx(-np.sum((x - C) ** 2)) == pytest.approx(-out["objective"])
+
+
+def test_the_summary_shows_the_maximum_as_written(capsys, tmp_path):
+    """The objective line of a maximized model is f as the user wrote it, not the -f minimized."""
+    (tmp_path / "m.sm").write_text(MAX)
+    assert main(["solve", str(tmp_path / "m.sm")]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("objective"))
+    r = sm.parse(MAX).solve()
+    assert float(line.split()[1]) == pytest.approx(r.extra["maximum"], rel=1e-9)
+    assert "maximum" in line
+    assert not any("maximum" in ln for ln in out.splitlines() if ln.startswith("details"))  # said once
