@@ -81,8 +81,9 @@ class LinearSolves:
 
     def feasible_start(self: LoweredProblem, x: np.ndarray) -> np.ndarray:
         """A start the constraint set admits: x itself, or (under ``sum(w) == 1``, which excludes
-        the zero start) the projection of the gradient step from x, with the step 1 / mean diag of
-        the Hessian (1 when that is not positive)."""
+        the zero start) the set's start from the gradient and the Hessian's diagonal at x
+        (``start_point``: the minimizer of the diagonal Newton model under the constraints, made
+        k-sparse), with the step 1 / mean diag of the Hessian where the diagonal is not known."""
         s = self.set
         if s is None or s.admits(x):
             return x
@@ -92,8 +93,12 @@ class LinearSolves:
         except Exception:  # noqa: BLE001 - any failure of the estimate: the unit step
             M = 1.0
         step = 1.0 / M if np.isfinite(M) and M > 0 else 1.0
+        try:
+            h = self.hessian_diagonal(x)
+        except Exception:  # noqa: BLE001 - the diagonal is an aid to the start: without it, the step
+            h = None
         self.oracle.thresholded()
-        return s.start_point(x, g, step)
+        return s.start_point(x, g, step, h)
 
 
 def _ridge_part(r: Any, u: np.ndarray) -> float:

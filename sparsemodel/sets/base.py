@@ -203,9 +203,9 @@ class ConstraintSet(ABC):
         such as sum(w) == 1, answer False for it; see ``start_point``)."""
         return True
 
-    def start_point(self, x: np.ndarray, g: np.ndarray, step: float) -> np.ndarray:
-        """A start the set admits near x (``g``: the gradient at x, ``step``: a step size): x itself
-        unless the set overrides it."""
+    def start_point(self, x: np.ndarray, g: np.ndarray, step: float, h: np.ndarray | None = None) -> np.ndarray:
+        """A start the set admits near x (``g``: the gradient at x, ``step``: a step size, ``h``: the
+        Hessian's diagonal at x when known): x itself unless the set overrides it."""
         return x
 
     def swap_members(self) -> np.ndarray | None:

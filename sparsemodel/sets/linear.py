@@ -573,9 +573,34 @@ class SparseLinear(CoordinateSparsity):
         text = text.split("; projection onto")[0]
         return f"{text}; with {self.linear.describe().split(';')[0]}; projection: {how}"
 
-    def start_point(self, x: np.ndarray, g: np.ndarray, step: float) -> np.ndarray:
-        """A feasible start near x: the projection of the gradient step x - step * g."""
-        return self.project(x - step * g)[0]
+    def start_point(self, x: np.ndarray, g: np.ndarray, step: float, h: np.ndarray | None = None) -> np.ndarray:
+        """A feasible start near x: for the sum constraints (simplex, hyperplane, budget) with the
+        Hessian's diagonal h known, the minimizer of the diagonal Newton model
+        g'(y - x) + 1/2 sum h_i (y_i - x_i)^2 under the dense constraint (a projection in the metric
+        diag(h): y_i = x_i - (g_i + tau) / h_i, clipped at 0 for the simplex, tau by bisection),
+        then the set's projection of it; otherwise the projection of the gradient step
+        x - step * g. (At x = 0 a minimum-variance objective has g = 0, and the Euclidean
+        projection of 0 ties every asset; the model's minimizer weights them by 1 / h_i.)"""
+        C = self.coords
+        if self.mode == "general" or h is None or not np.all(np.isfinite(h[C])) or np.any(h[C] <= 0):
+            return self.project(x - step * g)[0]
+        hc, zc = h[C], x[C] - g[C] / h[C]
+        if self.mode == "hyperplane":
+            y = zc - (zc.sum() - self.total) / np.sum(1.0 / hc) / hc
+        else:
+            y = np.maximum(zc, 0.0)
+            if self.mode == "simplex" or y.sum() > self.total:
+                lo, hi = float(np.min(zc * hc)) - abs(self.total) * float(np.max(hc)), float(np.max(zc * hc))
+                for _ in range(200):  # sum(max(z - tau / h, 0)) is decreasing in tau
+                    tau = 0.5 * (lo + hi)
+                    if np.maximum(zc - tau / hc, 0.0).sum() > self.total:
+                        lo = tau
+                    else:
+                        hi = tau
+                y = np.maximum(zc - hi / hc, 0.0)
+        z = x.copy()
+        z[C] = y
+        return self.project(z)[0]
 
 
 def _l1_point(P: Polyhedron, nc: int) -> np.ndarray | None:

@@ -233,6 +233,8 @@ register_kind(
     lambda c, layout, S: Ball(c, layout),
     examples={"ball": ex.sparse_pca},
 )
+
+
 register_kind(
     ProductConstraint,
     [("product", "several bounded variables (a product of sets: rank(L) <= r and nnz(S) <= k)")],

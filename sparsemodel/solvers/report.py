@@ -92,11 +92,19 @@ def coefficient_rows(r: Result, max_rows: int = MAX_ROWS) -> tuple[list[tuple[st
     return shown, max(0, len(rows) - max_rows)
 
 
+def objective_text(r: Result) -> str:
+    """The objective as the user wrote it: a maximized model shows its maximum f (solved as
+    minimize -f, whose value ``Result.objective`` holds)."""
+    if "maximum" in r.extra:
+        return f"{r.extra['maximum']:.10g} (maximum; Result.objective = -f = {r.objective:.10g})"
+    return f"{r.objective:.10g}"
+
+
 def format_result(r: Result, max_support: int = 30) -> str:
     lines = [
         f"solver      {r.solver}",
         f"status      {r.status}" + (f"  ({r.message})" if r.message else ""),
-        f"objective   {r.objective:.10g}",
+        f"objective   {objective_text(r)}",
         f"variable    {r.variable}  shape {tuple(r.shape)}",
         f"bound       {bound_line(r)}",
     ]
@@ -119,7 +127,7 @@ def format_result(r: Result, max_support: int = 30) -> str:
             f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"
         )
     lines += component_lines(r)
-    details = [(k, v) for k, v in r.extra.items() if isinstance(v, (int, float, str)) and k not in ("rank",)]
+    details = [(k, v) for k, v in r.extra.items() if isinstance(v, (int, float, str)) and k not in ("rank", "maximum")]
     if details:
         lines.append(
             "details     " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in details)
@@ -160,7 +168,7 @@ def result_html(r: Result) -> str:
     info = [
         ["solver", r.solver],
         ["status", r.status + (f" ({r.message})" if r.message else "")],
-        ["objective", f"{r.objective:.10g}"],
+        ["objective", objective_text(r)],
         ["variable", f"{r.variable}, shape {tuple(r.shape)}"],
         ["bound", bound_line(r)],
     ]

@@ -154,3 +154,36 @@ def test_a_sum_over_the_free_intercept_uses_the_general_rule():
     assert S.mode == "general" and len(S.touched_free) == 1
     x, _ = S.project(rng.standard_normal(11))
     assert np.isclose(x.sum(), 1.0) and np.count_nonzero(x[1:]) <= 2
+
+
+@pytest.mark.parametrize("mode", ["simplex", "hyperplane", "budget"])
+def test_the_start_minimizes_the_diagonal_newton_model_under_the_constraint(mode):
+    """start_point(x, g, step, h) is the minimizer of g'(y - x) + 1/2 sum h_i (y_i - x_i)^2 under the
+    dense constraint (checked against cvxpy), then projected onto the k-sparse set: with k = p the
+    projection keeps it; at x = 0 of a minimum-variance objective (g = 0) it weights by 1 / h_i."""
+    cp = pytest.importorskip("cvxpy")
+    rng = np.random.default_rng(11)
+    p = 6
+    w = sm.Variable(p, name="w")
+    X = rng.standard_normal((40, p))
+    cons = {
+        "simplex": [sm.sum(w) == 1, w >= 0],
+        "hyperplane": [sm.sum(w) == 1],
+        "budget": [sm.sum(w) <= 0.5, w >= 0],
+    }[mode]
+    S = sm.Problem(sm.minimize(sm.sum_squares(X @ w) / 40), [sm.nnz(w) <= p, *cons]).lower().set
+    assert S.mode == mode
+    for _ in range(3):
+        x, g, h = rng.standard_normal(p), rng.standard_normal(p) * 3, rng.uniform(0.5, 4, p)
+        y = cp.Variable(p)
+        dense = {
+            "simplex": [cp.sum(y) == 1, y >= 0],
+            "hyperplane": [cp.sum(y) == 1],
+            "budget": [cp.sum(y) <= 0.5, y >= 0],
+        }
+        cp.Problem(cp.Minimize(g @ (y - x) + 0.5 * cp.sum(cp.multiply(h, cp.square(y - x)))), dense[mode]).solve()
+        assert np.allclose(S.start_point(x, g, 1.0, h), y.value, atol=1e-6)
+    if mode == "simplex":
+        h = np.array([1.0, 2.0, 4.0, 4.0, 8.0, 1.0])
+        start = S.start_point(np.zeros(p), np.zeros(p), 1.0, h)
+        assert np.allclose(start, (1 / h) / np.sum(1 / h))  # the inverse-variance weights at w = 0
