@@ -87,6 +87,11 @@ class _SparsePCASolver(Solver):
         hist = self.history(lp, clock)
         k, m, r2 = lp.set.budget, self.opts["components"], d.radius**2
         S = d.S
+        if m > S.shape[0]:
+            raise SolverError(
+                f"{self.name}: components = {m} is more than the {S.shape[0]} coordinates of {d.form.variable.name}",
+                hint=f"ask for at most {S.shape[0]} components",
+            )
         comps: list[Component] = []
         deflated: list[float] = []
         for j in range(m):
@@ -104,7 +109,6 @@ class _SparsePCASolver(Solver):
         status = CONVERGED if first.iterations < self.opts["max_iter"] else MAX_ITER
         extra = explained(d.S, W, deflated)
         extra["swaps"] = sum(c.swaps for c in comps)
-        lp.oracle.charge(solves=sum(len(c.trace) for c in comps))
         return finish(lp, self, x, status, first.iterations, clock, hist, f=-r2 * first.value, extra=extra)
 
 
@@ -113,7 +117,10 @@ COMMON = {
     "deflation": Option("schur", "deflation between components (Mackey 2009)", str, choices=DEFLATIONS),
     "starts": Option(5, "starts: S's leading eigenvector truncated, then the largest-variance columns", int, low=1),
     "polish": Option(
-        True, "then exchange single coordinates while that raises w'Sw (k candidates by |(Sw)_j|, exact values)", bool
+        True,
+        "then exchange single coordinates while w'Sw rises: every exchange when k (p - k) <= 400, else "
+        "min(k, 10) forward-backward exchanges ranked by |(Sw)_j| (exact values, never a loss)",
+        bool,
     ),
 }
 

@@ -69,6 +69,8 @@ def test_several_components_by_deflation():
     assert len(p.extra["components"]) == 3
     with pytest.raises(sm.ModelError, match="deflation"):
         builder().solve("tpm", deflation="hotelling")
+    with pytest.raises(sm.ModelError, match="more than the 30 coordinates"):
+        builder().solve("tpm", components=31)
 
 
 def test_the_model_file_and_the_cli(tmp_path, capsys):
