@@ -27,9 +27,9 @@ from .model.atoms import (
     trace,
 )
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
-from .model.datafuncs import cols, cov, eye, levels, normalize_columns, onehot, ones, rows, standardize
+from .model.datafuncs import center, cols, cov, eye, levels, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
-from .model.problem import Objective, minimize
+from .model.problem import Objective, maximize, minimize
 from .problem import Problem
 
 # the constraint words (nnz, rank, eig, offdiag, diff, ...): the same table the model language reads
@@ -76,6 +76,7 @@ __all__ = [
     "Expr",
     "Problem",
     "Objective",
+    "maximize",
     "minimize",
     "box",
     "Result",
@@ -100,6 +101,7 @@ __all__ = [
     "levels",
     "cov",
     "rows",
+    "center",
     "cols",
     "standardize",
     "normalize_columns",

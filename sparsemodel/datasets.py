@@ -101,6 +101,43 @@ def sparse_precision(p: int, n: int = 100, density: float = 0.1, seed: int | Non
     return Z, O
 
 
+def spiked_covariance(
+    n: int,
+    p: int = 50,
+    sizes: tuple[int, ...] = (10, 8),
+    variances: tuple[float, ...] = (6.0, 3.0),
+    seed: int | None = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse PCA data (the spiked covariance model, Johnstone & Lu 2009): n samples of
+    x = sum_j sqrt(variances[j]) z_j v_j + N(0, I_p), the v_j unit vectors with equal entries on
+    consecutive disjoint supports of ``sizes`` (so Cov(x) = I + sum_j variances[j] v_j v_j').
+    Returns (X, V), V the true directions as columns."""
+    rng = np.random.default_rng(seed)
+    V = np.zeros((p, len(sizes)))
+    start = 0
+    for j, s in enumerate(sizes):
+        V[start : start + s, j] = 1 / np.sqrt(s)
+        start += s
+    Z = rng.standard_normal((n, len(sizes))) * np.sqrt(np.asarray(variances, dtype=float))
+    return Z @ V.T + rng.standard_normal((n, p)), V
+
+
+def factor_returns(n: int = 250, p: int = 50, factors: int = 3, seed: int | None = 0) -> tuple[np.ndarray, list[str]]:
+    """Daily returns of p assets over n days from a linear factor model (the structure of the
+    Fama-French and BARRA risk models): r_t = B f_t + e_t with ``factors`` market-wide factors
+    f_t ~ N(0, diag(s^2)) (daily volatilities 1%, 0.5%, 0.4%, ...), loadings B (p x factors) with a
+    market beta around 1 and smaller style loadings, and idiosyncratic noise e_t with volatilities
+    spread between 0.8% and 2.5% a day; a small positive drift (4% a year). Returns (R, names), R
+    of shape (n, p), names A00, A01, ..."""
+    rng = np.random.default_rng(seed)
+    vols = np.array([0.01] + [0.005 / (1 + 0.25 * j) for j in range(factors - 1)])
+    F = rng.standard_normal((n, factors)) * vols
+    B = np.column_stack([rng.normal(1.0, 0.3, p)] + [rng.normal(0.0, 0.6, p) for _ in range(factors - 1)])
+    idio = rng.uniform(0.008, 0.025, p)
+    R = 0.04 / 252 + F @ B.T + rng.standard_normal((n, p)) * idio
+    return R, [f"A{j:02d}" for j in range(p)]
+
+
 def caravan() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The bundled Caravan insurance data: X (5822 x 85), labels v in {-1, +1} (Purchase = Yes is
     +1) and the feature names."""

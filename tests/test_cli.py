@@ -64,7 +64,18 @@ def test_solvers_registry(capsys):
     code, out, _ = run(capsys, "solvers", "--json")
     reg = json.loads(out)
     assert code == 0
-    assert reg["grahtp"]["handles"] == ["box", "eig_box", "fused", "nnz", "nnz_groups", "nnz_pairs", "product", "rank"]
+    assert reg["grahtp"]["handles"] == [
+        "box",
+        "eig_box",
+        "fused",
+        "linear_eq",
+        "linear_ineq",
+        "nnz",
+        "nnz_groups",
+        "nnz_pairs",
+        "product",
+        "rank",
+    ]
     assert "eta" in reg["grahtp"]["options"]
     code, out, _ = run(capsys, "solvers", "-v")
     assert "max_iter" in out and "fgrahtp" in out

@@ -42,11 +42,13 @@ from ..model.constraints import (
     EigExpr,
     NnzConstraint,
     NnzExpr,
+    NormExpr,
     RankConstraint,
     RankExpr,
     bounded,
     box,
     constrain,
+    is_view,
 )
 from ..model.datafuncs import DATA_FUNCTIONS
 from ..model.expr import (
@@ -114,7 +116,7 @@ class ModelBuilder:
             raise ModelError(
                 f"{self.source.name} has no minimize statement",
                 Span(self.source, line, max(1, col - 1), line, col),
-                "a model needs an objective: minimize EXPR",
+                "a model needs an objective: minimize EXPR (or maximize EXPR)",
             )
         self._check_k_range()
         symbols = dict(self.env)
@@ -435,17 +437,20 @@ class ModelBuilder:
         self.declare(name_tok, fdef)
         self.funcs[name] = fdef
 
-    def _minimize_stmt(self, stmt: Tree) -> None:
+    def _minimize_stmt(self, stmt: Tree, sense: str = "minimize") -> None:
         span = self.span(stmt)
         if self.objective is not None:
             prev = self.objective.span
             raise ModelError(
-                "a second minimize statement" + (f" (the first is on line {prev.line})" if prev else ""),
+                f"a second objective ({sense})" + (f"; the first is on line {prev.line}" if prev else ""),
                 span,
-                "a model has one objective; add the terms together",
+                "a model has one objective (minimize or maximize); add the terms together",
             )
         e = self.value_expr(stmt.children[0], "the objective")
-        self.objective = Objective(e, span=e.span or span)
+        self.objective = Objective(e, span=e.span or span, sense=sense)
+
+    def _maximize_stmt(self, stmt: Tree) -> None:
+        self._minimize_stmt(stmt, "maximize")
 
     def _subject_stmt(self, stmt: Tree) -> None:
         self.in_subject = True
@@ -467,8 +472,14 @@ class ModelBuilder:
         text = span.text if span is not None else "this constraint"
         usage = (
             "nnz(EXPR) <= k, nnz(w, groups = g) <= k, nnz(w, free = [0, 3]) <= k, rank(W) <= r, "
-            "alpha <= eig(O) <= beta, w >= 0, lo <= w <= hi"
+            "alpha <= eig(O) <= beta, w >= 0, lo <= w <= hi, A @ w == b, sum(w) == 1, A @ w <= b, norm(w) <= 1"
         )
+        if "==" in ops and len(ops) > 1:
+            raise ConstraintError(
+                f"'{text}': == does not chain; a two-sided bound reads lo <= w <= hi",
+                span,
+                "write one equality per line: A @ w == b",
+            )
         if c is not None and isinstance(b, Expr) and not b.is_constant():
             if ops[0] != ops[1]:
                 raise ConstraintError(f"'{text}': a two-sided bound needs the same comparison twice", span)
@@ -480,6 +491,10 @@ class ModelBuilder:
                         span,
                         "write lo <= w <= hi",
                     )
+            if not is_view(b):  # lo <= A @ w <= hi: two linear inequalities
+                self.constraints.append(constrain(b, ">=", self._bound(lo, text, span), span))
+                self.constraints.append(constrain(b, "<=", self._bound(hi, text, span), span))
+                return
             self.constraints.append(
                 box(b, lower=self._bound(lo, text, span), upper=self._bound(hi, text, span), span=span)
             )
@@ -501,21 +516,26 @@ class ModelBuilder:
                 span,
                 "write: auto <= eig(O) <= auto, or give a number",
             )
-        structural = (NnzExpr, RankExpr, EigExpr)
+        flip = {"<=": ">=", ">=": "<=", "==": "=="}
+        structural = (NnzExpr, RankExpr, EigExpr, NormExpr)
         if isinstance(b, structural) and not isinstance(a, structural):  # k >= nnz(w) reads nnz(w) <= k
             a, b = b, a
-            op = ">=" if op == "<=" else "<="
+            op = flip[op]
         if isinstance(a, Expr) and isinstance(b, Expr) and a.is_constant() and not b.is_constant():
             a, b = b, a  # 0 <= w reads w >= 0
-            op = ">=" if op == "<=" else "<="
+            op = flip[op]
+        if isinstance(a, Expr) and not a.is_constant() and isinstance(b, Expr) and not b.is_constant():
+            # two sides with variables: a linear constraint (w[0] >= w[1]), located at the constraint
+            self.constraints.append(constrain(a, op, b, span))
+            return
         if not isinstance(a, (*structural, Expr)) or (isinstance(a, Expr) and (a.is_constant() or not b.is_constant())):
             raise ConstraintError(
                 f"'{text}' is not a structural constraint",
                 span,
-                f"sparsemodel handles sparsity, rank, eigenvalue and box constraints: {usage}",
+                f"sparsemodel handles sparsity, rank, eigenvalue, box and linear constraints: {usage}",
             )
         # the builder's own constructor of one-sided constraints (what nnz(w) <= k, rank(W) <= r,
-        # eig(O) >= a and w >= 0 call), located at the whole constraint
+        # eig(O) >= a, w >= 0 and sum(w) == 1 call), located at the whole constraint
         self.constraints.append(constrain(a, op, self._bound(b, text, span), span))
 
     def _side(self, t: Any) -> Any:

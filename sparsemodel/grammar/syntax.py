@@ -30,7 +30,7 @@ from ..util import did_you_mean
 GRAMMAR_FILE = Path(__file__).with_name("sparsemodel.lark")
 
 
-STATEMENT_KEYWORDS = ("data", "param", "let", "var", "func", "minimize", "subject", "solve", "compare")
+STATEMENT_KEYWORDS = ("data", "param", "let", "var", "func", "minimize", "maximize", "subject", "solve", "compare")
 
 
 CONSTRAINT_FUNCTIONS = STRUCTURAL_FUNCTIONS
@@ -117,7 +117,7 @@ def _terminal_display() -> dict[str, str]:
         "STRING": 'a "quoted string"',
         "_NL": "the end of the line",
         "$END": "the end of the file",
-        "CMP": "<= or >=",
+        "CMP": "<=, >= or ==",
         "POW": "** or ^",
         "DOT_T": ".T",
     }
@@ -143,7 +143,9 @@ def describe_expected(expected: set[str]) -> str:
     display = _terminal_display()
     parts: list[str] = []
     if _STATEMENTS & names:
-        parts.append("a statement (data, param, let, var, func, minimize, subject to, solve with, compare with)")
+        parts.append(
+            "a statement (data, param, let, var, func, minimize, maximize, subject to, solve with, compare with)"
+        )
         names -= _STATEMENTS
         if {"NAME", "NUMBER", "LPAR"} <= names:
             parts.append("a constraint")
@@ -218,7 +220,7 @@ def _misspelled_statement(source: Source, line: int | None) -> ParseError | None
         f"unknown statement '{word}'",
         Span(source, line, col, line, col + len(word)),
         f"did you mean '{kw}'? (a line starting {STATEMENT_USAGE.get(kw, kw)} ...); "
-        "statements start with: data, param, let, var, func, minimize, subject to, solve with, compare with",
+        "statements start with: data, param, let, var, func, minimize, maximize, subject to, solve with, compare with",
     )
 
 

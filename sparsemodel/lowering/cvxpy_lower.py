@@ -217,15 +217,22 @@ def restricted_cvxpy(
     ridge: np.ndarray | None = None,
     embed: Any = None,
     bounds: tuple[np.ndarray, np.ndarray] | None = None,
+    linear: Any = None,
 ) -> tuple[np.ndarray, int]:
     """min f over x supported on ``cols`` (+ 1/2 sum ridge_j x_j^2), or over x = embed @ u, in
-    cvxpy: the reference path. ``bounds`` = (lo, hi) keeps u in a box (infinite entries: open)."""
+    cvxpy: the reference path. ``bounds`` = (lo, hi) keeps u in a box (infinite entries: open);
+    ``linear`` (a :class:`sparsemodel.numerics.qp.Polyhedron` in u) adds A u = b, G u <= h."""
     cp = _cp()
     u = cp.Variable(len(cols) if embed is None else embed.shape[1])
     obj = lower_expr(objective, layout, u, cols, embed=embed)
     if ridge is not None:
         obj = obj + 0.5 * cp.sum(cp.multiply(ridge, cp.square(u)))
-    prob = cp.Problem(cp.Minimize(obj), box_constraints(u, bounds))
+    cons = box_constraints(u, bounds)
+    if linear is not None and len(linear.b):
+        cons.append(linear.A @ u == linear.b)
+    if linear is not None and len(linear.h):
+        cons.append(linear.G @ u <= linear.h)
+    prob = cp.Problem(cp.Minimize(obj), cons)
     solve_cvxpy(prob)
     return np.asarray(u.value, dtype=float).ravel(), int(prob.solver_stats.num_iters or 0)
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ConstraintError
+from ..errors import ConstraintError, SolverError
+from ..model.forms import sparse_pca
 from ..objective.design import Design
 from ..objective.evaluator import Evaluator, Layout
 from ..objective.oracle import Oracle
@@ -32,16 +33,18 @@ from ..sets.base import ConstraintSet
 from ..sets.registry import assemble
 from .constants import StepConstants
 from .guards import Guards
+from .linear_solve import LinearSolves
 from .lowrank_solve import LowRankSolves
 from .precision_solve import ADMM_DEFAULTS, PrecisionSolves
 from .restricted import RestrictedSolves
+from .spca_solve import SparsePCAData
 
 if TYPE_CHECKING:
     from ..model.problem import Model
     from ..sets.sparsity import CoordinateSparsity
 
 
-class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConstants, Guards):
+class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSolves, StepConstants, Guards):
     """A problem as functions of the flat vector x, for solvers."""
 
     def __init__(self, problem: Model, budget: int | None = None):
@@ -50,7 +53,11 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         self.n = self.layout.n
         self.objective = problem.objective.expr
         self.ev = Evaluator(self.objective, self.layout)
-        comp = decompose(self.objective, self.layout)
+        # sparse PCA (model/forms.py): maximize w'Sw subject to norm(w) <= r, nnz(w) <= k; its -w'Sw is
+        # no composite loss (a concave square), so it has no design: its solvers read S
+        spca = sparse_pca(problem)
+        self.spca: SparsePCAData | None = SparsePCAData(spca, self.layout) if spca is not None else None
+        comp = decompose(self.objective, self.layout) if spca is None else None
         self.design: Design | None = Design(comp, self.layout) if comp is not None else None
         self.oracle = Oracle(self.ev, self.design, self.layout)
         # the Gaussian log-likelihood c (-logdet(O) + <S, O>) of a precision matrix (paper 000, 5.3)
@@ -60,6 +67,7 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
         self.set: ConstraintSet | None = sets.main  # the one set projected by hard thresholding
         self.side: list[ConstraintSet] = sets.side  # convex sets kept inside restricted solves
         self.box, self.eigbox = sets.box, sets.eigbox
+        self.linear = sets.linear  # every linear constraint (kept inside restricted solves), or None
         self.kinds = {c.kind for c in problem.requirements()}  # the product of several bounds too
         self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
         self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument
@@ -115,6 +123,11 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
 
     @property
     def structure(self) -> str:
+        if self.spca is not None:
+            return (
+                f"sparse PCA: maximize {self.spca.form.variable.name}'S{self.spca.form.variable.name} on the ball "
+                f"of radius {self.spca.radius:g} (restricted solves: the leading eigenvector of S on the support)"
+            )
         if self.precision is not None:
             return (
                 f"Gaussian log-likelihood of the precision matrix {self.precision.var.name} "
@@ -152,10 +165,17 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, StepConst
 
     # ------------------------------------------------------------------ relaxations
     def relaxation(self, kind: str, solver: str = "auto", eigbox: bool = True) -> Any:
-        """The convex relaxation ``kind`` ('l1', 'nuclear', 'glasso') of this problem, built in cvxpy
+        """The convex relaxation ``kind`` ('l1', 'nuclear', 'glasso', 'tv', 'dspca') of this problem, built in cvxpy
         (:mod:`sparsemodel.lowering.relax`); ``solve(lam)`` returns the flat x. ``eigbox=False``
         drops the eigenvalue box from the relaxation."""
-        from .relax import Relaxation
+        from .relax import DSPCARelaxation, Relaxation
 
+        if kind == "dspca":
+            if self.spca is None:
+                raise SolverError(
+                    f"DSPCA relaxes sparse PCA only; this problem is a {self.structure}",
+                    hint="sparse PCA reads: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k",
+                )
+            return DSPCARelaxation(self.spca, self.n, solver)
         eb = self.eigbox if eigbox else None
         return Relaxation(self.objective, self.layout, self.set, kind, solver, box=self.box, eigbox=eb)

@@ -12,6 +12,12 @@
   not penalized, as scikit-learn's GraphicalLasso); an eigenvalue box, when given to it, stays as
   the semidefinite constraints alpha I <= O <= beta I.
 
+* ``dspca`` -- DSPCA, the semidefinite relaxation of sparse PCA (d'Aspremont, El Ghaoui, Jordan &
+  Lanckriet 2007, "A direct formulation for sparse PCA using semidefinite programming", SIAM
+  Review 49(3)): max tr(S Z) - lambda 1'|Z|1 subject to tr(Z) = 1, Z positive semidefinite, of
+  maximize w'Sw subject to norm(w) <= 1, nnz(w) <= k (:class:`DSPCARelaxation`; its answer is
+  Z's leading eigenvector).
+
 Each is built and compiled once with lambda as a ``cvxpy.Parameter`` (DPP), so a search over
 lambda re-solves without recompiling. Solvers reach cvxpy only through this module.
 """
@@ -28,7 +34,7 @@ from ..sets.base import ConstraintSet
 from ..sets.side import Box, EigBox
 from .cvxpy_lower import box_constraints, lower_expr, solve_cvxpy
 
-RELAXATIONS = ("l1", "nuclear", "glasso", "tv")
+RELAXATIONS = ("l1", "nuclear", "glasso", "tv", "dspca")
 
 
 class Relaxation:
@@ -117,4 +123,45 @@ class Relaxation:
         return self.box.clip(x) if self.box is not None else x  # interior points may sit 1e-9 outside
 
 
-__all__ = ["RELAXATIONS", "Relaxation"]
+class DSPCARelaxation:
+    """DSPCA (see the module docstring) on the sparse PCA form's S (p x p); ``solve(lam)`` returns
+    the flat x holding the leading eigenvector of the optimal Z (scaled to the ball's radius) on the
+    coordinates of w. Variables whose variance S_ii is below lambda are zero in every optimal Z
+    (d'Aspremont et al. 2007, Section 3.3), so lambda_max = max_i S_ii."""
+
+    def __init__(self, spca: Any, n: int, solver: str = "auto"):
+        import cvxpy as cp
+
+        if solver != "auto" and solver.upper() not in cp.installed_solvers():
+            raise SolverError(
+                f"cvxpy solver {solver!r} is not installed",
+                hint=f"installed cvxpy solvers: {', '.join(cp.installed_solvers())}, or 'auto'",
+            )
+        self.solver = None if solver == "auto" else solver.upper()
+        self.spca, self.n = spca, n
+        p = spca.S.shape[0]
+        self.Z = cp.Variable((p, p), symmetric=True)
+        self.lam = cp.Parameter(nonneg=True)
+        objective = cp.trace(spca.S @ self.Z) - self.lam * cp.sum(cp.abs(self.Z))
+        self.problem = cp.Problem(cp.Maximize(objective), [cp.trace(self.Z) == 1, self.Z >> 0])
+        self.solves = 0
+        self.last_Z: np.ndarray | None = None
+
+    def solve(self, lam: float) -> np.ndarray:
+        self.lam.value = lam
+        self.solves += 1
+        try:
+            solve_cvxpy(self.problem, self.solver)
+        except ModelError as exc:
+            raise SolverError(f"DSPCA at lambda = {lam:.6g} could not be solved: {exc.message}") from None
+        if self.Z.value is None:
+            raise SolverError(f"DSPCA at lambda = {lam:.6g} returned no solution")
+        Z = np.asarray(self.Z.value, dtype=float)
+        self.last_Z = (Z + Z.T) / 2
+        _, V = np.linalg.eigh(self.last_Z)
+        v = V[:, -1]
+        v = -v if v[int(np.argmax(np.abs(v)))] < 0 else v
+        return self.spca.embed(self.spca.radius * v, self.n)
+
+
+__all__ = ["RELAXATIONS", "DSPCARelaxation", "Relaxation"]

@@ -19,6 +19,7 @@ from ..numerics.newton import newton
 from ..numerics.smooth import box_newton, lbfgs
 from ..objective.terms import Reduced
 from ..sets.base import CoordSubspace
+from .spca_solve import spca_backend
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -149,7 +150,8 @@ class RestrictedSolves:
             and (method in ("admm", "covsel", "newton") or self.eigbox is not None)
             and sub.form == "coords"
         )
-        backend = BACKENDS["precision" if precision else sub.form]
+        form = "spca" if getattr(self, "spca", None) is not None else "precision" if precision else sub.form
+        backend = BACKENDS[form]
         x, f, its, converged, method, ridge_part, d1, hess = backend(self, sub, x0, ridge, method, tol, give_up, hint)
         start = x0 if x0 is not None else np.zeros(self.n)
         scale = 1.0 + float(np.linalg.norm(start))
@@ -191,6 +193,8 @@ class RestrictedSolves:
             r = rmask[cols]
             if not r.any():
                 r = None
+        if self.linear is not None and (self.linear.touches(cols) or not self.linear.holds_at_zero):
+            return (*self._linear_minimize(cols, x0, r, method, tol), None, None)
         if self.box is not None and self.box.bounded(cols):
             return (*self._box_minimize(cols, x0, r, method, tol), None, None)
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
@@ -378,6 +382,7 @@ def _product_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: f
 
 
 BACKENDS = {
+    "spca": spca_backend,  # sparse PCA: the leading eigenvector on the support (lowering/spca_solve.py)
     "precision": _precision_backend,
     "coords": _coord_backend,
     "lowrank": _lowrank_backend,

@@ -4,7 +4,7 @@ from .atoms import ATOMS
 from .constraints import eig, nnz, offdiag, rank
 from .datafuncs import DATA_FUNCTIONS
 from .expr import Constant, Data, Expr, Parameter, Variable
-from .problem import Model, Objective, minimize
+from .problem import Model, Objective, maximize, minimize
 
 __all__ = [
     "ATOMS",
@@ -16,6 +16,7 @@ __all__ = [
     "Variable",
     "Objective",
     "Model",
+    "maximize",
     "minimize",
     "nnz",
     "rank",

@@ -1,6 +1,6 @@
 """Functions of data, evaluated once when the model is built (not atoms: no variable enters them):
-``cov``, ``standardize``, ``normalize_columns``, ``onehot``, ``levels``, ``rows``, ``cols``, ``ones``,
-``eye``.
+``cov``, ``center``, ``standardize``, ``normalize_columns``, ``onehot``, ``levels``, ``rows``, ``cols``,
+``ones``, ``eye``.
 Each keeps the column names of its data where it has them."""
 
 from __future__ import annotations
@@ -72,6 +72,16 @@ def standardize(X: Any, span: Span | None = None) -> Data:
     )
 
 
+def center(X: Any, span: Span | None = None) -> Data:
+    """Columns centred (their means subtracted): sum_squares(center(X) @ w) / rows(X) is
+    quad_form(w, cov(X)). The column names are kept."""
+    v, s = _data_arg(X, "center", span)
+    v = dense(v)
+    if v.ndim != 2:
+        raise ShapeError(f"center() needs a matrix with samples in rows; {s} has shape {fmt_shape(v.shape)}", span)
+    return Data(v - v.mean(axis=0), name=f"center({s})", span=span, names=(None, _col_names(X)))
+
+
 def normalize_columns(X: Any, span: Span | None = None) -> Data:
     """Columns scaled to unit Euclidean norm (paper 003, Section 6.2.2); zero columns left as is."""
     v, s = _data_arg(X, "normalize_columns", span)
@@ -130,6 +140,7 @@ DATA_FUNCTIONS = {
     "rows": rows,
     "cols": cols,
     "standardize": standardize,
+    "center": center,
     "normalize_columns": normalize_columns,
     "onehot": onehot,
     "levels": levels,

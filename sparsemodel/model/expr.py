@@ -267,9 +267,21 @@ class Expr:
     def __hash__(self) -> int:
         return self.uid
 
-    # comparison operators are reserved for constraints (see constraints.py)
-    def __eq__(self, other: object) -> bool:  # identity semantics; == is not a constraint here
-        return self is other
+    # comparison operators build constraints (see model/constraints)
+    def __eq__(self, other: object) -> Any:
+        """``sum(w) == 1``: a linear equality, checked when a model takes it. Its truth value is the
+        identity test (``a == b`` is true only for one node), so expressions stay usable as
+        dictionary keys, set members and in ``in`` / ``list.index`` (model/constraints/linear.py)."""
+        if isinstance(other, (bool, np.bool_)) or not isinstance(
+            other, (Expr, int, float, np.integer, np.floating, np.ndarray, list, tuple)
+        ):
+            return NotImplemented
+        from .constraints import equality
+
+        return equality(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
 
     def __le__(self, other: Any) -> Any:
         """``w <= hi`` (or ``lo <= w``, reflected): a box constraint on a variable or a slice of one."""

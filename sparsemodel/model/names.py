@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .arith import Add, Index, MatMul, Mul, Neg, Transpose
+from .atoms import quad_form
 from .expr import Data, Expr, Variable
 
 AxisNames = tuple[tuple[str, ...] | None, ...]
@@ -215,6 +216,8 @@ def coordinate_names(objective: Expr, variables: list[Variable]) -> dict[str, Va
             _matmul_names(node, memo, here, out)
         if isinstance(node, Add):
             _intercepts(node, here, out)
+        if isinstance(node, quad_form):
+            _quad_form_names(node, memo, out)
         if isinstance(node, (Add, Mul)) or isinstance(node, Neg) or _elementwise(node):
             for a in node.args:  # the context of an elementwise operand: the node's names, aligned right
                 off = node.ndim - a.ndim
@@ -251,6 +254,18 @@ def _matmul_names(node: MatMul, memo: dict[int, AxisNames], here: AxisNames, out
         live = [i for i in range(var.ndim) if kept[i]]
         if live:
             out[var.name].set_axis(live[-1], pos[live[-1]], memo.get(b.uid, _none(b))[0])
+
+
+def _quad_form_names(node: Any, memo: dict[int, AxisNames], out: dict[str, VariableNames]) -> None:
+    """quad_form(w, S): w's coordinates take the names of S's rows (cov(R) keeps R's columns)."""
+    x, P = node.args
+    view = view_of(x)
+    if view is None or not P.is_constant() or view[0].name not in out or x.ndim != 1:
+        return
+    var, pos, kept = view
+    live = [i for i in range(var.ndim) if kept[i]]
+    if live:
+        out[var.name].set_axis(live[0], pos[live[0]], memo.get(P.uid, _none(P))[0])
 
 
 def _intercepts(node: Add, here: AxisNames, out: dict[str, VariableNames]) -> None:

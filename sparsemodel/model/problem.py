@@ -13,7 +13,11 @@ from .expr import Data, Expr, Parameter, Variable, as_expr, fmt_shape
 
 
 class Objective:
-    def __init__(self, expr: Any, span: Span | None = None):
+    """The objective: ``minimize f`` or ``maximize f``. ``expr`` is always the function minimized
+    (-f for ``maximize``: what the lowering and every solver see, so ``Result.objective`` of a
+    maximized model is -f, and ``Result.extra['maximum']`` is f); ``stated`` is f as written."""
+
+    def __init__(self, expr: Any, span: Span | None = None, sense: str = "minimize"):
         e = as_expr(expr)
         if e.shape != ():
             raise ShapeError(
@@ -21,15 +25,31 @@ class Objective:
                 span or e.span,
                 "reduce it with sum(...), mean(...) or sum_squares(...)",
             )
-        self.expr = e
+        if sense not in ("minimize", "maximize"):
+            raise ModelError(f"an objective is minimized or maximized, not {sense!r}", span or e.span)
+        self.sense = sense
+        self.stated = e
+        self.expr = e if sense == "minimize" else -e
+        if sense == "maximize":
+            self.expr.span = e.span
         self.span = span or e.span
 
+    @property
+    def maximize(self) -> bool:
+        return self.sense == "maximize"
+
     def __str__(self) -> str:
-        return f"minimize {self.expr}"
+        return f"{self.sense} {self.stated}"
 
 
 def minimize(expr: Any) -> Objective:
     return Objective(expr)
+
+
+def maximize(expr: Any) -> Objective:
+    """``sm.maximize(f)``: maximize f, solved as the minimization of -f (a concave f, or one of
+    the recognised non-convex forms: sparse PCA, see :func:`sparsemodel.model.forms.sparse_pca`)."""
+    return Objective(expr, sense="maximize")
 
 
 def find_nonconvex(e: Expr) -> Expr:
@@ -45,9 +65,20 @@ def find_nonconvex(e: Expr) -> Expr:
         node = bad
 
 
-def convexity_error(e: Expr) -> ConvexityError | None:
+def convexity_error(e: Expr, maximized: Expr | None = None) -> ConvexityError | None:
+    """Why the objective minimized, ``e``, is refused (None when it is convex); ``maximized``: the
+    f of ``maximize f`` (e = -f), which must be concave."""
     if e.is_convex():
         return None
+    if maximized is not None:
+        culprit = find_nonconvex(maximized) if maximized.curvature != "convex" else maximized
+        return ConvexityError(
+            f"maximize needs a concave objective: {culprit.curvature_reason()}",
+            culprit.span or maximized.span,
+            "sparsemodel maximizes concave functions (minimizes convex ones); the one non-convex form it "
+            "recognises is sparse PCA: maximize quad_form(w, S) or sum_squares(X @ w) subject to "
+            "norm(w) <= 1 and nnz(w) <= k (docs/language.md, 'Sparse PCA')",
+        )
     culprit = find_nonconvex(e)
     where = culprit.span or e.span
     return ConvexityError(
@@ -129,8 +160,27 @@ class Model:
     def params(self) -> dict[str, Parameter]:
         return {n: v for n, v in self.symbols.items() if isinstance(v, Parameter)}
 
-    def convexity_error(self) -> ConvexityError | None:
-        return convexity_error(self.objective.expr)
+    def convexity_error(self) -> ModelError | None:
+        """Why the model is refused: not convex (nor a concave maximization) and not a recognised
+        non-convex form (:mod:`.forms`: sparse PCA), or a model that is almost that form; None
+        when it is accepted."""
+        from .forms import recognise
+
+        form, why = recognise(self)
+        if form is not None:
+            return None
+        o = self.objective
+        return why if why is not None else convexity_error(o.expr, o.stated if o.maximize else None)
+
+    def recognised_form(self) -> str | None:
+        """The name of the recognised non-convex form this model is (:mod:`.forms`), or None."""
+        from .forms import sparse_pca
+
+        f = sparse_pca(self)
+        if f is None:
+            return None
+        v = f.variable.name
+        return f"sparse PCA (maximize {v}'S{v} subject to {f.ball}, {f.nnz}; written with {f.spelling})"
 
     def requirements(self) -> list[Constraint]:
         """What a solver must handle: the constraints as written and, when two or more of them carry

@@ -125,6 +125,41 @@ def box_newton(
     return BoxResult(u, float(f), its, converged)
 
 
+def truncated_power(
+    hv: Callable[[np.ndarray], np.ndarray],
+    truncate: Callable[[np.ndarray], np.ndarray],
+    start: np.ndarray,
+    iters: int = 100,
+    rtol: float = 1e-9,
+) -> tuple[np.ndarray, float, list[float]]:
+    """The truncated power method (Yuan & Zhang 2013, "Truncated power method for sparse eigenvalue
+    problems", JMLR 14, Algorithm 1): v <- truncate(H v) / ||.|| from ``start`` (truncate keeps the
+    structure: k coordinates, rank r, ...), until the Rayleigh quotient v'Hv changes by at most
+    ``rtol`` relatively. Returns (v, v'Hv, the quotient at every iteration); for a positive
+    semidefinite H the quotients never decrease (their Proposition 4)."""
+
+    def unit(v: np.ndarray) -> np.ndarray:
+        v = truncate(v)
+        nv = np.linalg.norm(v)
+        return v / nv if nv > 0 else v
+
+    v = unit(start)
+    lam = 0.0
+    seen: list[float] = []
+    for _ in range(iters):
+        w = hv(v)
+        lam_new = float(v @ w)
+        seen.append(lam_new)
+        v_new = unit(w)
+        if not np.any(v_new):
+            break
+        if abs(lam_new - lam) <= rtol * max(abs(lam_new), 1e-300):
+            lam = lam_new
+            break
+        lam, v = lam_new, v_new
+    return v, lam, seen
+
+
 def power_method(
     hv: Callable[[np.ndarray], np.ndarray],
     truncate: Callable[[np.ndarray], np.ndarray],
@@ -133,26 +168,8 @@ def power_method(
     rtol: float = 1e-9,
 ) -> float:
     """Truncated power method: max over starts of the Rayleigh quotient v'Hv reached by
-    v <- truncate(H v) / ||.|| (truncate keeps the structure: k coordinates, rank r, ...)."""
-
-    def unit(v: np.ndarray) -> np.ndarray:
-        v = truncate(v)
-        nv = np.linalg.norm(v)
-        return v / nv if nv > 0 else v
-
+    :func:`truncated_power` (the restricted smoothness constants)."""
     best = 0.0
     for v in starts:
-        v = unit(v)
-        lam = 0.0
-        for _ in range(iters):
-            w = hv(v)
-            lam_new = float(v @ w)
-            v_new = unit(w)
-            if not np.any(v_new):
-                break
-            if abs(lam_new - lam) <= rtol * max(abs(lam_new), 1e-300):
-                lam = lam_new
-                break
-            lam, v = lam_new, v_new
-        best = max(best, lam)
+        best = max(best, truncated_power(hv, truncate, v, iters, rtol)[1])
     return best

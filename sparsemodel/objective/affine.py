@@ -148,14 +148,23 @@ class Block:
             # broadcast of a view: entry e of the output reads view position idx[e]
             idx = np.broadcast_to(np.arange(int(np.prod(self.vshape, dtype=np.int64))).reshape(self.vshape), self.shape)
             idx = idx.ravel()
-            order = np.argsort(idx, kind="stable")
-            starts = np.searchsorted(idx[order], np.arange(len(self.coords) + 1))
-            for h in hits:
-                lo, hi = starts[loc[h]], starts[loc[h] + 1]
-                r = order[lo:hi]
+            if len(np.unique(loc[hits])) == hits.size:  # each view position asked once: no loop
+                col_of = np.full(len(self.coords), -1, dtype=np.int64)
+                col_of[loc[hits]] = hits
+                c = col_of[idx]
+                r = np.flatnonzero(c >= 0)
                 rows_list.append(r)
-                cols_list.append(np.full(len(r), h))
+                cols_list.append(c[r])
                 vals_list.append(scale_full[r] if scale_full is not None else np.full(len(r), s0))
+            else:  # a coordinate asked for twice: one column each
+                order = np.argsort(idx, kind="stable")
+                starts = np.searchsorted(idx[order], np.arange(len(self.coords) + 1))
+                for h in hits:
+                    lo, hi = starts[loc[h]], starts[loc[h] + 1]
+                    r = order[lo:hi]
+                    rows_list.append(r)
+                    cols_list.append(np.full(len(r), h))
+                    vals_list.append(scale_full[r] if scale_full is not None else np.full(len(r), s0))
         elif self.scalar_out:
             a = self.op.columns(loc[hits]).reshape(-1)  # (1, h) -> (h,)
             for j, h in enumerate(hits):

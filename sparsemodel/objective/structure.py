@@ -127,6 +127,8 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             # c a'Pa = |c| ||R a||^2 with R'R = sign(c) (P + P')/2 (positive semidefinite for a convex term)
             P = dense(e.args[1].constant_value())
             lam, Q = np.linalg.eigh(np.sign(c) * (P + P.T) / 2)
+            if lam[0] < -1e-10 * max(1.0, float(np.abs(lam).max())):
+                raise _NotComposite  # a concave (or indefinite) term is no square: clipping would drop it
             R = np.sqrt(np.maximum(lam, 0.0))[:, None] * Q.T
             affine = MatMul(Data(R), e.args[0])
             terms.append(RawTerm(abs(c), A.square(affine), affine))

@@ -239,6 +239,16 @@ class ConstraintSet(ABC):
             "drop the bounds, or constrain the sparsity instead",
         )
 
+    def admits(self, x: np.ndarray) -> bool:
+        """Whether x is a point of the set a solver may start from (sets whose points exclude zero,
+        such as sum(w) == 1, answer False for it; see ``start_point``)."""
+        return True
+
+    def start_point(self, x: np.ndarray, g: np.ndarray, step: float, h: np.ndarray | None = None) -> np.ndarray:
+        """A start the set admits near x (``g``: the gradient at x, ``step``: a step size, ``h``: the
+        Hessian's diagonal at x when known): x itself unless the set overrides it."""
+        return x
+
     def swap_members(self) -> np.ndarray | None:
         """Positions into C of each unit's coordinates (units x size) when the budget is spent on
         interchangeable units of one size, so that one unit can be swapped for another (auto's

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..datasets import spiked_covariance
 from ..model import atoms as A
-from ..model.constraints import diff, eig, nnz, offdiag, rank
+from ..model.constraints import diff, eig, nnz, norm, offdiag, rank
 from ..model.expr import Variable
-from ..model.problem import Model, minimize
+from ..model.problem import Model, maximize, minimize
 
 
 def _regression(seed: int = 3, n: int = 60, p: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -82,6 +83,36 @@ def fused() -> Model:
     y = X @ w0 + 0.2 * rng.standard_normal(120)
     w = Variable(p, name="w")
     return Model(minimize(A.sum_squares(X @ w - y) / 240), [nnz(diff(w)) <= 3])
+
+
+def simplex() -> Model:
+    """A long-only minimum-variance portfolio of at most 4 of 12 assets: sum(w) == 1 with w >= 0
+    (the exact k-sparse simplex projection)."""
+    rng = np.random.default_rng(8)
+    n, p = 120, 12
+    F = rng.standard_normal((n, 2)) * 0.02
+    R = F @ rng.standard_normal((2, p)) + 0.01 * rng.standard_normal((n, p)) * rng.uniform(0.5, 2, p)
+    w = Variable(p, name="w")
+    return Model(minimize(A.sum_squares(R @ w) / n), [nnz(w) <= 4, A.sum(w) == 1, w >= 0])
+
+
+def linear_inequality() -> Model:
+    """Least squares with three general linear inequalities (A @ w <= b): few supports, so the
+    projection enumerates them and is exact."""
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((40, 8))
+    y = X @ np.array([2.0, -1.5, 0, 0, 1.0, 0, 0, 0]) + 0.1 * rng.standard_normal(40)
+    G = rng.standard_normal((3, 8))
+    w = Variable(8, name="w")
+    return Model(minimize(A.sum_squares(X @ w - y) / 80), [nnz(w) <= 2, G @ w <= 0.5 * np.ones(3)])
+
+
+def sparse_pca() -> Model:
+    """Sparse PCA of a spiked covariance: maximize w'Sw subject to norm(w) <= 1, nnz(w) <= 5."""
+    X, _ = spiked_covariance(200, p=20, sizes=(5, 5), variances=(9.0, 4.0), seed=10)
+    S = np.cov(X, rowvar=False)
+    w = Variable(X.shape[1], name="w")
+    return Model(maximize(A.quad_form(w, S)), [norm(w) <= 1, nnz(w) <= 5])
 
 
 def product() -> Model:

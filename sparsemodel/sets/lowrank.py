@@ -172,6 +172,17 @@ class LowRankState:
         return len(self.s)
 
 
+def _spectral_at_most(D: np.ndarray, tol: float) -> bool:
+    """||D||_2 <= tol, with an SVD only when the Frobenius norm cannot decide: ||D||_2 <= ||D||_F
+    and ||D||_F <= sqrt(rank D) ||D||_2 (rank D at most its number of columns)."""
+    fro = float(np.linalg.norm(D))
+    if fro <= tol:
+        return True
+    if fro > tol * np.sqrt(max(min(D.shape), 1)):
+        return False
+    return bool(np.linalg.norm(D, 2) <= tol)
+
+
 class LowRank(ConstraintSet):
     """``rank(W) <= r`` on a matrix variable W (p x m); every other variable is free.
 
@@ -283,9 +294,9 @@ class LowRank(ConstraintSet):
             return False
         if a.rank == 0:
             return True
-        ok = np.linalg.norm(b.U - a.U @ (a.U.T @ b.U), 2) <= tol
+        ok = _spectral_at_most(b.U - a.U @ (a.U.T @ b.U), tol)
         if self.side not in ("column", "alternate"):
-            ok = ok and np.linalg.norm(b.Vt.T - a.Vt.T @ (a.Vt @ b.Vt.T), 2) <= tol
+            ok = ok and _spectral_at_most(b.Vt.T - a.Vt.T @ (a.Vt @ b.Vt.T), tol)
         return bool(ok)
 
     def empty(self) -> LowRankState:

@@ -17,18 +17,22 @@ import numpy as np
 
 from ..errors import ConstraintError
 from ..model.constraints import (
+    BallConstraint,
     BoxConstraint,
     Constraint,
     EigBoxConstraint,
     FusedConstraint,
+    LinearConstraint,
     NnzConstraint,
     ProductConstraint,
     RankConstraint,
 )
 from ..objective.evaluator import Layout
 from . import examples as ex
+from .ball import Ball
 from .base import ConstraintSet
 from .fused import FusedSparsity
+from .linear import LinearSet
 from .lowrank import LowRank
 from .product import ProductSet
 from .side import Box, EigBox
@@ -121,13 +125,15 @@ def build_set(c: Constraint, layout: Layout, S: np.ndarray | None = None) -> Con
 @dataclass
 class Assembled:
     """A problem's constraints as sets: ``main`` the one projected by hard thresholding (with the
-    problem's box composed into it), ``side`` the convex sets kept inside restricted solves,
-    ``box`` every coordinate box intersected, ``eigbox`` the eigenvalue box."""
+    problem's box and linear constraints composed into it), ``side`` the convex sets kept inside
+    restricted solves, ``box`` every coordinate box intersected, ``eigbox`` the eigenvalue box,
+    ``linear`` every linear constraint in one set."""
 
     main: ConstraintSet | None
     side: list[ConstraintSet]
     box: Box | None
     eigbox: EigBox | None
+    linear: LinearSet | None = None
 
 
 def assemble(
@@ -141,6 +147,12 @@ def assemble(
     for b in [s for s in sets if s.kind == "box"]:
         box = b if box is None else box.merge(b)
     sets = [s for s in sets if s.kind != "box"] + ([box] if box is not None else [])
+    linear: LinearSet | None = None
+    for li in [s for s in sets if s.kind == "linear"]:
+        linear = li if linear is None else linear.merge(li)
+    sets = [s for s in sets if s.kind != "linear"] + ([linear] if linear is not None else [])
+    if linear is not None:
+        linear.check_feasible(box)
     thresh = [s for s in sets if s.thresholds]
     if len(thresh) > 1:  # several bounded variables: the product of their sets
         main: ConstraintSet | None = ProductSet(ProductConstraint([s.constraint for s in thresh]), thresh, layout)
@@ -149,6 +161,11 @@ def assemble(
     side = [s for s in sets if not s.thresholds]
     if box is not None and main is not None:
         main = main.with_box(box)
+    if budget is not None and main is not None:
+        main = main.with_budget(budget)
+        budget = None
+    if linear is not None and main is not None:
+        main = linear.compose(main, box)
     if budget is not None:
         if main is None:
             raise ConstraintError(
@@ -164,7 +181,7 @@ def assemble(
     eigbox = eig[0] if eig else None
     if eigbox is not None:
         _check_eigbox(eigbox, main)
-    return Assembled(main, side, box, eigbox)
+    return Assembled(main, side, box, eigbox, linear)
 
 
 def _check_eigbox(box: EigBox, s: ConstraintSet | None) -> None:
@@ -192,6 +209,32 @@ register_kind(
     generic=True,
     examples={"fused": ex.fused},
 )
+
+
+# beside nnz(...) <= k, linear constraints are accepted by the thresholding solvers that work through
+# the projection and the restricted solves (grahtp, fgrahtp, iht: their ``handles``); the greedy
+# solvers start from the empty support, which an equality excludes
+register_kind(
+    LinearConstraint,
+    [
+        ("linear_eq", "linear equality (A @ w == b, sum(w) == 1)"),
+        ("linear_ineq", "linear inequality (A @ w <= b)"),
+    ],
+    lambda c, layout, S: LinearSet(c, layout),
+    examples={"linear_eq": ex.simplex, "linear_ineq": ex.linear_inequality},
+)
+
+
+# the ball of sparse PCA (maximize w'Sw subject to norm(w) <= 1, nnz(w) <= k; model/forms.py): taken by
+# the sparse PCA solvers (tpm, spca_htp, dspca), whose restricted solve is S's leading eigenvector on a support
+register_kind(
+    BallConstraint,
+    [("ball", "norm-ball (norm(w) <= 1, with nnz(w) <= k: sparse PCA)")],
+    lambda c, layout, S: Ball(c, layout),
+    examples={"ball": ex.sparse_pca},
+)
+
+
 register_kind(
     ProductConstraint,
     [("product", "several bounded variables (a product of sets: rank(L) <= r and nnz(S) <= k)")],

@@ -204,7 +204,7 @@ def get_solver(name: str) -> type[Solver]:
     return REGISTRY[name]
 
 
-AUTO_ORDER = ("auto", "grahtp")
+AUTO_ORDER = ("auto", "grahtp", "tpm")  # tpm: sparse PCA (the kinds nnz and ball)
 
 
 def auto_solver(lp: LoweredProblem) -> str:
@@ -270,7 +270,9 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
     if init is None or (isinstance(init, str) and init == "zeros"):
         if lp.eigbox is not None:
             return _into_side_sets(lp, lp.zeros())
-        return lp.inside_domain()  # zero, or zero with the free coordinates moved into the loss's domain
+        # zero, or zero with the free coordinates moved into the loss's domain; under constraints that
+        # exclude it (sum(w) == 1), the projection of the gradient step from there
+        return lp.feasible_start(lp.inside_domain())
     x = np.asarray(init, dtype=float).ravel()
     if x.shape == (lp.primary.size,) and lp.n != lp.primary.size:
         full = lp.zeros()

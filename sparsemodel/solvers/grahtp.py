@@ -77,7 +77,7 @@ SEARCH_TRIES = 3  # supports tried by one support-change line search
 class GraHTP(Solver):
     name = "grahtp"
     protocol = True  # the projection, state, subspace and certificate of any set
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box", "eig_box"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box", "eig_box", "linear_eq", "linear_ineq"})
     summary = "Gradient Hard Thresholding Pursuit: gradient step, top-k, debias on the support"
     reference = "paper 000, Algorithm 1 (GraHTP)"
     default_eta = "local"  # what eta='auto' means (measured: see the module docstring)

@@ -56,7 +56,7 @@ def restricted_smoothness(lp: LoweredProblem, units: int, starts: int = 3, x: np
 class IHT(Solver):
     name = "iht"
     protocol = True  # the projection, state, subspace and certificate of any set
-    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box"})
+    handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank", "box", "linear_eq", "linear_ineq"})
     summary = "Iterative Hard Thresholding: x <- H_s(x - gamma grad f), gamma = 1/L_s (paper 001)"
     reference = "paper 003, Algorithm 1; step rule and HT-stability certificate: paper 001 (Definition 4, Theorem 4)"
     options = {

@@ -62,9 +62,11 @@ def gap_line(r: Result) -> str:
     ``none: <why>``: what the lower bound says of the answer (issue 18)."""
     if r.gap is None:
         return f"none: {r.bound_note}" if r.bound_note else "none"
-    how = {"bnb": "proved by bnb", "fast": "the fast bound", "tight": "the tight bound"}.get(r.bound_how, r.bound_how)
+    how = {"bnb": "bnb's proof", "fast": "the fast bound", "tight": "the tight bound"}.get(r.bound_how, r.bound_how)
     verdict = "  certified optimal" if r.gap <= 1e-6 else ""
     note = f": {r.bound_note}" if r.bound_note else ""
+    if "maximum" in r.extra:  # maximize g is solved as minimize -g: the bound on -g caps the maximum
+        return f"{r.gap:.3g}{verdict}  (upper bound {-r.lower_bound:.10g} on the maximum from {how}{note})"
     return f"{r.gap:.3g}{verdict}  (lower bound {r.lower_bound:.10g} from {how}{note})"
 
 
@@ -103,11 +105,19 @@ def coefficient_rows(r: Result, max_rows: int = MAX_ROWS) -> tuple[list[tuple[st
     return shown, max(0, len(rows) - max_rows)
 
 
+def objective_text(r: Result) -> str:
+    """The objective as the user wrote it: a maximized model shows its maximum f (solved as
+    minimize -f, whose value ``Result.objective`` holds)."""
+    if "maximum" in r.extra:
+        return f"{r.extra['maximum']:.10g} (maximum; Result.objective = -f = {r.objective:.10g})"
+    return f"{r.objective:.10g}"
+
+
 def format_result(r: Result, max_support: int = 30) -> str:
     lines = [
         f"solver      {r.solver}",
         f"status      {r.status}" + (f"  ({r.message})" if r.message else ""),
-        f"objective   {r.objective:.10g}",
+        f"objective   {objective_text(r)}",
         f"gap         {gap_line(r)}",
         f"variable    {r.variable}  shape {tuple(r.shape)}",
         f"bound       {bound_line(r)}",
@@ -130,12 +140,35 @@ def format_result(r: Result, max_support: int = 30) -> str:
         lines.append(
             f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"
         )
-    details = [(k, v) for k, v in r.extra.items() if isinstance(v, (int, float, str)) and k not in ("rank", "bound_s")]
+    lines += component_lines(r)
+    details = [
+        (k, v)
+        for k, v in r.extra.items()
+        if isinstance(v, (int, float, str)) and k not in ("rank", "maximum", "bound_s")
+    ]
     if details:
         lines.append(
             "details     " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in details)
         )
     return "\n".join(lines)
+
+
+def component_lines(r: Result) -> list[str]:
+    """Sparse PCA with several components: each one's variance w'Sw, its adjusted variance (Zou,
+    Hastie & Tibshirani 2006) and support, and the share of the total variance they explain."""
+    comps = r.extra.get("components")
+    if not comps:
+        return []
+    own, adj = r.extra["component_variance"], r.extra["adjusted_variance"]
+    lines = [
+        f"components  {len(comps)}: adjusted variance {r.extra['adjusted_total']:.6g} "
+        f"({100 * r.extra['variance_share']:.2f}% of the total {r.extra['total_variance']:.6g})"
+    ]
+    for j, w in enumerate(comps):
+        nz = [i for i, v in enumerate(w) if v != 0]
+        shown = ", ".join(map(str, nz[:12])) + (", ..." if len(nz) > 12 else "")
+        lines.append(f"  #{j + 1}  variance {own[j]:.6g}  adjusted {adj[j]:.6g}  nonzero at [{shown}]")
+    return lines
 
 
 # ---------------------------------------------------------------------- HTML (notebooks)
@@ -153,13 +186,16 @@ def result_html(r: Result) -> str:
     info = [
         ["solver", r.solver],
         ["status", r.status + (f" ({r.message})" if r.message else "")],
-        ["objective", f"{r.objective:.10g}"],
+        ["objective", objective_text(r)],
         ["gap", gap_line(r)],
         ["variable", f"{r.variable}, shape {tuple(r.shape)}"],
         ["bound", bound_line(r)],
     ]
     if r.k is not None:
         info += [[label, text] for label, text in selection_lines(r)]
+    comps = component_lines(r)
+    if comps:
+        info.append(["components", "; ".join(line.strip() for line in comps)])
     info += [["iterations", r.iterations], ["time", f"{r.time_s:.4g} s"]]
     cert = certificate_line(r)
     if cert is not None:

@@ -345,6 +345,8 @@ def finish(
     var = lp.primary
     values = lp.unpack(x)
     extra = dict(extra or {})
+    if getattr(lp.problem.objective, "maximize", False):
+        extra.setdefault("maximum", -float(f))  # maximize g is solved as minimize -g: f = -g(x)
     support = s.nonzeros(x) if s is not None else np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
     if lp.eigbox is not None or lp.precision is not None:  # a precision matrix: its spectrum and its graph
         O = lp.layout.get(x, (lp.eigbox or lp.precision).variable if lp.eigbox else lp.precision.var)

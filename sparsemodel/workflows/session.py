@@ -366,6 +366,21 @@ def _storage(d: Any) -> str:
     return "sparse" if not isinstance(d.value, np.ndarray) else "dense"
 
 
+def _curvature_text(problem: Model) -> str:
+    """The convexity line of ``check``: of the function minimized, or of f in ``maximize f``."""
+    o = problem.objective
+    form = problem.recognised_form() if hasattr(problem, "recognised_form") else None
+    if form is not None:
+        return f"non-convex, recognised: {form}"
+    if o.maximize:
+        return {CONVEX: "concave", AFFINE: "affine", CONSTANT: "constant"}.get(
+            o.expr.curvature, f"NOT concave ({o.stated.curvature})"
+        )
+    return {CONVEX: "convex", AFFINE: "affine", CONSTANT: "constant"}.get(
+        o.expr.curvature, f"NOT convex ({o.expr.curvature})"
+    )
+
+
 def check(problem: Model) -> CheckReport:
     """Shapes, convexity, labels, the constraint sets with their bounds, and the solvers that apply."""
     errors: list[ModelError] = []
@@ -450,10 +465,8 @@ def check(problem: Model) -> CheckReport:
         variables=[(v.name, v.shape, v.symmetric) for v in problem.variables],
         data=[(n, d.shape, _storage(d)) for n, d in problem.data.items()],
         params=[(n, p.value.tolist()) for n, p in problem.params.items()],
-        objective=str(e),
-        curvature={CONVEX: "convex", AFFINE: "affine", CONSTANT: "constant"}.get(
-            e.curvature, f"NOT convex ({e.curvature})"
-        ),
+        objective=str(problem.objective) if problem.objective.maximize else str(e),
+        curvature=_curvature_text(problem),
         structure=structure,
         constraints=cons,
         solvers=applicable,

@@ -316,10 +316,13 @@ def test_redefinitions_and_misused_names():
     assert "too many positional arguments" in e.message and "usage: sum_squares(x)" in e.hint
     e = err("var w[2]\nminimize sum_squares(w) + sum(nnz(w))\n", ConstraintError)
     assert "nnz(w) cannot be used inside an expression" in e.message
-    e = err("var w[2]\nminimize sum_squares(w)\nsubject to\n  w <= w\n", ConstraintError)
+    with pytest.raises(ConstraintError) as ex:  # a linear constraint without coefficients
+        sm.parse("var w[2]\nminimize sum_squares(w)\nsubject to\n  w <= w\n", name="m.sm").lower()
+    assert at(ex.value) == (4, 3) and "constrains nothing" in ex.value.message
+    e = err("var w[2]\nminimize sum_squares(w)\nsubject to\n  1 <= 2\n", ConstraintError)
     assert "not a structural constraint" in e.message and "nnz(EXPR) <= k" in e.hint
-    e = err("var w[2]\nminimize sum_squares(w)\nsubject to\n  sum(w) <= 1\n", ConstraintError)
-    assert at(e) == (4, 3) and "a bound applies to a variable or a slice of one" in e.message
+    e = err("var w[2]\nminimize sum_squares(w)\nsubject to\n  sum_squares(w) <= w[0]\n", ConstraintError)
+    assert at(e) == (4, 3) and "is not affine" in e.message
 
 
 def test_missing_objective_and_duplicate_lines():

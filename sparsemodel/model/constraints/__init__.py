@@ -15,11 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ConstraintError, Span
-from ..expr import as_expr
+from ..expr import Variable, as_expr
+from .ball import BallConstraint, NormExpr
 from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
+from .convex import _is_view as is_view
 from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
 from .joint import ProductConstraint, bounded
+from .linear import LinearConstraint, linear
 
 
 def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxConstraint:
@@ -29,9 +32,11 @@ def bound(target: Any, op: str, value: Any, span: Span | None = None) -> BoxCons
 
 
 def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Constraint:
-    """``target <= value`` (``op`` = ``"<="``) or ``target >= value``: THE builder of one-sided
-    constraints. The comparison operators of ``nnz(...)``, ``rank(...)``, ``eig(...)`` and
-    expressions call it; the model language calls it with the whole constraint's ``span``."""
+    """``target <= value`` (``op`` = ``"<="``), ``target >= value`` or ``target == value``: THE
+    builder of one-sided constraints. The comparison operators of ``nnz(...)``, ``rank(...)``,
+    ``eig(...)`` and expressions call it; the model language calls it with the whole constraint's
+    ``span``. A variable (or a slice of one) against constants is a box; any other affine
+    comparison (``A @ w <= b``, ``sum(w) == 1``, ``w[0] >= w[1]``) is a linear constraint."""
     if isinstance(target, (NnzExpr, RankExpr)):
         if op != "<=":
             what = (
@@ -45,12 +50,60 @@ def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Con
             return cls(target, as_expr(value), span=span or target.span)
         return RankConstraint(target.var, as_expr(value), span=span or target.span)
     if isinstance(target, EigExpr):
+        if op == "==":
+            raise ConstraintError(
+                f"{target} == ... fixes every eigenvalue", span or target.span, "write alpha <= eig(O) <= beta"
+            )
         v = target._bound(value)
         lower, upper = (v, None) if op == ">=" else (None, v)
         return EigBoxConstraint(target.var, lower=lower, upper=upper, span=span or target.span, xi=target.xi)
+    if op not in ("<=", ">=", "=="):
+        raise ConstraintError(f"unknown comparison {op!r} in a constraint", span)
+    ball = _ball(target, op, value, span)
+    if ball is not None:
+        return ball
+    e, v = as_expr(target), as_expr(value)
+    if op == "==" or not (is_view(e) and v.is_constant()):
+        return LinearConstraint(e, op, v, span=span)
     if op == "<=":
         return BoxConstraint(target, upper=value, span=span)
     return BoxConstraint(target, lower=value, span=span)
+
+
+def _ball(target: Any, op: str, value: Any, span: Span | None) -> BallConstraint | None:
+    """``norm(w) <= r``, ``norm(w) == r`` or ``sum_squares(w) <= r^2`` on a vector variable w: the
+    ball of sparse PCA (None for any other target)."""
+    from ..atoms import sum_squares
+
+    if isinstance(target, NormExpr):
+        if op == ">=":
+            raise ConstraintError(
+                f"{target} >= ... bounds the norm from below (a non-convex set)",
+                span or target.span,
+                "write norm(w) <= 1 (sparse PCA: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k)",
+            )
+        return BallConstraint(target.var, value, span=span or target.span, sphere=op == "==")
+    if isinstance(target, sum_squares) and isinstance(target.args[0], Variable) and target.args[0].ndim == 1:
+        v = as_expr(value)
+        if op == "<=" and v.is_constant() and v.shape == ():
+            r2 = float(v.constant_value())
+            if not r2 > 0:
+                raise ConstraintError(f"{target} <= {r2:g}: the bound must be positive", span)
+            return BallConstraint(target.args[0], r2**0.5, span=span, written=str(target))
+    return None
+
+
+def norm(w: Any, span: Span | None = None) -> NormExpr:
+    """``sm.norm(w) <= 1``: the Euclidean unit ball of sparse PCA (a constraint target, not an
+    objective atom; ``sm.sum_squares(w) <= 1`` is the same constraint)."""
+    return NormExpr(w, span=span)
+
+
+def equality(lhs: Any, rhs: Any, span: Span | None = None) -> LinearConstraint:
+    """``lhs == rhs`` of expressions (``Expr.__eq__``): a linear constraint checked when a model
+    takes it (so that ``==`` inside dictionaries and ``in`` never raises; see
+    :mod:`.linear`)."""
+    return LinearConstraint(lhs, "==", rhs, span=span, deferred=True)
 
 
 def box(target: Any, lower: Any = None, upper: Any = None, span: Span | None = None) -> BoxConstraint:
@@ -86,15 +139,17 @@ def diff(w: Any, span: Span | None = None) -> Diff:
 
 # the words of the constraint language, read by the model language's parser (a new target or
 # constraint function is added here, not in the grammar)
-STRUCTURAL_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag, "diff": diff}
+STRUCTURAL_FUNCTIONS = {"nnz": nnz, "rank": rank, "eig": eig, "offdiag": offdiag, "diff": diff, "norm": norm}
 
 
-STRUCTURAL_TYPES: tuple[type, ...] = (NnzExpr, RankExpr, EigExpr, Offdiag, Diff)
+STRUCTURAL_TYPES: tuple[type, ...] = (NnzExpr, RankExpr, EigExpr, Offdiag, Diff, NormExpr)
 
 
 __all__ = [
     "AUTO",
     "AXIS_GROUPS",
+    "BallConstraint",
+    "NormExpr",
     "STRUCTURAL_FUNCTIONS",
     "STRUCTURAL_TYPES",
     "Bounded",
@@ -102,6 +157,7 @@ __all__ = [
     "Constraint",
     "Diff",
     "EigBoxConstraint",
+    "LinearConstraint",
     "EigExpr",
     "FusedConstraint",
     "NnzConstraint",
@@ -117,8 +173,12 @@ __all__ = [
     "constrain",
     "diff",
     "eig",
+    "equality",
+    "is_view",
+    "linear",
     "lu_box",
     "nnz",
+    "norm",
     "offdiag",
     "rank",
 ]

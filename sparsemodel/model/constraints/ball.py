@@ -1,0 +1,60 @@
+"""The unit-ball constraint of sparse PCA: ``norm(w) <= r`` (also written ``sum_squares(w) <= r^2``
+or ``norm(w) == r``) on a vector variable. It is accepted only inside the recognised sparse PCA
+form (:mod:`sparsemodel.model.forms`); its set is :mod:`sparsemodel.sets.ball`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ConstraintError, Span
+from ..expr import Variable, as_expr, fmt_shape
+from .base import Constraint, _bound_value
+
+
+class NormExpr:
+    """``norm(w)``: the Euclidean norm of a vector variable, a constraint target (``norm(w) <= 1``);
+    it is not an atom of objectives."""
+
+    def __init__(self, w: Any, span: Span | None = None):
+        e = as_expr(w)
+        if not isinstance(e, Variable) or e.ndim != 1:
+            raise ConstraintError(
+                f"norm() bounds a vector variable; got {e} of shape {fmt_shape(e.shape)}",
+                span or e.span,
+                "write norm(w) <= 1 with w declared as var w[p]",
+            )
+        self.var = e
+        self.span = span
+
+    def __le__(self, r: Any) -> BallConstraint:
+        from . import constrain
+
+        return constrain(self, "<=", r)
+
+    def __str__(self) -> str:
+        return f"norm({self.var})"
+
+
+class BallConstraint(Constraint):
+    """``norm(w) <= radius`` (``sphere``: written ``norm(w) == radius``; for the sparse PCA form,
+    whose objective is a positive semidefinite quadratic form, both have the same maximizers)."""
+
+    kind = "ball"
+
+    def __init__(self, w: Variable, radius: Any, span: Span | None = None, sphere: bool = False, written: str = ""):
+        self.var = w
+        self.span = span
+        self.sphere = sphere
+        what = written or f"norm({w})"
+        r = _bound_value(as_expr(radius), what, span)
+        if not r > 0:
+            raise ConstraintError(f"{what}: the radius {r:g} must be positive", span, "write norm(w) <= 1")
+        self.radius = r
+        self.written = written
+
+    @property
+    def variable(self) -> Variable:
+        return self.var
+
+    def __str__(self) -> str:
+        return f"norm({self.var}) {'==' if self.sphere else '<='} {self.radius:g}"
