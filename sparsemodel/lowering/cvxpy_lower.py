@@ -348,7 +348,10 @@ def sympy_to_cvxpy(e: sympy.Expr, z: sympy.Symbol, arg: Any, name: str, span: Sp
 __all__ = ["CANON", "lower_expr", "restricted_cvxpy", "solve_cvxpy", "sympy_to_cvxpy"]
 
 
-MIP_SOLVERS = ("SCIP", "HIGHS")  # the mixed-integer solvers cvxpy can hand a big-M model to, in order
+# the mixed-integer solvers cvxpy can hand a big-M model with a quadratic or conic objective to, in
+# order; HiGHS (installed with cvxpy) takes mixed-integer *linear* programs only, and refused the
+# least-squares reference in a clean environment without SCIP
+MIP_SOLVERS = ("SCIP", "GUROBI", "MOSEK", "CPLEX", "XPRESS")
 
 
 def mip_available() -> str | None:
