@@ -32,6 +32,7 @@ class Solver:
 
     name = "solver"
     handles: frozenset[str] = frozenset()
+    requires: frozenset[str] = frozenset()  # kinds the model must have (sparse PCA's solvers: its ball)
     protocol = False  # works through the set protocol alone: accepts every generic kind (see accepts)
     summary = ""
     reference = ""
@@ -79,6 +80,13 @@ class Solver:
         return kind in cls.handles or (cls.protocol and generic_kind(kind))
 
     @classmethod
+    def takes(cls, kinds: Any) -> bool:
+        """Whether this solver takes a model with these constraint kinds: it accepts each, and
+        every kind it ``requires`` is among them (``tpm`` accepts nnz only beside a ball)."""
+        kinds = set(kinds)
+        return all(cls.accepts(k) for k in kinds) and cls.requires <= kinds
+
+    @classmethod
     def kinds(cls) -> list[str]:
         """Every registered constraint kind this solver accepts."""
         return sorted(k for k in KINDS if cls.accepts(k))
@@ -86,11 +94,19 @@ class Solver:
     @classmethod
     def refuse(cls, constraints: Any) -> SolverError | None:
         """The error for the first constraint this solver cannot take (located at it), or None."""
-        for c in sorted(constraints, key=lambda c: c.kind):
+        constraints = sorted(constraints, key=lambda c: c.kind)
+        for c in constraints:
             if not cls.accepts(c.kind):
                 return SolverError(
                     f"{cls.name} does not handle {describe_kind(c.kind)} constraints", c.span, suggest_for(c.kind)
                 )
+        missing = sorted(cls.requires - {c.kind for c in constraints})
+        if missing:
+            return SolverError(
+                f"{cls.name} needs {' and '.join(describe_kind(k) for k in missing)} constraints in the model",
+                constraints[0].span if constraints else None,
+                suggest_for(constraints[0].kind) if constraints else "",
+            )
         return None
 
     def solve(self, lp: LoweredProblem, progress: Callable[..., Any] | None = None, bound: str = "fast") -> Result:
@@ -183,8 +199,9 @@ def register(cls: type[Solver]) -> type[Solver]:
     return cls
 
 
-def solvers_for(kind: str) -> list[str]:
-    return [n for n, c in REGISTRY.items() if c.accepts(kind)]
+def solvers_for(kind: str, beside: Any = ()) -> list[str]:
+    """The solvers that take a ``kind`` constraint (in a model whose other kinds are ``beside``)."""
+    return [n for n, c in REGISTRY.items() if c.takes({kind, *beside})]
 
 
 def suggest_for(kind: str) -> str:
@@ -211,7 +228,7 @@ def auto_solver(lp: LoweredProblem) -> str:
     """The default for a problem: the first solver in AUTO_ORDER that handles all its constraint kinds."""
     for name in AUTO_ORDER + tuple(REGISTRY):
         cls = REGISTRY.get(name)
-        if cls is not None and not cls.convex_relaxation and all(cls.accepts(k) for k in lp.kinds):
+        if cls is not None and not cls.convex_relaxation and cls.takes(lp.kinds):
             return name
     unhandled = sorted(k for k in lp.kinds if not solvers_for(k))
     kind = unhandled[0] if unhandled else sorted(lp.kinds)[0]

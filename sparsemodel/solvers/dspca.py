@@ -33,6 +33,7 @@ from .tuning import Search, TunedRelaxation, search_options
 class DSPCA(TunedRelaxation):
     name = "dspca"
     handles = frozenset({"nnz", "ball"})
+    requires = frozenset({"ball"})  # the sparse PCA form: nnz only beside its ball
     summary = "DSPCA (semidefinite relaxation of sparse PCA) with lambda tuned to exactly k nonzeros, then debiased"
     reference = "d'Aspremont, El Ghaoui, Jordan & Lanckriet 2007, SIAM Review 49(3); tuned as paper 003 Section 6.3.2"
     options = {

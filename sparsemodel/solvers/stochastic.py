@@ -99,7 +99,7 @@ def deterministic_alternatives(lp: LoweredProblem) -> list[str]:
     return [
         n
         for n, c in REGISTRY.items()
-        if all(c.accepts(k) for k in lp.kinds) and not getattr(c, "needs_finite_sum", False) and not c.convex_relaxation
+        if c.takes(lp.kinds) and not getattr(c, "needs_finite_sum", False) and not c.convex_relaxation
     ]
 
 

@@ -64,6 +64,7 @@ def explained(S: np.ndarray, W: np.ndarray, deflated: list[float]) -> dict[str, 
 
 class _SparsePCASolver(Solver):
     handles = frozenset({"nnz", "ball"})
+    requires = frozenset({"ball"})  # the sparse PCA form: nnz only beside its ball
 
     def one(self, S: np.ndarray, k: int) -> Component:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -428,14 +428,14 @@ def check(problem: Model) -> CheckReport:
         if s is None and lp is not None and lp.set is not None and lp.set.kind == c.kind:
             s = lp.set  # the product of several bounds: not a written constraint
         detail = s.describe() if s is not None else f"on {c.variable.name}"
-        handlers = solvers_for(c.kind)
+        handlers = solvers_for(c.kind, {k.kind for k in problem.requirements()})
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
     finite_sum = lp is not None and lp.design is not None and lp.design.finite_sum
     applicable = [
         (n, cls.summary)
         for n, cls in REGISTRY.items()
-        if all(cls.accepts(k) for k in kinds) and (finite_sum or not getattr(cls, "needs_finite_sum", False))
+        if cls.takes(kinds) and (finite_sum or not getattr(cls, "needs_finite_sum", False))
     ]
     if problem.solve_with:
         name, opts, span = problem.solve_with

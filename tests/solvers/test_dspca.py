@@ -52,5 +52,9 @@ def test_dspca_refuses_other_problems_and_is_not_picked_by_auto():
     assert prob.solve().solver == "tpm"
     w = sm.Variable(4, name="w")
     ls = sm.Problem(sm.minimize(sm.sum_squares(w - 1)), [sm.nnz(w) <= 2])
-    with pytest.raises(sm.ModelError, match="sparse PCA only"):
+    with pytest.raises(sm.ModelError, match="dspca needs norm-ball .*sparse PCA"):
         ls.solve("dspca")
+    # nor offered for it: check's lists leave out the solvers whose required kind is missing
+    report = ls.check()
+    assert all(n not in ("dspca", "tpm", "spca_htp") for n, _ in report.solvers)
+    assert "tpm" not in report.render()

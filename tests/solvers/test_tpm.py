@@ -103,7 +103,7 @@ def test_other_solvers_refuse_the_form_and_name_the_ones_that_take_it():
     assert "tpm" in str(e.value.hint)
     w = sm.Variable(5, name="w")
     ls = sm.Problem(sm.minimize(sm.sum_squares(np.eye(5) @ w - 1)), [sm.nnz(w) <= 2])
-    with pytest.raises(sm.ModelError, match="sparse PCA only"):
+    with pytest.raises(sm.ModelError, match="tpm needs norm-ball .*sparse PCA"):
         ls.solve("tpm")
 
 
