@@ -1,0 +1,5 @@
+"""python -m sparsemodel.cli: the command line (:func:`sparsemodel.cli.main`)."""
+
+from . import main
+
+raise SystemExit(main())
