@@ -16,8 +16,9 @@ import sparsemodel as sm
 from sparsemodel.cli import main
 from sparsemodel.datasets import sparse_linear_regression
 from sparsemodel.errors import ModelError
-from sparsemodel.workflows.experiment import External, Tidy
+from sparsemodel.workflows.experiment import External
 from sparsemodel.workflows.metrics import HeldOut, Truth, class_labels, holdout_splits
+from sparsemodel.workflows.study import Tidy
 
 # ---------------------------------------------------------------------- a case computed by hand
 #
