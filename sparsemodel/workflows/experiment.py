@@ -163,7 +163,7 @@ def experiment(
                 hint="give it chooses_k=True (fit(data, test) choosing its own k), or compare over k",
             )
     if select is not None and isinstance(problem, Model):  # refused before anything runs
-        from .select import SelectionError, data_term
+        from .criteria import SelectionError, data_term
 
         try:
             data_term(problem, LoweredProblem(problem))
@@ -353,7 +353,7 @@ def _replications(
         held = HeldOut.of_data(problem, test, origin(test, "test")) if test is not None else None
         yield Replication(0, {}, problem, held, truth, rows_data(problem, None), test)
         return
-    from .select import data_term
+    from .criteria import data_term
 
     n = data_term(problem, LoweredProblem(problem)).n
     lab = class_labels(problem) if stratify is not False else None

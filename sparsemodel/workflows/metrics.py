@@ -119,7 +119,7 @@ def coordinate(s: Any) -> bool:
 
 def dof(lp: LoweredProblem, x: np.ndarray) -> int | None:
     """Degrees of freedom of the flat point x (None without a sparsity or rank set)."""
-    from .select import degrees_of_freedom
+    from .criteria import degrees_of_freedom
 
     if lp.set is None or not lp.set.thresholds:
         return None
@@ -216,7 +216,7 @@ class HeldOut:
     @classmethod
     def of_model(cls, test: Model, notes: list[str] | None = None) -> HeldOut:
         """The held-out loss of ``test``, the model bound to the held-out data."""
-        from .select import SelectionError, data_term
+        from .criteria import SelectionError, data_term
 
         lp = LoweredProblem(test)
         try:
@@ -229,7 +229,7 @@ class HeldOut:
     @classmethod
     def of_rows(cls, problem: Model, rows: np.ndarray) -> HeldOut:
         """The held-out loss on rows ``rows`` of the model's own sample data."""
-        from .select import data_term
+        from .criteria import data_term
 
         dt = data_term(problem, LoweredProblem(problem))
         return cls.of_model(Model(Objective(rebind_rows(dt.expr, dt.nodes, rows)), source=problem.source))
@@ -264,7 +264,7 @@ def recomputed(old: Model, new: Model, values: dict[str, Any]) -> list[str]:
 
 def train_model(problem: Model, rows: np.ndarray) -> Model:
     """The model on rows ``rows`` of its sample data (every data node with n rows subset)."""
-    from .select import data_term
+    from .criteria import data_term
 
     dt = data_term(problem, LoweredProblem(problem))
     obj = rebind_rows(problem.objective.expr, dt.nodes, rows)
@@ -279,7 +279,7 @@ def rows_data(problem: Model, rows: np.ndarray | None) -> dict[str, Any]:
     known = model_data_names(problem)
     if rows is None:
         return {n: d.value for n, d in known.items()}
-    from .select import data_term
+    from .criteria import data_term
 
     n = data_term(problem, LoweredProblem(problem)).n
     return {name: (d.value[rows] if d.ndim >= 1 and d.shape[0] == n else d.value) for name, d in known.items()}
@@ -292,7 +292,7 @@ def class_labels(problem: Model) -> tuple[np.ndarray, Data] | None:
     """The class of every sample when the loss is a classification loss: a two-valued sample
     vector multiplying the argument of ``logistic(...)`` (labels +-1), or a one-hot sample matrix
     read with ``logsumexp`` (softmax). None for other losses."""
-    from .select import SelectionError, data_term
+    from .criteria import SelectionError, data_term
 
     try:
         dt = data_term(problem, LoweredProblem(problem))

@@ -3,40 +3,8 @@
 Everything starts from the path of :mod:`sparsemodel.workflows.path` on all the data (one lowering,
 each point warm-started from its neighbour). Then, at every k on the path:
 
-**Information criteria** (``by`` = ``ebic`` -- the default --, ``aic``, ``bic``, ``ebic_cc``, ``gic``). The objective's *data
-term* is its additive terms that read sample data (a ridge ``lam * sum_squares(w)`` is not in it,
-see :func:`sparsemodel.model.samples.split_data_term`), written as c * sum_i l_i(x) over the n
-samples (``mean(...)`` has c = 1/n, ``sum_squares(...) / (2 n)`` has c = 1/(2n), sample weights stay
-inside l_i). L(x) = sum_i l_i(x) is taken as the negative log-likelihood, so the deviance is
-
-    D = n log(RSS / n)   when every data term is a square (Gaussian, unknown variance; RSS = L)
-    D = 2 L              otherwise (logistic, Poisson, softmax, Huber, user funcs)
-
-with n the number of observations -- the loss values: the samples, or n m entries for an n x m
-response (multi-task least squares), a row of a row-wise loss (softmax) --, or the sum of the sample
-weights when every data term carries them (frequency weights: a weight of 2 counts as a repeated
-sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
-always-selected indices, other variables; coordinates fixed by a box with lo = hi not counted), p
-the number of selectable units (coordinates, or groups) and s the units used,
-
-    AIC     = D + 2 df                                 (Akaike 1974)
-    BIC     = D + log(n) df                            (Schwarz 1978)
-    EBIC    = D + (log(n) + 2 gamma log(p)) df         (the default; abess's ic_type="ebic": Chen &
-                                                        Chen's 2 gamma log binom(p, s) bounded by its
-                                                        upper bound 2 gamma s log p, a constant price
-                                                        per unit; gamma = 1)
-    EBIC_CC = D + log(n) df + 2 gamma log binom(p, s)  (Chen & Chen 2008 as written; gamma = 1 satisfies
-                                                        their consistency condition gamma > 1 - 1/(2 kappa)
-                                                        for every p = O(n^kappa))
-    GIC     = D + log(log n) log(p) df                 (Fan & Tang 2013, a_n = log(log n) log p)
-
-Why EBIC's constant price per unit is the default (measured by ``benchmarks/choose_k.py``, docs/selection.md):
-on logistic paths the deviance drops steeply again at large k (towards separation), and the
-binomial form's price per added unit, 2 gamma log((p - s) / (s + 1)), shrinks as s grows, so it
-chose k = 22..28 on 4 of 10 high-dimensional logistic problems where the constant price chose the
-true 10.
-
-Rank constraints use df = r (p + m - r) + free coordinates and AIC or BIC only.
+**Information criteria** (``by`` = ``ebic`` -- the default --, ``aic``, ``bic``, ``ebic_cc``, ``gic``):
+the formulas, the data term and the degrees of freedom are in :mod:`sparsemodel.workflows.criteria`.
 
 **Cross-validation** (``by="cv"``). The n samples are split into K folds (a random permutation
 with a fixed ``seed``, cut into K nearly equal parts; or the user's ``fold_ids``, one label per
@@ -64,33 +32,44 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.special import gammaln
 
-from ..errors import ModelError
 from ..lowering.lowered import LoweredProblem
 from ..model.problem import Model, Objective
-from ..model.samples import rebind_rows, sample_nodes, split_data_term
+from ..model.samples import rebind_rows
 from ..objective.evaluator import Evaluator
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..util import jsonable, k_header, k_text
 from .compare import _ks
+from .criteria import (
+    CRITERIA,
+    METHODS,
+    DataTerm,
+    SelectionError,
+    criterion,
+    data_term,
+    default_k_max,
+    degrees_of_freedom,
+)
 from .metrics import bound_cells
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
 
 if TYPE_CHECKING:
-    from ..model.expr import Data, Expr
     from ..solvers.base import Solver
     from ..solvers.result import Result
 
-CRITERIA = ("ebic", "aic", "bic", "ebic_cc", "gic")
-METHODS = ("cv",) + CRITERIA
 RULES = ("min", "1se")
+
+
 DEFAULT_BY = "ebic"  # the default way to choose k (docs/selection.md: why)
+
+
 DEFAULT_CV_RULE = "min"  # cross-validation's default rule (docs/selection.md: 1se underfits Poisson)
-# the early stop (EarlyStop): patience in k, margin in criterion units / standard errors
+# the early stop's defaults (EarlyStop): patience in k, margin in criterion units / standard errors
 IC_PATIENCE, IC_MARGIN = 5, 10.0
 CV_PATIENCE, CV_MARGIN = 5, 0.0
+
+
 SELECT_COLUMNS = (
     "k",
     "unit",
@@ -106,94 +85,6 @@ SELECT_COLUMNS = (
     "support",
     "support_names",
 )
-
-
-class SelectionError(ModelError):
-    kind = "selection error"
-
-
-# ====================================================================== the formulas
-
-
-def log_binom(p: int, s: int) -> float:
-    return float(gammaln(p + 1) - gammaln(s + 1) - gammaln(p - s + 1))
-
-
-def deviance(loss: float, n: float, gaussian: bool) -> float:
-    """D = n log(RSS/n) (Gaussian, ``loss`` = RSS) or 2 L (``loss`` = the negative log-likelihood)."""
-    if gaussian:
-        return n * math.log(max(loss, 1e-300 * n) / n)
-    return 2.0 * loss
-
-
-def criterion(by: str, loss: float, n: float, df: int, p: int, s: int, gaussian: bool, gamma: float = 1.0) -> float:
-    """The information criterion ``by`` (see the module docstring for every constant)."""
-    D = deviance(loss, n, gaussian)
-    if by == "aic":
-        return D + 2.0 * df
-    if by == "bic":
-        return D + math.log(n) * df
-    if by == "ebic":
-        return D + (math.log(n) + 2.0 * gamma * math.log(max(p, 1))) * df
-    if by == "ebic_cc":
-        return D + math.log(n) * df + 2.0 * gamma * log_binom(p, s)
-    if by == "gic":
-        return D + math.log(math.log(n)) * math.log(p) * df
-    raise SelectionError(f"unknown criterion {by!r}", hint=f"choose one of: {', '.join(METHODS)}")
-
-
-# ====================================================================== the data term
-
-
-@dataclass
-class DataTerm:
-    """The objective's data term and what the criteria need to read it as a likelihood."""
-
-    expr: Expr  # the data term over all n samples
-    nodes: list[Data]  # the sample data nodes (n rows)
-    n: int
-    scale: float | None  # c: data term = c * sum_i l_i (None when the sample terms disagree)
-    gaussian: bool
-    n_eff: float  # the rows, or the sum of the sample weights (the largest k tried)
-    n_obs: float  # n of the criteria: the loss values (n m for an n x m response), or their weights' sum
-
-
-def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
-    d = lp.design
-    if d is None or d.n_samples is None or not d.sample_terms:
-        raise SelectionError(
-            "choosing k needs a loss that is a sum over samples (rows of data), "
-            f"and this objective is a {lp.structure}",
-            hint="write the loss as mean(...) or sum(...) of a per-sample loss of affine maps of the data",
-        )
-    n = d.n_samples
-    nodes = sample_nodes(problem.objective.expr, n)
-    terms = [d.terms[i] for i in d.sample_terms]
-    # observations: one per loss value (an entry of an elementwise loss -- n m of them for a
-    # multi-response Y --, a row of a row-wise loss, a sample of a whole-vector loss), or the sum of
-    # their frequency weights; the rows (for the largest k tried) scale the same way
-    obs = [
-        float(np.sum(t.weights)) if t.weights is not None else float(t.n_rows if t.whole else t.out_size) for t in terms
-    ]
-    per_row = [(float(np.sum(t.weights)) * n / t.out_size) if t.weights is not None else float(n) for t in terms]
-    n_obs = obs[0] if np.allclose(obs, obs[0], rtol=1e-10) else float(n)
-    n_eff = per_row[0] if np.allclose(per_row, per_row[0], rtol=1e-10) else float(n)
-    expr, _ = split_data_term(problem.objective.expr, nodes)
-    if expr is None or not nodes:
-        raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
-    coefs = [d.terms[i].coef for i in d.sample_terms]
-    scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
-    gaussian = all(d.terms[i].quadratic for i in d.sample_terms)
-    return DataTerm(expr, nodes, n, scale, gaussian, n_eff, n_obs)
-
-
-def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
-    """(df, units used s, selectable units p) of the flat point x under the problem's set."""
-    fixed = lp.box.lo == lp.box.hi if lp.box is not None else np.zeros(lp.n, dtype=bool)
-    return lp.set.degrees_of_freedom(x, fixed)
-
-
-# ====================================================================== selection
 
 
 def splits_of(n: int, folds: Any, seed: int | None, fold_ids: Any) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -241,15 +132,6 @@ def folds_of(n: int, folds: int | None, seed: int | None, fold_ids: Any) -> np.n
     for f, part in enumerate(np.array_split(rng.permutation(n), int(folds))):
         out[part] = f
     return out
-
-
-def default_k_max(n: float, units: int, free: int = 0) -> int:
-    """The largest k tried when none is given: min(units, n / (log(log n) log p)), the largest support
-    size ABESS's theory allows (Zhu et al. 2020; abess's default ``support_size``), with the divisor
-    at least 1 and at most n - 1 - free coordinates (the fit keeps a residual degree of freedom)."""
-    d = math.log(math.log(n)) * math.log(units) if n > math.e and units > 1 else 1.0
-    top = int(n / max(d, 1.0))
-    return max(0, min(units, top, int(n) - 1 - free))
 
 
 @dataclass
@@ -479,9 +361,6 @@ def _fold_runs(
         tlp = LoweredProblem(tp)
         out.append((PathRun(tp, tlp, cls, options, start), Evaluator(held, tlp.layout)))
     return out
-
-
-# ====================================================================== the report
 
 
 class Selection:
@@ -722,15 +601,8 @@ class Selection:
 
 
 __all__ = [
-    "CRITERIA",
-    "METHODS",
     "Selection",
-    "SelectionError",
-    "criterion",
-    "data_term",
-    "degrees_of_freedom",
     "folds_of",
     "splits_of",
-    "log_binom",
     "run_select",
 ]

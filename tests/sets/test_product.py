@@ -19,7 +19,7 @@ from sparsemodel.datasets import low_rank_plus_sparse
 from sparsemodel.errors import ConstraintError, SolverError
 from sparsemodel.sets.product import Budgets, ProductSet
 from sparsemodel.sets.registry import KINDS
-from sparsemodel.workflows.select import SelectionError
+from sparsemodel.workflows.criteria import SelectionError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -12,7 +12,8 @@ import pytest
 import sparsemodel as sm
 from sparsemodel.cli import main
 from sparsemodel.errors import ModelError
-from sparsemodel.workflows.select import SelectionError, criterion, folds_of, log_binom
+from sparsemodel.workflows.criteria import SelectionError, criterion, log_binom
+from sparsemodel.workflows.select import folds_of
 
 
 def separated(n: int = 120, p: int = 25, s: int = 4, noise: float = 0.5, seed: int = 2):
