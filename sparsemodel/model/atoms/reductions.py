@@ -117,13 +117,13 @@ def short_reduce(op: np.ufunc, Z: np.ndarray, axis: int = -1) -> np.ndarray:
     the same values (up to the sign of a zero sum), since NumPy adds fewer than 8 entries in order
     too."""
     m = Z.shape[axis]
-    if not 1 < m < SHORT_AXIS:
+    if axis >= 0 or not 1 < m < SHORT_AXIS:
         return op.reduce(Z, axis=axis, keepdims=True)
-    parts = np.moveaxis(Z, axis, 0)
-    out = op(parts[0], parts[1])
+    tail = (slice(None),) * (-1 - axis)  # the axes after the reduced one (indexing, not moveaxis: cheaper)
+    out = op(Z[(..., 0, *tail)], Z[(..., 1, *tail)])
     for j in range(2, m):
-        out = op(out, parts[j])
-    return np.expand_dims(out, axis)
+        out = op(out, Z[(..., j, *tail)])
+    return np.asarray(out)[(..., None, *tail)]
 
 
 def softmax_hessian_apply(P: np.ndarray, U: np.ndarray) -> np.ndarray:
