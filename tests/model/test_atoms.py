@@ -457,3 +457,26 @@ def test_a_func_gets_the_sample_smoothness_of_its_builtin_twin():
         prob = sm.Problem(sm.minimize(sm.mean(loss(-(y * (X @ w)))) + 0.01 * sm.sum_squares(w)), [sm.nnz(w) <= 3])
         ls.append(prob.lower().design.sample_smoothness(6))
     assert ls[0] is not None and ls[1] == pytest.approx(ls[0], rel=1e-12)
+
+
+def test_short_reduce_equals_numpy_reduce_bit_for_bit():
+    """The slice-by-slice reduction of a short axis (the softmax's max and sums over its classes)
+    gives NumPy's values exactly, for every axis length (short ones and the fallback), batch
+    shape and layout (the strided (n, m, q) products of a Hessian applied to Fortran-ordered
+    Jacobian columns)."""
+    from sparsemodel.model.atoms.reductions import short_reduce
+
+    rng = np.random.default_rng(3)
+    for m in range(1, 11):
+        for shape in [(m,), (37, m), (2, 29, m), (0, m)]:
+            Z = rng.standard_normal(shape) * 30.0
+            for op in (np.add, np.maximum):
+                got = short_reduce(op, Z)
+                want = op.reduce(Z, axis=-1, keepdims=True)
+                assert got.shape == want.shape
+                assert np.array_equal(got, want), (m, shape, op)
+        J = np.asfortranarray(rng.standard_normal((41 * m, 13)) * 30.0)
+        P = rng.random((41, m))
+        PU = P[..., None] * J.reshape(41, m, 13)
+        for op in (np.add, np.maximum):
+            assert np.array_equal(short_reduce(op, PU, axis=-2), op.reduce(PU, axis=-2, keepdims=True)), (m, op)

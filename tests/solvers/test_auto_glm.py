@@ -244,3 +244,27 @@ def test_grahtp_does_not_stall_on_the_section_6_2_logistic_protocol():
         r, paper = prob.solve("grahtp"), prob.solve("grahtp", eta="rss")
         assert r.objective < paper.objective
         assert r.objective <= factor * reference(prob), seed
+
+
+@pytest.mark.parametrize("family", ["poisson", "multinomial"])
+def test_the_step_against_every_unit_does_not_solve_again_what_the_screened_step_rejected(family, monkeypatch):
+    """With a pool smaller than the unselected units, a step that fails on the screened pool is
+    repeated against every unit at the same f; the supports the first step solved without lowering
+    f are not solved again (each candidate support is solved at most once per f), and every solve
+    counted in ``exact_solves`` is one that ran."""
+    from sparsemodel.lowering.active import ActiveSet
+
+    seen: list[tuple[tuple[int, ...], float]] = []
+    solve = ActiveSet.solve
+
+    def recording(self, sel, x0=None, ridge=None, give_up=None):
+        if give_up is not None:  # a candidate of the swap search (its bar is f's)
+            seen.append((tuple(np.asarray(sel).tolist()), give_up))
+        return solve(self, sel, x0=x0, ridge=ridge, give_up=give_up)
+
+    monkeypatch.setattr(ActiveSet, "solve", recording)
+    X, y, _ = glm_data(family, 100, 30, 3, 0)
+    r = glm_problem(family, X, y, 3).solve("auto", pool=4)
+    assert r.status == "converged" and r.extra["full_models"] >= 1
+    assert len(seen) == r.extra["exact_solves"] > 0
+    assert len(set(seen)) == len(seen)
