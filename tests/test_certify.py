@@ -341,3 +341,27 @@ def test_the_cli_prints_the_gap(tmp_path, capsys):
     code = main(["solve", str(tmp_path / "m.sm"), "--json"])
     d = json.loads(capsys.readouterr()[0])
     assert code == 0 and d["lower_bound"] <= d["objective"] and d["gap"] >= 0 and d["bound_how"] == "fast"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_fast_bound_searches_the_segment_to_zero(seed):
+    """With a small ridge the gradient's dual point pays the perspective's full price for every unit
+    (a bound far below 0 on logistic data); the fast bound also tries t theta for t in [0, 1], so it is
+    at least the loss's infimum (0 here, t = 0) and at least the gradient's point (t = 1), and it stays
+    below the enumerated optimum."""
+    rng = np.random.default_rng(seed)
+    n, p, k = 60, 12, 3
+    X = rng.standard_normal((n, p))
+    v = np.where(X[:, :3] @ [1.5, -1.0, 1.0] + 0.5 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    w, b = sm.Variable(p, name="w"), sm.Variable(1, name="b")
+    obj = sm.mean(sm.logistic(-v * (X @ w + b))) + 1e-4 / 2 * sm.sum_squares(w)
+    prob = sm.Problem(sm.minimize(obj), [sm.nnz(w) <= k])
+    opt, _ = brute_force(prob)
+    res = prob.solve()
+    rel = relaxation(prob.lower())
+    x = flat(prob, res)
+    at_gradient = rel.node_bound(rel.anchor(x)).value
+    assert at_gradient < 0  # what the gradient's point alone gave
+    assert res.lower_bound >= max(0.0, at_gradient) - 1e-12
+    assert res.lower_bound <= opt + 1e-9
+    assert res.gap < 1.0

@@ -87,6 +87,9 @@ TIGHT_ITERS = 30  # Frank-Wolfe steps of bound="tight"
 # x(z) only picks the dual point (any x gives a valid bound): a few warm-started Newton steps suffice
 PHI_TOL = 1e-8
 PHI_ITERS = 10
+LINE_ITERS = (
+    10  # golden-section steps of the fast bound's search over t theta (t to ~1e-2: lb is concave, flat near its top)
+)
 
 
 def h_values(v: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -135,6 +138,7 @@ class Anchor:
     base: float
     v: np.ndarray
     x: np.ndarray
+    thetas: list[np.ndarray] | None = None  # theta per loss term (None in the shifted form)
 
 
 @dataclass
@@ -316,7 +320,19 @@ class Relaxation:
                     )
                 conj = np.where(np.isfinite(conj), conj, self._fenchel_young(t, z, th))
             base += float(th.reshape(-1) @ np.asarray(t.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
-        return Anchor(base, v, x)
+        return Anchor(base, v, x, thetas)
+
+    def scaled(self, a: Anchor, t: float) -> Anchor:
+        """The dual point t theta (0 <= t <= 1) of the anchor ``a``: v = t A'theta + lin, and
+        base = const + t theta'b - G*(t theta) from the atoms' conjugates. Valid only where the free
+        coordinates' condition survives the scaling (no linear term on them; see :meth:`bound`)."""
+        d = self.design
+        base = float(d.const)
+        for i, th in zip(self.loss, a.thetas or []):
+            term = d.terms[i]
+            conj = np.asarray(term.conjugate(t * th.reshape(-1)), dtype=float)
+            base += t * float(th.reshape(-1) @ np.asarray(term.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
+        return Anchor(base, t * (a.v - d.lin) + d.lin, a.x, a.thetas)
 
     @staticmethod
     def _fenchel_young(t: Any, z: np.ndarray, th: np.ndarray) -> np.ndarray:
@@ -403,8 +419,39 @@ class Relaxation:
         return NodeBound(val, S, top, a)
 
     def bound(self, x: np.ndarray) -> float:
-        """The fast bound at the point x (one dual point)."""
-        return self.node_bound(self.anchor(x)).value
+        """The fast bound at the point x: the dual point theta = grad G at x, and the best of the
+        points t theta on the segment to 0 (lb is concave in theta, so a golden-section search over t
+        in [0, 1] finds the segment's best; t = 0 gives the loss's infimum, t = 1 the gradient's
+        point). With a small ridge the gradient's point pays the perspective's full price for every
+        unit; shrinking theta trades the loss's conjugate against it. Each t costs the conjugates and
+        the unit scores, no pass over the data."""
+        a = self.anchor(x)
+        best = self.node_bound(a).value
+        d = self.design
+        if self.quad is not None or a.thetas is None or (len(self.E) and np.any(d.lin[self.E] != 0)):
+            return best  # the shifted form, or free coordinates whose condition needs t = 1
+
+        def value(t: float) -> float:
+            with np.errstate(all="ignore"):
+                v = self.node_bound(self.scaled(a, t)).value
+            return v if np.isfinite(v) else -np.inf
+
+        lo, hi = 0.0, 1.0
+        g = (np.sqrt(5.0) - 1.0) / 2.0
+        t1, t2 = hi - g * (hi - lo), lo + g * (hi - lo)
+        f1, f2 = value(t1), value(t2)
+        best = max(best, f1, f2, value(0.0))
+        for _ in range(LINE_ITERS):
+            if f1 >= f2:
+                hi, t2, f2 = t2, t1, f1
+                t1 = hi - g * (hi - lo)
+                f1 = value(t1)
+            else:
+                lo, t1, f1 = t1, t2, f2
+                t2 = lo + g * (hi - lo)
+                f2 = value(t2)
+            best = max(best, f1, f2)
+        return best
 
     # ------------------------------------------------------------------ Frank-Wolfe on z
     def phi_point(self, z: np.ndarray, x0: np.ndarray | None = None, fixed_in: np.ndarray | None = None) -> np.ndarray:
@@ -578,9 +625,9 @@ def lower_bound(lp: LoweredProblem, x: np.ndarray, mode: str = "fast") -> BoundR
             if not rels:
                 raise
         for rel in rels:
-            if mode == "tight":
+            if mode == "tight":  # Frank-Wolfe's steps, and never below the fast bound's segment search
                 nb, _ = rel.frank_wolfe(x)
-                val = nb.value
+                val = max(nb.value, rel.bound(x))
             else:
                 val = rel.bound(x)
             if np.isfinite(val) and (best is None or val > best):
