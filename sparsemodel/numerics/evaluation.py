@@ -118,7 +118,7 @@ class _State:
         m = U.shape[0]
         D = U.shape[1]
         d = self.d
-        f = np.full(m, rd.const) + U[:, :d] @ rd.lin
+        f = U[:, :d] @ rd.lin + rd.const
         g = np.zeros((m, D))
         g[:, :d] += rd.lin
         for t_i in self.act:
@@ -202,7 +202,7 @@ class _State:
     def trial(self, idx: np.ndarray, U: np.ndarray) -> tuple[np.ndarray, list[Any]]:
         """Values at trial coefficients U for problems idx (and what to keep if accepted)."""
         rd = self.rd
-        f = np.full(len(idx), rd.const) + U[:, : self.d] @ rd.lin
+        f = U[:, : self.d] @ rd.lin + rd.const
         keep = []
         for t_i in self.act:
             t = rd.terms[t_i]

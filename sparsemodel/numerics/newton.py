@@ -384,7 +384,7 @@ def _cholesky(H0: np.ndarray) -> np.ndarray | None:
     numerically positive definite."""
     D = H0.shape[0]
     H0 = H0.copy()
-    H0.flat[:: D + 1] += 1e-14 * abs(np.trace(H0)) / D
+    H0.reshape(-1)[:: D + 1] += 1e-14 * abs(H0.trace()) / D  # the diagonal as a view (.flat costs ~1 us more)
     c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
     return c if info == 0 else None
 
