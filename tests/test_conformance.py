@@ -180,3 +180,47 @@ def check_solver_on_kind(solver: str, kind: str) -> None:
     if not issubclass(REGISTRY[solver], _Stochastic) and lp.set.subspace(st).form != "lowrank":
         refit = float(lp.restricted_minimize(st, x0=x).f)
         assert r.objective <= refit + 1e-6 * (1 + abs(refit)), f"{solver} left {r.objective - refit:.3g} on its support"
+
+
+def test_every_concrete_class_gives_its_base_classes_hooks():
+    """The template classes declare their hooks abstract (atoms' values and derivatives, a
+    constraint's variable and limit, a set's limit, a tuned relaxation's start/snap/penalty, a sparse
+    PCA solver's component): every class the package defines under them gives each one."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from sparsemodel.model.atoms.base import Elementwise, WholeLoss
+    from sparsemodel.model.constraints.base import Bounded, Constraint
+    from sparsemodel.sets.base import ConstraintSet
+    from sparsemodel.solvers.tpm import _SparsePCASolver
+    from sparsemodel.solvers.tuning import TunedRelaxation
+
+    for m in pkgutil.walk_packages(sm.__path__, "sparsemodel."):
+        if not m.name.endswith("__main__"):
+            importlib.import_module(m.name)
+    bases = (Elementwise, WholeLoss, Constraint, Bounded, ConstraintSet, TunedRelaxation, _SparsePCASolver)
+
+    def below(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from below(s)
+
+    abstract_ok = {"SideSet"}  # a base of its own (box, eigenvalue box, ball, linear sets)
+    seen = 0
+    for base in bases:
+        for cls in below(base):
+            if cls.__module__.startswith("sparsemodel.") and cls.__name__ not in abstract_ok:
+                seen += 1
+                assert not inspect.isabstract(cls), (cls, sorted(cls.__abstractmethods__))
+    assert seen >= 30  # every elementwise atom, constraint, set kind and relaxation
+
+
+def test_a_side_set_has_no_degrees_of_freedom_and_says_why():
+    from sparsemodel.errors import ConstraintError
+
+    w = sm.Variable(4, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(w - 1)), [sm.nnz(w) <= 2, w >= 0]).lower()
+    side = next(s for s in lp.side if s is not None)
+    with pytest.raises(ConstraintError, match="selects no units"):
+        side.degrees_of_freedom(np.ones(4), np.zeros(4, dtype=bool))

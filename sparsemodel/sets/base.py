@@ -134,9 +134,9 @@ class ConstraintSet(ABC):
         return self.constraint.span
 
     @property
+    @abstractmethod
     def limit(self) -> int:
         """The largest meaningful budget (every unit selected)."""
-        raise NotImplementedError
 
     def check_budget(self, b: Any) -> int:
         """A budget value checked by the constraint's one bound check (an integer from 0 to
@@ -193,8 +193,13 @@ class ConstraintSet(ABC):
         return {}
 
     def degrees_of_freedom(self, x: np.ndarray, fixed: np.ndarray) -> tuple[int, int, int]:
-        """(df, units used, selectable units) of x; ``fixed`` marks coordinates a box fixes."""
-        raise NotImplementedError(f"{type(self).__name__} has no degrees of freedom")
+        """(df, units used, selectable units) of x; ``fixed`` marks coordinates a box fixes. A set
+        that selects no units (a side set: a box, a ball, linear constraints) has none to count."""
+        raise ConstraintError(
+            f"{self.describe()} selects no units, so it has no degrees of freedom to count",
+            self.span,
+            "degrees of freedom (df, the criteria of select) count the units of nnz(...) <= k or rank(W) <= r",
+        )
 
     def truncation(self, s: int | None) -> Any:
         """The power method's truncation for a budget of s units: v -> the part of v a budget-s

@@ -16,6 +16,7 @@ variance), or projection deflation. The kernels are :mod:`sparsemodel.numerics.s
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,12 +63,13 @@ def explained(S: np.ndarray, W: np.ndarray, deflated: list[float]) -> dict[str, 
     return out
 
 
-class _SparsePCASolver(Solver):
+class _SparsePCASolver(Solver, ABC):
     handles = frozenset({"nnz", "ball"})
     requires = frozenset({"ball"})  # the sparse PCA form: nnz only beside its ball
 
-    def one(self, S: np.ndarray, k: int) -> Component:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def one(self, S: np.ndarray, k: int) -> Component:
+        """One sparse component of S with k nonzeros (the solver's method)."""
 
     def check(self, lp: LoweredProblem) -> None:
         super().check(lp)

@@ -16,6 +16,7 @@ and lists the counts reached along the search.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,7 +197,7 @@ def finish_tuned(
     return finish(lp, solver, x, CONVERGED, solves, clock, hist, f=f, extra=out)
 
 
-class TunedRelaxation(Solver):
+class TunedRelaxation(Solver, ABC):
     """A convex relaxation tuned to an exact structure, then debiased: what ``lasso``, ``nuclear``,
     ``glasso`` and ``tv`` share. A subclass gives where the search starts (:meth:`start`: lambda_max,
     the relaxation's solver, the back-end's name), how a solution is read (:meth:`snap`: its small
@@ -213,18 +214,19 @@ class TunedRelaxation(Solver):
     norm_name = ""  # the Result.extra entry of the penalty's value ("" for none)
     reachable_hint = ""
 
-    def start(self, lp: Any) -> tuple[float, Any, str]:  # pragma: no cover - abstract
+    @abstractmethod
+    def start(self, lp: Any) -> tuple[float, Any, str]:
         """(lambda_max, the relaxation's solver (``.solve(lam)``, ``.solves``), back-end name);
         raises a SolverError when no lambda gives any structure."""
-        raise NotImplementedError
 
-    def snap(self, lp: Any, raw: Any) -> tuple[np.ndarray, int]:  # pragma: no cover - abstract
+    @abstractmethod
+    def snap(self, lp: Any, raw: Any) -> tuple[np.ndarray, int]:
         """The point x of the relaxation's answer at one lambda with its negligible parts zeroed,
         and its count."""
-        raise NotImplementedError
 
-    def penalty(self, lp: Any, x: np.ndarray) -> float:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def penalty(self, lp: Any, x: np.ndarray) -> float:
+        """The relaxation's penalty at x (its norm: l1, nuclear, ...)."""
 
     def ending(self, lp: Any, search: Search) -> dict[str, Any]:
         """Extra arguments of :func:`finish_tuned` (``state``, ``undebiased``, ``extra``)."""

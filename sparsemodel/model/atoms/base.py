@@ -4,6 +4,7 @@ from ``derivs``); :class:`NoConjugate` for an atom without a conjugate."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -123,7 +124,7 @@ class NoConjugate(ModelError):
     """The loss has no convex conjugate the package can evaluate (not convex, or not known)."""
 
 
-class Elementwise(Atom):
+class Elementwise(Atom, ABC):
     """f applied to each entry, and a loss of a composite objective (the module docstring lists the
     loss facts). ``d1`` and ``d2`` are f' and f''. ``curvature_sup`` is sup f'' over f's domain (a
     global curvature bound, used for smoothness constants valid everywhere), or None when f'' is
@@ -141,14 +142,17 @@ class Elementwise(Atom):
     def _shape(self, shapes, args, span):
         return shapes[0]
 
+    @abstractmethod
     def fn(self, z: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """f(z) entrywise."""
 
+    @abstractmethod
     def d1(self, z: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """f'(z) entrywise."""
 
+    @abstractmethod
     def d2(self, z: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """f''(z) entrywise."""
 
     def derivs(self, z: np.ndarray, order: int = 2) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """f(z) and, up to ``order``, f'(z) and f''(z) (None beyond it), computed together."""
@@ -210,7 +214,7 @@ class Elementwise(Atom):
         raise self._no_conjugate()
 
 
-class WholeLoss(Atom):
+class WholeLoss(Atom, ABC):
     """A loss that is one number of a whole vector (it does not separate over entries or rows):
     the Cox partial likelihood (its risk sets couple the samples), the cumulative-logit likelihood
     (its cut-points are shared by every sample), a user's ``custom_loss``. ``loss_form`` is
@@ -240,11 +244,13 @@ class WholeLoss(Atom):
         a = self.args[self.loss_args[0]]
         return a.shape[0] if a.shape else None
 
+    @abstractmethod
     def derivs(self, z: np.ndarray, order: int = 1) -> tuple[Any, Any, None]:
-        raise NotImplementedError
+        """(phi(z), its gradient, None) on the last axis of z (the class docstring)."""
 
+    @abstractmethod
     def hessian_apply(self, z: np.ndarray, U: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """The Hessian of phi at z applied to U, never formed (the class docstring)."""
 
     def forward(self, vals):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

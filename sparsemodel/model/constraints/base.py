@@ -3,6 +3,7 @@ its span) and the one check of a bound (:class:`Bounded`: an integer from 0 to t
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -26,13 +27,14 @@ def _variable_view(target: Expr, what: str, span: Span | None) -> tuple[Variable
     )
 
 
-class Constraint:
+class Constraint(ABC):
     kind = "constraint"
     span: Span | None = None
 
     @property
-    def variable(self) -> Variable:  # pragma: no cover - defined by subclasses
-        raise NotImplementedError
+    @abstractmethod
+    def variable(self) -> Variable:
+        """The variable the constraint is on."""
 
     def describe(self) -> str:
         return str(self)
@@ -47,7 +49,7 @@ def _bound_value(b: Expr, what: str, span: Span | None) -> float:
 AXIS_GROUPS = ("rows", "cols")  # groups = rows / cols: every row (column) of a matrix is one group
 
 
-class Bounded:
+class Bounded(ABC):
     """A constraint with a bound k on what a solver selects: the one place a bound value is checked
     (the model's written bound, the sets' budgets, the sweeps of compare, path and select, the
     CLI's --k all go through :meth:`check_bound`). ``unit`` names what k counts, ``limit`` is how
@@ -57,8 +59,9 @@ class Bounded:
     unit_size: int = 1
 
     @property
+    @abstractmethod
     def limit(self) -> int:
-        raise NotImplementedError
+        """How many units k can count (the largest meaningful bound)."""
 
     def bound_text(self, b: int) -> str:
         return f"{self} (bound {b})"
