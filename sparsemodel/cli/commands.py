@@ -179,27 +179,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if comp is None:
             raise
         interrupted = True
-    if args.json:
-        print(json.dumps(comp.to_dict(), allow_nan=False))
-    else:
-        print(comp.table())
-    if "json" in outs:
-        comp.to_json(outs["json"], overwrite=args.force)
-    if "plot" in outs:
-        comp.plot(outs["plot"], overwrite=args.force, metrics=args.plot_metrics)
-    for kind, p in outs.items():
-        announce(args, kind, p)
-    if interrupted:
-        print(
-            f"interrupted after {len(comp.rows)} of {comp.total} runs; the finished ones are above and in the files",
-            file=sys.stderr,
-        )
-        return 130
-    failed = comp.failed()
-    if failed:  # a solver refused its cell (an option, a constraint, a k it cannot reach): said, not a bug
-        print(f"{len(failed)} of {len(comp.rows)} runs failed; their messages are in the table", file=sys.stderr)
-        return EXIT_USER
-    return 0
+    return report_runs(args, comp, outs, interrupted)
 
 
 def run_study(
@@ -252,25 +232,31 @@ def run_study(
         if study is None:
             raise
         interrupted = True
+    return report_runs(args, study, outs, interrupted)
+
+
+def report_runs(args: argparse.Namespace, report: Any, outs: dict[str, Path], interrupted: bool) -> int:
+    """Print and write a comparison's or a study's report (CSV rows were written as they ran), say
+    an interruption (exit 130) or the runs that failed (exit 2), and return the exit status."""
     if args.json:
-        print(json.dumps(study.to_dict(), allow_nan=False))
+        print(json.dumps(report.to_dict(), allow_nan=False))
     else:
-        print(study.table())
+        print(report.table())
     if "json" in outs:
-        study.to_json(outs["json"], overwrite=args.force)
+        report.to_json(outs["json"], overwrite=args.force)
     if "plot" in outs:
-        study.plot(outs["plot"], overwrite=args.force, metrics=args.plot_metrics)
+        report.plot(outs["plot"], overwrite=args.force, metrics=args.plot_metrics)
     for kind, p in outs.items():
         announce(args, kind, p)
     if interrupted:
         print(
-            f"interrupted after {len(study.rows)} of {study.total} runs; the finished ones are above and in the files",
+            f"interrupted after {len(report.rows)} of {report.total} runs; the finished ones are above and in the files",
             file=sys.stderr,
         )
         return 130
-    failed = study.failed()
-    if failed:
-        print(f"{len(failed)} of {len(study.rows)} runs failed; their messages are in the table", file=sys.stderr)
+    failed = report.failed()
+    if failed:  # a solver refused its cell (an option, a constraint, a k it cannot reach): said, not a bug
+        print(f"{len(failed)} of {len(report.rows)} runs failed; their messages are in the table", file=sys.stderr)
         return EXIT_USER
     return 0
 
