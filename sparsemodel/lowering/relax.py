@@ -37,6 +37,32 @@ from .cvxpy_lower import box_constraints, lower_expr, solve_cvxpy
 RELAXATIONS = ("l1", "nuclear", "glasso", "tv", "dspca")
 
 
+def cvxpy_solver(solver: str) -> str | None:
+    """cvxpy's name for the solver option (None: cvxpy chooses), refused when not installed."""
+    import cvxpy as cp
+
+    if solver != "auto" and solver.upper() not in cp.installed_solvers():
+        raise SolverError(
+            f"cvxpy solver {solver!r} is not installed",
+            hint=f"installed cvxpy solvers: {', '.join(cp.installed_solvers())}, or 'auto'",
+        )
+    return None if solver == "auto" else solver.upper()
+
+
+def solve_at(relax: Any, lam: float, var: Any, what: str) -> None:
+    """One solve of a relaxation's parameterised cvxpy problem at lambda (``relax.lam``,
+    ``relax.problem``, ``relax.solver``, counted in ``relax.solves``); a failure, or no value for
+    ``var``, is a SolverError naming lambda."""
+    relax.lam.value = lam
+    relax.solves += 1
+    try:
+        solve_cvxpy(relax.problem, relax.solver)
+    except ModelError as exc:
+        raise SolverError(f"{what} at lambda = {lam:.6g} could not be solved: {exc.message}") from None
+    if var.value is None:
+        raise SolverError(f"{what} at lambda = {lam:.6g} returned no solution")
+
+
 class Relaxation:
     """min f(x) + lambda * penalty(x) in cvxpy; ``solve(lam)`` returns the flat x."""
 
@@ -53,12 +79,7 @@ class Relaxation:
         import cvxpy as cp
 
         self.cp = cp
-        if solver != "auto" and solver.upper() not in cp.installed_solvers():
-            raise SolverError(
-                f"cvxpy solver {solver!r} is not installed",
-                hint=f"installed cvxpy solvers: {', '.join(cp.installed_solvers())}, or 'auto'",
-            )
-        self.solver = None if solver == "auto" else solver.upper()
+        self.solver = cvxpy_solver(solver)
         self.kind = kind
         self.u = cp.Variable(layout.n)
         self.lam = cp.Parameter(nonneg=True)
@@ -111,14 +132,7 @@ class Relaxation:
         self.box = box
 
     def solve(self, lam: float) -> np.ndarray:
-        self.lam.value = lam
-        self.solves += 1
-        try:
-            solve_cvxpy(self.problem, self.solver)
-        except ModelError as exc:
-            raise SolverError(f"the relaxation at lambda = {lam:.6g} could not be solved: {exc.message}") from None
-        if self.u.value is None:
-            raise SolverError(f"the relaxation at lambda = {lam:.6g} returned no solution")
+        solve_at(self, lam, self.u, "the relaxation")
         x = np.asarray(self.u.value, dtype=float).ravel().copy()
         return self.box.clip(x) if self.box is not None else x  # interior points may sit 1e-9 outside
 
@@ -132,12 +146,7 @@ class DSPCARelaxation:
     def __init__(self, spca: Any, n: int, solver: str = "auto"):
         import cvxpy as cp
 
-        if solver != "auto" and solver.upper() not in cp.installed_solvers():
-            raise SolverError(
-                f"cvxpy solver {solver!r} is not installed",
-                hint=f"installed cvxpy solvers: {', '.join(cp.installed_solvers())}, or 'auto'",
-            )
-        self.solver = None if solver == "auto" else solver.upper()
+        self.solver = cvxpy_solver(solver)
         self.spca, self.n = spca, n
         p = spca.S.shape[0]
         self.Z = cp.Variable((p, p), symmetric=True)
@@ -148,14 +157,7 @@ class DSPCARelaxation:
         self.last_Z: np.ndarray | None = None
 
     def solve(self, lam: float) -> np.ndarray:
-        self.lam.value = lam
-        self.solves += 1
-        try:
-            solve_cvxpy(self.problem, self.solver)
-        except ModelError as exc:
-            raise SolverError(f"DSPCA at lambda = {lam:.6g} could not be solved: {exc.message}") from None
-        if self.Z.value is None:
-            raise SolverError(f"DSPCA at lambda = {lam:.6g} returned no solution")
+        solve_at(self, lam, self.Z, "DSPCA")
         Z = np.asarray(self.Z.value, dtype=float)
         self.last_Z = (Z + Z.T) / 2
         _, V = np.linalg.eigh(self.last_Z)

@@ -45,7 +45,7 @@ from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..progress import progress_bar
 from ..solvers import get_solver
 from ..util import jsonable, k_header
-from .metrics import Scorer, bound_cells, dof, make_scorer, metric_names
+from .metrics import Scorer, bound_cells, dof, make_scorer, metric_names, with_metric_columns
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -345,8 +345,7 @@ class Comparison:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        i = COLUMNS.index("support")
-        return ("solver", self.column) + COLUMNS[2:i] + tuple(self.metric_columns) + COLUMNS[i:]
+        return ("solver", self.column) + with_metric_columns(COLUMNS[2:], self.metric_columns)
 
     # ------------------------------------------------------------------ collecting
     def _add(self, row: dict[str, Any]) -> None:

@@ -542,6 +542,12 @@ def make_scorer(
     return Scorer(held, tr)
 
 
+def with_metric_columns(columns: tuple[str, ...], metric_columns: list[str]) -> tuple[str, ...]:
+    """A report's columns with the metrics asked for (test_loss, the truth's) before the support."""
+    i = columns.index("support")
+    return columns[:i] + tuple(metric_columns) + columns[i:]
+
+
 def metric_names(text: str | list[str] | tuple[str, ...], available: list[str] | None = None) -> list[str]:
     """Metric names from ``"test_loss,time_s"`` or a list, each checked (``available``: those the
     report has)."""
@@ -565,6 +571,7 @@ def metric_names(text: str | list[str] | tuple[str, ...], available: list[str] |
 
 
 __all__ = [
+    "with_metric_columns",
     "METRICS",
     "TRUTH_METRICS",
     "HeldOut",

@@ -45,7 +45,7 @@ from ..progress import progress_bar
 from ..solvers.result import USABLE
 from ..util import jsonable, k_header
 from .compare import ERROR, _ks, support_cells
-from .metrics import Scorer, bound_cells, dof, metric_names
+from .metrics import Scorer, bound_cells, dof, metric_names, with_metric_columns
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -270,8 +270,7 @@ class SolutionPath:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        i = PATH_COLUMNS.index("support")
-        return PATH_COLUMNS[:i] + tuple(self.metric_columns) + PATH_COLUMNS[i:]
+        return with_metric_columns(PATH_COLUMNS, self.metric_columns)
 
     @property
     def metrics(self) -> list[str]:

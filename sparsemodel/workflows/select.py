@@ -51,7 +51,7 @@ from .criteria import (
     default_k_max,
     degrees_of_freedom,
 )
-from .metrics import bound_cells
+from .metrics import bound_cells, with_metric_columns
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
 
 if TYPE_CHECKING:
@@ -404,8 +404,7 @@ class Selection:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        i = SELECT_COLUMNS.index("support")
-        return SELECT_COLUMNS[:i] + tuple(self.metric_columns) + SELECT_COLUMNS[i:]
+        return with_metric_columns(SELECT_COLUMNS, self.metric_columns)
 
     @property
     def metrics(self) -> list[str]:
