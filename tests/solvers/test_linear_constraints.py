@@ -125,33 +125,3 @@ def test_no_worse_than_skscope_on_its_layer_problem(layer):
     w = sm.Variable(5, name="w")
     r = sm.Problem(sm.minimize(sm.sum_squares(Y - X @ w)), [sm.nnz(w) <= 2, *LAYERS[layer](w)]).solve("grahtp")
     assert r.objective <= float(np.sum((Y - X @ ws) ** 2)) * (1 + 1e-9)
-
-
-@pytest.mark.slow
-def test_skscope_portfolio_selection_criterion_on_its_own_data():
-    """skscope's test_PortfolioSelection (CSI 500 returns, k = 50, Ledoit-Wolf covariance of the first
-    80% of the days, budget only): its pass criterion is a Sharpe ratio above 0.04 on the last 20%.
-    Needs skscope's repository snapshot (the data file is in its docs, not in the package)."""
-    import io
-    import subprocess
-    from pathlib import Path
-
-    pd = pytest.importorskip("pandas")
-    covariance = pytest.importorskip("sklearn.covariance")
-    repo = Path("/work/.mirror/abess-team+skscope/repo")
-    path = "docs/source/gallery/Miscellaneous/data/csi500-2020-2021.csv"
-    try:
-        raw = subprocess.run(["git", "-C", str(repo), "show", f"HEAD:{path}"], capture_output=True, check=True).stdout
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        pytest.skip("skscope's repository snapshot is not on disk")
-    X = pd.read_csv(io.BytesIO(raw), encoding="gbk")
-    X = X[X.columns[X.isnull().sum() <= 20]].fillna(0)
-    R = X.iloc[:, 1:].values / 100
-    n = int(0.8 * len(R))
-    S = covariance.LedoitWolf().fit(R[:n]).covariance_
-    w = sm.Variable(S.shape[0], name="w")
-    r = sm.Problem(sm.minimize(sm.quad_form(w, S)), [sm.nnz(w) <= 50, sm.sum(w) == 1]).solve()
-    ret = R[n:] @ r.x
-    assert np.isclose(r.x.sum(), 1) and np.count_nonzero(r.x) <= 50
-    assert np.mean(ret) / np.std(ret) > 0.04
-    assert r.objective < 1.665e-4  # skscope's PortfolioSelection reaches 1.665e-4 (benchmarks/portfolio.py)
