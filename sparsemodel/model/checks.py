@@ -23,7 +23,7 @@ from .atoms import logistic
 from .expr import Data, Expr
 
 
-def _factors(e: Expr) -> Iterator[Data]:
+def elementwise_factors(e: Expr) -> Iterator[Data]:
     """Data leaves that multiply ``e`` elementwise (through -, *, the numerator of /, [ ], ')."""
     stack = [e]
     while stack:
@@ -57,7 +57,7 @@ def label_errors(expr: Expr) -> list[DataError]:
     for node in expr.walk():
         if not isinstance(node, logistic):
             continue
-        for d in _factors(node.args[0]):
+        for d in elementwise_factors(node.args[0]):
             if d.uid in seen:
                 continue
             seen.add(d.uid)
@@ -84,4 +84,4 @@ def label_errors(expr: Expr) -> list[DataError]:
     return errors
 
 
-__all__ = ["label_errors"]
+__all__ = ["elementwise_factors", "label_errors"]

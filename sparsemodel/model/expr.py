@@ -442,6 +442,20 @@ class Data(Leaf):
         lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
         self._sign = NONNEG if lo >= 0 else NONPOS if hi <= 0 else ANYSIGN
 
+    def take_rows(self, rows: np.ndarray) -> Data:
+        """The same data on the rows ``rows`` (a training split, a fold, held-out rows): name, place,
+        kind and the names of every axis kept (the row names, when there are any, subset too), so
+        that a result on a subset of the samples names its coordinates as one on all of them."""
+        names = [
+            None if n is None else (tuple(np.asarray(n, dtype=object)[rows]) if i == 0 else n)
+            for i, n in enumerate(self.axis_names)
+        ]
+        out = Data(self.value[rows], name=self.name, span=self.span, kind=self.kind, names=names)
+        for attr in ("path", "label_text"):  # what a data line added (its file, the text of its codes)
+            if hasattr(self, attr):
+                setattr(out, attr, getattr(self, attr))
+        return out
+
     @property
     def chunked(self) -> bool:
         """The value is a dask array (held in row blocks, on disk or on a cluster)."""

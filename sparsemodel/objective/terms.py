@@ -62,6 +62,15 @@ class Term:
         ``func``; 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2)."""
         return self.phi.curvature_sup
 
+    def logits(self, z: np.ndarray) -> np.ndarray | None:
+        """Per loss value (entry, or row) the class logits its atom states (``Atom.logits``), shape
+        (out_size, K), at the term's affine values z; None when the loss is not a likelihood of
+        classes (or is a whole-vector loss)."""
+        if self.whole:
+            return None
+        L = self.phi.logits(self._rows(z) if self.rowwise else z)
+        return None if L is None else np.asarray(L, dtype=float).reshape(self.out_size, -1)
+
     @property
     def out_size(self) -> int:
         """Number of phi values: entries, rows for a row-wise loss, 1 for a whole-vector loss."""

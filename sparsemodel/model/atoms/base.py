@@ -78,6 +78,15 @@ class Atom(Expr):
         argument), or None (not a loss)."""
         return None
 
+    def logits(self, z: np.ndarray) -> np.ndarray | None:
+        """When this loss is the log-partition function of a categorical distribution (a classifier's
+        loss): its logits L(z), shape (..., K) for a loss value's argument z (an entry of an
+        elementwise loss, a row (..., m) of a row-wise one), such that phi(z) = log sum_j exp(L_j)
+        and phi(z) - L_j = -log p_j, p = softmax(L): the negative log-likelihood of class j.
+        ``logistic``: L = (0, z), two classes; ``logsumexp`` over the rows: L = z, one class per
+        column. None for a loss that is not a likelihood of classes."""
+        return None
+
     def loss_key(self) -> tuple:
         """What makes two atoms the same function of their arguments: the class and the parameters
         (two huber atoms with different M differ; the arguments do not enter)."""

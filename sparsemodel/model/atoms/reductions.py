@@ -168,6 +168,11 @@ class logsumexp(_Reduction):
         E = np.exp(Z - short_reduce(np.maximum, Z))
         return E / short_reduce(np.add, E)
 
+    def logits(self, Z: np.ndarray) -> np.ndarray | None:
+        """As a row-wise loss, the softmax: each row of Z is the logits of its classes, and
+        ``logsumexp(Z, axis=1) - sum(Y .* Z, axis=1)`` with one-hot Y is -log p_(y_i)."""
+        return np.asarray(Z, dtype=float) if self.loss_form == "rowwise" else None
+
     def hessian_apply(self, Z: np.ndarray, U: np.ndarray) -> np.ndarray:
         """The Hessian of each row's logsumexp at Z (..., m) applied to U ((..., m) or (..., m, q))."""
         return softmax_hessian_apply(self.probs(Z), U)
