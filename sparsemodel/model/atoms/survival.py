@@ -47,6 +47,7 @@ from ..expr import dense, fmt_shape
 from .base import WholeLoss
 
 TIES = ("efron", "breslow")
+SPREAD = 600.0  # a range of log S below which one shifted cumulative sum loses nothing (e^-600 ~ 1e-261)
 
 
 def _rev_logcumsum(a: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -105,6 +106,9 @@ class _RiskSets:
         inside = np.cumsum(span[:n]) > 0
         self.gpos = np.where(inside, np.maximum.accumulate(np.where(gpos >= 0, gpos, -1)), -1)
         self.tied = ev & (self.gpos >= 0)  # an event of an event group: its own group's Efron correction
+        self.tied_at = np.flatnonzero(self.tied)  # their positions, and their groups
+        self.tied_group = self.gpos[self.tied_at]
+        self.inside = np.arange(n) <= (self.g_end[-1] if K else -1)  # in some risk set
         self.wdelta = np.where(ev, ws, 0.0)  # w_j event_j
         with np.errstate(divide="ignore"):
             self.logw = np.log(ws)  # -inf for a zero weight: the sample is in no sum
@@ -117,23 +121,56 @@ class _RiskSets:
         """Sums of a (..., terms) over each event group's terms: (..., K)."""
         return np.add.reduceat(a, self.term_starts, axis=-1)
 
-    def tie_reduce(self, a: np.ndarray, axis: int = -1) -> np.ndarray:
-        """Sums of a (positions on ``axis``) over each event group's samples."""
-        out = np.add.reduceat(a, self.starts, axis=axis)
-        return np.compress(self.keep, out, axis=axis)
+    def tie_reduce(self, a: np.ndarray) -> np.ndarray:
+        """Sums of a (..., n) over each event group's samples: (..., K)."""
+        return np.compress(self.keep, np.add.reduceat(a, self.starts, axis=-1), axis=-1)
 
-    def at_risk(self, per_group: np.ndarray, axis: int = -1) -> np.ndarray:
-        """log sum over the event groups whose risk set holds each position of exp(per_group): the
-        per-group log values (K on ``axis``) placed at the groups' first positions, summed from the
-        earliest time down (log space), read at each position's tie group."""
-        shape = list(per_group.shape)
-        shape[axis] = self.n
-        full = np.full(shape, -np.inf)
-        idx = [slice(None)] * len(shape)
-        idx[axis] = self.g_start
-        full[tuple(idx)] = per_group
-        rev = _rev_logcumsum(full, axis=axis)
-        return np.take(rev, self.first, axis=axis)
+    def risk_means(self, zeta: np.ndarray, logS: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """M_k = sum_{m in R_k} e^{zeta_m - log S_k} u_m (..., K) for U (..., n), zeta (n,) and
+        log S_k (K,): one cumulative sum shifted by the largest log S_k when the log S_k span less
+        than SPREAD (no term that matters underflows), else the difference of the log-sums of the
+        two signs of u (``logaddexp.accumulate``)."""
+        E = self.g_end[-1] + 1  # later positions are in no risk set
+        if logS[-1] - logS[0] < SPREAD:
+            c = logS[-1]
+            P = np.cumsum(np.exp(zeta[:E] - c) * U[..., :E], axis=-1)[..., self.g_end]
+            return P * np.exp(c - logS)
+        up, um = _signed_log(U[..., :E])
+        lp = np.logaddexp.accumulate(zeta[:E] + up, axis=-1)[..., self.g_end] - logS
+        lm = np.logaddexp.accumulate(zeta[:E] + um, axis=-1)[..., self.g_end] - logS
+        return np.exp(lp) - np.exp(lm)
+
+    def over_groups(self, vals: np.ndarray, logS: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        """e^{zeta_j} sum over the event groups k whose risk set holds j of vals_k / S_k, for
+        vals (..., K) (any sign), log S_k (..., K) and zeta (..., n): the per-group values placed at
+        the groups' first positions and summed from the earliest time down, read at each
+        position's tie group. Shifted once by the smallest log S_k when the log S_k span less than
+        SPREAD (every e^{zeta_j - shift} of a position at risk is then at most e^SPREAD), else in
+        log space by sign. Positions in no risk set (times before every event) get 0."""
+        inside = self.inside
+        if float((logS[..., -1] - logS[..., 0]).max()) < SPREAD:
+            d = logS[..., :1]
+            full = np.zeros(vals.shape[:-1] + (self.n,))
+            full[..., self.g_start] = vals * np.exp(d - logS)
+            rev = np.cumsum(full[..., ::-1], axis=-1)[..., ::-1][..., self.first]
+            with np.errstate(over="ignore", invalid="ignore"):  # outside: discarded below
+                return np.where(inside, np.exp(zeta - d) * rev, 0.0)
+        out: Any = 0.0
+        for sign, part in ((1.0, np.maximum(vals, 0.0)), (-1.0, np.maximum(-vals, 0.0))):
+            if not part.any():
+                continue
+            with np.errstate(divide="ignore"):
+                logs = np.log(part) - logS
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = out + sign * np.where(inside, np.exp(zeta + self.at_risk(logs)), 0.0)
+        return out * np.ones_like(zeta) if np.ndim(out) < np.ndim(zeta) else out
+
+    def at_risk(self, per_group: np.ndarray) -> np.ndarray:
+        """log sum over the event groups whose risk set holds each position of exp(per_group)
+        (..., K) -> (..., n), in log space."""
+        full = np.full(per_group.shape[:-1] + (self.n,), -np.inf)
+        full[..., self.g_start] = per_group
+        return _rev_logcumsum(full)[..., self.first]
 
 
 class cox(WholeLoss):
@@ -294,19 +331,18 @@ class cox(WholeLoss):
         G = self._groups(zeta)
         logS, rho = G["logS"], G["rho"]
         wbar = rs.wbar
-        own = np.maximum(rs.gpos, 0)
+        at, grp = rs.tied_at, rs.tied_group
         # sum over the events of w_i (log S_k(i) - z_i) (each >= 0: no cancellation between large
         # sums when z is large), less Efron's wbar_k sum_l log rho_kl (W_k = wbar_k d_k)
-        per_event = np.where(rs.tied, rs.wdelta * (logS[..., own] - zs), 0.0)
+        per_event = rs.wdelta[at] * (logS[..., grp] - zs[..., at])
         v = np.sum(per_event, axis=-1) - np.sum(wbar * rs.group_reduce(np.log(rho)), axis=-1)
         if order < 1:
             return v, None, None
         alpha = wbar * rs.group_reduce(rho)  # sum_l wbar rho_kl
-        alpha_a = wbar * rs.group_reduce(rs.a * rho)  # sum_l wbar a_kl rho_kl
-        RA = rs.at_risk(np.log(alpha) - logS)  # log sum_{k : j in R_k} alpha_k / S_k
-        with np.errstate(over="ignore", invalid="ignore"):  # the non-tied positions are discarded
-            corr = np.where(rs.tied, np.exp(zeta - logS[..., own]) * alpha_a[..., own], 0.0)
-        gs = np.exp(zeta + RA) - corr - rs.wdelta
+        gs = rs.over_groups(alpha, logS, zeta) - rs.wdelta
+        if self.ties == "efron":  # the tied events' own group: sum_l wbar a_kl rho_kl e^{zeta_j} / S_k
+            alpha_a = wbar * rs.group_reduce(rs.a * rho)
+            gs[..., at] -= np.exp(zeta[..., at] - logS[..., grp]) * alpha_a[..., grp]
         return v, gs[..., rs.inverse], None
 
     def hessian_apply(self, z: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -318,41 +354,29 @@ class cox(WholeLoss):
                       - [j in D_k] e^{zeta_j} / S_k (u_j alpha'_k - beta'_k)
 
         alpha_k = wbar sum_l rho, beta_k = wbar sum_l rho^2 (M_k - a N_k), and the primed sums
-        with one more factor a_kl (zero for Breslow's ties)."""
+        with one more factor a_kl (zero for Breslow's ties). The q directions are a leading axis."""
         rs = self.risk
         U = np.asarray(U, dtype=float)
         cols = U.ndim == 2
         if rs.K == 0:
             return np.zeros_like(U)
         zs, zeta = self._sorted(z)
-        Us = U[rs.order] if cols else U[rs.order][:, None]
+        Us = U[rs.order].T if cols else U[rs.order][None, :]  # (q, n)
         G = self._groups(zeta)
         logS, rho = G["logS"], G["rho"]
         a, wbar = rs.a, rs.wbar
-        zc = zeta[:, None]
-        # M_k: the risk-set mean of u, as the difference of the log-sums of its two signs
-        up, um = _signed_log(Us)
-        lp = np.logaddexp.accumulate(zc + up, axis=0)[rs.g_end] - logS[:, None]
-        lm = np.logaddexp.accumulate(zc + um, axis=0)[rs.g_end] - logS[:, None]
-        M = np.exp(lp) - np.exp(lm)
+        M = rs.risk_means(zeta, logS, Us)
         own = np.maximum(rs.gpos, 0)
-        with np.errstate(over="ignore", invalid="ignore"):  # the non-tied positions are discarded
-            share = np.where(rs.tied, np.exp(zeta - logS[own]), 0.0)  # e^{zeta_j} / S_k(j) on the tied events
-        N = rs.tie_reduce(share[:, None] * Us, axis=0)
+        share = np.zeros(rs.n)  # e^{zeta_j} / S_k(j) on the tied events
+        share[rs.tied_at] = np.exp(zeta[rs.tied_at] - logS[rs.tied_group])
+        N = rs.tie_reduce(share * Us)
         r2 = rho * rho
-        s2 = rs.group_reduce(r2)[:, None]
-        s2a = rs.group_reduce(a * r2)[:, None]
-        s2aa = rs.group_reduce(a * a * r2)[:, None]
-        w = wbar[:, None]
+        s2, s2a, s2aa = rs.group_reduce(r2), rs.group_reduce(a * r2), rs.group_reduce(a * a * r2)
         alpha = wbar * rs.group_reduce(rho)
-        alpha_a = (wbar * rs.group_reduce(a * rho))[:, None]
-        beta = w * (s2 * M - s2a * N)
-        beta_a = w * (s2a * M - s2aa * N)
-        RA = rs.at_risk(np.log(alpha) - logS)[:, None]
-        bp, bm = _signed_log(beta)
-        RBp = rs.at_risk(bp - logS[:, None], axis=0)
-        RBm = rs.at_risk(bm - logS[:, None], axis=0)
-        out = Us * np.exp(zc + RA) - (np.exp(zc + RBp) - np.exp(zc + RBm))
-        out -= share[:, None] * (Us * alpha_a[own] - beta_a[own])
-        out = out[rs.inverse]
-        return out if cols else out[:, 0]
+        alpha_a = wbar * rs.group_reduce(a * rho)
+        beta = wbar * (s2 * M - s2a * N)
+        beta_a = wbar * (s2a * M - s2aa * N)
+        out = Us * rs.over_groups(alpha, logS, zeta) - rs.over_groups(beta, logS, zeta)
+        out -= share * (Us * alpha_a[own] - beta_a[..., own])
+        out = out[..., rs.inverse]
+        return out.T if cols else out[0]
