@@ -182,6 +182,14 @@ class ModelBuilder(Directives):
                 span,
                 "statements run in order: move the declaration above its first use",
             )
+        for fname, cls in ATOMS.items():  # a word a keyword takes, written without its quotes
+            for key, words in getattr(cls, "keyword_words", {}).items():
+                if name in words:
+                    raise NameResolutionError(
+                        f"'{name}' is not defined",
+                        span,
+                        f'{fname}\'s {key} takes the word in quotes: {key} = "{name}"',
+                    )
         names = [k for k, v in self.env.items() if not isinstance(v, FuncDef)]
         listing = ", ".join(names) if names else "(none yet)"
         raise NameResolutionError(

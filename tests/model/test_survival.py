@@ -433,9 +433,12 @@ def test_ties_and_weights_in_a_model_file(tmp_path):
         ('ties = "exact"', "ties must be one of", 10),
         ("ties = 2", 'ties takes a word in quotes, like ties = "efron"', 10),
         ('weights = "y"', "weights takes an expression, not the text 'y'", 39),
+        ("ties = breslow", "'breslow' is not defined", 46),
     ]:
         bad = tmp_path / "bad.sm"
         bad.write_text(head + f"minimize cox(X @ w, y[:, 0], y[:, 1], {text})\n")
         with pytest.raises(ModelError, match=words) as err:
             sm.load(str(bad))
         assert (err.value.span.line, err.value.span.column) == (4, col)
+        if "not defined" in words:
+            assert err.value.hint == 'cox\'s ties takes the word in quotes: ties = "breslow"'

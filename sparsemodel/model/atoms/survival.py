@@ -182,6 +182,7 @@ class cox(WholeLoss):
     name = "cox"
     curvature_kind = CONVEX
     observations_unit = "events"
+    keyword_words = {"ties": TIES}  # what a model file writes in quotes (a bare word is told so)
 
     def __init__(
         self,
