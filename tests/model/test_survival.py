@@ -218,10 +218,14 @@ def test_objective_equals_statsmodels_phreg(ties):
     another tied data set. PHReg takes no case weights: for Breslow's rule a weight of m is the
     subject repeated m times, so the weighted objective equals PHReg on the replicated data."""
     phreg = pytest.importorskip("statsmodels.duration.hazard_regression").PHReg
-    X, time, event, _, _ = rossi()
     rng = np.random.default_rng(7)
     X2, t2, e2, _ = tied_weighted_data(1)
-    for X_, t_, e_ in [(X, time, event), (X2, t2, e2)]:
+    cases = [(X2, t2, e2)]
+    try:  # rossi comes with lifelines; the generated data set needs nothing
+        cases.append(rossi()[:3])
+    except pytest.skip.Exception:
+        pass
+    for X_, t_, e_ in cases:
         model = phreg(t_, X_, status=e_, ties=ties)
         w = sm.Variable(X_.shape[1], name="w")
         obj = sm.cox(X_ @ w, t_, e_, ties=ties)
