@@ -46,6 +46,19 @@ class Term:
         return self.map.n_rows
 
     @property
+    def observations(self) -> float:
+        """The sample size of the information criteria (unweighted): the loss values, or what a
+        whole-vector loss states (``cox``: its events), else its rows."""
+        if self.whole:
+            obs = getattr(self.phi, "observations", None)
+            return float(obs if obs is not None else self.n_rows)
+        return float(self.out_size)
+
+    @property
+    def observations_unit(self) -> str:
+        return getattr(self.phi, "observations_unit", "samples") if self.whole else "samples"
+
+    @property
     def finite_sum(self) -> bool:
         """The term is a sum over its rows (elementwise and row-wise losses), so a subset of rows gives
         an unbiased estimate; a whole-vector loss couples its rows (the risk sets of ``cox``)."""

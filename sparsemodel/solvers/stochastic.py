@@ -136,11 +136,10 @@ class _Stochastic(Solver):
         s = lp.set
         top = lp.power_budget(2 * s.k) if s is not None and s.coordinate else None
         L = lp.restricted_smoothness(2 * s.k) if s is not None else lp.smoothness(None)
+        L = lp.safe_curvature(L, x)  # ~0 on a flat loss is rounding, not a verdict
         ls = d.sample_smoothness(top)
-        if ls is None:  # no per-sample bound for this loss: the batch noise is not modeled
+        if ls is None or not np.isfinite(ls):  # no per-sample bound for this loss: the batch noise is not modeled
             ls = L
-        if not (np.isfinite(L) and L > 0 and np.isfinite(ls)):
-            raise SolverError(f"{self.name}: could not estimate the smoothness of f (got {L})", hint="give eta=...")
         self.L, self.ls = L, max(ls, L)
         eta_opt = self.opts["eta"]
         if eta_opt == "auto":

@@ -395,6 +395,7 @@ class Selection:
         self.n = dt.n
         self.n_eff = dt.n_eff
         self.n_obs = dt.n_obs
+        self.n_unit = dt.n_unit
         self.gaussian = dt.gaussian
         self.per_fold = per_fold
         self.gamma = gamma
@@ -431,7 +432,7 @@ class Selection:
 
     def describe(self) -> str:
         """The formula with its constants, as the table prints it."""
-        n = f"{self.n_obs:g}"
+        n = f"{self.n_obs:g}" + (f" {self.n_unit}" if self.n_unit != "samples" else "")
         if self.by == "cv":
             K = self.per_fold.shape[0] if self.per_fold is not None else 0
             return f"{K}-fold cross-validation: mean held-out loss (the model's data term on the held-out rows), n = {self.n}"

@@ -8,7 +8,8 @@ directions, in the same form as the gradient. As skscope's objective functions g
 gradient (skscope's ``test_no_autodiff``), nothing is differentiated for the user.
 
 sparsemodel cannot look inside the function: it takes it as smooth and convex (a nonconvex one gets
-a local answer), and every fact it has is what the two callables give.
+a local answer: where its Hessian is indefinite the step sizes use the magnitude of the curvature,
+``LoweredProblem.safe_curvature``), and every fact it has is what the two callables give.
 
 * Without ``hvp`` the objective is a general smooth function (no composite form): the first-order
   solvers run on it (``grahtp``, ``fgrahtp``, ``iht``, ``omp``, ``ompr``, ``els``, ``grasp``,
