@@ -338,6 +338,16 @@ class Expr:
         """``w >= lo``: a box constraint on a variable or a slice of one."""
         return _bound(self, other, ">=")
 
+    def __lt__(self, other: Any) -> Any:
+        from .constraints.counting import _strict
+
+        return _strict(self, "<", other, "<=")
+
+    def __gt__(self, other: Any) -> Any:
+        from .constraints.counting import _strict
+
+        return _strict(self, ">", other, ">=")
+
     def __bool__(self) -> bool:
         return True
 
@@ -355,6 +365,8 @@ class Leaf(Expr):
 
     def __init__(self, shape: Shape, name: str | None, span: Span | None):
         super().__init__((), shape, span)
+        if name is not None and not isinstance(name, str):
+            raise ModelError(f"a name is a string; got {name!r}", span, f'write name="{name}"')
         self.name = name
 
     def __str__(self) -> str:
@@ -428,6 +440,8 @@ class Data(Leaf):
                 return
             value = value.compute()  # a vector of length n lives in memory (the driver's residuals)
         try:
+            if np.iscomplexobj(value.data if sp.issparse(value) else value):  # float() would drop the imaginary parts
+                raise DataError(f"data {name or ''} holds complex numbers", span, "give real numbers")
             if sp.issparse(value):
                 v = value.tocsr().astype(float)
             else:
@@ -532,7 +546,7 @@ class Parameter(Leaf):
     """A named constant whose value may change between solves (``param lam = 1e-5``)."""
 
     def __init__(self, value: Any, name: str | None = None, span: Span | None = None):
-        v = np.asarray(value, dtype=float)
+        v = _param_value(value, name, span)
         super().__init__(v.shape, name, span)
         self._value = v
 
@@ -542,7 +556,7 @@ class Parameter(Leaf):
 
     @value.setter
     def value(self, v: Any) -> None:
-        a = np.asarray(v, dtype=float)
+        a = _param_value(v, self.name, self.span)
         if a.shape != self.shape:
             raise ShapeError(f"parameter {self.name} has shape {fmt_shape(self.shape)}; got {fmt_shape(a.shape)}")
         self._value = a
@@ -556,6 +570,18 @@ class Parameter(Leaf):
 
     def forward(self, vals: list[Any]) -> Any:
         return self._value if self.shape else float(self._value)
+
+
+def _param_value(value: Any, name: str | None, span: Span | None) -> np.ndarray:
+    """A param's value as a float array, or a DataError: it must be finite numbers."""
+    who = f"param {name}" if name else "a param"
+    try:
+        v = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise DataError(f"{who} is given {value!r}, which is not a number", span) from None
+    if not np.all(np.isfinite(v)):
+        raise DataError(f"{who} is {value!r}; a param must be finite", span)
+    return v
 
 
 class Constant(Leaf):

@@ -48,11 +48,25 @@ def located(exc: ModelError, span: Any) -> ModelError:
     return exc
 
 
-def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any) -> list[ModelError]:
+def solver_errors(
+    problem: Model, name: str, options: dict[str, Any], span: Any, lp: LoweredProblem | None = None
+) -> list[ModelError]:
     """What is wrong with running ``name`` with ``options`` on ``problem``: an unknown name or
     option, a bad option value (located at ``span``, the model line that names them), a
-    constraint the solver cannot take (located at the constraint)."""
+    constraint the solver cannot take (located at the constraint). ``auto`` with options is
+    checked as the solver it runs on the lowered problem ``lp`` (without ``lp``: not checked)."""
     if name == "auto":
+        if not options or lp is None:
+            return []
+        try:
+            name = auto_solver(lp)
+        except SolverError:  # no solver at all: check reports it once, from auto_solver
+            return []
+        try:
+            get_solver(name).validate(options)
+        except SolverError as exc:
+            said = exc.message if name == "auto" else f"{exc.message} (auto runs {name} on this model)"
+            return [SolverError(said, exc.span or span, exc.hint)]
         return []
     try:
         cls = get_solver(name)
@@ -101,6 +115,10 @@ def _solve(
     solver = solver or "auto"
     lp = lower(problem, k)
     if solver == "auto":
+        if problem.solve_with is not None and problem.solve_with[0] == "auto":
+            errs = solver_errors(problem, "auto", options, problem.solve_with[2], lp)
+            if errs:
+                raise errs[0]
         solver = auto_solver(lp)
     cls = get_solver(solver)
     inst = cls(**options)
@@ -439,7 +457,7 @@ def check(problem: Model) -> CheckReport:
     ]
     if problem.solve_with:
         name, opts, span = problem.solve_with
-        errors.extend(solver_errors(problem, name, opts, span))
+        errors.extend(solver_errors(problem, name, opts, span, lp))
     if problem.compare_with:
         cw_ = problem.compare_with
         for name in cw_["solvers"]:

@@ -70,7 +70,12 @@ class Bounded(ABC):
         """The bound b as an integer number of units, or a located error: b must be an integer from
         0 to ``limit``. ``written``: b is the bound as the model writes it (entries for a symmetric
         off-diagonal, converted to edges)."""
-        if isinstance(b, bool) or not isinstance(b, (int, np.integer, float, np.floating)) or float(b) != int(b):
+        if (
+            isinstance(b, bool)
+            or not isinstance(b, (int, np.integer, float, np.floating))
+            or not np.isfinite(float(b))
+            or float(b) != int(b)
+        ):
             raise ConstraintError(
                 f"{self}: the bound {b!r} is not an integer",
                 self.span,
