@@ -11,16 +11,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError, Span
-from ..util import is_dask_array
+from ..util import fmt_number, is_dask_array
 from .common import KINDS, Value, _who
 
 
 def _fmt_shape(shape: tuple[int, ...]) -> str:
     return "(" + ",".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def _fmt_num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{float(v):g}"
 
 
 def validate(
@@ -122,9 +118,9 @@ def check_labels(y: np.ndarray, name: str | None, origin: str, span: Span | None
     vals = np.unique(y)
     if np.all(np.isin(vals, (-1.0, 1.0))):
         return
-    shown = ", ".join(_fmt_num(x) for x in vals[:8]) + (", ..." if len(vals) > 8 else "")
+    shown = ", ".join(fmt_number(x) for x in vals[:8]) + (", ..." if len(vals) > 8 else "")
     if len(vals) == 2:
-        hint = f"recode them in the data line: map {{{_fmt_num(vals[0])}: -1, {_fmt_num(vals[1])}: 1}}"
+        hint = f"recode them in the data line: map {{{fmt_number(vals[0])}: -1, {fmt_number(vals[1])}: 1}}"
     elif len(vals) == 1:
         hint = "a label vector needs the values -1 and +1; check that the right file or column is used"
     else:

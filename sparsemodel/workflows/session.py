@@ -23,7 +23,7 @@ from ..model.problem import Model
 from ..progress import SolveProgress
 from ..solvers import REGISTRY, auto_solver, get_solver, solvers_for
 from ..solvers.result import Result
-from ..util import k_text
+from ..util import fmt_number, k_text
 from .scheduler import use_scheduler
 
 
@@ -288,6 +288,14 @@ def select(
 # ---------------------------------------------------------------------- check
 
 
+def _fmt_value(v: np.ndarray) -> str:
+    """A param's value as the user writes it: ``3``, not ``3.0``; ``1e-05``; a list of them."""
+    a = np.asarray(v, dtype=float)
+    if a.ndim == 0:
+        return fmt_number(a)
+    return "[" + ", ".join(fmt_number(x) for x in a.ravel()) + "]"
+
+
 def _fmt_opt(v: Any) -> str:
     """An option value as the model language writes it."""
     if isinstance(v, bool):
@@ -304,7 +312,7 @@ class CheckReport:
     source: str
     variables: list[tuple[str, tuple[int, ...], bool]]
     data: list[tuple[str, tuple[int, ...], str]]
-    params: list[tuple[str, Any]]
+    params: list[tuple[str, str]]  # (name, value as written: 3, not 3.0)
     objective: str
     curvature: str
     structure: str
@@ -355,6 +363,10 @@ class CheckReport:
             out.append(e.render())
         out.append("ok" if self.ok else f"{len(self.errors)} problem(s) found")
         return "\n".join(out)
+
+    def __str__(self) -> str:
+        """``print(problem.check())`` prints what ``sparsemodel check`` prints."""
+        return self.render()
 
 
 def bound_notes(lp: LoweredProblem | None) -> list[str]:
@@ -482,7 +494,7 @@ def check(problem: Model) -> CheckReport:
         source=problem.source,
         variables=[(v.name, v.shape, v.symmetric) for v in problem.variables],
         data=[(n, d.shape, _storage(d)) for n, d in problem.data.items()],
-        params=[(n, p.value.tolist()) for n, p in problem.params.items()],
+        params=[(n, _fmt_value(p.value)) for n, p in problem.params.items()],
         objective=str(problem.objective) if problem.objective.maximize else str(e),
         curvature=_curvature_text(problem),
         structure=structure,

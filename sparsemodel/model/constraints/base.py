@@ -94,9 +94,19 @@ class Bounded(ABC):
                 if written and self.unit_size > 1
                 else f"{self.limit} {self.unit}{outside}"
             )
+            expr = getattr(self, "k_expr", None) or getattr(self, "r_expr", None)
+            named = f"{expr} = {shown}" if written and expr is not None and str(expr) != str(shown) else f"{shown}"
+            letter = "r" if self.unit == "rank" else "k"
+            has = f"has rank at most {self.limit}" if self.unit == "rank" else f"has only {what}"
+            got = (
+                f"{shown} entries ({shown // self.unit_size} {self.unit})"
+                if self.unit_size > 1
+                else f"{letter} = {shown}"
+            )
             raise ConstraintError(
-                f"{self.bound_text(shown) if not written else str(self)}: {self.target_text} has only {what}",
+                f"{self.bound_text(shown) if not written else str(self)}: the bound is {named}, but "
+                f"{self.target_text} {has}",
                 self.span,
-                f"{'r' if self.unit == 'rank' else 'k'} must be between 0 and {self.limit} ({self.unit})",
+                f"{letter} must be between 0 and {self.limit} ({self.unit}); got {got}",
             )
         return units
