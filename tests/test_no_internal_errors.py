@@ -249,3 +249,16 @@ def test_an_exception_in_a_custom_loss_is_the_models_error_with_its_cause(tmp_pa
 def test_convexity_is_still_refused_for_a_concave_func_with_a_kink():
     with pytest.raises(ConvexityError):
         sm.parse("var w[3]\nfunc f(z) = -abs(z)\nminimize sum(f(w - 1))\nsubject to\n    nnz(w) <= 1\n").solve()
+
+
+def test_data_with_no_values_or_complex_ones_is_refused_at_its_line(tmp_path):
+    """An empty table was taken, and the solve ended in a curvature error with no place; complex
+    numbers given with data= lost their imaginary parts in silence."""
+    np.save(tmp_path / "D.npy", np.zeros((0, 4)))
+    (tmp_path / "m.sm").write_text('data D : matrix from "D.npy"\nvar w[4]\nminimize sum_squares(w)\n')
+    with pytest.raises(DataError) as e:
+        sm.load(tmp_path / "m.sm")
+    assert "holds no values (shape (0,4))" in e.value.message and (e.value.span.line, e.value.span.column) == (1, 22)
+    with pytest.raises(DataError) as e:
+        sm.load(tmp_path / "m.sm", data={"D": np.array([[1.0 + 2j, 3.0, 0.0, 1.0]])})
+    assert "holds complex numbers" in e.value.message and e.value.span.line == 1

@@ -46,6 +46,8 @@ def validate(
                 )
             return value  # stays lazy: Data checks it for NaN/inf in one pass over its blocks
         value = np.asarray(value.compute())
+    if np.iscomplexobj(value.data if sp.issparse(value) else value):  # float() would drop the imaginary parts
+        raise DataError(f"{who}{origin} holds complex numbers", span, "give real numbers")
     if sp.issparse(value):
         v: Value = sp.csr_matrix(value, dtype=float)
     else:
@@ -79,6 +81,12 @@ def validate(
                 f"{who}declared as a scalar, but {origin} holds an array of shape {_fmt_shape(shape)}", span
             )
         v = np.asarray(v.toarray() if sp.issparse(v) else v, dtype=float).reshape(())
+    if kind != "scalar" and 0 in tuple(v.shape):
+        raise DataError(
+            f"{who}{origin} holds no values (shape {_fmt_shape(tuple(v.shape))})",
+            span,
+            "a model needs data with at least one row and one column",
+        )
     _check_finite(v, who, origin, span, lines)
     if kind == "labels":
         check_labels(np.asarray(v), name, origin, span)
