@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import sparsemodel as sm
 from sparsemodel.cli import main
@@ -45,7 +46,9 @@ def test_the_jacobian_of_a_broadcast_data_product_is_its_columns_repeated():
     same numbers, so to rounding)."""
     w, W1 = sm.Variable(P, name="w"), sm.Variable((P, 1), name="W1")
     Z, Y3 = RNG.standard_normal((5, N)), RNG.standard_normal((N, 3))
-    for e, var in ((sm.Data(Z) - sm.Data(X) @ w, w), (sm.Data(X) @ W1 - sm.Data(Y3), W1)):
+    Xs = sp.csr_matrix(np.where(X > 0.3, X, 0.0))  # a sparse operator: the same rows repeated
+    cases = ((sm.Data(Z) - sm.Data(X) @ w, w), (sm.Data(Z) * (sm.Data(Xs) @ w), w), (sm.Data(X) @ W1 - sm.Data(Y3), W1))
+    for e, var in cases:
         layout = Layout([var])
         cols = np.array([0, 2, 5])
         got = linearize(e, layout).columns(cols)
