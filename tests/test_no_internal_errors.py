@@ -265,3 +265,34 @@ def test_data_with_no_values_or_complex_ones_is_refused_at_its_line(tmp_path):
     with pytest.raises(DataError) as e:
         sm.load(tmp_path / "m.sm", data={"D": np.array([[1.0 + 2j, 3.0, 0.0, 1.0]])})
     assert "holds complex numbers" in e.value.message and e.value.span.line == 1
+
+
+def test_a_precision_matrix_over_perfectly_correlated_variables_is_unbounded_not_an_error(tmp_path, capsys):
+    """-logdet(O) + trace(S @ O) has no minimum on a graph with an edge between two equal
+    variables (S singular on the pair): it was an internal error (LinAlgError) for S = ones, and a
+    'converged' answer with an eigenvalue of 3e8 for a duplicated column. An upper eigenvalue
+    bound restores a minimum."""
+    rng = np.random.default_rng(5)
+    Z = rng.standard_normal((50, 5))
+    Z[:, 1] = Z[:, 0]
+    np.save(tmp_path / "Z.npy", Z)
+    text = (
+        'data Z : matrix from "Z.npy"\nlet S = cov(Z)\nvar O[cols(Z), cols(Z)] symmetric\n'
+        "minimize -logdet(O) + trace(S @ O)\nsubject to\n    nnz(offdiag(O)) <= 2\n"
+    )
+    (tmp_path / "m.sm").write_text(text)
+    res = sm.load(tmp_path / "m.sm").solve()
+    assert res.status == "unbounded" and "edge (0, 1): S is singular on the pair" in res.message
+    code, _, err = cli(capsys, "solve", str(tmp_path / "m.sm"))
+    assert code == 2 and "internal error" not in err
+    np.save(tmp_path / "S.npy", np.ones((4, 4)))
+    (tmp_path / "ones.sm").write_text(
+        'data S : matrix from "S.npy"\nvar O[4, 4] symmetric\nminimize -logdet(O) + trace(S @ O)\n'
+        "subject to\n    nnz(offdiag(O)) <= 4\n"
+    )
+    code, out, err = cli(capsys, "solve", str(tmp_path / "ones.sm"))
+    assert code == 2 and "internal error" not in err and "unbounded" in out + err
+    (tmp_path / "m.sm").write_text(text + "    0.01 <= eig(O) <= 100\n")
+    held = sm.load(tmp_path / "m.sm").solve()
+    assert held.status == "converged" and np.isfinite(held.objective)
+    assert np.linalg.eigvalsh(held.x.reshape(5, 5)).max() <= 100 * (1 + 1e-6)
