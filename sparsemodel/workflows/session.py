@@ -368,6 +368,9 @@ class CheckReport:
         """``print(problem.check())`` prints what ``sparsemodel check`` prints."""
         return self.render()
 
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter show the same report
+        p.text(self.render())
+
 
 def bound_notes(lp: LoweredProblem | None) -> list[str]:
     """A param named like the bound (k, or r for a rank) that the bound counts differently

@@ -139,6 +139,14 @@ def test_printing_a_check_report_prints_what_the_command_line_prints(capsys, tmp
     out = capsys.readouterr().out
     assert out.strip() == str(report)
     assert "param       k = 3\n" in out and "param       lam = 1e-05\n" in out  # not 3.0
+    shown: list[str] = []  # what a notebook shows: IPython's pretty printer calls _repr_pretty_
+
+    class Printer:
+        def text(self, t: str) -> None:
+            shown.append(t)
+
+    report._repr_pretty_(Printer(), False)
+    assert shown == [str(report)]
 
 
 def test_zero_one_labels_negated_by_numpy_get_the_fix_for_the_users_vector():
