@@ -15,9 +15,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError, Span
-from ..util import did_you_mean
+from ..util import did_you_mean, fmt_number
 from .common import MISSING, DataSpec, MapKey, _apply_number_map, _who
-from .validation import _fmt_num
 
 
 def _did_you_mean(word: str, options: Iterable[str], what: str) -> str:
@@ -272,7 +271,7 @@ def _unused_keys(
 
 
 def _key_text(k: Any) -> str:
-    return f'"{k}"' if isinstance(k, str) else _fmt_num(k)
+    return f'"{k}"' if isinstance(k, str) else fmt_number(k)
 
 
 def _column_index(
@@ -338,7 +337,7 @@ def _convert_column(
                     fixed[v] = fixed.pop(k)
                     pairs.append((k, v))
             named = ", ".join(f'"{k}"' for k in unused)
-            suggestion = "map {" + ", ".join(f'"{k}": {_fmt_num(v)}' for k, v in fixed.items()) + "}"
+            suggestion = "map {" + ", ".join(f'"{k}": {fmt_number(v)}' for k, v in fixed.items()) + "}"
             hint = (
                 f"the map key{'s' if len(unused) > 1 else ''} {named} match{'' if len(unused) > 1 else 'es'} no cell of "
                 f"column {col!r}"
@@ -359,7 +358,7 @@ def _convert_column(
             suggestion = (
                 "map {"
                 + ", ".join(
-                    [f'"{k}": {_fmt_num(v)}' for k, v in text_map.items()]
+                    [f'"{k}": {fmt_number(v)}' for k, v in text_map.items()]
                     + [f'"{v}": {c}' for v, c in zip(values, codes)]
                 )
                 + "}"
@@ -403,7 +402,7 @@ def _fit_clauses(
     if mapping:
         text = {k: v for k, v in mapping.items() if isinstance(k, str)}
         if text:
-            shown = ", ".join(f'"{k}": {_fmt_num(v)}' for k, v in text.items())
+            shown = ", ".join(f'"{k}": {fmt_number(v)}' for k, v in text.items())
             kept = {k: v for k, v in mapping.items() if not isinstance(k, str)}
             notes.append(
                 f"{who} to {ds.describe()}: the model's map {{{shown}}} recodes text cells of a CSV "

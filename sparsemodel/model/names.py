@@ -266,7 +266,8 @@ def _matmul_names(node: MatMul, memo: dict[int, AxisNames], here: AxisNames, out
 
 
 def _quad_form_names(node: Any, memo: dict[int, AxisNames], out: dict[str, VariableNames]) -> None:
-    """quad_form(w, S): w's coordinates take the names of S's rows (cov(R) keeps R's columns)."""
+    """quad_form(w, S): w's coordinates take the names of S's rows (cov(R) keeps R's columns), or of
+    its columns when only they are named (a pandas DataFrame names its columns; S is symmetric)."""
     x, P = node.args
     view = view_of(x)
     if view is None or not P.is_constant() or view[0].name not in out or x.ndim != 1:
@@ -274,7 +275,8 @@ def _quad_form_names(node: Any, memo: dict[int, AxisNames], out: dict[str, Varia
     var, pos, kept = view
     live = [i for i in range(var.ndim) if kept[i]]
     if live:
-        out[var.name].set_axis(live[0], pos[live[0]], memo.get(P.uid, _none(P))[0])
+        rows, cols = memo.get(P.uid, _none(P))
+        out[var.name].set_axis(live[0], pos[live[0]], rows if rows is not None else cols)
 
 
 def _intercepts(node: Add, here: AxisNames, out: dict[str, VariableNames]) -> None:

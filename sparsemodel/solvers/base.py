@@ -212,6 +212,11 @@ def suggest_for(kind: str) -> str:
 
 
 def get_solver(name: str) -> type[Solver]:
+    if not isinstance(name, str):
+        raise SolverError(
+            f"a solver is given by its name; got {name!r}",
+            hint=f"available solvers: {', '.join(sorted(REGISTRY))} (see `sparsemodel solvers`)",
+        )
     if name not in REGISTRY:
         close = closest(name, REGISTRY)
         raise SolverError(
@@ -290,7 +295,12 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
         # zero, or zero with the free coordinates moved into the loss's domain; under constraints that
         # exclude it (sum(w) == 1), the projection of the gradient step from there
         return lp.feasible_start(lp.inside_domain())
-    x = np.asarray(init, dtype=float).ravel()
+    try:
+        x = np.asarray(init, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise SolverError(
+            f"init={init!r} is not a starting point: give an array of numbers (the variable's values)"
+        ) from None
     if x.shape == (lp.primary.size,) and lp.n != lp.primary.size:
         full = lp.zeros()
         full[lp.layout.slice(lp.primary)] = x

@@ -305,7 +305,12 @@ def _ks(k: Iterable[int] | int | None) -> list[Any]:
             if v not in out:
                 out.append(v)
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer, float, np.floating)) or v != int(v):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, np.integer, float, np.floating))
+            or not np.isfinite(v)
+            or v != int(v)
+        ):
             raise ConstraintError(
                 f"sparsity level k={v!r} is not an integer", hint="use k=10, k=[5, 10] or range(5, 55, 5)"
             )
