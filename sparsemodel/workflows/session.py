@@ -48,10 +48,13 @@ def located(exc: ModelError, span: Any) -> ModelError:
     return exc
 
 
-def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any) -> list[ModelError]:
+def solver_errors(
+    problem: Model, name: str, options: dict[str, Any], span: Any, lp: LoweredProblem | None = None
+) -> list[ModelError]:
     """What is wrong with running ``name`` with ``options`` on ``problem``: an unknown name or
     option, a bad option value (located at ``span``, the model line that names them), a
-    constraint the solver cannot take (located at the constraint)."""
+    constraint the solver cannot take (located at the constraint), and, given the lowered problem,
+    an objective it cannot run on (``Solver.unfit``)."""
     if name == "auto":
         return []
     try:
@@ -63,7 +66,7 @@ def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any)
         cls.validate(options)
     except SolverError as exc:
         errors.append(located(exc, span))
-    refused = cls.refuse(problem.requirements())
+    refused = cls.refuse(problem.requirements(), lp)
     if refused is not None:
         errors.append(refused)
     return errors
@@ -428,22 +431,18 @@ def check(problem: Model) -> CheckReport:
         if s is None and lp is not None and lp.set is not None and lp.set.kind == c.kind:
             s = lp.set  # the product of several bounds: not a written constraint
         detail = s.describe() if s is not None else f"on {c.variable.name}"
-        handlers = solvers_for(c.kind, {k.kind for k in problem.requirements()})
+        handlers = solvers_for(c.kind, {k.kind for k in problem.requirements()}, lp)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
-    finite_sum = lp is not None and lp.design is not None and lp.design.finite_sum
-    applicable = [
-        (n, cls.summary)
-        for n, cls in REGISTRY.items()
-        if cls.takes(kinds) and (finite_sum or not getattr(cls, "needs_finite_sum", False))
-    ]
+    # the one capability test (Solver.takes with the lowered problem): a solver listed here runs
+    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if cls.takes(kinds, lp)]
     if problem.solve_with:
         name, opts, span = problem.solve_with
-        errors.extend(solver_errors(problem, name, opts, span))
+        errors.extend(solver_errors(problem, name, opts, span, lp))
     if problem.compare_with:
         cw_ = problem.compare_with
         for name in cw_["solvers"]:
-            errors.extend(solver_errors(problem, name, {}, cw_.get("span")))
+            errors.extend(solver_errors(problem, name, {}, cw_.get("span"), lp))
     sw = None
     if problem.solve_with:
         name, opts, _ = problem.solve_with
