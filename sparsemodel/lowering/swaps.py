@@ -227,6 +227,7 @@ class SwapModel:
         self._parts = (AB, sigma, v, xJ, AJJ, nJ, m)
         self._kkt = (A, HBIa, gI)  # what the double swaps read
         self._lp = lp
+        self._floor_parts: Any = None
         order = np.argsort(-gain2, kind="stable")
         take = min(nI, max(candidates, 1))
         # widen only where the model is f (a quadratic objective): elsewhere its best is a guess anyway
@@ -370,6 +371,52 @@ class SwapModel:
             ((int(U_in[j1[p]]), int(U_in[j2[p]])), (int(U_out[order[a_[q]]]), int(U_out[order[b_[q]]])), float(d))
             for p, q, d in zip(jj, ii, delta.ravel()[flat])
         ]
+
+    def floor(self, outs: list[int], ins: list[int]) -> float:
+        """A lower bound on the change of f when the selected units ``outs`` leave and the unselected
+        ``ins`` enter, on a quadratic objective under linear constraints: the minimum of f (its
+        expansion at x is exact) over the new support under the linear equalities alone, the
+        inequalities and the box dropped (a relaxation of the restricted problem, so never above its
+        value). One KKT solve of the support's size; -inf where that relaxation is singular, and
+        where f is not quadratic (no bound: nothing to skip on)."""
+        lp = self._lp
+        if not (lp.design is not None and lp.design.quadratic and self.m == 1 and lp.linear is not None):
+            return -np.inf
+        if self._floor_parts is None:  # the Hessian over B and the candidates, and the equalities: once
+            cols = np.concatenate([self.B, self.Icols])
+            Hc = lp.hessian_columns(cols)
+            lin = lp.linear
+            A = np.zeros((len(lin.b), lp.n))
+            A[:, lin.cols] = lin.A
+            self._floor_parts = (Hc[cols] if Hc is not None else None, A[:, cols], lin.b)
+        H_all, A_all, _ = self._floor_parts
+        if H_all is None:
+            return -np.inf
+        nb = len(self.B)
+        gone = self._rank_in[np.asarray(outs, dtype=np.int64)]  # local positions (B first, then the candidates)
+        new = nb + self._rank_out[np.asarray(ins, dtype=np.int64)]
+        keep = np.ones(nb, dtype=bool)
+        keep[gone] = False
+        T = np.concatenate([np.flatnonzero(keep), new])
+        nT, m = len(T), A_all.shape[0]
+        xg = self.x[self.B[gone]]
+        gT = self.g[np.concatenate([self.B, self.Icols])[T]]
+        gG = self.g[self.B[gone]]
+        HTT, HTG, HGG = H_all[np.ix_(T, T)], H_all[np.ix_(T, gone)], H_all[np.ix_(gone, gone)]
+        # d over T (d_gone = -x_gone): min (g_T - H_T,gone x_gone)'d + 1/2 d'H_TT d  s.t.  A_T d = A_gone x_gone
+        K = np.zeros((nT + m, nT + m))
+        K[:nT, :nT] = HTT
+        K[:nT, nT:] = A_all[:, T].T
+        K[nT:, :nT] = A_all[:, T]
+        rhs = np.concatenate([HTG @ xg - gT, A_all[:, gone] @ xg])
+        try:
+            sol = np.linalg.solve(K, rhs)
+        except np.linalg.LinAlgError:  # a direction of no curvature, or rows the support cannot meet
+            return -np.inf
+        d = sol[:nT]
+        if not np.all(np.isfinite(d)):
+            return -np.inf
+        return float(gT @ d - gG @ xg + 0.5 * (d @ HTT @ d - 2.0 * d @ HTG @ xg + xg @ HGG @ xg))
 
     def warm(self, pairs: list[tuple[int, int]]) -> np.ndarray:
         """The minimizer of the model over the support with the units ``J`` of ``pairs`` removed and

@@ -399,6 +399,8 @@ class Auto(Solver):
                 if tuple(new) in tried:
                     continue
                 tried.add(tuple(new))
+                if f + model.floor([J], [I]) >= bar:  # even without the inequalities it cannot lower f
+                    continue
                 got = self._check(act, model, new, members, [(J, I)], f, bar, stats, rejected)
                 if got is not None:
                     stats["verify_hits"] += 1
@@ -417,6 +419,8 @@ class Auto(Solver):
                 if tuple(new) in tried:
                     continue
                 tried.add(tuple(new))
+                if not exact_model and f + model.floor([J1, J2], [I1, I2]) >= bar:
+                    continue
                 got = self._check(act, model, new, members, [(J1, I1), (J2, I2)], f, bar, stats, rejected)
                 if got is not None:
                     stats["double_hits"] += 1

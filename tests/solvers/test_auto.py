@@ -149,6 +149,12 @@ def test_swap_model_under_linear_constraints(rows):
         for i, I in enumerate(model.units_out):
             if model.gain[i] == 0:
                 assert value(np.append(units, I)) >= r.f - 1e-9 * abs(r.f)
+    # the floor the verification skips on (the equalities alone) is never above a swap's exact value
+    for J, I, _ in model.every_swap():
+        assert r.f + model.floor([J], [I]) <= value([u for u in units if u != J] + [I]) + 1e-9 * abs(r.f)
+    for (J1, J2), (I1, I2), _ in model.double_swaps()[::7]:
+        new = [u for u in units if u not in (J1, J2)] + [I1, I2]
+        assert r.f + model.floor([J1, J2], [I1, I2]) <= value(new) + 1e-9 * abs(r.f)
 
 
 # ---------------------------------------------------------------------- the pipeline
