@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from .lowered import LoweredProblem
 
 
+DOUBLE_LIMIT = 200_000  # (pairs out) x (pairs in) a double-swap table holds at most
+
+
 class SwapModel:
     """The second-order model of one-unit swaps at a restricted minimizer.
 
@@ -302,20 +305,26 @@ class SwapModel:
         j, c = np.divmod(flat, D.shape[1])
         return list(zip(self.units_in[j].tolist(), self.units_out[cand[c]].tolist(), D.ravel()[flat].tolist()))
 
-    def double_swaps(self, entering: int = 40) -> list[tuple[tuple[int, int], tuple[int, int], float]]:
+    def double_swaps(
+        self, entering: int = 40, below: float = np.inf, limit: int | None = None
+    ) -> list[tuple[tuple[int, int], tuple[int, int], float]]:
         """Every exchange of two selected units (J1, J2) for two of the ``entering`` unselected units
-        of largest gain (I1, I2), with the model's change of f, best first: the minimum of the model
+        of largest gain (I1, I2; fewer when the table would pass DOUBLE_LIMIT combinations), with the model's change of f, best first: the minimum of the model
         over the support with both removed and both added (the bordered inverse with a 2 x 2 Schur
         complement: gain -g_I' Sigma^-1 g_I / 2 with Sigma = H_II - H_IB A H_BI, plus
         e' M_JJ^-1 e / 2 with M_JJ = A_JJ + (A H_BI)_J Sigma^-1 (A H_BI)_J' and
         e = x_J + (A H_BI)_J Sigma^-1 g_I, the single swap's formula with 2 x 2 blocks). Exact on a
         quadratic objective whose constraints are equalities; coordinates only, and only where the
         Hessian between candidates is at hand (a constant Hessian): otherwise none. An exchange that
-        moves an entering coordinate against its bound, or removes one held by the rows, is left out."""
+        moves an entering coordinate against its bound, or removes one held by the rows, is left out,
+        and so is one whose model change is not below ``below``; at most ``limit`` are returned."""
         lp, m = self._lp, self.m
         AB, sigma, v, xJ, AJJ, nJ, _ = self._parts
         if m != 1 or nJ < 2 or len(self.units_out) < 2:
             return []
+        # at most DOUBLE_LIMIT combinations: fewer entering candidates when many units are selected
+        pairs_out = nJ * (nJ - 1) // 2
+        entering = max(2, min(entering, int(np.sqrt(2.0 * DOUBLE_LIMIT / pairs_out)) + 1))
         order = np.argsort(-self.gain2, kind="stable")[:entering]
         cols = self.Icols[order]
         Hc = lp.hessian_columns(cols)
@@ -362,14 +371,16 @@ class SwapModel:
                 blocked = self._blocked[order]
                 ok &= ~(blocked[a_] | blocked[b_])[None, :]
                 ok &= ~(self._pinned[j1] | self._pinned[j2])[:, None]
-        delta = np.where(ok, delta, np.inf)
-        flat = np.argsort(delta.ravel(), kind="stable")
-        flat = flat[np.isfinite(delta.ravel()[flat])]
-        jj, ii = np.divmod(flat, delta.shape[1])
+        delta = np.where(ok & (delta < below), delta, np.inf).ravel()
+        flat = np.flatnonzero(np.isfinite(delta))
+        if limit is not None and len(flat) > limit:
+            flat = flat[np.argpartition(delta[flat], limit - 1)[:limit]]
+        flat = flat[np.argsort(delta[flat], kind="stable")]
+        jj, ii = np.divmod(flat, len(a_))
         U_in, U_out = self.units_in, self.units_out
         return [
             ((int(U_in[j1[p]]), int(U_in[j2[p]])), (int(U_out[order[a_[q]]]), int(U_out[order[b_[q]]])), float(d))
-            for p, q, d in zip(jj, ii, delta.ravel()[flat])
+            for p, q, d in zip(jj, ii, delta[flat])
         ]
 
     def floor(self, outs: list[int], ins: list[int]) -> float:

@@ -314,24 +314,28 @@ def _independent(A: np.ndarray, C: np.ndarray, active: list[int]) -> list[int]:
     if not active:
         return active
     d = C.shape[1]
+    Q = np.zeros((d, len(A) + len(active)))  # the basis, filled column by column
+    r = 0
     if len(A):
-        Q, R = np.linalg.qr(A.T)
-        diag = np.abs(np.diag(R))
-        Q = Q[:, diag > 1e-10 * max(float(diag.max(initial=0.0)), 1e-300)]
-    else:
-        Q = np.zeros((d, 0))
+        Qa, Ra = np.linalg.qr(A.T)
+        diag = np.abs(np.diag(Ra))
+        Qa = Qa[:, diag > 1e-10 * max(float(diag.max(initial=0.0)), 1e-300)]
+        r = Qa.shape[1]
+        Q[:, :r] = Qa
     keep: list[int] = []
     for i in active:
         row = C[i]
-        size = float(np.linalg.norm(row))
+        size = float(np.sqrt(row @ row))
         if size == 0.0:
             continue
-        v = row - Q @ (Q.T @ row)
-        v = v - Q @ (Q.T @ v)
-        rest = float(np.linalg.norm(v))
+        B = Q[:, :r]
+        v = row - B @ (B.T @ row)
+        v = v - B @ (B.T @ v)
+        rest = float(np.sqrt(v @ v))
         if rest > 1e-10 * size:
             keep.append(i)
-            Q = np.column_stack([Q, v / rest])
+            Q[:, r] = v / rest
+            r += 1
     return keep
 
 

@@ -80,6 +80,8 @@ from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, edge_problem, o
 from .options import Option
 from .result import CONVERGED, DIVERGED, MAX_ITER, History, Result, finish
 
+RELAXED_LIMIT = 200  # coordinates up to which inequalities or bounds beside linear constraints keep the relaxed start
+
 
 @register
 class Auto(Solver):
@@ -100,7 +102,8 @@ class Auto(Solver):
             "the start of the swap search: 'grahtp' (paper 000), 'fgrahtp', 'omp' (paper 003, Algorithm 2), "
             "'screen' (the k units of largest model gain at the fit of the free coordinates), 'relaxed' (the "
             "minimizer without the bound, projected onto the set); 'auto' = grahtp, and on quadratic objectives "
-            "also screen, under linear constraints also relaxed (two searches, the better end point kept)",
+            "also screen, under linear constraints also relaxed (with inequalities or bounds up to 200 coordinates; "
+            "two searches, the better end point kept)",
             str,
             ("auto", "grahtp", "fgrahtp", "omp", "screen", "relaxed"),
         ),
@@ -217,8 +220,9 @@ class Auto(Solver):
         start = self.opts["start"]
         if start != "auto":
             return [start if (start != "omp" or lp.sparsity.unit_of is None) else "grahtp"]
-        if lp.linear is not None:
-            return ["grahtp", "relaxed"]
+        if lp.linear is not None:  # (with inequalities or bounds its dense QP is an active-set method)
+            one_solve = lp.box is None and len(lp.linear.h) == 0
+            return ["grahtp", "relaxed"] if one_solve or lp.sparsity.size <= RELAXED_LIMIT else ["grahtp"]
         return ["grahtp", "screen"] if lp.design.quadratic else ["grahtp"]
 
     def _search_from(
@@ -409,11 +413,12 @@ class Auto(Solver):
             # a one-swap local minimum: exchanges of two units at once, by their joint model value
             # (exact on an equality-constrained quadratic: those it predicts to lower f); where the
             # model is not f, all of them when at most ``verify``, else the verify / 8 it rates best
-            doubles = model.double_swaps()
             if exact_model:
-                doubles = [t for t in doubles if t[2] < -self.opts["min_decrease"] * max(1.0, abs(f))]
-            elif len(doubles) > self.opts["verify"]:
-                doubles = doubles[: self.opts["verify"] // 8]
+                doubles = model.double_swaps(below=-self.opts["min_decrease"] * max(1.0, abs(f)))
+            else:
+                doubles = model.double_swaps(limit=self.opts["verify"] + 1)
+                if len(doubles) > self.opts["verify"]:
+                    doubles = doubles[: self.opts["verify"] // 8]
             for (J1, J2), (I1, I2), _ in doubles:
                 new = _swap(units, [(J1, I1), (J2, I2)])
                 if tuple(new) in tried:
