@@ -124,6 +124,10 @@ def test_auto_and_the_hints_name_only_solvers_that_run():
     assert "lower bound" in str(e.value) and "Cox" in str(e.value)
     assert prob.check().default_solver.startswith("auto")
     assert prob.solve().solver == "auto"
+    # a finite sum beside constraints no stochastic solver takes: check does not say they apply
+    text = least_squares(40, 10, linear=True).check().render()
+    assert "a finite sum: no stochastic solver takes these constraints" in text
+    assert "a finite sum: the stochastic solvers apply" in least_squares(40, 10).check().render()
 
 
 def test_sparsemodel_solvers_says_what_an_objective_must_be():

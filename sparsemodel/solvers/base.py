@@ -35,6 +35,7 @@ class Solver:
     requires: frozenset[str] = frozenset()  # kinds the model must have (sparse PCA's solvers: its ball)
     protocol = False  # works through the set protocol alone: accepts every generic kind (see accepts)
     needs = ""  # what the objective must be, beyond the constraint kinds (words; ``unfit`` tests it)
+    stochastic = False  # samples rows of a finite sum (check's samples line says whether one runs)
     summary = ""
     reference = ""
     convex_relaxation = False

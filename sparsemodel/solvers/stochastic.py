@@ -124,6 +124,7 @@ class _Stochastic(Solver):
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     protocol = True  # the projection and the restricted smoothness of any set
     needs = "a finite sum f = (1/n) sum_i f_i over the rows of the data"
+    stochastic = True
 
     @classmethod
     def unfit(cls, lp: LoweredProblem) -> SolverError | None:

@@ -299,6 +299,7 @@ class CheckReport:
     solve_with: str | None
     compare_with: str | None
     samples: int | None = None
+    stochastic: bool = False  # a solver that samples rows runs on the model
     lower_bound: str = ""  # which lower bound the answers get (issue 18), or why none
     errors: list[ModelError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -319,7 +320,10 @@ class CheckReport:
         out.append(f"convexity   {self.curvature}")
         out.append(f"structure   {self.structure}")
         if self.samples:
-            out.append(f"samples     {self.samples} (a finite sum: the stochastic solvers apply)")
+            which = (
+                "the stochastic solvers apply" if self.stochastic else "no stochastic solver takes these constraints"
+            )
+            out.append(f"samples     {self.samples} (a finite sum: {which})")
         for text, kind, detail in self.constraints:
             out.append(f"constraint  {text}   [{kind}] {detail}")
         if not self.constraints:
@@ -473,6 +477,7 @@ def check(problem: Model) -> CheckReport:
         solve_with=sw,
         compare_with=cw,
         samples=(lp.design.n_samples if lp is not None and lp.design is not None and lp.design.finite_sum else None),
+        stochastic=any(REGISTRY[n].stochastic for n, _ in applicable),
         errors=errors,
     )
 
