@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sparsemodel as sm
-from sparsemodel.datasets import factor_returns
+from sparsemodel.datasets import factor_model, factor_returns
 from sparsemodel.errors import SolverError
 
 
@@ -163,18 +163,14 @@ PORTFOLIOS = ["long-only", "budget", "A w == b", "A w <= b"]
 
 
 def portfolio(kind: str, p: int, k: int, seed: int) -> sm.Problem:
-    """Minimum variance w'Sw of k of p assets, S = B B' + diag(d) of a random 2-factor model (B
-    standard normal, idiosyncratic variances d uniform on [0.2, 1]), under: long-only (sum(w) == 1,
-    w >= 0); budget (sum(w) == 1, shorts allowed); A w == b (Markowitz: sum(w) == 1 and a target
-    return mu'w == the 70th percentile of random expected returns mu, shorts allowed); A w <= b
-    (long-only with three sectors capped at 45 %)."""
-    rng = np.random.default_rng(seed)
-    B = rng.standard_normal((p, 2))
-    S = B @ B.T + np.diag(rng.uniform(0.2, 1.0, p))
+    """Minimum variance w'Sw of k of p assets, S of a random 2-factor model (datasets.factor_model),
+    under: long-only (sum(w) == 1, w >= 0); budget (sum(w) == 1, shorts allowed); A w == b
+    (Markowitz: sum(w) == 1 and a target return mu'w == the 70th percentile of the expected returns
+    mu, shorts allowed); A w <= b (long-only with three sectors capped at 45 %)."""
+    S, mu = factor_model(p, 2, seed)
     w = sm.Variable(p, name="w")
     cons = [sm.nnz(w) <= k]
     if kind == "A w == b":
-        mu = rng.normal(0.05, 0.03, p)
         cons.append(sm.Data(np.vstack([np.ones(p), mu])) @ w == np.array([1.0, float(np.quantile(mu, 0.7))]))
     else:
         cons.append(sm.sum(w) == 1)
