@@ -40,6 +40,7 @@ def cmd_solvers(args: argparse.Namespace) -> int:
         out = {
             name: {
                 "handles": cls.kinds(),
+                "needs": cls.needs,
                 "summary": cls.summary,
                 "reference": cls.reference,
                 "convex_relaxation": cls.convex_relaxation,
@@ -55,6 +56,9 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"], maxcolwidths=[8, 16, 38, 26]))
     if args.verbose:
         for n, c in REGISTRY.items():
+            if c.needs:  # (check lists a solver only where it runs)
+                print()
+                print("\n".join(textwrap.wrap(f"{n} needs {c.needs}", width=100, subsequent_indent="  ")))
             print(f"\n{n} options:")
             for k, o in c.options.items():
                 head = f"  {k:<14} default {jsonable(o.default)!s:<10} "

@@ -144,6 +144,20 @@ def canon(node: Expr) -> Callable[[Any, list[Any]], Any]:
     )
 
 
+def missing_counterpart(e: Expr) -> ModelError | None:
+    """The error :func:`canon` raises for the first node of ``e`` without a cvxpy counterpart (a
+    ``custom_loss``), or None: what the cvxpy paths (the relaxations, ``restricted='cvxpy'``) need,
+    found by walking the tree without importing cvxpy."""
+    for node in e.walk():
+        if node.is_constant() or isinstance(node, Variable):
+            continue
+        try:
+            canon(node)
+        except ModelError as exc:
+            return exc
+    return None
+
+
 def lower_expr(
     e: Expr,
     layout: Layout,

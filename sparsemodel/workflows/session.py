@@ -53,8 +53,9 @@ def solver_errors(
 ) -> list[ModelError]:
     """What is wrong with running ``name`` with ``options`` on ``problem``: an unknown name or
     option, a bad option value (located at ``span``, the model line that names them), a
-    constraint the solver cannot take (located at the constraint). ``auto`` with options is
-    checked as the solver it runs on the lowered problem ``lp`` (without ``lp``: not checked)."""
+    constraint the solver cannot take (located at the constraint), and, given the lowered problem
+    ``lp``, an objective it cannot run on (``Solver.unfit``). ``auto`` with options is checked as the
+    solver it runs on ``lp`` (without ``lp``: not checked)."""
     if name == "auto":
         if not options or lp is None:
             return []
@@ -77,7 +78,7 @@ def solver_errors(
         cls.validate(options)
     except SolverError as exc:
         errors.append(located(exc, span))
-    refused = cls.refuse(problem.requirements())
+    refused = cls.refuse(problem.requirements(), lp)
     if refused is not None:
         errors.append(refused)
     return errors
@@ -322,6 +323,7 @@ class CheckReport:
     solve_with: str | None
     compare_with: str | None
     samples: int | None = None
+    stochastic: bool = False  # a solver that samples rows runs on the model
     lower_bound: str = ""  # which lower bound the answers get (issue 18), or why none
     errors: list[ModelError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -342,7 +344,10 @@ class CheckReport:
         out.append(f"convexity   {self.curvature}")
         out.append(f"structure   {self.structure}")
         if self.samples:
-            out.append(f"samples     {self.samples} (a finite sum: the stochastic solvers apply)")
+            which = (
+                "the stochastic solvers apply" if self.stochastic else "no stochastic solver takes these constraints"
+            )
+            out.append(f"samples     {self.samples} (a finite sum: {which})")
         for text, kind, detail in self.constraints:
             out.append(f"constraint  {text}   [{kind}] {detail}")
         if not self.constraints:
@@ -461,22 +466,18 @@ def check(problem: Model) -> CheckReport:
         if s is None and lp is not None and lp.set is not None and lp.set.kind == c.kind:
             s = lp.set  # the product of several bounds: not a written constraint
         detail = s.describe() if s is not None else f"on {c.variable.name}"
-        handlers = solvers_for(c.kind, {k.kind for k in problem.requirements()})
+        handlers = solvers_for(c.kind, {k.kind for k in problem.requirements()}, lp)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
-    finite_sum = lp is not None and lp.design is not None and lp.design.finite_sum
-    applicable = [
-        (n, cls.summary)
-        for n, cls in REGISTRY.items()
-        if cls.takes(kinds) and (finite_sum or not getattr(cls, "needs_finite_sum", False))
-    ]
+    # the one capability test (Solver.takes with the lowered problem): a solver listed here runs
+    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if cls.takes(kinds, lp)]
     if problem.solve_with:
         name, opts, span = problem.solve_with
         errors.extend(solver_errors(problem, name, opts, span, lp))
     if problem.compare_with:
         cw_ = problem.compare_with
         for name in cw_["solvers"]:
-            errors.extend(solver_errors(problem, name, {}, cw_.get("span")))
+            errors.extend(solver_errors(problem, name, {}, cw_.get("span"), lp))
     sw = None
     if problem.solve_with:
         name, opts, _ = problem.solve_with
@@ -507,6 +508,7 @@ def check(problem: Model) -> CheckReport:
         solve_with=sw,
         compare_with=cw,
         samples=(lp.design.n_samples if lp is not None and lp.design is not None and lp.design.finite_sum else None),
+        stochastic=any(REGISTRY[n].stochastic for n, _ in applicable),
         errors=errors,
     )
 
