@@ -32,7 +32,9 @@ coefficient, or always selected), ``k_`` (the k used), ``n_iter_`` (iterations o
 perspective relaxation; None where no bound exists, docs/certify.md),
 ``result_`` (the :class:`~sparsemodel.solvers.result.Result`), ``curve_`` (the selection curve when k
 was chosen), ``n_features_in_``. A solver that stops on its iteration limit raises a
-``sklearn.exceptions.ConvergenceWarning``. Sample weights multiply each sample's loss; the loss is
+``sklearn.exceptions.ConvergenceWarning``; a solver that cannot take the model (``Solver.takes``) is
+refused at ``fit`` whatever k, and a diverged solve stops it, with
+:class:`~sparsemodel.errors.EstimatorError` (a ``ModelError`` and a ``ValueError``). Sample weights multiply each sample's loss; the loss is
 normalized by their sum.
 """
 
@@ -50,7 +52,7 @@ from sklearn.metrics import d2_tweedie_score
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .errors import ModelError
+from .errors import EstimatorError, ModelError, SolverError
 from .model import atoms as A
 from .model.constraints import box, nnz
 from .model.expr import Data, Variable
@@ -139,6 +141,12 @@ class _SparseModel(BaseEstimator):
             free = self._free_positions(coef)
             with_nnz = lambda k: Problem(minimize(objective), [target(k, free)] + cons)  # noqa: E731
             opts = dict(self.solver_options or {})
+            # a solver that cannot take the model refuses here, whatever k (an int k at least the
+            # number of features drops the constraint, and the path answers its largest bound
+            # without the solver): the same test as everywhere (Solver.takes), naming those that can
+            refused = with_nnz(0).solver_errors(self.solver, **opts)
+            if refused:
+                raise refused[0]
             if isinstance(self.k, str):
                 # k_max None: Problem.select's default range, 0..min(units, n / (log(log n) log p))
                 top = None if self.k_max is None else min(units, self.k_max)
@@ -162,7 +170,7 @@ class _SparseModel(BaseEstimator):
                 res = with_nnz(int(self.k)).solve(self.solver, **opts)
                 self.k_ = int(self.k)
         except ModelError as exc:
-            raise ValueError(exc.render()) from exc
+            raise EstimatorError.of(exc) from exc
         if res.status == "max_iter":
             warnings.warn(
                 f"{res.solver} stopped after {res.iterations} iterations (its max_iter) before converging; "
@@ -170,8 +178,14 @@ class _SparseModel(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        elif res.status in ("diverged", "infeasible"):
-            raise ValueError(f"{res.solver} {res.status}: {res.message}")
+        elif res.status in ("diverged", "infeasible", "unbounded"):  # no answer: never returned as a fit
+            others = [name for name, _ in with_nnz(0).check().solvers if name != res.solver]
+            raise EstimatorError.of(
+                SolverError(
+                    res.message or f"{res.solver} {res.status}",
+                    hint=f"solvers that take this model: {', '.join(others)}" if others else None,
+                )
+            )
         self.result_ = res
         self.n_iter_ = int(res.iterations)
         self.gap_ = res.gap

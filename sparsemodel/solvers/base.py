@@ -93,19 +93,24 @@ class Solver:
 
     @classmethod
     def refuse(cls, constraints: Any) -> SolverError | None:
-        """The error for the first constraint this solver cannot take (located at it), or None."""
+        """The error for the first constraint this solver cannot take (located at it), or None. The
+        hint names the solvers that take the whole model (every kind of ``constraints``:
+        :meth:`takes`), not only the one kind refused."""
         constraints = sorted(constraints, key=lambda c: c.kind)
+        kinds = {c.kind for c in constraints}
         for c in constraints:
             if not cls.accepts(c.kind):
                 return SolverError(
-                    f"{cls.name} does not handle {describe_kind(c.kind)} constraints", c.span, suggest_for(c.kind)
+                    f"{cls.name} does not handle {describe_kind(c.kind)} constraints",
+                    c.span,
+                    suggest_for(c.kind, kinds),
                 )
-        missing = sorted(cls.requires - {c.kind for c in constraints})
+        missing = sorted(cls.requires - kinds)
         if missing:
             return SolverError(
                 f"{cls.name} needs {' and '.join(describe_kind(k) for k in missing)} constraints in the model",
                 constraints[0].span if constraints else None,
-                suggest_for(constraints[0].kind) if constraints else "",
+                suggest_for(constraints[0].kind, kinds) if constraints else "",
             )
         return None
 
@@ -204,11 +209,17 @@ def solvers_for(kind: str, beside: Any = ()) -> list[str]:
     return [n for n, c in REGISTRY.items() if c.takes({kind, *beside})]
 
 
-def suggest_for(kind: str) -> str:
-    names = solvers_for(kind)
+def suggest_for(kind: str, beside: Any = ()) -> str:
+    """The hint naming the solvers that take a ``kind`` constraint in a model whose other constraint
+    kinds are ``beside`` (:meth:`Solver.takes`)."""
+    others = sorted(set(beside) - {kind})
+    names = solvers_for(kind, others)
+    what = describe_kind(kind) + (
+        f" beside {' and '.join(describe_kind(k) for k in others)} constraints" if others else ""
+    )
     if names:
-        return f"solvers that handle {describe_kind(kind)}: {', '.join(names)}"
-    return f"no solver handles {describe_kind(kind)}"
+        return f"solvers that handle {what}: {', '.join(names)}"
+    return f"no solver handles {what}"
 
 
 def get_solver(name: str) -> type[Solver]:

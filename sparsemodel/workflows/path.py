@@ -21,7 +21,8 @@ than ``support_size=2``, because the path warm-starts). ``start`` says what a po
 ``benchmarks/path_vs_single.py`` measures how often and by how much the warm answer differs.
 Each point keeps its own :class:`~sparsemodel.solvers.result.Result` (status, iterations,
 certificate); a point that fails with a :class:`~sparsemodel.errors.ModelError` records the error
-and the path goes on (the next point starts from the last solution found).
+and the path goes on (the next point starts from the last usable solution found). A solver that
+cannot take the model's constraints is refused before the first point, as ``solve`` refuses it.
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ class PathPoint:
     def ok(self) -> bool:
         return self.result is not None
 
+    @property
+    def usable(self) -> bool:
+        """An answer at k: a result with a usable status (not diverged, infeasible or unbounded)."""
+        return self.result is not None and self.result.status in USABLE
+
     def row(self) -> dict[str, Any]:
         r = self.result
         cells = support_cells(r) if r is not None else {"support": None, "support_names": None}
@@ -150,6 +156,11 @@ class PathRun:
                 hint="drop init=, or use start='cold' to give every point the same start",
             )
         cls.validate(options)
+        # a solver that cannot take the model refuses the whole path here: its points would fail one
+        # by one and the largest bound, answered without the solver (full_model), would look chosen
+        refused = cls.refuse(problem.requirements())
+        if refused is not None:
+            raise refused
         self.lp, self.cls, self.options, self.start = lp, cls, options, start
         self.warmable = "init" in cls.options
         self.prev: np.ndarray | None = None
@@ -168,8 +179,10 @@ class PathRun:
             point = PathPoint(kv, None, self.start, None, None, 0.0, msg)
         point.time_s = time.perf_counter() - t0
         if point.ok:
-            self.prev = self.lp.layout.pack(point.result.values)
-            point.metrics["df"] = dof(self.lp, self.prev)
+            x = self.lp.layout.pack(point.result.values)
+            if point.usable:  # a diverged point is no start for the next
+                self.prev = x
+            point.metrics["df"] = dof(self.lp, x)
             if self.scorer is not None:
                 point.metrics.update(self.scorer.score(self.lp, point.result))
             if not self.warmable and self.start != "cold" and not point.message:

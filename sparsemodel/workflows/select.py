@@ -270,7 +270,7 @@ def run_select(
             if per_fold is not None:  # the folds' paths in lockstep with the all-data path
                 for f, (run, held) in enumerate(fold_runs):
                     pt = run.step(kv)
-                    if pt.ok:
+                    if pt.usable:
                         per_fold[f, j] = float(held.value(run.lp.layout.pack(pt.result.values)))
                 vals = per_fold[:, j]
                 if np.all(np.isfinite(vals)):
@@ -287,11 +287,21 @@ def run_select(
                 break
     finally:
         bar.close()
-    valid = [r for r in curve if math.isfinite(r["value"]) and r["objective"] is not None]
-    if not valid:
+
+    def evaluated(r: dict[str, Any]) -> bool:
+        return math.isfinite(r["value"]) and r["objective"] is not None
+
+    valid = [r for r in curve if evaluated(r)]
+    # the ends of the bound (0, and every unit allowed) are answered without the solver: a choice
+    # among them alone, when every point the solver computed failed, would be no choice at all
+    ends = {0} | ({lp.set.limit} if isinstance(lp.set.limit, numbers.Integral) else set())
+    inner = [r for r in curve if r["k"] not in ends]
+    if not valid or (inner and not any(evaluated(r) for r in inner)):
+        failed = [p for p in full.path.points if not p.usable and p.k not in ends]
         raise SelectionError(
-            "no k could be evaluated (every point failed)",
-            hint="; ".join(f"k={p.k}: {p.message}" for p in full.path.points if p.message)[:500] or None,
+            f"no k could be evaluated by {cls.name} (every point it computed failed)",
+            hint="; ".join(f"k={p.k}: {p.row()['status']}: {p.row()['message']}" for p in failed)[:500]
+            or ("the folds' solves failed at every k" if per_fold is not None else None),
         )
     best = min(valid, key=lambda r: r["value"])
     chosen = best
@@ -338,7 +348,7 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         df, s, p = degrees_of_freedom(lp, x)
         row.update(nnz=int(len(pt.result.support)), df=df, objective=float(pt.result.objective))
         row["loss"] = float(loss_of.value(x))
-        if by in CRITERIA:
+        if by in CRITERIA and pt.usable:
             row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_obs, df, p, s, dt.gaussian, gamma)
     return row
 
