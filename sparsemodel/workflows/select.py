@@ -12,7 +12,10 @@ sample, one fold per label; or ``folds`` given as the (train, test) row indices 
 node with n rows subset: :func:`sparsemodel.model.samples.rebind_rows`; training-only terms such as
 a ridge stay), its path is computed over the same k, and the held-out loss at k is the data term
 evaluated on the held-out rows at that fold's solution: the model's own loss, whatever its
-composite form. The curve is the mean over folds, with the standard error std / sqrt(K).
+composite form. The folds' paths run in lockstep with the all-data path, with the solver's
+``fold_options`` (their answers are read only for the held-out loss), and where the data term is a
+sum over samples each held-out row's loss is kept (:mod:`sparsemodel.objective.samplewise`). The
+curve is the mean over folds, with the standard error std / sqrt(K).
 
 ``rule="min"`` chooses the k of lowest value (the only rule of the information criteria). For
 cross-validation, ``rule="1se_paired"`` (the default) chooses the smallest k whose mean held-out loss
@@ -422,6 +425,7 @@ def _fold_runs(
     at a time), the evaluator of the data term on its held-out rows, and its per-sample reading
     (None for a loss that couples its samples)."""
     out = []
+    options = {**getattr(cls, "fold_options", {}), **(options or {})}  # the solver's for folds, then the user's
     for train, test in splits:
         train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
         held = rebind_rows(dt.expr, dt.nodes, test)
