@@ -201,10 +201,28 @@ class SwapModel:
         self._rank_out = np.full(nunits, -1, dtype=np.int64)
         self._rank_out[units_out] = np.arange(nI)
         self._parts = (AB, sigma, v, xJ, AJJ, nJ, m)
+        self._widening = (candidates, d.quadratic)
+        self._cand_delta: tuple[np.ndarray, np.ndarray] | None = None  # on first use (a fill reads gains only)
+
+    @property
+    def cand(self) -> np.ndarray:
+        """The candidates of the pair values: indices into units_out, by decreasing gain."""
+        return self._pair_values()[0]
+
+    @property
+    def delta(self) -> np.ndarray:
+        """The pair values delta[J, I] of the candidates, (units in, len(cand))."""
+        return self._pair_values()[1]
+
+    def _pair_values(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._cand_delta is not None:
+            return self._cand_delta
+        candidates, quadratic = self._widening
+        gain, nJ, nI = self.gain, len(self.units_in), len(self.units_out)
         order = np.argsort(-gain, kind="stable")
         take = min(nI, max(candidates, 1))
         # widen only where the model is f (a quadratic objective): elsewhere its best is a guess anyway
-        widest = nI if d.quadratic else min(nI, 4 * take)
+        widest = nI if quadratic else min(nI, 4 * take)
         # the pairs of every candidate up to the widest set at once (one vectorized pass instead of
         # a pass per widening), the set then chosen by the widening rule
         every = self._pairs(order[:widest]) if nJ else None
@@ -217,8 +235,8 @@ class SwapModel:
             take = min(widest, 2 * take)
         if not nJ:
             cols, delta = order[:take], np.zeros((0, take))
-        self.cand = cols  # indices into units_out, by decreasing gain
-        self.delta = delta  # (nJ, len(cand))
+        self._cand_delta = (cols, delta)
+        return self._cand_delta
 
     def _pairs(self, cols: np.ndarray) -> np.ndarray:
         AB, sigma, v, xJ, AJJ, nJ, m = self._parts
@@ -342,8 +360,8 @@ def _inverse_pd(H: np.ndarray, lam: float) -> np.ndarray:
     c, info = dpotrf(M, lower=False, clean=True, overwrite_a=True)
     if info == 0:
         inv, info = dpotri(c, lower=False, overwrite_c=True)
-        if info == 0:
-            return np.triu(inv) + np.triu(inv, 1).T
+        if info == 0:  # the upper triangle; the lower one is zero (clean=True): mirror it
+            return inv + inv.T - np.diag(np.diagonal(inv))
     return np.linalg.pinv(H)
 
 
