@@ -5,9 +5,13 @@
 Prints, for each part, the portfolio variance w'Sw reached and the wall time (medians over
 ``--repeats`` runs, BLAS pinned to one thread for everyone, benchmarks/pinning.py):
 
-1. **enumeration** -- long-only (w >= 0, sum(w) == 1), k of p assets drawn from the bundled
-   factor-model returns (examples/data/returns.csv, seed 0), p = 12..18, k = 3..5: the ratio of
-   each solver's variance to the optimum over every support (a QP per support).
+1. **enumeration** -- k of p assets (p = 12, 14, 16; k = 4, 4, 5), ``--seeds`` draws each, on
+   random 2-factor covariances (datasets.factor_model) in four forms: long-only (w >= 0,
+   sum(w) == 1), budget (sum(w) == 1, shorts), A w == b (Markowitz: the budget and a target return),
+   A w <= b (long-only with three sector caps); and long-only subsets of the bundled returns
+   (examples/data/returns.csv). For auto, grahtp and bnb: the share at the optimum over every
+   support (a QP per support), the median and worst ratio of the variance to it, the median time,
+   and how many bnb proved (status optimal, its bound at most the optimum).
 2. **skscope layers** -- the bundled returns (p = 50), long-only, k = 5 and 10: our grahtp,
    fgrahtp and iht with the constraints themselves against skscope's HTPSolver, IHTSolver and
    ScopeSolver with its SimplexConstraint layer (a reparametrization |params| / sum |params|;
@@ -41,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sparsemodel as sm  # noqa: E402
 from benchmarks.pinning import pinned  # noqa: E402
+from sparsemodel.datasets import factor_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RETURNS = ROOT / "examples" / "data" / "returns.csv"
@@ -53,13 +58,6 @@ def returns() -> np.ndarray:
     return np.loadtxt(RETURNS, delimiter=",", skiprows=1)
 
 
-def long_only(S: np.ndarray, k: int, budget_only: bool = False) -> sm.Problem:
-    p = S.shape[0]
-    w = sm.Variable(p, name="w")
-    cons = [sm.nnz(w) <= k, sm.sum(w) == 1] + ([] if budget_only else [w >= 0])
-    return sm.Problem(sm.minimize(sm.quad_form(w, S)), cons)
-
-
 def timed(fn: Any, repeats: int) -> tuple[Any, float]:
     out, times = None, []
     for _ in range(repeats):
@@ -69,24 +67,77 @@ def timed(fn: Any, repeats: int) -> tuple[Any, float]:
     return out, statistics.median(times)
 
 
+FORMS = ("long-only", "budget", "A w == b", "A w <= b")
+ENUMERATED = ("auto", "grahtp", "bnb")
+
+
+def portfolio(kind: str, S: np.ndarray, mu: np.ndarray | None, k: int) -> sm.Problem:
+    """Minimum variance under one of FORMS: long-only (sum(w) == 1, w >= 0), budget (sum(w) == 1),
+    A w == b (Markowitz: sum(w) == 1 and mu'w == the 70th percentile of mu, shorts allowed),
+    A w <= b (long-only, three sectors of assets capped at 45 % each)."""
+    p = S.shape[0]
+    w = sm.Variable(p, name="w")
+    cons = [sm.nnz(w) <= k]
+    if kind == "A w == b":
+        cons.append(sm.Data(np.vstack([np.ones(p), mu])) @ w == np.array([1.0, float(np.quantile(mu, 0.7))]))
+    else:
+        cons.append(sm.sum(w) == 1)
+    if kind in ("long-only", "A w <= b"):
+        cons.append(w >= 0)
+    if kind == "A w <= b":
+        sectors = np.zeros((3, p))
+        sectors[np.arange(p) % 3, np.arange(p)] = 1.0
+        cons.append(sm.Data(sectors) @ w <= 0.45)
+    return sm.Problem(sm.minimize(sm.quad_form(w, S)), cons)
+
+
 def part_enumeration(args: argparse.Namespace) -> None:
-    print("1. long-only, the optimum by enumeration (variance / optimal variance)")
+    """Each solver's variance over the optimum of every support (a restricted solve under the
+    constraints each), on random 2-factor covariances (datasets.factor_model) of four forms, and on
+    long-only subsets of the bundled returns; bnb's status and time."""
+    print("1. the optimum by enumeration: variance / optimal variance (auto, grahtp), bnb proved and at it")
+    cases = [(12, 4), (14, 4), (16, 5)]
     R = returns()
-    ratios: dict[str, list[float]] = {s: [] for s in OURS}
-    cases = [(12, 3), (16, 4), (14, 5)]
-    for p, k in cases:
-        for seed in range(args.seeds):
-            cols = np.random.default_rng(seed).choice(R.shape[1], p, replace=False)
-            prob = long_only(np.cov(R[:, cols].T), k)
-            lp = prob.lower()
-            best = min(lp.restricted_minimize(np.array(T)).f for T in itertools.combinations(range(p), k))
-            for s in OURS:
-                ratios[s].append(prob.solve(s).objective / best)
-    print(f"   {len(cases) * args.seeds} problems (p, k) in {cases}, {args.seeds} asset draws each")
-    print(f"   {'solver':8s} {'optimal':>8s} {'median':>8s} {'worst':>8s}")
-    for s in OURS:
-        r = np.array(ratios[s])
-        print(f"   {s:8s} {np.mean(r <= 1 + 1e-6):8.0%} {np.median(r):8.4f} {r.max():8.4f}")
+    sources: list[tuple[str, Any]] = [
+        (kind, lambda p, seed, kind=kind: (kind, *factor_model(p, 2, seed))) for kind in FORMS
+    ]
+    sources.append(
+        (
+            "returns.csv",
+            lambda p, seed: (
+                "long-only",
+                np.cov(R[:, np.random.default_rng(seed).choice(R.shape[1], p, replace=False)].T),
+                None,
+            ),
+        )
+    )
+    print(f"   (p, k) in {cases}, {args.seeds} draws each; times: median seconds per problem")
+    print(f"   {'problems':24s} {'solver':7s} {'optimal':>8s} {'median':>8s} {'worst':>8s} {'time':>7s}  proved")
+    for label, draw in sources:
+        ratios: dict[str, list[float]] = {s: [] for s in ENUMERATED}
+        times: dict[str, list[float]] = {s: [] for s in ENUMERATED}
+        proved = 0
+        for p, k in cases:
+            for seed in range(args.seeds):
+                kind, S, mu = draw(p, seed)
+                prob = portfolio(kind, S, mu, k)
+                lp = prob.lower()
+                best = min(lp.restricted_minimize(np.array(T)).f for T in itertools.combinations(range(p), k))
+                for s in ENUMERATED:
+                    t = time.perf_counter()
+                    r = prob.solve(s)
+                    times[s].append(time.perf_counter() - t)
+                    ratios[s].append(r.objective / best)
+                    if s == "bnb":
+                        proved += r.status == "optimal" and r.lower_bound <= best * (1 + 1e-9)
+        n = len(ratios["auto"])
+        for s in ENUMERATED:
+            r = np.array(ratios[s])
+            tail = f"  {proved}/{n}" if s == "bnb" else ""
+            print(
+                f"   {label if s == 'auto' else '':24s} {s:7s} {np.mean(r <= 1 + 1e-7):8.0%} {np.median(r):8.4f} "
+                f"{r.max():8.4f} {statistics.median(times[s]):7.2f}{tail}"
+            )
 
 
 def skscope_layer_runs(S: np.ndarray, k: int, repeats: int) -> dict[str, tuple[float, float, int]]:
@@ -115,7 +166,7 @@ def part_skscope(args: argparse.Namespace) -> None:
     print("\n2. long-only on the bundled returns (p = 50): variance, time (s), nonzeros")
     S = np.cov(returns().T)
     for k in (5, 10):
-        prob = long_only(S, k)
+        prob = portfolio("long-only", S, None, k)
         rows = {}
         for s in OURS:
             r, t = timed(lambda s=s, prob=prob: prob.solve(s), args.repeats)
@@ -151,7 +202,7 @@ def part_budget(args: argparse.Namespace) -> None:
     print("\n3. budget only (shorts allowed, sum(w) == 1) on the bundled returns: variance, time (s)")
     S = np.cov(returns().T)
     for k in (5, 10):
-        prob = long_only(S, k, budget_only=True)
+        prob = portfolio("budget", S, None, k)
         print(f"   k = {k}")
         for s in OURS:
             r, t = timed(lambda s=s, prob=prob: prob.solve(s), args.repeats)
@@ -232,7 +283,7 @@ def part_csi500(args: argparse.Namespace) -> None:
     print(f"   {R.shape[0]} days x {R.shape[1]} stocks")
     for long in (False, True):
         print("   " + ("long-only (w >= 0, sum(w) == 1)" if long else "budget only (sum(w) == 1, shorts allowed)"))
-        prob = long_only(S, 50, budget_only=not long)
+        prob = portfolio("long-only" if long else "budget", S, None, 50)
         rows: dict[str, tuple[np.ndarray, float]] = {}
         for s in OURS:
             r, t = timed(lambda s=s, prob=prob: prob.solve(s), args.repeats)
@@ -283,7 +334,7 @@ def part_csi500(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--no-skscope", dest="skscope", action="store_false")
     ap.add_argument("--parts", default="1,2,3,4")
     args = ap.parse_args()

@@ -138,6 +138,16 @@ def factor_returns(n: int = 250, p: int = 50, factors: int = 3, seed: int | None
     return R, [f"A{j:02d}" for j in range(p)]
 
 
+def factor_model(p: int, factors: int = 2, seed: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A random factor-model covariance and expected returns for portfolio tests: S = B B' + diag(d)
+    with loadings B (p x factors) standard normal and idiosyncratic variances d uniform on [0.2, 1],
+    and mu ~ N(0.05, 0.03^2) per asset. Returns (S, mu)."""
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((p, factors))
+    S = B @ B.T + np.diag(rng.uniform(0.2, 1.0, p))
+    return S, rng.normal(0.05, 0.03, p)
+
+
 def caravan() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The bundled Caravan insurance data: X (5822 x 85), labels v in {-1, +1} (Purchase = Yes is
     +1) and the feature names."""

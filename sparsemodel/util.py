@@ -31,6 +31,13 @@ def did_you_mean(word: str, options: Any, cutoff: float = 0.6) -> str:
     return f"did you mean '{c}'? " if c is not None else ""
 
 
+def fmt_number(v: Any) -> str:
+    """A number as a person writes it: an integral value without a decimal point (``3``, not
+    ``3.0``), any other with up to 12 significant digits (``1e-05``, ``0.25``)."""
+    x = float(v)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:.12g}"
+
+
 def is_dask_array(A: Any) -> bool:
     """Whether ``A`` is a dask array (checked without importing dask, an optional extra)."""
     return type(A).__module__.split(".")[0] == "dask" and hasattr(A, "chunks") and hasattr(A, "dask")

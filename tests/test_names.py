@@ -94,6 +94,20 @@ def test_npz_names_and_dataframes_name_the_support(tmp_path):
     assert built.solve().support_names == ["col c"]
 
 
+def test_a_covariance_dataframe_names_the_support_of_quad_form():
+    """quad_form(w, Data(S_df)): a DataFrame names its columns only, and for the (symmetric) S of a
+    quadratic form they name w's coordinates as Data(X_df) @ w does."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    R = rng.standard_normal((200, 6)) * np.array([1.0, 0.2, 0.3, 1.0, 1.0, 1.0])
+    names = [f"asset {c}" for c in "abcdef"]
+    S_df = pd.DataFrame(np.cov(R.T), index=names, columns=names)
+    for S in (sm.Data(S_df), S_df):
+        w = sm.Variable(6, name="w")
+        res = sm.Problem(sm.minimize(sm.quad_form(w, S)), [sm.nnz(w) <= 2, sm.sum(w) == 1, w >= 0]).solve()
+        assert res.support_names == [names[j] for j in res.support] == ["asset b", "asset c"]
+
+
 def test_matrix_supports_are_row_col_positions_and_names():
     X = RNG.standard_normal((200, 5))
     B = np.zeros((5, 3))

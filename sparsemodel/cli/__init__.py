@@ -129,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="each method at the k it chooses by this criterion (per replication; lasso, nuclear and glasso choose "
         "their penalty by it too); --k gives the candidates",
     )
+    m.add_argument(
+        "--paired",
+        metavar="SOLVER",
+        help="with replications, the paired differences (each method - SOLVER on the same split) are against this "
+        "method (default: the first one listed)",
+    )
     m.add_argument("--folds", type=int, help="folds of --select cv (default 5)")
     m.add_argument(
         "--no-early-stop",

@@ -218,16 +218,19 @@ def plot_spec(args: argparse.Namespace) -> None:
             args.plot_metrics, args.plot = left, right.strip()
 
 
-def check_metrics(args: argparse.Namespace, available: list[str]) -> None:
-    """The metrics of --plot, checked before anything runs."""
+def check_metrics(
+    args: argparse.Namespace, held: bool, truth: bool, extra: tuple[str, ...] = (), problem: Any = None
+) -> None:
+    """The metrics of --plot, checked before anything runs (``held``: held-out data or splits,
+    ``truth``: a truth; ``problem``: the model, whose held-out metrics are a classifier's too)."""
     from ..workflows.metrics import metric_names
 
     if args.plot_metrics:
-        metric_names(args.plot_metrics, available)
+        metric_names(args.plot_metrics, metrics_of(held, truth, extra, problem))
 
 
-def metrics_of(test: bool, truth: bool, extra: tuple[str, ...] = ()) -> list[str]:
-    from ..workflows.metrics import TRUTH_METRICS
+def metrics_of(test: bool, truth: bool, extra: tuple[str, ...] = (), problem: Any = None) -> list[str]:
+    from ..workflows.metrics import TRUTH_METRICS, held_out_columns
 
     return [
         *extra,
@@ -238,7 +241,7 @@ def metrics_of(test: bool, truth: bool, extra: tuple[str, ...] = ()) -> list[str
         "df",
         "time_s",
         "iterations",
-        *(["test_loss"] if test else []),
+        *(held_out_columns(problem) if test else []),
         *(TRUTH_METRICS if truth else ()),
     ]
 

@@ -18,7 +18,6 @@ from .args import (
     check_metrics,
     held_out,
     load_problem,
-    metrics_of,
     output_files,
     parse_at,
     parse_bound,
@@ -41,6 +40,7 @@ def cmd_solvers(args: argparse.Namespace) -> int:
         out = {
             name: {
                 "handles": cls.kinds(),
+                "needs": cls.needs,
                 "summary": cls.summary,
                 "reference": cls.reference,
                 "convex_relaxation": cls.convex_relaxation,
@@ -56,6 +56,9 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     print(tabulate(rows, headers=["solver", "constraints", "what it does", "reference"], maxcolwidths=[8, 16, 38, 26]))
     if args.verbose:
         for n, c in REGISTRY.items():
+            if c.needs:  # (check lists a solver only where it runs)
+                print()
+                print("\n".join(textwrap.wrap(f"{n} needs {c.needs}", width=100, subsequent_indent="  ")))
             print(f"\n{n} options:")
             for k, o in c.options.items():
                 head = f"  {k:<14} default {jsonable(o.default)!s:<10} "
@@ -142,6 +145,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         solver, rest = item.split(":", 1)
         options.setdefault(solver, {}).update({k: parse_value(v) for k, v in parse_pairs([rest], "option").items()})
+    if args.paired is not None and args.splits is None:
+        raise CLIError(
+            "--paired compares the methods over replications", hint="add --splits N (random train/test splits)"
+        )
     if args.splits is not None or args.select is not None:
         from ..workflows.compare import BOUND_NAMES, find_param
 
@@ -160,7 +167,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"{'--test-size' if args.test_size is not None else '--folds'} needs "
             f"{'--splits' if args.test_size is not None else '--select cv'}"
         )
-    check_metrics(args, metrics_of(test is not None, truth is not None))
+    check_metrics(args, test is not None, truth is not None, problem=problem)
     interrupted = False
     try:  # the CSV is written row by row as runs finish
         comp = problem.compare(
@@ -197,11 +204,13 @@ def run_study(
 
     if args.folds is not None and args.select != "cv":
         raise CLIError("--folds sets the folds of --select cv", hint="add --select cv, or drop --folds")
+    if args.paired is not None and args.paired not in solvers:
+        raise CLIError(
+            f"--paired {args.paired}: the baseline is not among the compared solvers",
+            hint=f"compared: {', '.join(solvers)}",
+        )
     held = test is not None or args.splits is not None
-    check_metrics(
-        args,
-        metrics_of(held, truth is not None, ("k", "penalty") if args.select else ()) + ["lower_s"],
-    )
+    check_metrics(args, held, truth is not None, ("k", "penalty", "lower_s") if args.select else ("lower_s",), problem)
     select_options: dict[str, Any] = {}
     if args.select == "cv":
         select_options = {"folds": args.folds or 5, "seed": args.seed}
@@ -232,6 +241,8 @@ def run_study(
         if study is None:
             raise
         interrupted = True
+    if args.paired is not None:
+        study.baseline = args.paired
     return report_runs(args, study, outs, interrupted)
 
 
@@ -279,7 +290,7 @@ def cmd_path(args: argparse.Namespace) -> int:
     ks = parse_k_range(args.k)
     test = held_out(args)
     truth = truth_values(args, problem)
-    check_metrics(args, metrics_of(test is not None, truth is not None))
+    check_metrics(args, test is not None, truth is not None, problem=problem)
     result = problem.path(
         k=ks, solver=name or "auto", start=args.start, progress=progress_of(args), test=test, truth=truth, **opts
     )
@@ -301,7 +312,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     name, opts = solver_and_options(args, problem)
     test = held_out(args)
     truth = truth_values(args, problem)
-    check_metrics(args, metrics_of(test is not None, truth is not None, ("value", "loss")))
+    check_metrics(args, test is not None, truth is not None, ("value", "loss"), problem)
     ks = parse_k_range(args.k) if args.k is not None else None
     fold_ids = None
     if args.fold_ids:

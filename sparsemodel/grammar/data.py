@@ -12,7 +12,6 @@ from typing import Any
 from .. import io as smio
 from ..errors import DataError, DataWarning, Span
 from ..model.expr import Data
-from ..model.names import frame_names
 
 _UNSET: Any = object()  # no value rebound for this name
 
@@ -49,12 +48,20 @@ def bind_data(
         else:
             if isinstance(given, Data):  # sm.Data(X, names=...): the values and their names
                 info["names"], given = given.axis_names, given.value
-            given, frame = frame_names(given)
-            if frame is not None:
-                info["names"] = frame
-            value = smio.validate(
-                given, kind, name=name, origin=f"the value rebound with data={{'{name}': ...}}", span=span
-            )
+            origin = f"the value rebound with data={{'{name}': ...}}"
+            if type(given).__module__.split(".")[0] == "pandas" and getattr(given, "ndim", 0) in (1, 2):
+                # a DataFrame or Series goes through the line's column pick, except and map, as its file would
+                origin = f"the {type(given).__name__} rebound with data={{'{name}': ...}}"
+                given = smio.read_frame(
+                    given,
+                    key=_line_key(path_spec, base_dir, name),
+                    exclude=exclude,
+                    mapping=mapping,
+                    name=name,
+                    span=span,
+                    info=info,
+                )
+            value = smio.validate(given, kind, name=name, origin=origin, span=span)
     elif path_spec is None:
         raise DataError(
             f"data {name} has no file and no value was given for it",
@@ -74,3 +81,14 @@ def bind_data(
     d.path = str(path.resolve()) if path is not None else None
     d.label_text = info.get("label_text")
     return d
+
+
+def _line_key(path_spec: tuple[str, Span | None] | None, base_dir: Path, name: str) -> str | None:
+    """The column a data line picks of its table (``"d.csv:target"``), or None."""
+    if path_spec is None:
+        return None
+    try:
+        ds = smio.parse_spec(path_spec[0], base_dir, name, path_spec[1])
+    except DataError:  # the line's own file is not read when a value replaces it
+        return None
+    return ds.key if ds.fmt == "csv" else None

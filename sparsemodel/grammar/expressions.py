@@ -72,6 +72,14 @@ class _Kw:
 
 
 @dataclass
+class _Text:
+    """A quoted word given to a keyword: ``cox(z, time, event, ties = "breslow")``."""
+
+    text: str
+    span: Span | None
+
+
+@dataclass
 class _AxisWord:
     """The bare word ``rows`` or ``cols``: in ``nnz(W, groups = rows)`` the row (column) groups of
     a matrix; anywhere else the data function that must be called, ``rows(X)``."""
@@ -252,6 +260,10 @@ class ExprBuilder(Transformer_NonRecursive):
     # ---- calls
     def kwarg(self, meta, children):
         return _Kw(str(children[0]), children[1], self._sp(meta))
+
+    def kwarg_text(self, meta, children):
+        span = self._sp(meta)
+        return _Kw(str(children[0]), _Text(_unquote(children[1]), span), span)
 
     def call(self, meta, children):
         span = self._sp(meta)

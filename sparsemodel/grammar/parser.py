@@ -62,6 +62,7 @@ from .expressions import (
     _number,
     _span,
     _structural_name,
+    _Text,
     _unquote,
     _what,
 )
@@ -181,6 +182,14 @@ class ModelBuilder(Directives):
                 span,
                 "statements run in order: move the declaration above its first use",
             )
+        for fname, cls in ATOMS.items():  # a word a keyword takes, written without its quotes
+            for key, words in getattr(cls, "keyword_words", {}).items():
+                if name in words:
+                    raise NameResolutionError(
+                        f"'{name}' is not defined",
+                        span,
+                        f'{fname}\'s {key} takes the word in quotes: {key} = "{name}"',
+                    )
         names = [k for k, v in self.env.items() if not isinstance(v, FuncDef)]
         listing = ", ".join(names) if names else "(none yet)"
         raise NameResolutionError(
@@ -251,13 +260,33 @@ class ModelBuilder(Directives):
         except TypeError as exc:
             raise ModelError(f"{fname}(): {exc}", span, f"usage: {fname}{sig}") from None
         for pname, value in list(bound.arguments.items()):
-            if fname == "nnz" and pname == "groups" and isinstance(value, _AxisWord):
+            if isinstance(value, _Text) or isinstance(sig.parameters[pname].default, str):
+                bound.arguments[pname] = self._text_argument(fname, sig, pname, value, span)
+            elif fname == "nnz" and pname == "groups" and isinstance(value, _AxisWord):
                 bound.arguments[pname] = value.word  # nnz(W, groups = rows)
             elif pname == "axis":
                 bound.arguments[pname] = self.exprs._int_value(value, "axis", span)
             elif fname not in CONSTRAINT_FUNCTIONS or pname != "target":
                 bound.arguments[pname] = self.exprs._operand(value, fname, span)
         return fn(*bound.args, span=span, **bound.kwargs)
+
+    def _text_argument(self, fname: str, sig: Any, pname: str, value: Any, span: Span | None) -> str:
+        """A keyword that takes a word (its default is one: ``cox``'s ``ties``) given in quotes;
+        quoted text anywhere else, or an expression where a word is expected, is refused here."""
+        default = sig.parameters[pname].default
+        if not isinstance(default, str):
+            raise ModelError(
+                f"{fname}()'s {pname} takes an expression, not the text {value.text!r}",
+                value.span or span,
+                f"usage: {fname}{sig}",
+            )
+        if not isinstance(value, _Text):
+            raise ModelError(
+                f'{fname}()\'s {pname} takes a word in quotes, like {pname} = "{default}"',
+                span,
+                f"usage: {fname}{sig}",
+            )
+        return value.text
 
     # ------------------------------------------------------------------ statements
     def _data_stmt(self, stmt: Tree) -> None:

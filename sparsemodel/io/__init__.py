@@ -5,7 +5,7 @@ and the loading (:mod:`.specs`), the text formats (:mod:`.text`), data larger th
 from .chunked import read_chunked
 from .common import FORMATS, KINDS, DataSpec
 from .specs import load_spec, parse_spec, read_data
-from .text import read_csv, read_libsvm, read_text_file
+from .text import read_csv, read_frame, read_libsvm, read_text_file
 from .validation import check_labels, validate
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "read_data",
     "load_spec",
     "read_csv",
+    "read_frame",
     "read_libsvm",
     "read_text_file",
     "read_chunked",

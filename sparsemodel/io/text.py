@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError, Span
-from ..util import did_you_mean
+from ..util import did_you_mean, fmt_number
 from .common import MISSING, DataSpec, MapKey, _apply_number_map, _who
-from .validation import _fmt_num
 
 
 def _did_you_mean(word: str, options: Iterable[str], what: str) -> str:
@@ -129,29 +128,12 @@ def read_csv(
                 "every row of a CSV table needs the same number of fields",
             )
     names = header if header is not None else [str(j) for j in range(width)]
-    keep = list(range(width))
-    for col in exclude:
-        if rebound and not (header is not None and col in header) and not re.fullmatch(r"\d+", col):
-            notes.append(f'the model\'s except "{col}" does not apply: {ds.describe()} has no column {col!r}')
-            continue
-        j = _column_index(col, header, width, who, ds, span, "except")
-        if j in keep:
-            keep.remove(j)
-    if ds.key is not None:
-        j = _column_index(ds.key, header, width, who, ds, span, "pick")
-        if j not in keep:
-            raise DataError(f"{who}column {ds.key!r} of {ds.describe()} is both picked and excluded", span)
-        keep = [j]
-    if not keep:
-        raise DataError(f"{who}'except' drops every column of {ds.describe()}", span)
-    mapping = dict(mapping or {})
-    text_map = {k: float(v) for k, v in mapping.items() if isinstance(k, str)}
-    num_map = {float(k): float(v) for k, v in mapping.items() if not isinstance(k, str)}
+    where = ds.describe()
+    keep = _kept_columns(header, width, exclude, ds.key, who, where, span, notes, rebound)
     line_no = np.asarray(lines)
     if header is not None and ds.key is None:
         info["names"] = (None, tuple(header[j] for j in keep))
-    if text_map and len(set(text_map.values())) == len(text_map):
-        info["label_text"] = {v: k for k, v in text_map.items()}
+    text_map, num_map = _split_map(mapping, info)
     used: set[Any] = set()
     out: np.ndarray | None = None
     if not text_map:  # fast path: every kept cell is a number
@@ -165,24 +147,135 @@ def read_csv(
             out = _apply_number_map(out, num_map)
     if out is None:
         cols = [
-            _convert_column([r[j] for r in rows], names[j], text_map, num_map, line_no, who, ds, span, used)
+            _convert_column(
+                [r[j] for r in rows],
+                names[j],
+                text_map,
+                num_map,
+                lambda i: f"line {line_no[i]}",
+                who,
+                where,
+                span,
+                used,
+            )
             for j in keep
         ]
         out = np.column_stack(cols)
-    unused = [k for k in list(text_map) + list(num_map) if k not in used]
-    for k in unused:
-        notes.append(f"map key {_key_text(k)} matches no cell of {ds.describe()}")
+    _unused_keys(text_map, num_map, used, where, notes)
     if ds.key is not None:
         out = out[:, 0]
     return out, line_no
 
 
+def read_frame(
+    frame: Any,
+    *,
+    key: str | None = None,
+    exclude: Sequence[str] = (),
+    mapping: Mapping[MapKey, float] | None = None,
+    name: str | None = None,
+    span: Span | None = None,
+    info: dict[str, Any] | None = None,
+) -> np.ndarray:
+    """A pandas DataFrame (or Series) given for a data line (``data={"X": df}`` in Python), read
+    as the line reads its CSV table: the line's ``except`` drops columns by name (a name the frame
+    does not have is noted and skipped, as for a rebound file), its column pick (``"d.csv:target"``)
+    takes that column when the frame has it, and its ``map`` recodes text cells and numbers.
+    ``info`` receives the kept columns' names, the text of each mapped number and the notes, as
+    :func:`read_csv` fills it. Rows are taken in order (the frame's index is not read)."""
+    who = _who(name)
+    info = {} if info is None else info
+    notes: list[str] = info.setdefault("notes", [])
+    series = getattr(frame, "ndim", 2) == 1
+    where = f"the {'Series' if series else 'DataFrame'} given for {name}" if name else "the DataFrame"
+    table = frame.to_frame() if series else frame
+    header = [str(c).strip() for c in table.columns]
+    width = len(header)
+    if width == 0:
+        raise DataError(f"{who}{where} has no columns", span)
+    if series or (key is not None and key not in header and width == 1):
+        if key is not None and not series:
+            notes.append(f"the model picks column {key!r} of its file; {where} has one column, {header[0]!r}, taken")
+        exclude, key = (), None  # one column: what the pick would give
+    keep = _kept_columns(header, width, exclude, key, who, where, span, notes, True)
+    if key is None and not series:
+        info["names"] = (None, tuple(header[j] for j in keep))
+    text_map, num_map = _split_map(mapping, info)
+    used: set[Any] = set()
+    cols = []
+    for j in keep:
+        col = table.iloc[:, j]
+        if col.dtype.kind in "biuf":  # numbers (bool as 0/1): the numeric keys of map apply
+            v = col.to_numpy(dtype=float, na_value=np.nan)
+            used.update(k for k in num_map if np.any(v == k))
+            cols.append(_apply_number_map(v, num_map) if num_map else v)
+            continue
+        cells = ["" if c is None or (isinstance(c, float) and c != c) else str(c) for c in col.astype(object)]
+        cols.append(_convert_column(cells, header[j], text_map, num_map, lambda i: f"row {i}", who, where, span, used))
+    _unused_keys(text_map, num_map, used, where, notes)
+    out = np.column_stack(cols) if cols else np.zeros((len(table), 0))
+    return out[:, 0] if key is not None or series else out
+
+
+def _kept_columns(
+    header: list[str] | None,
+    width: int,
+    exclude: Sequence[str],
+    key: str | None,
+    who: str,
+    where: str,
+    span: Span | None,
+    notes: list[str],
+    rebound: bool,
+) -> list[int]:
+    """The columns a data line keeps of a table: all but its ``except`` columns, or the one it picks
+    (``"d.csv:target"``). Data given in place of the line's file (``rebound``) skips, with a note,
+    an ``except`` column it does not have."""
+    keep = list(range(width))
+    for col in exclude:
+        if rebound and not (header is not None and col in header) and not re.fullmatch(r"\d+", col):
+            notes.append(f'the model\'s except "{col}" does not apply: {where} has no column {col!r}')
+            continue
+        j = _column_index(col, header, width, who, where, span, "except")
+        if j in keep:
+            keep.remove(j)
+    if key is not None:
+        j = _column_index(key, header, width, who, where, span, "pick")
+        if j not in keep:
+            raise DataError(f"{who}column {key!r} of {where} is both picked and excluded", span)
+        keep = [j]
+    if not keep:
+        raise DataError(f"{who}'except' drops every column of {where}", span)
+    return keep
+
+
+def _split_map(
+    mapping: Mapping[MapKey, float] | None, info: dict[str, Any]
+) -> tuple[dict[str, float], dict[float, float]]:
+    """A ``map`` clause as (text keys, numeric keys); ``info["label_text"]`` gets the text each
+    number came from when the text keys map to distinct numbers."""
+    mapping = dict(mapping or {})
+    text_map = {k: float(v) for k, v in mapping.items() if isinstance(k, str)}
+    num_map = {float(k): float(v) for k, v in mapping.items() if not isinstance(k, str)}
+    if text_map and len(set(text_map.values())) == len(text_map):
+        info["label_text"] = {v: k for k, v in text_map.items()}
+    return text_map, num_map
+
+
+def _unused_keys(
+    text_map: dict[str, float], num_map: dict[float, float], used: set[Any], where: str, notes: list[str]
+) -> None:
+    for k in list(text_map) + list(num_map):
+        if k not in used:
+            notes.append(f"map key {_key_text(k)} matches no cell of {where}")
+
+
 def _key_text(k: Any) -> str:
-    return f'"{k}"' if isinstance(k, str) else _fmt_num(k)
+    return f'"{k}"' if isinstance(k, str) else fmt_number(k)
 
 
 def _column_index(
-    col: str, header: list[str] | None, width: int, who: str, ds: DataSpec, span: Span | None, what: str
+    col: str, header: list[str] | None, width: int, who: str, where: str, span: Span | None, what: str
 ) -> int:
     if header is not None and col in header:
         return header.index(col)
@@ -191,9 +284,9 @@ def _column_index(
     if header is not None:
         hint = _did_you_mean(col, header, "columns")
     else:
-        hint = f"{ds.describe()} has no header line; refer to its columns by 0-based index 0..{width - 1}"
+        hint = f"{where} has no header line; refer to its columns by 0-based index 0..{width - 1}"
     verb = "pick" if what == "pick" else "drop (except)"
-    raise DataError(f"{who}cannot {verb} column {col!r}: {ds.describe()} has no such column", span, hint)
+    raise DataError(f"{who}cannot {verb} column {col!r}: {where} has no such column", span, hint)
 
 
 def _convert_column(
@@ -201,12 +294,15 @@ def _convert_column(
     col: str,
     text_map: dict[str, float],
     num_map: dict[float, float],
-    lines: np.ndarray,
+    locate: Callable[[int], str],
     who: str,
-    ds: DataSpec,
+    where: str,
     span: Span | None,
     used: set[Any] | None = None,
 ) -> np.ndarray:
+    """One column's cells (text) as numbers: the text keys of ``map`` first, missing words as NaN,
+    then the numbers with the numeric keys applied; ``locate(i)`` says where cell i is (``line
+    5``, ``row 4``) in the error that names the first cell that is text no key recodes."""
     used = set() if used is None else used
     s = np.char.strip(np.asarray(cells, dtype=str))
     out = np.full(len(s), np.nan)
@@ -241,7 +337,7 @@ def _convert_column(
                     fixed[v] = fixed.pop(k)
                     pairs.append((k, v))
             named = ", ".join(f'"{k}"' for k in unused)
-            suggestion = "map {" + ", ".join(f'"{k}": {_fmt_num(v)}' for k, v in fixed.items()) + "}"
+            suggestion = "map {" + ", ".join(f'"{k}": {fmt_number(v)}' for k, v in fixed.items()) + "}"
             hint = (
                 f"the map key{'s' if len(unused) > 1 else ''} {named} match{'' if len(unused) > 1 else 'es'} no cell of "
                 f"column {col!r}"
@@ -262,7 +358,7 @@ def _convert_column(
             suggestion = (
                 "map {"
                 + ", ".join(
-                    [f'"{k}": {_fmt_num(v)}' for k, v in text_map.items()]
+                    [f'"{k}": {fmt_number(v)}' for k, v in text_map.items()]
                     + [f'"{v}": {c}' for v, c in zip(values, codes)]
                 )
                 + "}"
@@ -271,8 +367,8 @@ def _convert_column(
         else:
             hint = f'drop it with except "{col}", or recode its values with map {{"text": number, ...}}'
         raise DataError(
-            f"{who}column {col!r} of {ds.describe()} is not numeric: {len(bad)} cell(s) hold text ({shown}), "
-            f"first on line {lines[i0]}",
+            f"{who}column {col!r} of {where} is not numeric: {len(bad)} cell(s) hold text ({shown}), "
+            f"first on {locate(i0)}",
             span,
             hint,
         ) from None
@@ -306,7 +402,7 @@ def _fit_clauses(
     if mapping:
         text = {k: v for k, v in mapping.items() if isinstance(k, str)}
         if text:
-            shown = ", ".join(f'"{k}": {_fmt_num(v)}' for k, v in text.items())
+            shown = ", ".join(f'"{k}": {fmt_number(v)}' for k, v in text.items())
             kept = {k: v for k, v in mapping.items() if not isinstance(k, str)}
             notes.append(
                 f"{who} to {ds.describe()}: the model's map {{{shown}}} recodes text cells of a CSV "

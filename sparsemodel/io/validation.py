@@ -11,16 +11,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataError, Span
-from ..util import is_dask_array
+from ..util import fmt_number, is_dask_array
 from .common import KINDS, Value, _who
 
 
 def _fmt_shape(shape: tuple[int, ...]) -> str:
     return "(" + ",".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def _fmt_num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{float(v):g}"
 
 
 def validate(
@@ -50,6 +46,8 @@ def validate(
                 )
             return value  # stays lazy: Data checks it for NaN/inf in one pass over its blocks
         value = np.asarray(value.compute())
+    if np.iscomplexobj(value.data if sp.issparse(value) else value):  # float() would drop the imaginary parts
+        raise DataError(f"{who}{origin} holds complex numbers", span, "give real numbers")
     if sp.issparse(value):
         v: Value = sp.csr_matrix(value, dtype=float)
     else:
@@ -83,6 +81,12 @@ def validate(
                 f"{who}declared as a scalar, but {origin} holds an array of shape {_fmt_shape(shape)}", span
             )
         v = np.asarray(v.toarray() if sp.issparse(v) else v, dtype=float).reshape(())
+    if kind != "scalar" and 0 in tuple(v.shape):
+        raise DataError(
+            f"{who}{origin} holds no values (shape {_fmt_shape(tuple(v.shape))})",
+            span,
+            "a model needs data with at least one row and one column",
+        )
     _check_finite(v, who, origin, span, lines)
     if kind == "labels":
         check_labels(np.asarray(v), name, origin, span)
@@ -122,9 +126,9 @@ def check_labels(y: np.ndarray, name: str | None, origin: str, span: Span | None
     vals = np.unique(y)
     if np.all(np.isin(vals, (-1.0, 1.0))):
         return
-    shown = ", ".join(_fmt_num(x) for x in vals[:8]) + (", ..." if len(vals) > 8 else "")
+    shown = ", ".join(fmt_number(x) for x in vals[:8]) + (", ..." if len(vals) > 8 else "")
     if len(vals) == 2:
-        hint = f"recode them in the data line: map {{{_fmt_num(vals[0])}: -1, {_fmt_num(vals[1])}: 1}}"
+        hint = f"recode them in the data line: map {{{fmt_number(vals[0])}: -1, {fmt_number(vals[1])}: 1}}"
     elif len(vals) == 1:
         hint = "a label vector needs the values -1 and +1; check that the right file or column is used"
     else:

@@ -112,9 +112,9 @@ class ActiveSet:
         sps = lp.sparsity
         self.C = sps.coords if sps is not None else np.arange(lp.n)
         self.F = sps.free if sps is not None else np.empty(0, dtype=np.int64)
-        # the incremental factorization and the batched scoring ignore bounds: with a box, every
-        # value is an exact bounded restricted solve instead
-        self.bounded = lp.box is not None
+        # the incremental factorization and the batched scoring ignore bounds and linear constraints:
+        # with either, every value is an exact restricted solve that keeps them instead
+        self.bounded = lp.box is not None or lp.linear is not None
         quad = self.method == "lstsq" and lp.design is not None and not self.bounded
         # gram=True (a search that moves and reads gradients, never scores): solves from the cached
         # columns of the constant Hessian, no pass over the data

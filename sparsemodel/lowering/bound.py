@@ -57,7 +57,29 @@ on C with L the Gram of the loss part. With mu <= lambda_min(L) (n > p makes it 
 x'Lx = x'(L - mu I)x + mu ||x||^2: the quadratic part stays convex and the ridge grows to
 r_j + 2 mu, so a bound exists without a ridge and is much tighter with a small one. Then G is the
 quadratic itself (A = I): theta = v = 2(L - mu I)x - 2h and G*(v) = v'x - G(x). mu is taken a
-relative 1e-6 under the computed eigenvalue, so rounding cannot make L - mu I indefinite.
+relative 1e-6 under the computed eigenvalue, so rounding cannot make L - mu I indefinite. A box on
+C stays (the scores are -h_j(v_j) with r_j + 2 mu); the free coordinates must be unbounded.
+
+**Linear constraints** (``A_e x = b_e``, ``A_i x <= b_i``; ``lp.linear``). They stay in the
+relaxation: it minimizes over x in the polyhedron as well, which is still a convex problem in
+(x, z) (the box scaled by z is linear in (x, z)), and every feasible point still keeps its
+objective. In the dual they get multipliers mu (free) and nu >= 0 (Lagrange): for any theta, mu and
+nu >= 0, the relaxed minimum is at least the same minimum with mu'(A_e x - b_e) + nu'(A_i x - b_i)
+added and the rows dropped, so
+
+    v = A'theta + lin + A_e'mu + A_i'nu,    lb(theta, mu, nu) = lb(theta) with v, - mu'b_e - nu'b_i,
+
+the same separable formula (weak duality again: every mu, nu >= 0 gives a valid bound). The
+multipliers are the KKT multipliers of the relaxation at x (``Relaxation.multipliers``: least
+squares on the stationarity of the coordinates strictly inside their scaled box over the equalities
+and the active inequalities, nu then clipped at 0), so the bound equals the relaxation's value at
+its minimizer. x(z) minimizes the relaxation at z with the rows kept (an active-set QP in the
+shifted form, sequential QP otherwise), and a node none of whose points satisfies the rows (HiGHS's
+verdict of infeasibility on the polyhedron with the units fixed out at zero) is closed with bound
++inf. The rows also bound single coordinates (``LinearSet.implied_bounds``: sum(w) == 1 with
+w >= 0 gives w <= 1), a valid big-M box where the model wrote none (kept holding 0, so every score
+stays >= 0). The shifted form below applies when the rows read no free coordinate (the free ones
+are eliminated); its box may bound C.
 
 **Nodes (solvers/bnb.py).** Units fixed in (z_u = 1) contribute their whole -s_u, units fixed out
 nothing, and the undecided ones their k - |in| largest scores: the same formula, one theta.
@@ -75,6 +97,7 @@ import scipy.sparse as sp
 from ..errors import ModelError, NoBoundError
 from ..numerics.lstsq import lstsq
 from ..numerics.newton import newton
+from ..numerics.qp import Polyhedron, constrained_newton, dense_design, infeasible, solve_qp
 from ..numerics.smooth import box_newton
 
 if TYPE_CHECKING:
@@ -139,6 +162,7 @@ class Anchor:
     v: np.ndarray
     x: np.ndarray
     thetas: list[np.ndarray] | None = None  # theta per loss term (None in the shifted form)
+    rows_base: float = 0.0  # -(mu'b + nu'h): the linear constraints' multipliers' part of ``base``
 
 
 @dataclass
@@ -199,9 +223,20 @@ class Relaxation:
         self.r = r
         self.lo = lp.box.lo.copy() if lp.box is not None else np.full(n, -np.inf)
         self.hi = lp.box.hi.copy() if lp.box is not None else np.full(n, np.inf)
+        # linear constraints A x = b, G x <= h over the flat coordinates: kept by multipliers (the
+        # module docstring), and the bounds they imply on single coordinates (w <= 1 on the simplex)
+        self.rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        lin = lp.linear
+        if lin is not None:
+            Aeq = np.zeros((len(lin.b), n))
+            Aeq[:, lin.cols] = lin.A
+            Gin = np.zeros((len(lin.h), n))
+            Gin[:, lin.cols] = lin.G
+            self.rows = (Aeq, lin.b.copy(), Gin, lin.h.copy())
+            self.lo, self.hi = lin.implied_bounds(self.lo, self.hi)
         self.quad: dict[str, Any] | None = None
         self.shift = 0.0
-        if shift and d.least_squares and lp.box is None and n <= QUAD_LIMIT:
+        if shift and shift_pays(lp):
             self._quadratic()
         if self.quad is None:
             for i in self.loss:
@@ -264,6 +299,10 @@ class Relaxation:
             return  # no shift and no ridge: the plain form says why there is no bound
         self.shift = mu
         self.quad = {"S": S, "P": L - mu * np.eye(len(C)), "h": hC, "c": c, "r": rq, "lam_min": lam}
+        if self.rows is not None:  # in C's coordinates (shift_pays: the rows read no free coordinate)
+            self.rows = (self.rows[0][:, C], self.rows[1], self.rows[2][:, C], self.rows[3])
+        # without rows or a box, x(z) is one linear solve and a support's optimum a closed form
+        self.quad["direct"] = self.rows is None and not (np.isfinite(self.lo[C]).any() or np.isfinite(self.hi[C]).any())
 
     @property
     def shifted(self) -> bool:
@@ -283,27 +322,51 @@ class Relaxation:
             parts.append(f"the Gram's smallest eigenvalue {self.quad['lam_min']:.4g} moved into the perspective")
         if len(self.E):
             parts.append(f"{len(self.E)} free coordinate(s) held at their dual condition")
+        if self.rows is not None:
+            ne, ni = len(self.rows[1]), len(self.rows[3])
+            parts.append(
+                "the linear constraints kept by multipliers ("
+                + " and ".join(
+                    t
+                    for t in (
+                        f"{ne} equalit{'y' if ne == 1 else 'ies'}" if ne else "",
+                        f"{ni} inequalit{'y' if ni == 1 else 'ies'}" if ni else "",
+                    )
+                    if t
+                )
+                + ")"
+            )
         return "perspective relaxation (" + ", ".join(parts) + ")" if parts else "perspective relaxation"
 
     # ------------------------------------------------------------------ dual points
-    def anchor(self, x: np.ndarray) -> Anchor:
-        """The dual point theta = grad G at x (a flat point; in the shifted form its C part)."""
+    def anchor(self, x: np.ndarray, z: np.ndarray | None = None) -> Anchor:
+        """The dual point theta = grad G at x (a flat point; in the shifted form its C part), with
+        the multipliers of the linear constraints at x (:meth:`multipliers`; z: the unit weights x
+        minimizes the relaxation at, default its support's indicator)."""
         if self.quad is not None:
             q = self.quad
             xc = x[self.C] if len(x) == self.n else x
             Px = q["P"] @ xc
-            return Anchor(q["c"] - float(xc @ Px), 2.0 * (Px - q["h"]), xc)
+            v = 2.0 * (Px - q["h"])
+            base = q["c"] - float(xc @ Px)
+            rows_base = 0.0
+            if self.rows is not None:
+                v, rows_base = self.multipliers(xc, v, z)
+            return Anchor(base + rows_base, v, xc, rows_base=rows_base)
         d = self.design
         v = d.lin.copy()
         zs, thetas = [], []
         for i in self.loss:
             t = d.terms[i]
-            z = t.map.value(x)
-            d1 = t.derivs(z, 1)[1]
-            th = t.coef * np.asarray(d1, dtype=float).reshape(z.shape)
+            zt = t.map.value(x)
+            d1 = t.derivs(zt, 1)[1]
+            th = t.coef * np.asarray(d1, dtype=float).reshape(zt.shape)
             v += t.map.vjp(th)
-            zs.append(z)
+            zs.append(zt)
             thetas.append(th)
+        rows_base = 0.0
+        if self.rows is not None:
+            v, rows_base = self.multipliers(x, v, z)
         corrected = False
         if len(self.E) and np.any(v[self.E] != 0):
             v, thetas = self._correct_free(x, v, zs, thetas)
@@ -320,7 +383,46 @@ class Relaxation:
                     )
                 conj = np.where(np.isfinite(conj), conj, self._fenchel_young(t, z, th))
             base += float(th.reshape(-1) @ np.asarray(t.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
-        return Anchor(base, v, x, thetas)
+        return Anchor(base + rows_base, v, x, thetas, rows_base)
+
+    def multipliers(self, x: np.ndarray, v: np.ndarray, z: np.ndarray | None) -> tuple[np.ndarray, float]:
+        """v + A'mu + G'nu and -(mu'b + nu'h): the linear constraints' multipliers added to the dual
+        point (``x`` and ``v`` in the relaxation's coordinates: every coordinate, C in the shifted
+        form). Any mu and any nu >= 0 give a valid bound (weak duality); these are the KKT
+        multipliers of the relaxation at x, which make the bound equal to its value when x is
+        the relaxation's minimizer: least squares on the stationarity of the coordinates strictly
+        inside their (scaled) box, v_j + r_j x_j / z_j + (A'mu + G'nu)_j = 0, over every equality and
+        the inequalities active at x, the inequalities' multipliers then clipped at 0."""
+        Aeq, beq, Gin, hin = self.rows
+        shifted = self.quad is not None
+        cols = self.C if shifted else np.arange(self.n)
+        r = self.quad["r"] if shifted else self.r
+        lo, hi = self.lo[cols], self.hi[cols]
+        zc = np.ones(len(cols))
+        units = self.units
+        pos_c = np.arange(len(self.C)) if shifted else self.C
+        if z is None:
+            zu = self.support_weights(x)
+        else:
+            zu = np.asarray(z, dtype=float)
+        zc[pos_c] = zu[units.unit_of]
+        on = zc > 0
+        scale = 1e-9 * (1.0 + float(np.max(np.abs(x), initial=0.0)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grad = v + np.where(on, r * x / np.where(on, zc, 1.0), 0.0)
+            inside = on & (x > zc * lo + scale) & (x < zc * hi - scale)
+        slack = hin - Gin @ x
+        active = slack <= 1e-8 * (1.0 + np.abs(hin) + np.abs(Gin) @ np.abs(x))
+        R = np.vstack([Aeq, Gin[active]])
+        if len(R) == 0 or not inside.any():
+            return v, 0.0
+        lam = np.linalg.lstsq(R[:, inside].T, -grad[inside], rcond=None)[0]
+        mu = lam[: len(beq)]
+        nu = np.zeros(len(hin))
+        nu[active] = np.maximum(lam[len(beq) :], 0.0)
+        if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(nu))):
+            return v, 0.0
+        return v + Aeq.T @ mu + Gin.T @ nu, -float(mu @ beq) - float(nu @ hin)
 
     def scaled(self, a: Anchor, t: float) -> Anchor:
         """The dual point t theta (0 <= t <= 1) of the anchor ``a``: v = t A'theta + lin, and
@@ -332,7 +434,8 @@ class Relaxation:
             term = d.terms[i]
             conj = np.asarray(term.conjugate(t * th.reshape(-1)), dtype=float)
             base += t * float(th.reshape(-1) @ np.asarray(term.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
-        return Anchor(base, t * (a.v - d.lin) + d.lin, a.x, a.thetas)
+        base += t * a.rows_base  # (mu, nu scaled with theta: v's part A'mu + G'nu is scaled below)
+        return Anchor(base, t * (a.v - d.lin) + d.lin, a.x, a.thetas, t * a.rows_base)
 
     @staticmethod
     def _fenchel_young(t: Any, z: np.ndarray, th: np.ndarray) -> np.ndarray:
@@ -380,10 +483,12 @@ class Relaxation:
     # ------------------------------------------------------------------ bounds
     def coordinate_scores(self, v: np.ndarray) -> np.ndarray:
         """-h_j(v_j) on C (>= 0), in the order of C."""
+        C = self.C
         if self.quad is not None:
             r = self.quad["r"]
-            return 0.5 * v * v / r
-        C = self.C
+            if self.quad["direct"]:
+                return 0.5 * v * v / r
+            return -h_values(v, r, self.lo[C], self.hi[C])
         return -h_values(v[C], self.r[C], self.lo[C], self.hi[C])
 
     def free_part(self, v: np.ndarray) -> float:
@@ -413,7 +518,7 @@ class Relaxation:
                 top = und
             else:
                 top = und[np.argpartition(-su, m - 1)[:m]]
-            val -= float(np.sum(S[top]))
+            val -= float(np.sum(np.maximum(S[top], 0.0)))  # (scores are >= 0 while the box holds 0)
         if not np.isfinite(val):
             val = -np.inf
         return NodeBound(val, S, top, a)
@@ -464,9 +569,17 @@ class Relaxation:
         if self.quad is not None:
             q = self.quad
             xc = np.zeros(len(self.C))
-            if len(pos):
+            if len(pos) and q["direct"]:
                 M = q["P"][np.ix_(pos, pos)] + np.diag(0.5 * q["r"][pos] / zc)
                 xc[pos] = spd_solve(M, q["h"][pos])
+            elif len(pos) or self.rows is not None:  # the rows and the box (scaled by z) kept: a QP
+                M = 2.0 * q["P"][np.ix_(pos, pos)] + np.diag(q["r"][pos] / zc)
+                P = self._polyhedron(pos, self.C[pos], zc)
+                x0c = x0[self.C][pos] if x0 is not None and len(x0) == self.n else None
+                res = solve_qp(M, -2.0 * q["h"][pos], P, x0=x0c)
+                if res.x is None:
+                    return None
+                xc[pos] = res.x
             return xc
         d, lp = self.design, self.lp
         cols_c = self.C[pos]
@@ -479,6 +592,14 @@ class Relaxation:
         ridge = extra if extra.any() else None
         rd = d.reduced(cols)
         u0 = x0[cols] if x0 is not None else np.zeros(len(cols))
+        if self.rows is not None and dense_design(rd):  # the rows kept: SQP (any x(z) gives a valid bound)
+            Aeq, beq, Gin, hin = self.rows
+            res = constrained_newton(rd, u0, Polyhedron(len(cols), Aeq[:, cols], beq, Gin[:, cols], hin, lo, hi), ridge)
+            if res.u is None:
+                return None
+            x = np.zeros(self.n)
+            x[cols] = res.u
+            return x
         if np.isfinite(lo).any() or np.isfinite(hi).any():
             u = box_newton(rd, np.clip(u0, lo, hi), lo, hi, ridge=ridge, tol=PHI_TOL).u
         elif d.least_squares:
@@ -490,6 +611,15 @@ class Relaxation:
         x = np.zeros(self.n)
         x[cols] = u
         return x
+
+    def _polyhedron(self, pos: np.ndarray, cols: np.ndarray, zc: np.ndarray) -> Polyhedron:
+        """The shifted form's feasible set of x(z) on the positions ``pos`` of C: the rows there (every
+        other coordinate at zero) and the box scaled by z."""
+        lo, hi = self.lo[cols] * zc, self.hi[cols] * zc
+        if self.rows is None:
+            return Polyhedron(len(pos), lo=lo, hi=hi)
+        Aeq, beq, Gin, hin = self.rows
+        return Polyhedron(len(pos), Aeq[:, pos], beq, Gin[:, pos], hin, lo, hi)
 
     def node_weights(
         self, z: np.ndarray, fixed_in: np.ndarray, fixed_out: np.ndarray, k: int | None = None
@@ -542,9 +672,17 @@ class Relaxation:
         if z is None:
             z = self.support_weights(x)
         z = self.node_weights(z, fin, fout, k)
+        za = z
         if x is None or not np.array_equal(z, self.support_weights(x)):
             x = self.phi_point(z, x if x is not None and len(x) == self.n else None)
-        cur = self.node_bound(self.anchor(x), fin, fout, k)
+        if x is None:  # linear constraints that no point on z's units satisfies: every unit not fixed out
+            za = (~fout).astype(float)
+            x = self.phi_point(za)
+            if x is None:
+                if self.rows is not None and self._empty(fout):  # no feasible point in the node at all
+                    return NodeBound(np.inf, np.zeros(nu), np.empty(0, dtype=np.int64), seed or self._nowhere()), z
+                return (seeded or NodeBound(-np.inf, np.zeros(nu), np.empty(0, dtype=np.int64), self._nowhere())), z
+        cur = self.node_bound(self.anchor(x, za), fin, fout, k)
         best, zbest = cur, z  # the best of the steps (its z is where a child starts)
         xk = x
         for t in range(1 + warm, iters + 1 + warm):
@@ -558,12 +696,31 @@ class Relaxation:
             gamma = 2.0 / (t + 2.0)
             z = (1 - gamma) * z + gamma * vertex
             xk = self.phi_point(z, xk if len(xk) == self.n else None)
-            cur = self.node_bound(self.anchor(xk), fin, fout, k)
+            if xk is None:  # (the box scaled by z left the rows no point)
+                break
+            cur = self.node_bound(self.anchor(xk, z), fin, fout, k)
             if cur.value > best.value:
                 best, zbest = cur, z
         if seeded is not None and seeded.value > best.value:
             best = seeded
         return best, zbest
+
+    def _empty(self, fout: np.ndarray) -> bool:
+        """Whether the linear constraints and the box have no point with the units ``fout`` at zero
+        (a node of bnb with no feasible point; HiGHS's verdict of infeasibility, not a tolerance)."""
+        keep = np.setdiff1d(np.arange(self.n), self.C[self.units.positions(np.flatnonzero(fout))])
+        Aeq, beq, Gin, hin = self.rows
+        if self.quad is not None:  # (rows in C's coordinates; the free ones are eliminated)
+            keep = np.flatnonzero(~np.isin(np.arange(len(self.C)), self.units.positions(np.flatnonzero(fout))))
+            lo, hi = self.lo[self.C][keep], self.hi[self.C][keep]
+        else:
+            lo, hi = self.lo[keep], self.hi[keep]
+        return infeasible(Polyhedron(len(keep), Aeq[:, keep], beq, Gin[:, keep], hin, lo, hi))
+
+    def _nowhere(self) -> Anchor:
+        """A dual point that proves nothing (the bound -inf): where no x(z) was found."""
+        size = len(self.C) if self.quad is not None else self.n
+        return Anchor(-np.inf, np.zeros(size), np.zeros(size))
 
 
 def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:
@@ -593,10 +750,19 @@ def _rebudget(rel: Relaxation, lp: LoweredProblem) -> Relaxation:
 
 
 def shift_pays(lp: LoweredProblem) -> bool:
-    """Whether the shifted least-squares form applies (least squares, no box, a Gram of C that
-    fits): the tight bound and bnb use it."""
+    """Whether the shifted least-squares form applies (least squares, a Gram of C that fits, and the
+    free coordinates eliminable: no bound on them and no linear constraint that reads them; a box
+    and linear constraints on C stay in the relaxation): the tight bound and bnb use it."""
     d = lp.design
-    return d is not None and d.least_squares and lp.box is None and lp.n <= QUAD_LIMIT
+    if d is None or not d.least_squares or lp.n > QUAD_LIMIT or lp.set is None or not lp.set.thresholds:
+        return False
+    try:
+        F = lp.set.bound_units().free
+    except NoBoundError:
+        return False
+    if lp.box is not None and (np.isfinite(lp.box.lo[F]).any() or np.isfinite(lp.box.hi[F]).any()):
+        return False
+    return lp.linear is None or not lp.linear.touches(F)
 
 
 def lower_bound(lp: LoweredProblem, x: np.ndarray, mode: str = "fast") -> BoundReport:

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from ..numerics.smooth import power_method
 
+MAX_MOVE = 1e6  # a step 1/M from safe_curvature moves x by at most this many times max(1, ||x||)
 WHOLE_COLUMNS_LIMIT = 4_000_000  # entries of J[:, C] a whole-vector loss's exact mean curvature may form
 HESSIAN_CACHE_LIMIT = 50_000_000  # entries of cached columns of a constant Hessian (400 MB)
 
@@ -54,12 +55,41 @@ class StepConstants:
         starts = [np.ones(self.n), rng.standard_normal(self.n)]
         return power_method(hv, self.truncation(s), starts, iters=iters)
 
+    def safe_curvature(self, estimate: float, x: np.ndarray, g: np.ndarray | None = None) -> float:
+        """A positive, finite curvature M for a step 1/M at x (gradient g: the solver's, else one
+        computed here and not counted, like the estimate's Hessian products) from an estimate of it
+        (:meth:`mean_curvature`, :meth:`smoothness`): |estimate|, and at least
+        ||g|| / (MAX_MOVE max(1, ||x||)), so that the gradient step moves x by at most MAX_MOVE
+        times its size.
+
+        An estimate is a number computed in floating point, not a verdict on the loss: on a convex
+        loss a negative one is rounding around a curvature of ~0 (a near-separable fit, where the
+        loss is flat to working precision; a Cox grid search met -3.6e-07), and zero, tiny or not
+        finite leaves no step; on a nonconvex custom loss a negative one is the curvature's sign,
+        and its magnitude is what a step needs (the Lipschitz constant of the gradient). The floor
+        is the safe bound where the estimate says nothing: the solvers' backtracking then halves
+        the step until f decreases (about 20 halvings at most from the cap to a step that moves x by
+        its own size). 1 at a stationary point with no estimate: any step stays put."""
+        if g is None:
+            g = self.oracle.peek_grad(x)
+        gn = float(np.linalg.norm(g))
+        floor = gn / (MAX_MOVE * max(1.0, float(np.linalg.norm(x)))) if np.isfinite(gn) else 0.0
+        M = abs(float(estimate)) if np.isfinite(estimate) else 0.0
+        M = max(M, floor)
+        return M if M > 0 and np.isfinite(M) else 1.0
+
     def mean_curvature(self, probes: int = 8, x: np.ndarray | None = None, seed: int = 0) -> float:
-        """Average diagonal of the Hessian at x (default: the zero point) over the constrained
-        coordinates: exact from the design's stored columns (any elementwise loss, built-in or
-        ``func``, and the row-wise softmax), else Hutchinson's trace estimator with Rademacher
-        probes of the Hessian at x. 1 / this is the unit step of HTP for normalized columns
-        (Foucart 2011).
+        """Average magnitude of the Hessian's diagonal at x (default: the zero point) over the
+        constrained coordinates: exact from the design's stored columns (any elementwise loss,
+        built-in or ``func``, and the row-wise softmax), else Hutchinson's trace estimator with
+        Rademacher probes of the Hessian at x. 1 / this is the unit step of HTP for normalized
+        columns (Foucart 2011).
+
+        For a convex loss this is the mean diagonal. For a nonconvex one (a ``custom_loss``) it
+        is a magnitude, never a signed sum whose terms cancel: elementwise terms add |c phi''|
+        (J' diag(|c phi''|) J bounds the Hessian from above and below), whole-vector terms the
+        |diagonal entries|, Hutchinson's probes |z'Hz|. It may still come out 0 where the loss is
+        flat; :meth:`safe_curvature` turns it into a step.
 
         No global curvature bound enters: the design knows one only for built-in atoms, so using it
         would give one function spelled two ways (``logistic(-z)`` and ``func phi(z) = log(1 +
@@ -83,7 +113,7 @@ class StepConstants:
             for _ in range(probes):
                 z = np.zeros(self.n)
                 z[C] = rng.choice((-1.0, 1.0), size=len(C))
-                acc += float(z @ hv(z))
+                acc += abs(float(z @ hv(z)))
             total += acc / (probes * len(C))
         return total
 
@@ -107,9 +137,9 @@ class StepConstants:
         return pf.scale * total / (p * (p - 1))
 
     def _mean_curvature_exact(self, C: np.ndarray, x: np.ndarray) -> float | None:
-        """mean_j diag(H(x))_j over C from the design's columns, in O(rows) per call: for an
-        elementwise term c sum_r w_r phi''(z_r) R_r with R_r = sum_{j in C} J[r, j]^2 (computed once);
-        for the row-wise softmax c sum_i tr(H_i G_i) with H_i the row's loss Hessian (the atom's)
+        """mean_j |diag(H(x))_j| over C from the design's columns, in O(rows) per call: for an
+        elementwise term sum_r |c w_r phi''(z_r)| R_r with R_r = sum_{j in C} J[r, j]^2 (computed once);
+        for a whole-vector term sum_j |(J_C' H J_C)_jj|; for the row-wise softmax c sum_i tr(H_i G_i) with H_i the row's loss Hessian (the atom's)
         and G_i the Gram matrix of the rows (i, .) of J[:, C] (computed once; a streamed pass over
         the columns when the Jacobian is not kept). None when a row-wise term's Jacobian is not kept."""
         d = self.design
@@ -126,7 +156,7 @@ class StepConstants:
                 JC = stored[0][:, C] if stored is not None else d.term_columns(i, C)
                 JC = JC.toarray() if sp.issparse(JC) else np.asarray(JC, dtype=float)
                 z = t.map.value(x)
-                total += t.coef * float(np.sum(JC * t.hessian_apply(z, JC)))
+                total += abs(t.coef) * float(np.abs(np.sum(JC * t.hessian_apply(z, JC), axis=0)).sum())
                 continue
             if ck not in self._rowsq_cache:
                 stored = self.stored_columns(i)
@@ -149,9 +179,9 @@ class StepConstants:
             if t.rowwise:  # sum_i tr(H_i G_i), H_i the row's loss Hessian (weights in)
                 m = t.map.shape[1]
                 HG = t.hessian_apply(z, G.reshape(-1, m)).reshape(G.shape)
-                total += t.coef * float(np.einsum("iaa->", HG))
+                total += abs(t.coef * float(np.einsum("iaa->", HG)))
             else:
-                total += t.coef * float(t.derivs(z, 2)[2] @ R)
+                total += float(np.abs(t.coef * t.derivs(z, 2)[2]) @ R)
         return total / len(C)
 
     def stored_columns(self, i: int) -> tuple[Any, Any] | None:

@@ -55,14 +55,30 @@ def _user(node: UserFunc, args: list[Any]) -> Any:
 
 
 def _cox(node: A.cox, args: list[Any]) -> Any:
-    """sum over the events i of log_sum_exp(z over the risk set of time_i) - z_i (Breslow ties):
-    one log_sum_exp per event (O(n^2) entries in all, for the reference solves on small problems)."""
+    """sum over the tie groups k and their terms l of wbar_k log_sum_exp(z_j + log(c_klj w_j) over
+    the risk set), less sum over the events of w_i z_i (``cox``'s docstring: c = 1, or 1 - l/d_k on
+    the group's events for Efron's ties): one log_sum_exp per event (O(n^2) entries in all, for the
+    reference solves on small problems)."""
     cp = _cp()
     time = np.ravel(dense(args[1]))
-    event = np.ravel(dense(args[2]))
+    event = np.ravel(dense(args[2])) > 0
+    w = np.ravel(dense(args[3])) if len(args) > 3 else np.ones(len(time))
     z = args[0]
-    parts = [cp.log_sum_exp(z[np.flatnonzero(time >= time[i])]) - z[i] for i in np.flatnonzero(event > 0)]
-    return cp.sum(cp.hstack(parts)) if parts else cp.Constant(0.0)
+    parts = []
+    for t in np.unique(time[event]):
+        D = (time == t) & event
+        d, W = int(D.sum()), float(w[D].sum())
+        if W <= 0:
+            continue
+        R = np.flatnonzero((time >= t) & (w > 0))
+        for l in range(d):
+            a = l / d if node.ties == "efron" else 0.0
+            c = 1.0 - a * D[R]
+            parts.append((W / d) * cp.log_sum_exp(z[R] + np.log(c * w[R])))
+    if not parts:
+        return cp.Constant(0.0)
+    ev = np.flatnonzero(event & (w > 0))
+    return cp.sum(cp.hstack(parts)) - w[ev] @ z[ev]
 
 
 def _ordinal(node: A.ordinal, args: list[Any]) -> Any:
@@ -126,6 +142,20 @@ def canon(node: Expr) -> Callable[[Any, list[Any]], Any]:
         "need one; the hard-thresholding and greedy solvers (auto, grahtp, fgrahtp, iht, omp, ompr, els, grasp, "
         "foba, arht) do not",
     )
+
+
+def missing_counterpart(e: Expr) -> ModelError | None:
+    """The error :func:`canon` raises for the first node of ``e`` without a cvxpy counterpart (a
+    ``custom_loss``), or None: what the cvxpy paths (the relaxations, ``restricted='cvxpy'``) need,
+    found by walking the tree without importing cvxpy."""
+    for node in e.walk():
+        if node.is_constant() or isinstance(node, Variable):
+            continue
+        try:
+            canon(node)
+        except ModelError as exc:
+            return exc
+    return None
 
 
 def lower_expr(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ConstraintError, SolverError
+from ..errors import ConstraintError, ModelError, SolverError
 from ..model.forms import sparse_pca
 from ..objective.design import Design
 from ..objective.evaluator import Evaluator, Layout
@@ -164,6 +164,14 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSol
         return self.layout.unpack(x)
 
     # ------------------------------------------------------------------ relaxations
+    def cvxpy_missing(self) -> ModelError | None:
+        """Why the objective cannot be written in cvxpy (a node without a counterpart, located), or
+        None: what a solver whose default path is cvxpy (tv, or a relaxation without a composite
+        form) must know before it is listed as one that runs."""
+        from .cvxpy_lower import missing_counterpart
+
+        return missing_counterpart(self.objective)
+
     def relaxation(self, kind: str, solver: str = "auto", eigbox: bool = True) -> Any:
         """The convex relaxation ``kind`` ('l1', 'nuclear', 'glasso', 'tv', 'dspca') of this problem, built in cvxpy
         (:mod:`sparsemodel.lowering.relax`); ``solve(lam)`` returns the flat x. ``eigbox=False``

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SolverError
+from ..errors import SolverError, UnboundedError
 from ..numerics.logdet import admm_logdet, covsel, logdet_box_newton, shift_into_box, support_prox
 
 BOX_NEWTON_MIN, BOX_NEWTON_RATIO = 300, 6  # (13) by barrier Newton for supports of at most max(300, 6 p) entries
@@ -77,6 +77,8 @@ class PrecisionSolves:
         x = np.zeros(self.n)
         if not mask[np.diag_indices(p)].all():  # a zero diagonal entry: no positive definite matrix
             return x, np.inf, 0, False, method
+        if beta == np.inf:
+            _refuse_singular_clique(pf.S, mask)
         O = covsel_start = None
         if method == "cvxpy":
             from .cvxpy_lower import precision_cvxpy
@@ -94,7 +96,7 @@ class PrecisionSolves:
                 if cs.converged:
                     self._admm_warm["W"] = cs.W
                 self.oracle.charge(eigs=1)
-                if cs.converged:
+                if cs.converged and np.all(np.isfinite(cs.Theta)):
                     lam = np.linalg.eigvalsh(cs.Theta)
                     slack = 1e-9 * max(1.0, abs(alpha), abs(lam[-1]))
                     if lam[0] >= alpha - slack and lam[-1] <= beta + slack and lam[0] > 0:
@@ -191,3 +193,32 @@ class PrecisionSolves:
         out = x.copy()
         out[W] = cs.Theta.ravel()
         return out if self.oracle.peek(out) <= self.oracle.peek(x) + 1e-12 * max(1.0, abs(self.oracle.peek(x))) else x
+
+
+def _refuse_singular_clique(S: np.ndarray, mask: np.ndarray) -> None:
+    """An UnboundedError when S is singular on a vertex or an edge of the graph ``mask`` (S_ii = 0,
+    or S_ii S_jj = S_ij^2 for an edge ij, to rounding: two variables of the data that are equal or
+    proportional): -logdet(O) + tr(S O) then decreases without bound along O + t v v' with v in the
+    null space of that submatrix (v v' lies in the graph), so the graph's maximum-likelihood
+    estimate does not exist unless an upper eigenvalue bound holds O back."""
+    d = np.diag(S)
+    hint = (
+        "bound the eigenvalues (alpha <= eig(O) <= beta), or drop one of two variables that are equal or proportional"
+    )
+    zero = np.flatnonzero(d <= 1e-12 * max(1.0, float(np.abs(d).max())))
+    if zero.size:
+        raise UnboundedError(
+            f"the objective has no minimum: S[{zero[0]}, {zero[0]}] = 0 (a variable without variance), so "
+            f"-logdet(O) + trace(S @ O) decreases without bound as O[{zero[0]}, {zero[0]}] grows",
+            hint=hint,
+        )
+    i, j = np.nonzero(np.triu(mask, 1))
+    bad = np.flatnonzero(d[i] * d[j] - S[i, j] ** 2 <= 1e-12 * d[i] * d[j])
+    if bad.size:
+        a, b = int(i[bad[0]]), int(j[bad[0]])
+        raise UnboundedError(
+            f"the objective has no minimum on a graph with the edge ({a}, {b}): S is singular on the pair "
+            f"(variables {a} and {b} are perfectly correlated), so -logdet(O) + trace(S @ O) decreases without bound "
+            "along that pair",
+            hint=hint,
+        )

@@ -311,6 +311,13 @@ def _normalize_key(key: Any, shape: Shape, base: Expr, span: Span | None) -> tup
     out = []
     for k, d in zip(key, shape):
         if isinstance(k, slice):
+            parts = (k.start, k.stop, k.step)
+            if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))) for v in parts):
+                raise ShapeError(f"the slice {_fmt_key((k,))} of {base} has a part that is not an integer", span)
+            if k.step == 0:
+                raise ShapeError(
+                    f"the slice {_fmt_key((k,))} of {base} has step 0", span, "a step is a nonzero integer"
+                )
             out.append(k)
         elif isinstance(k, (int, np.integer)):
             if not -d <= int(k) < d:

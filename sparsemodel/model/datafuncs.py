@@ -130,7 +130,7 @@ def eye(n: Any, span: Span | None = None) -> Data:
 
 def _positive_int(n: Any, fname: str, span: Span | None) -> int:
     v, s = _data_arg(n, fname, span)
-    if np.ndim(v) != 0 or float(v) != int(v) or int(v) <= 0:
+    if np.ndim(v) != 0 or not np.isfinite(float(v)) or float(v) != int(v) or int(v) <= 0:
         raise ModelError(f"{fname}() needs a positive integer; got {s}", span)
     return int(v)
 

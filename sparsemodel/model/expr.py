@@ -24,16 +24,63 @@ def _operand(e: Expr, prec: int) -> str:
 
 
 def broadcast_shapes(a: Shape, b: Shape, op: str, left: Expr, right: Expr, span: Span | None) -> Shape:
+    prec = 10 if op in "+-" else 20
+    text = f"{_operand(left, prec)} {op} {_operand(right, prec + 1)}"
     try:
-        return tuple(np.broadcast_shapes(a, b))
+        shape = tuple(np.broadcast_shapes(a, b))
     except ValueError:
-        prec = 10 if op in "+-" else 20
         raise ShapeError(
-            f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast in "
-            f"{_operand(left, prec)} {op} {_operand(right, prec + 1)}",
+            f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast in {text}",
             span,
             "elementwise operators follow NumPy broadcasting: trailing dimensions must match or be 1",
         ) from None
+    refuse_vector_meets_line(left, right, text, span)
+    return shape
+
+
+def refuse_vector_meets_line(left: Expr, right: Expr, text: str, span: Span | None) -> None:
+    """Refuse an elementwise combination of a vector (1-D, more than one entry) with a matrix of
+    one row or one column (shape (m, 1), (1, m) or (1, 1)).
+
+    NumPy broadcasting reads the vector as a row, so against a column ``y`` of shape (n, 1) the
+    residual ``X @ w - y`` becomes the (n, n) matrix of every difference, and against a row the
+    vector becomes a 1 x n matrix: either way a vector was meant and a matrix is made, which later
+    stages either misread or cannot lower. Matrices with more than one row and column still take a
+    vector as a row (``X - mu``: centering), and two matrices broadcast freely (a column times a row
+    is the outer product). A :class:`ShapeError` naming both shapes and the fix otherwise."""
+    vec, line = (left, right) if _is_line(right.shape) else (right, left)
+    if not (_is_line(line.shape) and len(vec.shape) == 1 and vec.shape[0] > 1):
+        return
+    m = line.shape
+    if m == (1, 1):
+        what, fix, kind = "a 1 x 1 matrix", f"{_operand(line, 90)}[0, 0]", "scalar"
+    elif m[1] == 1:
+        what, fix, kind = "a column", f"{_operand(line, 90)}[:, 0]", "vector"
+    else:
+        what, fix, kind = "a row", f"{_operand(line, 90)}[0, :]", "vector"
+    made = fmt_shape(tuple(np.broadcast_shapes(vec.shape, m)))
+    numpy = "float(y)" if kind == "scalar" else "y[:, 0] or y.ravel()" if what == "a column" else "y[0, :] or y.ravel()"
+    if isinstance(line, Data) and not line.name:  # an array handed to the Python builder
+        hint = f"give it as a {kind} ({numpy} in NumPy)"
+    else:
+        hint = f"take it as a {kind}: {fix}"
+        if isinstance(line, Data) and line.span is not None:  # declared in a model file
+            hint += f", or declare it data {line.name} : {kind} (a file of one {'value' if kind == 'scalar' else 'column or row'} reads as a {kind})"
+    if what == "a column" and span is None:
+        hint += (
+            "; to pair every entry of a column with every entry of a vector on purpose, give the vector as a row matrix"
+        )
+    raise ShapeError(
+        f"{text} combines the vector {vec} of shape {fmt_shape(vec.shape)} with {what} {line} of shape "
+        f"{fmt_shape(m)}: NumPy broadcasting would make a {made} matrix where a vector was meant",
+        span,
+        hint,
+    )
+
+
+def _is_line(shape: Shape) -> bool:
+    """A matrix of one row or one column."""
+    return len(shape) == 2 and 1 in shape
 
 
 def fmt_shape(s: Shape) -> str:
@@ -291,6 +338,16 @@ class Expr:
         """``w >= lo``: a box constraint on a variable or a slice of one."""
         return _bound(self, other, ">=")
 
+    def __lt__(self, other: Any) -> Any:
+        from .constraints.counting import _strict
+
+        return _strict(self, "<", other, "<=")
+
+    def __gt__(self, other: Any) -> Any:
+        from .constraints.counting import _strict
+
+        return _strict(self, ">", other, ">=")
+
     def __bool__(self) -> bool:
         return True
 
@@ -308,6 +365,8 @@ class Leaf(Expr):
 
     def __init__(self, shape: Shape, name: str | None, span: Span | None):
         super().__init__((), shape, span)
+        if name is not None and not isinstance(name, str):
+            raise ModelError(f"a name is a string; got {name!r}", span, f'write name="{name}"')
         self.name = name
 
     def __str__(self) -> str:
@@ -381,6 +440,8 @@ class Data(Leaf):
                 return
             value = value.compute()  # a vector of length n lives in memory (the driver's residuals)
         try:
+            if np.iscomplexobj(value.data if sp.issparse(value) else value):  # float() would drop the imaginary parts
+                raise DataError(f"data {name or ''} holds complex numbers", span, "give real numbers")
             if sp.issparse(value):
                 v = value.tocsr().astype(float)
             else:
@@ -442,6 +503,20 @@ class Data(Leaf):
         lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
         self._sign = NONNEG if lo >= 0 else NONPOS if hi <= 0 else ANYSIGN
 
+    def take_rows(self, rows: np.ndarray) -> Data:
+        """The same data on the rows ``rows`` (a training split, a fold, held-out rows): name, place,
+        kind and the names of every axis kept (the row names, when there are any, subset too), so
+        that a result on a subset of the samples names its coordinates as one on all of them."""
+        names = [
+            None if n is None else (tuple(np.asarray(n, dtype=object)[rows]) if i == 0 else n)
+            for i, n in enumerate(self.axis_names)
+        ]
+        out = Data(self.value[rows], name=self.name, span=self.span, kind=self.kind, names=names)
+        for attr in ("path", "label_text"):  # what a data line added (its file, the text of its codes)
+            if hasattr(self, attr):
+                setattr(out, attr, getattr(self, attr))
+        return out
+
     @property
     def chunked(self) -> bool:
         """The value is a dask array (held in row blocks, on disk or on a cluster)."""
@@ -485,7 +560,7 @@ class Parameter(Leaf):
     """A named constant whose value may change between solves (``param lam = 1e-5``)."""
 
     def __init__(self, value: Any, name: str | None = None, span: Span | None = None):
-        v = np.asarray(value, dtype=float)
+        v = _param_value(value, name, span)
         super().__init__(v.shape, name, span)
         self._value = v
 
@@ -495,7 +570,7 @@ class Parameter(Leaf):
 
     @value.setter
     def value(self, v: Any) -> None:
-        a = np.asarray(v, dtype=float)
+        a = _param_value(v, self.name, self.span)
         if a.shape != self.shape:
             raise ShapeError(f"parameter {self.name} has shape {fmt_shape(self.shape)}; got {fmt_shape(a.shape)}")
         self._value = a
@@ -509,6 +584,18 @@ class Parameter(Leaf):
 
     def forward(self, vals: list[Any]) -> Any:
         return self._value if self.shape else float(self._value)
+
+
+def _param_value(value: Any, name: str | None, span: Span | None) -> np.ndarray:
+    """A param's value as a float array, or a DataError: it must be finite numbers."""
+    who = f"param {name}" if name else "a param"
+    try:
+        v = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise DataError(f"{who} is given {value!r}, which is not a number", span) from None
+    if not np.all(np.isfinite(v)):
+        raise DataError(f"{who} is {value!r}; a param must be finite", span)
+    return v
 
 
 class Constant(Leaf):

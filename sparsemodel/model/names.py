@@ -190,13 +190,22 @@ class VariableNames:
 
     def axis_names(self) -> list[list[str] | None]:
         """Per axis: every position's name (a position without one by its index), or None when no
-        position of that axis has a name."""
+        position of that axis has a name. A position whose coordinates are all intercepts (w[0] of
+        ``Z @ w[1:] + w[0]``, the row b of ``X @ W[1:, :] + W[0, :]``) is ``(intercept)``, as
+        :meth:`label` names it."""
+        shape = self.var.shape
+        flat = np.arange(self.var.size).reshape(shape) if shape else None
         out: list[list[str] | None] = []
-        for names in self.axes:
-            if all(n is None for n in names):
+        for axis, names in enumerate(self.axes):
+            named = list(names)
+            if self.intercept and flat is not None:
+                for i in range(shape[axis]):
+                    if named[i] is None and all(int(p) in self.intercept for p in np.take(flat, i, axis=axis).ravel()):
+                        named[i] = INTERCEPT
+            if all(n is None for n in named):
                 out.append(None)
             else:
-                out.append([n if n is not None else str(i) for i, n in enumerate(names)])
+                out.append([n if n is not None else str(i) for i, n in enumerate(named)])
         return out
 
 
@@ -257,7 +266,8 @@ def _matmul_names(node: MatMul, memo: dict[int, AxisNames], here: AxisNames, out
 
 
 def _quad_form_names(node: Any, memo: dict[int, AxisNames], out: dict[str, VariableNames]) -> None:
-    """quad_form(w, S): w's coordinates take the names of S's rows (cov(R) keeps R's columns)."""
+    """quad_form(w, S): w's coordinates take the names of S's rows (cov(R) keeps R's columns), or of
+    its columns when only they are named (a pandas DataFrame names its columns; S is symmetric)."""
     x, P = node.args
     view = view_of(x)
     if view is None or not P.is_constant() or view[0].name not in out or x.ndim != 1:
@@ -265,7 +275,8 @@ def _quad_form_names(node: Any, memo: dict[int, AxisNames], out: dict[str, Varia
     var, pos, kept = view
     live = [i for i in range(var.ndim) if kept[i]]
     if live:
-        out[var.name].set_axis(live[0], pos[live[0]], memo.get(P.uid, _none(P))[0])
+        rows, cols = memo.get(P.uid, _none(P))
+        out[var.name].set_axis(live[0], pos[live[0]], rows if rows is not None else cols)
 
 
 def _intercepts(node: Add, here: AxisNames, out: dict[str, VariableNames]) -> None:

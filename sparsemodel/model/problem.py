@@ -110,6 +110,14 @@ class Model:
         source: str = "<python>",
     ):
         self.objective = objective if isinstance(objective, Objective) else Objective(objective)
+        if constraints is None:
+            constraints = ()
+        elif isinstance(constraints, Constraint):  # one constraint, not in a list
+            constraints = (constraints,)
+        elif not hasattr(constraints, "__iter__"):
+            raise ConstraintError(
+                f"the constraints must be a list; got {constraints!r}", hint="Problem(objective, [nnz(w) <= k, ...])"
+            )
         cons: list[Constraint] = []
         for c in constraints:
             if not isinstance(c, Constraint):
@@ -138,6 +146,12 @@ class Model:
         for c in cons:
             seen.setdefault(c.variable.uid, c.variable)
         self.variables: list[Variable] = list(seen.values())
+        if not self.variables:
+            raise ModelError(
+                f"the objective {self.objective.expr} reads no variable: there is nothing to optimize",
+                self.objective.span,
+                "write the objective in terms of a variable (var w[n] in a model file, sm.Variable(n) in Python)",
+            )
         names = [v.name for v in self.variables]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

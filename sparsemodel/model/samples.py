@@ -50,7 +50,7 @@ def rebind_rows(e: Expr, nodes: list[Data], rows: np.ndarray) -> Expr:
     sample axis (for example weights of length p = n): it is reported with the node's name."""
     rows = np.asarray(rows, dtype=np.int64)
     try:
-        return replace_data(e, {d.uid: Data(d.value[rows], name=d.name, span=d.span, kind=d.kind) for d in nodes})
+        return replace_data(e, {d.uid: d.take_rows(rows) for d in nodes})
     except ShapeError as exc:
         names = ", ".join(sorted({d.name or "a data value" for d in nodes}))
         raise ModelError(

@@ -36,7 +36,12 @@ class Sigmoid(sympy.Function):
         return s * (1 - s)
 
 
-NUMERIC_MODULES = [{"Softplus": lambda u: np.logaddexp(0.0, u), "Sigmoid": expit}, "numpy"]
+# DiracDelta appears in the second derivative of a body with a kink (abs(z): 2 DiracDelta(z)); its
+# value off the kink, 0, is what the numerics use (the kink's jump is read by sign_class)
+NUMERIC_MODULES = [
+    {"Softplus": lambda u: np.logaddexp(0.0, u), "Sigmoid": expit, "DiracDelta": lambda u, *k: np.zeros_like(u)},
+    "numpy",
+]
 
 
 def stable_form(e: sympy.Expr) -> sympy.Expr:
@@ -71,19 +76,61 @@ SYMPY_FUNCTIONS: dict[str, Any] = {
 }
 
 
-def sign_class(e: sympy.Expr, f: Callable[[np.ndarray], np.ndarray]) -> tuple[str, str]:
-    """('nonneg'|'nonpos'|'zero'|'unknown', how) for an expression in the real symbol z."""
+def sign_class(
+    e: sympy.Expr, f: Callable[[np.ndarray], np.ndarray], jumps: list[float] | None = None
+) -> tuple[str, str]:
+    """('nonneg'|'nonpos'|'zero'|'unknown', how) for an expression in the real symbol z.
+
+    A second derivative with DiracDelta terms (a body with a kink: abs(z) gives 2 DiracDelta(z))
+    is signed by ``f`` off the kinks (DiracDelta is 0 there) and by ``jumps``, the jumps of the
+    first derivative at the kinks (:func:`kink_jumps`; None when they are not known)."""
     if e == 0:
         return "zero", "symbolic"
     if e.is_nonnegative:
         return "nonneg", "symbolic"
     if e.is_nonpositive:
         return "nonpos", "symbolic"
+    if not e.has(sympy.DiracDelta):
+        return _grid_sign(f)
+    rest, _ = _grid_sign(f, zero=True)
+    if jumps is None or rest == "unknown":
+        return "unknown", "numeric"
+    if all(j >= 0 for j in jumps) and rest in ("nonneg", "zero"):
+        return ("nonneg" if rest == "nonneg" or any(j > 0 for j in jumps) else "zero"), "numeric"
+    if all(j <= 0 for j in jumps) and rest in ("nonpos", "zero"):
+        return ("nonpos" if rest == "nonpos" or any(j < 0 for j in jumps) else "zero"), "numeric"
+    return "unknown", "numeric"
+
+
+def kink_jumps(body: sympy.Expr, z: sympy.Symbol, d1: Callable[[np.ndarray], np.ndarray]) -> list[float] | None:
+    """The jumps d1(r+) - d1(r-) of the first derivative at the kinks r of ``body`` (the real
+    zeros of the arguments of its abs() calls); None when sympy cannot find those zeros."""
+    jumps = []
+    for a in body.atoms(sympy.Abs):
+        try:
+            roots = [complex(r) for r in sympy.solve(a.args[0], z)]
+        except (NotImplementedError, TypeError, ValueError):
+            return None
+        for r in (r.real for r in roots if abs(r.imag) < 1e-12):
+            h = 1e-7 * (1.0 + abs(r))
+            with np.errstate(all="ignore"):
+                jump = float(np.asarray(d1(np.array([r + h])))[0] - np.asarray(d1(np.array([r - h])))[0])
+            if not np.isfinite(jump):
+                return None
+            jumps.append(jump)
+    return jumps
+
+
+def _grid_sign(f: Callable[[np.ndarray], np.ndarray], zero: bool = False) -> tuple[str, str]:
+    """The sign of ``f`` on a grid of [-1000, 1000] (its finite values); with ``zero``, 'zero'
+    when every value is 0."""
     with np.errstate(all="ignore"):
         v = np.asarray(f(GRID), dtype=float) * np.ones_like(GRID)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return "unknown", "numeric"
+    if zero and not np.any(v):
+        return "zero", "numeric"
     tol = 1e-10 * max(1.0, float(np.abs(v).max()))
     if np.all(v >= -tol):
         return "nonneg", "numeric"

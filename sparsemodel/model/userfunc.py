@@ -37,7 +37,7 @@ class FuncDef:
     def __init__(self, name: str, param: str, body: sympy.Expr, span: Span | None = None, text: str | None = None):
         import sympy
 
-        from .symbolic import NUMERIC_MODULES, sign_class, stable_form
+        from .symbolic import NUMERIC_MODULES, kink_jumps, sign_class, stable_form
 
         self.name = name
         self.span = span
@@ -62,7 +62,7 @@ class FuncDef:
         n1 = sympy.diff(num, self.z)
         n2 = sympy.diff(n1, self.z)
         self.fn, self.d1, self.d2 = (sympy.lambdify(self.z, e, modules=NUMERIC_MODULES) for e in (num, n1, n2))
-        s2, how2 = sign_class(self.exprs[2], self.d2)
+        s2, how2 = sign_class(self.exprs[2], self.d2, kink_jumps(body, self.z, self.d1))
         s1, _ = sign_class(self.exprs[1], self.d1)
         s0, _ = sign_class(body, self.fn)
         self.curvature = {"zero": AFFINE, "nonneg": CONVEX, "nonpos": CONCAVE}.get(s2, UNKNOWN)

@@ -167,9 +167,13 @@ def power_method(
     iters: int = 100,
     rtol: float = 1e-9,
 ) -> float:
-    """Truncated power method: max over starts of the Rayleigh quotient v'Hv reached by
-    :func:`truncated_power` (the restricted smoothness constants)."""
+    """Truncated power method: max over starts of |v'Hv| at the end of :func:`truncated_power` (the
+    restricted smoothness constants). The power iteration converges to the eigenvalue of largest
+    magnitude: for a positive semidefinite H the largest eigenvalue; for an indefinite one (a
+    nonconvex custom loss) possibly a negative one, whose magnitude is the Lipschitz constant of
+    the gradient on those directions, what a step 1/L needs; a negative quotient of a convex loss
+    is rounding (its curvature is ~0 there)."""
     best = 0.0
     for v in starts:
-        best = max(best, truncated_power(hv, truncate, v, iters, rtol)[1])
+        best = max(best, abs(truncated_power(hv, truncate, v, iters, rtol)[1]))
     return best

@@ -182,14 +182,37 @@ class Block:
             rows_list.append(r)
             cols_list.append(hits[Dc.col])
             vals_list.append(v)
-        else:
-            raise NotCanonical
+        else:  # a data product broadcast to a larger shape (Z - X @ w, (X @ W1) - Y with W1 one column)
+            return self._broadcast_columns(loc[hits], hits, len(cols), scale_full, s0)
         if not rows_list:
             return None
         return sp.csc_matrix(
             (np.concatenate(vals_list), (np.concatenate(rows_list), np.concatenate(cols_list))),
             shape=(size, len(cols)),
         )
+
+    def _broadcast_columns(
+        self, local: np.ndarray, hits: np.ndarray, ncols: int, scale_full: np.ndarray | None, s0: float | None
+    ) -> sp.csc_matrix:
+        """Jacobian columns of a block whose native value (``op @ x[coords]`` of shape ``nshape``)
+        is broadcast to ``shape``: the native columns, each output entry reading the row of the
+        native entry the broadcast repeats into it, times the scale."""
+        if len(self.vshape) == 1:
+            N = self.op.columns(local, keep_sparse=True)
+            N = sp.csr_matrix(N) if sp.issparse(N) else sp.csr_matrix(np.asarray(N))
+        else:
+            m = self.vshape[1]
+            a_idx, b_idx = np.divmod(local, m)
+            Dc = self.op.columns(a_idx, keep_sparse=True)
+            Dc = Dc.tocoo() if sp.issparse(Dc) else sp.coo_matrix(Dc)
+            nsize = int(np.prod(self.nshape, dtype=np.int64))
+            N = sp.csr_matrix((Dc.data, (Dc.row * m + b_idx[Dc.col], Dc.col)), shape=(nsize, len(local)))
+        nsize = N.shape[0]
+        idx = np.broadcast_to(np.arange(nsize).reshape(self.nshape), self.shape).ravel()
+        R = N[idx]
+        R = sp.diags(scale_full) @ R if scale_full is not None else R * s0
+        R = R.tocoo()
+        return sp.csc_matrix((R.data, (R.row, hits[R.col])), shape=(len(idx), ncols))
 
     # ---- row subsets
     def rows(self, rows: np.ndarray, new_shape: tuple[int, ...]) -> Block:

@@ -101,6 +101,13 @@ class Oracle:
         """The objective at x without counting it (for logging and reports)."""
         return self._value(x)
 
+    def peek_grad(self, x: np.ndarray) -> np.ndarray:
+        """The gradient at x without counting it: the scale of a step-size safeguard, estimated
+        once per run like the curvature itself (whose Hessian products are not counted either)."""
+        if self.design is not None:
+            return self.design.value_and_grad(x)[1]
+        return self.ev.value_and_grad(x)[1]
+
     def value_and_grad(self, x: np.ndarray, coords: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         self.charge(grads=1, ifo=self.n_samples)
         if self.design is not None:

@@ -46,6 +46,19 @@ class Term:
         return self.map.n_rows
 
     @property
+    def observations(self) -> float:
+        """The sample size of the information criteria (unweighted): the loss values, or what a
+        whole-vector loss states (``cox``: its events), else its rows."""
+        if self.whole:
+            obs = getattr(self.phi, "observations", None)
+            return float(obs if obs is not None else self.n_rows)
+        return float(self.out_size)
+
+    @property
+    def observations_unit(self) -> str:
+        return getattr(self.phi, "observations_unit", "samples") if self.whole else "samples"
+
+    @property
     def finite_sum(self) -> bool:
         """The term is a sum over its rows (elementwise and row-wise losses), so a subset of rows gives
         an unbiased estimate; a whole-vector loss couples its rows (the risk sets of ``cox``)."""
@@ -61,6 +74,15 @@ class Term:
         """sup phi'' of the loss (a global curvature bound), as its atom states it (built-in or user
         ``func``; 1/2 for the row-wise softmax, whose Hessian diag(p) - p p' has norm <= 1/2)."""
         return self.phi.curvature_sup
+
+    def logits(self, z: np.ndarray) -> np.ndarray | None:
+        """Per loss value (entry, or row) the class logits its atom states (``Atom.logits``), shape
+        (out_size, K), at the term's affine values z; None when the loss is not a likelihood of
+        classes (or is a whole-vector loss)."""
+        if self.whole:
+            return None
+        L = self.phi.logits(self._rows(z) if self.rowwise else z)
+        return None if L is None else np.asarray(L, dtype=float).reshape(self.out_size, -1)
 
     @property
     def out_size(self) -> int:

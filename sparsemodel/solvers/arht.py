@@ -114,7 +114,8 @@ EXACT_RHO_BUDGET = 5e8  # multiply-adds allowed for forming the Hessian (bound) 
 
 def rho_2_plus(lp: LoweredProblem, starts: int = 3, iters: int = 100) -> float:
     """rho_2^+: the largest eigenvalue of the Hessian (bound) over directions with at most two
-    nonzeros, all on constrained coordinates.
+    nonzeros, all on constrained coordinates (its largest |eigenvalue| where it is indefinite: a
+    nonconvex custom loss).
 
     Exact when affordable: the Hessian (bound) restricted to C from |C| Hessian-vector products,
     then the largest eigenvalue of every 2x2 principal submatrix in closed form. Otherwise the
@@ -134,8 +135,10 @@ def rho_2_plus(lp: LoweredProblem, starts: int = 3, iters: int = 100) -> float:
             full[c] = 0.0
         H = 0.5 * (H + H.T)
         d = np.diag(H)
-        lam = 0.5 * (d[:, None] + d[None, :]) + np.sqrt(0.25 * (d[:, None] - d[None, :]) ** 2 + H * H)
-        np.fill_diagonal(lam, d)
+        # the largest |eigenvalue| of each 2 x 2 block: its largest eigenvalue for a convex loss, the
+        # magnitude the regularization needs where a nonconvex custom loss's block is indefinite
+        lam = 0.5 * np.abs(d[:, None] + d[None, :]) + np.sqrt(0.25 * (d[:, None] - d[None, :]) ** 2 + H * H)
+        np.fill_diagonal(lam, np.abs(d))
         return float(lam.max())
 
     def hv_C(v: np.ndarray) -> np.ndarray:
@@ -255,7 +258,10 @@ class ARHT(Solver):
         else:
             restarts = PRACTICAL_RESTARTS
         c = (1.0 if theory else PRACTICAL_PROGRESS) if isinstance(o["progress"], str) else float(o["progress"])
-        rho = rho_2_plus(lp) if isinstance(o["rho"], str) else float(o["rho"])
+        if isinstance(o["rho"], str):  # the estimate made safe: ~0 on a flat convex loss is rounding
+            rho = lp.safe_curvature(rho_2_plus(lp), lp.zeros())
+        else:
+            rho = float(o["rho"])
         if not np.isfinite(rho) or rho <= 0:
             raise SolverError(f"arht: rho must be positive and finite; got {rho}", hint="give rho=<a positive number>")
         # one random stream per restart index, the same in every round of the binary search (common

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import SolverError, UnboundedError
+from ..errors import ModelError, SolverError, UnboundedError
 from ..sets.registry import KINDS, describe_kind, generic_kind
 from ..util import closest
 from .options import SUBPROBLEM13, Option
@@ -35,6 +35,8 @@ class Solver:
     handles: frozenset[str] = frozenset()
     requires: frozenset[str] = frozenset()  # kinds the model must have (sparse PCA's solvers: its ball)
     protocol = False  # works through the set protocol alone: accepts every generic kind (see accepts)
+    needs = ""  # what the objective must be, beyond the constraint kinds (words; ``unfit`` tests it)
+    stochastic = False  # samples rows of a finite sum (check's samples line says whether one runs)
     summary = ""
     reference = ""
     convex_relaxation = False
@@ -68,8 +70,9 @@ class Solver:
         return out
 
     def check(self, lp: LoweredProblem) -> None:
-        """Refuse constraint kinds this solver cannot handle, naming the solvers that can."""
-        err = self.refuse(lp.problem.requirements())
+        """Refuse what this solver cannot run on (a constraint kind, or its objective: ``unfit``),
+        naming the solvers that can."""
+        err = self.refuse(lp.problem.requirements(), lp)
         if err is not None:
             raise err
 
@@ -81,11 +84,23 @@ class Solver:
         return kind in cls.handles or (cls.protocol and generic_kind(kind))
 
     @classmethod
-    def takes(cls, kinds: Any) -> bool:
-        """Whether this solver takes a model with these constraint kinds: it accepts each, and
-        every kind it ``requires`` is among them (``tpm`` accepts nnz only beside a ball)."""
+    def unfit(cls, lp: LoweredProblem) -> ModelError | None:
+        """Why this solver, with its default options, cannot run on the lowered problem although it
+        takes its constraint kinds (the objective's form: no finite sum, no cvxpy counterpart, no
+        lower bound, not the sparse PCA or precision-matrix form): the error its run would raise,
+        or None. Subclasses that need more than the kinds say so here (and in ``needs``), so that
+        ``check``, the hints and ``auto``'s choice list a solver only where it runs."""
+        return None
+
+    @classmethod
+    def takes(cls, kinds: Any, lp: LoweredProblem | None = None) -> bool:
+        """The one capability test: whether this solver takes a model with these constraint kinds
+        (it accepts each, and every kind it ``requires`` is among them: ``tpm`` accepts nnz only
+        beside a ball) and, given the lowered problem ``lp``, runs on its objective (``unfit``)."""
         kinds = set(kinds)
-        return all(cls.accepts(k) for k in kinds) and cls.requires <= kinds
+        if not (all(cls.accepts(k) for k in kinds) and cls.requires <= kinds):
+            return False
+        return lp is None or cls.unfit(lp) is None
 
     @classmethod
     def kinds(cls) -> list[str]:
@@ -93,10 +108,10 @@ class Solver:
         return sorted(k for k in KINDS if cls.accepts(k))
 
     @classmethod
-    def refuse(cls, constraints: Any) -> SolverError | None:
-        """The error for the first constraint this solver cannot take (located at it), or None. The
-        hint names the solvers that take the whole model (every kind of ``constraints``:
-        :meth:`takes`), not only the one kind refused."""
+    def refuse(cls, constraints: Any, lp: LoweredProblem | None = None) -> ModelError | None:
+        """The error for the first constraint this solver cannot take (located at it), then, given
+        the lowered problem, the reason it cannot run on its objective (``unfit``); or None. The
+        hints name the solvers that do run (on ``lp`` when given)."""
         constraints = sorted(constraints, key=lambda c: c.kind)
         kinds = {c.kind for c in constraints}
         for c in constraints:
@@ -104,16 +119,16 @@ class Solver:
                 return SolverError(
                     f"{cls.name} does not handle {describe_kind(c.kind)} constraints",
                     c.span,
-                    suggest_for(c.kind, kinds),
+                    suggest_for(c.kind, kinds - {c.kind}, lp),
                 )
         missing = sorted(cls.requires - kinds)
         if missing:
             return SolverError(
                 f"{cls.name} needs {' and '.join(describe_kind(k) for k in missing)} constraints in the model",
                 constraints[0].span if constraints else None,
-                suggest_for(constraints[0].kind, kinds) if constraints else "",
+                suggest_for(constraints[0].kind, kinds, lp) if constraints else "",
             )
-        return None
+        return cls.unfit(lp) if lp is not None else None
 
     def solve(self, lp: LoweredProblem, progress: Callable[..., Any] | None = None, bound: str = "fast") -> Result:
         """Run on a fresh copy of ``lp`` (its own counters and this solver's options of the
@@ -219,25 +234,34 @@ def register(cls: type[Solver]) -> type[Solver]:
     return cls
 
 
-def solvers_for(kind: str, beside: Any = ()) -> list[str]:
-    """The solvers that take a ``kind`` constraint (in a model whose other kinds are ``beside``)."""
-    return [n for n, c in REGISTRY.items() if c.takes({kind, *beside})]
+def solvers_for(kind: str, beside: Any = (), lp: LoweredProblem | None = None) -> list[str]:
+    """The solvers that take a ``kind`` constraint (in a model whose other kinds are ``beside``),
+    and, given the lowered problem ``lp``, run on it (``Solver.takes``)."""
+    return [n for n, c in REGISTRY.items() if c.takes({kind, *beside}, lp)]
 
 
-def suggest_for(kind: str, beside: Any = ()) -> str:
-    """The hint naming the solvers that take a ``kind`` constraint in a model whose other constraint
-    kinds are ``beside`` (:meth:`Solver.takes`)."""
-    others = sorted(set(beside) - {kind})
-    names = solvers_for(kind, others)
-    what = describe_kind(kind) + (
-        f" beside {' and '.join(describe_kind(k) for k in others)} constraints" if others else ""
-    )
+def suggest_for(kind: str, beside: Any = (), lp: LoweredProblem | None = None) -> str:
+    names = solvers_for(kind, beside, lp)
     if names:
-        return f"solvers that handle {what}: {', '.join(names)}"
-    return f"no solver handles {what}"
+        return (
+            f"solvers that handle {describe_kind(kind)}"
+            + (" on this model" if lp is not None else "")
+            + (f": {', '.join(names)}")
+        )
+    return f"no solver handles {describe_kind(kind)}" + (" on this model" if lp is not None else "")
+
+
+def runs_on(lp: LoweredProblem) -> list[str]:
+    """Every registered solver that runs on the lowered problem (``Solver.takes`` with ``lp``)."""
+    return [n for n, c in REGISTRY.items() if c.takes(lp.kinds, lp)]
 
 
 def get_solver(name: str) -> type[Solver]:
+    if not isinstance(name, str):
+        raise SolverError(
+            f"a solver is given by its name; got {name!r}",
+            hint=f"available solvers: {', '.join(sorted(REGISTRY))} (see `sparsemodel solvers`)",
+        )
     if name not in REGISTRY:
         close = closest(name, REGISTRY)
         raise SolverError(
@@ -254,13 +278,13 @@ def auto_solver(lp: LoweredProblem) -> str:
     """The default for a problem: the first solver in AUTO_ORDER that handles all its constraint kinds."""
     for name in AUTO_ORDER + tuple(REGISTRY):
         cls = REGISTRY.get(name)
-        if cls is not None and not cls.convex_relaxation and cls.takes(lp.kinds):
+        if cls is not None and not cls.convex_relaxation and cls.takes(lp.kinds, lp):
             return name
     unhandled = sorted(k for k in lp.kinds if not solvers_for(k))
     kind = unhandled[0] if unhandled else sorted(lp.kinds)[0]
     raise SolverError(
         f"no available solver handles all constraints of this problem ({', '.join(describe_kind(k) for k in sorted(lp.kinds))})",
-        hint=suggest_for(kind),
+        hint=suggest_for(kind, lp.kinds - {kind}, lp),
     )
 
 
@@ -316,7 +340,12 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
         # zero, or zero with the free coordinates moved into the loss's domain; under constraints that
         # exclude it (sum(w) == 1), the projection of the gradient step from there
         return lp.feasible_start(lp.inside_domain())
-    x = np.asarray(init, dtype=float).ravel()
+    try:
+        x = np.asarray(init, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise SolverError(
+            f"init={init!r} is not a starting point: give an array of numbers (the variable's values)"
+        ) from None
     if x.shape == (lp.primary.size,) and lp.n != lp.primary.size:
         full = lp.zeros()
         full[lp.layout.slice(lp.primary)] = x

@@ -60,12 +60,16 @@ class Node:
 @register
 class BranchAndBound(Solver):
     name = "bnb"
-    handles = frozenset({"nnz", "nnz_groups", "box"})
+    handles = frozenset({"nnz", "nnz_groups", "box", "linear_eq", "linear_ineq"})
     summary = "branch and bound on the perspective relaxation: proves the optimum (or reports the gap reached)"
     reference = (
         "issue 18: perspective relaxation and its Fenchel dual (OKRidge, Liu et al. 2023; L0BnB, Hazimeh et al. 2022)"
     )
     fills_start = True
+    needs = (
+        "a finite lower bound (docs/certify.md): a composite convex loss with a ridge or a box on the counted "
+        "coordinates (or bounds its linear constraints imply), or least squares with a positive definite Gram"
+    )
     options = {
         "gap_tol": Option(1e-4, "stop when (incumbent - bound) / max(|incumbent|, 1) <= gap_tol", float, low=0),
         "time_limit": Option(600.0, "seconds before stopping with the gap reached", float, low=0, open_low=True),
@@ -110,6 +114,16 @@ class BranchAndBound(Solver):
         res.bound_how = "bnb"
         res.bound_note = f"branch and bound over {search.nodes} nodes on the {rel.describe()}"
         return res
+
+    @classmethod
+    def unfit(cls, lp: LoweredProblem) -> NoBoundError | None:
+        """No finite lower bound, no proof: the relaxation's reason (built here once and cached on
+        the lowered problem, so the run reuses it)."""
+        try:
+            cls._relaxation(lp)
+        except NoBoundError as exc:
+            return exc
+        return None
 
     @staticmethod
     def _relaxation(lp: LoweredProblem) -> Relaxation:
@@ -181,7 +195,7 @@ class Search:
             return self.exact_cache[key]
         pos = self.units.positions(units)
         q = self.rel.quad
-        if q is not None:
+        if q is not None and q["direct"]:  # (no rows, no box: the closed form of the shifted form)
             if len(pos):
                 xs = spd_solve(q["S"][np.ix_(pos, pos)], q["h"][pos])
                 f = q["c"] - float(q["h"][pos] @ xs)

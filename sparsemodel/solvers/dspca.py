@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SolverError
 from ..lowering.lowered import LoweredProblem
 from .base import register
 from .options import Option
-from .tpm import explained, spca_data
+from .tpm import explained, spca_data, spca_unfit
 from .tuning import Search, TunedRelaxation, search_options
 
 
@@ -45,14 +46,16 @@ class DSPCA(TunedRelaxation):
     }
 
     what = "DSPCA"
+    cvxpy_path = "never"  # (the semidefinite program reads S, not the objective)
+    needs = "the sparse PCA form: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k"
     counted = "nonzeros"
     count_name, counts_name = "support", "sparsities"
     log_name = "nnz"
     norm_name = ""
 
-    def check(self, lp: LoweredProblem) -> None:
-        super().check(lp)
-        spca_data(lp, self.name)
+    @classmethod
+    def unfit(cls, lp: LoweredProblem) -> SolverError | None:
+        return spca_unfit(cls.name, lp)
 
     def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
         d = spca_data(lp, self.name)

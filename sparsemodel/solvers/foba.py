@@ -54,7 +54,7 @@ from ..numerics.newton import newton
 from ..util import Clock
 from .base import Solver, initial_point, register, require_sparsity
 from .grasp import outside_domain
-from .greedy import edge_problem
+from .greedy import edges_only
 from .options import Option, restricted_option, subproblem13_options
 from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 
@@ -63,6 +63,7 @@ from .result import CONVERGED, DIVERGED, MAX_ITER, Result, finish
 class FoBa(Solver):
     name = "foba"
     handles = frozenset({"nnz", "nnz_pairs", "eig_box"})  # pairs: precision matrices (edge moves)
+    needs = "on symmetric off-diagonal pairs, the precision-matrix objective -logdet(O) + trace(S @ O)"
     summary = "adaptive forward-backward greedy selection (FoBa): add the best coordinate, drop cheap ones"
     reference = "Zhang (NIPS 2008; IEEE TIT 2011), Figure 1; baseline of paper 000, Section 6.1"
     options = {
@@ -100,18 +101,15 @@ class FoBa(Solver):
         **subproblem13_options(),
     }
 
+    @classmethod
+    def unfit(cls, lp: LoweredProblem) -> SolverError | None:
+        return edges_only(cls.name, lp)
+
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
         clock = Clock()
         sps = require_sparsity(lp, self.name)
-        if sps.pairs:
-            if not edge_problem(lp):
-                raise SolverError(
-                    "foba selects symmetric off-diagonal pairs only on the precision-matrix objective "
-                    "-logdet(O) + trace(S @ O)",
-                    sps.span,
-                    "use grahtp, grasp or iht for other objectives",
-                )
+        if sps.pairs:  # (the precision matrix's: pairs of another objective are refused by ``unfit``)
             return self._run_edges(lp, clock)
         nu, eps = o["nu"], o["eps"]
         if not 0 < nu < 1:

@@ -75,18 +75,25 @@ class GLasso(TunedRelaxation):
     }
 
     what = "the graphical LASSO"
+    cvxpy_path = "never"  # (the ADMM on S; the cvxpy back-end reads S too)
+    needs = "the precision-matrix objective -logdet(O) + trace(S @ O) with nnz(offdiag(O)) <= 2k"
     counted = "edges"
     count_name, counts_name = "edge set", "edge counts"
     log_name = "edges"
 
-    def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
-        o, sps = self.opts, lp.sparsity
+    @classmethod
+    def unfit(cls, lp: LoweredProblem) -> SolverError | None:
+        sps = lp.sparsity
         if lp.precision is None or sps is None or not sps.pairs:
-            raise SolverError(
+            return SolverError(
                 "glasso solves the sparse precision-matrix problem: minimize -logdet(O) + trace(S @ O) "
                 "subject to nnz(offdiag(O)) <= 2 * k (O symmetric)",
                 hint="for vectors use lasso, for ranks nuclear",
             )
+        return None
+
+    def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
+        o = self.opts
         S, p = lp.precision.S, lp.precision.p
         keep = self._keep(lp)
         alpha, beta = (lp.eigbox.alpha, lp.eigbox.beta) if keep else (0.0, np.inf)

@@ -111,14 +111,11 @@ class GraHTP(Solver):
         **subproblem13_options(),
     }
 
-    def _curvature_step(self, lp: LoweredProblem, x: np.ndarray) -> float:
-        M = lp.mean_curvature(x=x)
-        if not np.isfinite(M) or M <= 0:
-            raise SolverError(
-                f"could not estimate the curvature of the objective at the current point (got {M})",
-                hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
-            )
-        return 1.0 / M
+    def _curvature_step(self, lp: LoweredProblem, x: np.ndarray, g: np.ndarray) -> float:
+        """HTP's unit step 1 / (mean curvature at x), the estimate made safe (a negative or zero
+        one is rounding on a flat convex loss, or the sign of a nonconvex custom loss's curvature:
+        ``LoweredProblem.safe_curvature``); backtracking shortens it when f would increase."""
+        return 1.0 / lp.safe_curvature(lp.mean_curvature(x=x), x, g)
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
@@ -160,15 +157,9 @@ class GraHTP(Solver):
             if eta <= 0:
                 raise SolverError(f"eta must be positive; got {eta}")
         elif rule == "rss":
-            M = 2.0 * lp.smoothness(lp.power_budget(2 * s.k), x=x)
-            if not np.isfinite(M) or M <= 0:
-                raise SolverError(
-                    f"could not estimate the restricted smoothness M_2k of the objective (got {M / 2})",
-                    hint="give a step size eta=..., or a starting point inside the domain of the loss with init=...",
-                )
-            eta = 1.0 / M
+            eta = 1.0 / (2.0 * lp.safe_curvature(lp.smoothness(lp.power_budget(2 * s.k), x=x), x, g))
         else:  # local, bb, htp: the unit step at the start
-            eta = self._curvature_step(lp, x)
+            eta = self._curvature_step(lp, x, g)
         hist.log(f, eta=eta)
         status, it, grow, searches = MAX_ITER, 0, 0, 0
         x_old = g_old = None
@@ -178,11 +169,11 @@ class GraHTP(Solver):
             it += 1
             if not retry:
                 if rule == "local" and it > 1:
-                    eta = self._curvature_step(lp, x)
+                    eta = self._curvature_step(lp, x, g)
                 elif rule == "bb" and x_old is not None:
                     sx, sg = x - x_old, g - g_old
                     sy = float(sx @ sg)
-                    eta = float(sx @ sx) / sy if sy > 0 else self._curvature_step(lp, x)
+                    eta = float(sx @ sx) / sy if sy > 0 else self._curvature_step(lp, x, g)
             retry = False
             xt = x - eta * g  # S1
             warm, st = lp.project(xt)  # S2: the projection, and F(t)

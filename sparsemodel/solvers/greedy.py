@@ -134,27 +134,38 @@ def start_support(lp: LoweredProblem, act: ActiveSet, init: Any, solver: str) ->
     return sps.select(z, k), "array"
 
 
+def edges_only(name: str, lp: LoweredProblem) -> SolverError | None:
+    """The refusal of a greedy solver that moves whole edges (forward, foba) on symmetric pairs of
+    an objective other than the precision matrix's, or None."""
+    sps = lp.sparsity
+    if sps is not None and sps.pairs and not edge_problem(lp):
+        return SolverError(
+            f"{name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
+            "-logdet(O) + trace(S @ O)",
+            sps.span,
+            "use grahtp, grasp or iht for other objectives",
+        )
+    return None
+
+
 class _GreedyBase(Solver):
     handles = frozenset({"nnz", "box"})
+
+    @classmethod
+    def unfit(cls, lp: LoweredProblem) -> SolverError | None:
+        return edges_only(cls.name, lp)
 
     def _setup(self, lp: LoweredProblem) -> ActiveSet:
         return ActiveSet(lp, method=self.opts["restricted"])
 
     def _before(self, lp: LoweredProblem) -> Result | None:
         """What every greedy run checks first: no sparsity constraint (one restricted solve), the
-        edges of a precision matrix (forward selection's own path), pairs on another objective
-        (refused); None when the run proper goes ahead."""
+        edges of a precision matrix (forward selection's own path); None when the run proper goes
+        ahead (pairs on another objective were refused before the run: ``unfit``)."""
         if lp.sparsity is None:
             return solve_unconstrained(lp, self, self.opts["restricted"])
         if self.name == "forward" and edge_problem(lp):
             return edge_forward(lp, self)
-        if lp.sparsity.pairs:
-            raise SolverError(
-                f"{self.name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
-                "-logdet(O) + trace(S @ O)",
-                lp.sparsity.span,
-                "use grahtp, grasp or iht for other objectives",
-            )
         return None
 
     def _improves(self, f_new: float, f_old: float) -> bool:
@@ -245,6 +256,7 @@ class Forward(_Stepwise):
     summary = "forward selection: add the coordinate whose refit lowers f the most (OLS / FBS), s steps"
     reference = "paper 000, Section 3.2 (FBS baseline); exact scoring shared with ELS (paper 003, Algorithm 4)"
     handles = frozenset({"nnz", "box", "nnz_pairs", "eig_box"})  # pairs: precision matrices (edge moves)
+    needs = "on symmetric off-diagonal pairs, the precision-matrix objective -logdet(O) + trace(S @ O)"
     steps = staticmethod(forward_steps)
 
 

@@ -85,22 +85,18 @@ class IHT(Solver):
         s = lp.set
         clock = Clock()
         x = initial_point(lp, o["init"])
-        # the Hessian bound when the losses have one, else the Hessian at the start (inside the domain)
-        L = restricted_smoothness(lp, 2 * s.k, x=x)
+        f, g = lp.value_and_grad(x)
+        f0 = f
+        # the Hessian bound when the losses have one, else the Hessian at the start (inside the
+        # domain); an estimate of ~0 or below (a flat convex loss, a nonconvex custom loss) made safe
+        L = lp.safe_curvature(restricted_smoothness(lp, 2 * s.k, x=x), x, g)
         if o["gamma"] in ("auto", "rss"):
-            if not np.isfinite(L) or L <= 0:
-                raise SolverError(
-                    f"could not estimate the restricted smoothness L_s of the objective (got {L})",
-                    hint="give a step size gamma=...",
-                )
             gamma = 1.0 / L
         else:
             gamma = float(o["gamma"])
             if gamma <= 0:
                 raise SolverError(f"gamma must be positive; got {gamma}", hint="gamma <= 1/L_s (paper 001)")
         hist = self.history(lp, clock)
-        f, g = lp.value_and_grad(x)
-        f0 = f
         hist.log(f, gamma=gamma)
         if not np.isfinite(f):
             return finish(

@@ -116,7 +116,8 @@ class _Fista:
         self.tol = tol
         self.done: dict[float, np.ndarray] = {}
         self.solves = 0
-        self.L = max(lp.smoothness(None), 1e-12)  # the largest eigenvalue of the Hessian (bound)
+        # the largest eigenvalue of the Hessian (bound), made safe where it is ~0 (a flat loss)
+        self.L = lp.safe_curvature(lp.smoothness(None), x_free)
 
     def solve(self, lam: float) -> np.ndarray:
         lp, s = self.lp, self.lp.set

@@ -91,7 +91,7 @@ def _int(v: Any) -> int:
     if isinstance(v, bool):
         raise ValueError
     f = float(v)
-    if f != int(f):
+    if not math.isfinite(f) or f != int(f):  # int(inf) would raise OverflowError
         raise ValueError
     return int(f)
 

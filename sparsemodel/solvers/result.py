@@ -99,13 +99,7 @@ class Result:
     def label(self, i: int, variable: str | None = None) -> str:
         """The name of coordinate ``i`` (flat, C order) of ``variable`` (default: the primary)."""
         var = variable or self.variable
-        got = self.names.get(var)
-        if got is not None:
-            return got.label(int(i))
-        shape = np.shape(self.values.get(var, self.x))
-        if len(shape) == 0:
-            return var
-        return f"{var}[{', '.join(str(int(v)) for v in np.unravel_index(int(i), shape))}]"
+        return coordinate_label(self.names.get(var), var, np.shape(self.values.get(var, self.x)), i)
 
     def labels(self, variable: str | None = None) -> list[str]:
         """One label per coordinate (C order) of ``variable`` (default: the primary variable)."""
@@ -434,6 +428,17 @@ def certify(lp: LoweredProblem, res: Result, mode: str = "fast") -> Result:
 
 def _finite_certificate(c: dict[str, Any]) -> bool:
     return all(math.isfinite(v) for v in c.values() if isinstance(v, (float, int)) and not isinstance(v, bool))
+
+
+def coordinate_label(names: Any, var: str, shape: tuple[int, ...], i: int) -> str:
+    """The name of coordinate ``i`` (flat, C order) of the variable ``var``: from its names
+    (:class:`~sparsemodel.model.names.VariableNames`, an intercept as ``(intercept)``), else its
+    position, ``w[3]`` or ``W[2, 5]``. Every report names coordinates through this function."""
+    if names is not None:
+        return names.label(int(i))
+    if len(shape) == 0:
+        return var
+    return f"{var}[{', '.join(str(int(v)) for v in np.unravel_index(int(i), shape))}]"
 
 
 def problem_names(problem: Any) -> dict[str, Any]:

@@ -96,10 +96,11 @@ COMMON = {
 
 
 def deterministic_alternatives(lp: LoweredProblem) -> list[str]:
+    """The l0 solvers that run on this problem (the stochastic ones do not: it is no finite sum)."""
     return [
         n
         for n, c in REGISTRY.items()
-        if c.takes(lp.kinds) and not getattr(c, "needs_finite_sum", False) and not c.convex_relaxation
+        if not issubclass(c, _Stochastic) and not c.convex_relaxation and c.takes(lp.kinds, lp)
     ]
 
 
@@ -120,27 +121,32 @@ def sample(rng: np.random.Generator, n: int, s: int) -> np.ndarray:
 class _Stochastic(Solver):
     """What the four share: the finite-sum check, the step, projection, logging and stopping."""
 
-    needs_finite_sum = True
     handles = frozenset({"nnz", "nnz_groups", "nnz_pairs", "rank"})
     protocol = True  # the projection and the restricted smoothness of any set
+    needs = "a finite sum f = (1/n) sum_i f_i over the rows of the data"
+    stochastic = True
 
-    def setup(self, lp: LoweredProblem) -> tuple[np.ndarray, float, float, int]:
+    @classmethod
+    def unfit(cls, lp: LoweredProblem) -> SolverError | None:
         d = lp.design
         if d is None or not d.finite_sum:
             what = "has no composite form" if d is None else d.finite_sum_reason()
-            raise SolverError(
-                f"{self.name} needs a finite sum f = (1/n) sum_i f_i over the rows of the data; this objective {what}",
+            return SolverError(
+                f"{cls.name} needs a finite sum f = (1/n) sum_i f_i over the rows of the data; this objective {what}",
                 hint="deterministic solvers that apply: " + ", ".join(deterministic_alternatives(lp)),
             )
+        return None
+
+    def setup(self, lp: LoweredProblem) -> tuple[np.ndarray, float, float, int]:
+        d = lp.design
         x = initial_point(lp, self.opts["init"])
         s = lp.set
         top = lp.power_budget(2 * s.k) if s is not None and s.coordinate else None
         L = lp.restricted_smoothness(2 * s.k) if s is not None else lp.smoothness(None)
+        L = lp.safe_curvature(L, x)  # ~0 on a flat loss is rounding, not a verdict
         ls = d.sample_smoothness(top)
-        if ls is None:  # no per-sample bound for this loss: the batch noise is not modeled
+        if ls is None or not np.isfinite(ls):  # no per-sample bound for this loss: the batch noise is not modeled
             ls = L
-        if not (np.isfinite(L) and L > 0 and np.isfinite(ls)):
-            raise SolverError(f"{self.name}: could not estimate the smoothness of f (got {L})", hint="give eta=...")
         self.L, self.ls = L, max(ls, L)
         eta_opt = self.opts["eta"]
         if eta_opt == "auto":

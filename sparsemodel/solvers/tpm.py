@@ -34,10 +34,18 @@ if TYPE_CHECKING:
 FORM_HINT = "sparse PCA reads: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k (docs/language.md)"
 
 
+def spca_unfit(name: str, lp: LoweredProblem) -> SolverError | None:
+    """The refusal of a sparse PCA solver on a problem of another form, or None."""
+    if lp.spca is None:
+        return SolverError(f"{name} solves sparse PCA only; this problem is a {lp.structure}", hint=FORM_HINT)
+    return None
+
+
 def spca_data(lp: LoweredProblem, name: str) -> Any:
     """The sparse PCA form of the problem, or a SolverError saying this solver needs it."""
-    if lp.spca is None:
-        raise SolverError(f"{name} solves sparse PCA only; this problem is a {lp.structure}", hint=FORM_HINT)
+    err = spca_unfit(name, lp)
+    if err is not None:
+        raise err
     return lp.spca
 
 
@@ -66,14 +74,15 @@ def explained(S: np.ndarray, W: np.ndarray, deflated: list[float]) -> dict[str, 
 class _SparsePCASolver(Solver, ABC):
     handles = frozenset({"nnz", "ball"})
     requires = frozenset({"ball"})  # the sparse PCA form: nnz only beside its ball
+    needs = "the sparse PCA form: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k"
 
     @abstractmethod
     def one(self, S: np.ndarray, k: int) -> Component:
         """One sparse component of S with k nonzeros (the solver's method)."""
 
-    def check(self, lp: LoweredProblem) -> None:
-        super().check(lp)
-        spca_data(lp, self.name)
+    @classmethod
+    def unfit(cls, lp: LoweredProblem) -> SolverError | None:
+        return spca_unfit(cls.name, lp)
 
     def _solve(self, lp: LoweredProblem) -> Result:
         # the sparse PCA form has its maximum on the ball: no unboundedness check, and the full

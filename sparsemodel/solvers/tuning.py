@@ -206,6 +206,9 @@ class TunedRelaxation(Solver, ABC):
     docstring and :func:`finish_tuned`."""
 
     convex_relaxation = True
+    # when the default back-end is cvxpy: "always", "without a design" (choose_backend), or "never"
+    cvxpy_path = "without a design"
+    needs = "a composite loss, or an objective with a cvxpy counterpart (a custom_loss needs hvp=)"
     what = "the relaxation"  # as messages name it: "LASSO", "total variation"
     counted = "nonzeros"  # the unit of the count: nonzeros, changes, edges ("" for a rank)
     count_name = "support"  # what is counted, one and several: ("support", "sparsities")
@@ -213,6 +216,16 @@ class TunedRelaxation(Solver, ABC):
     log_name = "nnz"  # the history column of the count
     norm_name = ""  # the Result.extra entry of the penalty's value ("" for none)
     reachable_hint = ""
+
+    @classmethod
+    def unfit(cls, lp: Any) -> SolverError | None:
+        """A relaxation built in cvxpy needs every part of the objective to have a cvxpy
+        counterpart (a ``custom_loss`` has none)."""
+        if cls.cvxpy_path == "always" or (cls.cvxpy_path == "without a design" and lp.design is None):
+            err = lp.cvxpy_missing()
+            if err is not None:
+                return SolverError(f"the {cls.what} relaxation cannot be built: {err.message}", err.span, err.hint)
+        return None
 
     @abstractmethod
     def start(self, lp: Any) -> tuple[float, Any, str]:

@@ -47,6 +47,8 @@ class TotalVariation(TunedRelaxation):
     }
 
     what = "total variation"
+    cvxpy_path = "always"  # (the TV problem is built in cvxpy)
+    needs = "an objective with a cvxpy counterpart (no custom_loss)"
     counted = "changes"
     count_name, counts_name = "number of changes", "numbers of changes"
     log_name = "changes"

@@ -265,9 +265,28 @@ def support_cells(res: Result) -> dict[str, str]:
     and singular values are in the JSON)."""
     if res.unit == "rank":
         return {"support": "", "support_names": ""}
-    pos = res.support_positions
-    text = " ".join(str(p[0]) if len(p) == 1 else "(" + ",".join(map(str, p)) + ")" for p in pos)
-    return {"support": text, "support_names": "; ".join(res.support_names)}
+    return _cells(res.support_positions, res.support_names)
+
+
+def point_support_cells(lp: LoweredProblem, x: np.ndarray) -> dict[str, str]:
+    """The support cells of a flat point that no solver of ours returned (an outside method's
+    answer), its coordinates named as a result's are (:func:`~sparsemodel.solvers.result.coordinate_label`)."""
+    s = lp.set
+    if s is None or s.unit == "rank":
+        return {"support": "", "support_names": ""}
+    from ..solvers.result import coordinate_label, problem_names
+
+    var = lp.primary
+    support = s.nonzeros(x)
+    names = problem_names(lp.problem).get(var.name)
+    shape = var.shape
+    pos = [tuple(int(v) for v in np.unravel_index(int(i), shape)) if shape else () for i in support]
+    return _cells(pos, [coordinate_label(names, var.name, shape, int(i)) for i in support])
+
+
+def _cells(positions: list[tuple[int, ...]], names: list[str]) -> dict[str, str]:
+    text = " ".join(str(p[0]) if len(p) == 1 else "(" + ",".join(map(str, p)) + ")" for p in positions)
+    return {"support": text, "support_names": "; ".join(names)}
 
 
 def _ks(k: Iterable[int] | int | None) -> list[Any]:
@@ -286,7 +305,12 @@ def _ks(k: Iterable[int] | int | None) -> list[Any]:
             if v not in out:
                 out.append(v)
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer, float, np.floating)) or v != int(v):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, np.integer, float, np.floating))
+            or not np.isfinite(v)
+            or v != int(v)
+        ):
             raise ConstraintError(
                 f"sparsity level k={v!r} is not an integer", hint="use k=10, k=[5, 10] or range(5, 55, 5)"
             )

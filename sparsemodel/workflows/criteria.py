@@ -11,7 +11,9 @@ inside l_i). L(x) = sum_i l_i(x) is taken as the negative log-likelihood, so the
     D = 2 L              otherwise (logistic, Poisson, softmax, Huber, user funcs)
 
 with n the number of observations -- the loss values: the samples, or n m entries for an n x m
-response (multi-task least squares), a row of a row-wise loss (softmax) --, or the sum of the sample
+response (multi-task least squares), a row of a row-wise loss (softmax), what a whole-vector loss
+states (``observations``: the Cox partial likelihood counts its events, their total weight with case
+weights, as Volinsky and Raftery 2000 do for BIC; not the subjects) --, or the sum of the sample
 weights when every data term carries them (frequency weights: a weight of 2 counts as a repeated
 sample), and, with df = the nonzeros of the constrained coordinates plus the free coordinates (intercepts,
 always-selected indices, other variables; coordinates fixed by a box with lo = hi not counted), p
@@ -109,6 +111,7 @@ class DataTerm:
     gaussian: bool
     n_eff: float  # the rows, or the sum of the sample weights (the largest k tried)
     n_obs: float  # n of the criteria: the loss values (n m for an n x m response), or their weights' sum
+    n_unit: str = "samples"  # what n_obs counts: "events" for the Cox partial likelihood
 
 
 def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
@@ -125,11 +128,12 @@ def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
     # observations: one per loss value (an entry of an elementwise loss -- n m of them for a
     # multi-response Y --, a row of a row-wise loss, a sample of a whole-vector loss), or the sum of
     # their frequency weights; the rows (for the largest k tried) scale the same way
-    obs = [
-        float(np.sum(t.weights)) if t.weights is not None else float(t.n_rows if t.whole else t.out_size) for t in terms
-    ]
+    obs = [float(np.sum(t.weights)) if t.weights is not None else t.observations for t in terms]
     per_row = [(float(np.sum(t.weights)) * n / t.out_size) if t.weights is not None else float(n) for t in terms]
-    n_obs = obs[0] if np.allclose(obs, obs[0], rtol=1e-10) else float(n)
+    agree = np.allclose(obs, obs[0], rtol=1e-10)
+    n_obs = obs[0] if agree else float(n)
+    units = {t.observations_unit for t in terms}
+    unit = units.pop() if agree and len(units) == 1 else "samples"
     n_eff = per_row[0] if np.allclose(per_row, per_row[0], rtol=1e-10) else float(n)
     expr, _ = split_data_term(problem.objective.expr, nodes)
     if expr is None or not nodes:
@@ -137,7 +141,7 @@ def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
     coefs = [d.terms[i].coef for i in d.sample_terms]
     scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
     gaussian = all(d.terms[i].quadratic for i in d.sample_terms)
-    return DataTerm(expr, nodes, n, scale, gaussian, n_eff, n_obs)
+    return DataTerm(expr, nodes, n, scale, gaussian, n_eff, n_obs, unit)
 
 
 def _fixed(lp: LoweredProblem) -> np.ndarray:

@@ -47,8 +47,9 @@ from ..model.problem import Model
 from ..outputs import RowSink, check_output
 from ..progress import progress_bar
 from ..solvers import get_solver
-from .compare import ERROR, _ks, _warm_up, compare, support_cells
+from .compare import ERROR, _ks, _warm_up, compare, point_support_cells, support_cells
 from .metrics import (
+    TRUTH_METRICS,
     HeldOut,
     MetricError,
     Scorer,
@@ -370,9 +371,7 @@ def _replications(
 
 
 def _columns(over: list[str], select: str | None, rep: Replication, methods: dict[str, Any]) -> list[str]:
-    metric = (["test_loss"] if rep.held is not None else []) + (
-        ["precision", "recall", "f1", "exact", "exact_top", "covers", "fp", "fn", "error"] if rep.truth else []
-    )
+    metric = (rep.held.columns if rep.held is not None else []) + (list(TRUTH_METRICS) if rep.truth else [])
     cols = ["rep", *over, "solver", "k", "budget", "unit", *BASE, *metric]
     if any(isinstance(m, External) and m.chooses_k for m in methods.values()):
         cols.insert(cols.index("time_s") + 1, "time_total")
@@ -557,6 +556,7 @@ def _external(
         "status": "external",
         "time_s": elapsed,
         "iterations": None,
+        **point_support_cells(lp, x),
     }
     if m.chooses_k:
         row["time_total"] = elapsed  # its whole choice; time_s may be the chosen fit's (info)

@@ -13,6 +13,11 @@ replications.
   model file is built again from its text with those names rebound, so that ``rows(X)`` and
   derived data follow). An objective that is not a sum over samples (the Gaussian likelihood of a
   precision matrix, ``-logdet(O) + trace(S @ O)``) is evaluated whole on the held-out data.
+* **A classifier's metrics** (``accuracy``, ``auc``, ``brier``): when the held-out data term is the
+  likelihood of labels (the loss atom states its logits; :mod:`~.classification`), beside
+  ``test_loss`` (then the held-out log-loss), from the model's own predicted probabilities
+  (:class:`HeldOut` ``.classifier``); :func:`class_labels` reads the same labels for stratified
+  splits.
 * **Truth** (``--truth w=w_true.npy``): per unit of the sparsity constraint (a coordinate, a group,
   an edge), S the units the solution uses and T those of the truth: ``precision`` = |S ∩ T| / |S|,
   ``recall`` = |S ∩ T| / |T|, ``f1`` = 2 |S ∩ T| / (|S| + |T|) (each 1 when its denominator is 0),
@@ -37,14 +42,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import DataError, ModelError, ShapeError
 from ..lowering.lowered import LoweredProblem
-from ..model import atoms as A
 from ..model.expr import Data
 from ..model.problem import Model, Objective
 from ..model.samples import data_named, rebind_data, rebind_rows
 from ..objective.evaluator import Evaluator
+from .classification import CLASS_METRICS, Classifier, class_labels_of
 
 if TYPE_CHECKING:
     from ..solvers.base import Result
@@ -60,6 +66,9 @@ METRICS: dict[str, str] = {
     "iterations": "iterations of the solver",
     "k": "the bound (the chosen bound with --select)",
     "test_loss": "mean per-sample loss of the model on the held-out rows",
+    "accuracy": "a classifier's share of held-out rows whose most probable class is their class",
+    "auc": "a classifier's held-out area under the ROC curve (one-vs-rest macro mean for more than 2 classes)",
+    "brier": "a classifier's held-out Brier score: mean squared error of the predicted class probabilities",
     "precision": "|S ∩ T| / |S|: the share of selected units that are true",
     "recall": "|S ∩ T| / |T|: the share of true units selected",
     "f1": "2 |S ∩ T| / (|S| + |T|)",
@@ -73,7 +82,7 @@ METRICS: dict[str, str] = {
     "lower_s": "seconds to lower the replication's problem and build its caches (shared by its solvers and k)",
 }
 TRUTH_METRICS = ("precision", "recall", "f1", "exact", "exact_top", "covers", "fp", "fn", "error")
-HIGHER_IS_BETTER = {"precision", "recall", "f1", "exact", "exact_top", "covers"}
+HIGHER_IS_BETTER = {"precision", "recall", "f1", "exact", "exact_top", "covers", "accuracy", "auc"}
 ZERO_TOL = 1e-12  # a unit of an outside method's answer counts when its magnitude > ZERO_TOL * the largest
 
 
@@ -152,6 +161,7 @@ def with_data(problem: Model, values: dict[str, Any], flag: str | dict[str, str]
                 f"{who(flag, name)}: the model has no data named {name!r}",
                 hint=f"its data: {names}",
             )
+    values = {name: _named_like(known[name], v) for name, v in values.items()}
     rebuild = getattr(problem, "rebuild_with", None)
     if rebuild is not None:
         new = rebuild(values)
@@ -174,6 +184,18 @@ def with_data(problem: Model, values: dict[str, Any], flag: str | dict[str, str]
                 "the held-out or replicated data must have the columns of the data the model was written for",
             )
     return new
+
+
+def _named_like(old: Data, value: Any) -> Any:
+    """A bare array rebound to ``old`` (a replication's draw, held-out rows) with the names of
+    old's columns: the new data must have the old columns (:func:`check_columns`), so a result on
+    it names its coordinates as one on the model's own data does. Anything that carries its own
+    names (a DataFrame, a :class:`Data`, a file) is left as it is."""
+    if old.ndim < 2 or all(n is None for n in old.axis_names[1:]):
+        return value
+    if not (isinstance(value, np.ndarray) or sp.issparse(value)) or value.shape[1:] != old.shape[1:]:
+        return value
+    return Data(value, name=old.name, span=old.span, kind=old.kind, names=(None, *old.axis_names[1:]))
 
 
 def check_columns(old: Data, new: Data, what: str) -> None:
@@ -208,10 +230,30 @@ class HeldOut:
     divisor: float  # c * n_test: the data term is c * sum_i l_i
     n: int | None  # held-out samples (None: the whole objective on other data)
     notes: list[str] = field(default_factory=list)
+    classifier: Classifier | None = None  # a likelihood of classes: accuracy, AUC, Brier score too
+
+    @property
+    def columns(self) -> list[str]:
+        """The held-out metrics: ``test_loss``, and for a classifier ``accuracy``, ``auc``, ``brier``."""
+        return ["test_loss", *(CLASS_METRICS if self.classifier is not None else ())]
 
     def loss(self, values: dict[str, Any]) -> float:
         x = self.evaluator.layout.pack(values)
         return float(self.evaluator.value(x)) / self.divisor
+
+    def score(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Every held-out metric of a solution (its values by variable name); None where one is not
+        a finite number (a failed evaluation)."""
+        out: dict[str, Any] = dict.fromkeys(self.columns)
+        try:
+            x = self.evaluator.layout.pack(values)
+            value = float(self.evaluator.value(x))
+            out["test_loss"] = value / self.divisor if math.isfinite(value) else None
+            if self.classifier is not None and out["test_loss"] is not None:
+                out.update(self.classifier.score(x, value))
+        except (ModelError, FloatingPointError, ValueError, np.linalg.LinAlgError):
+            pass
+        return out
 
     @classmethod
     def of_model(cls, test: Model, notes: list[str] | None = None) -> HeldOut:
@@ -224,7 +266,8 @@ class HeldOut:
         except SelectionError:  # not a sum over samples: the whole objective on the held-out data
             return cls(Evaluator(test.objective.expr, lp.layout), 1.0, None, list(notes or []))
         scale = dt.scale if dt.scale is not None and dt.scale > 0 else 1.0 / dt.n
-        return cls(Evaluator(dt.expr, lp.layout), scale * dt.n, dt.n, list(notes or []))
+        ev = Evaluator(dt.expr, lp.layout)
+        return cls(ev, scale * dt.n, dt.n, list(notes or []), Classifier.of(lp, dt.nodes))
 
     @classmethod
     def of_rows(cls, problem: Model, rows: np.ndarray) -> HeldOut:
@@ -289,32 +332,24 @@ def rows_data(problem: Model, rows: np.ndarray | None) -> dict[str, Any]:
 
 
 def class_labels(problem: Model) -> tuple[np.ndarray, Data] | None:
-    """The class of every sample when the loss is a classification loss: a two-valued sample
-    vector multiplying the argument of ``logistic(...)`` (labels +-1), or a one-hot sample matrix
-    read with ``logsumexp`` (softmax). None for other losses."""
+    """The label of every sample when the model is a classifier (its data term the likelihood of
+    classes, :mod:`~sparsemodel.workflows.classification`: ±1 labels multiplying the argument of
+    ``logistic(...)``, 0/1 labels of ``logistic(z) - y .* z``, or one-hot rows read with
+    ``logsumexp``), and the label data. None for other losses."""
     from .criteria import SelectionError, data_term
 
+    lp = LoweredProblem(problem)
     try:
-        dt = data_term(problem, LoweredProblem(problem))
+        dt = data_term(problem, lp)
     except SelectionError:
         return None
-    n = dt.n
-    nodes = {d.uid for d in dt.nodes}
-    has_softmax = any(isinstance(e, A.logsumexp) for e in dt.expr.walk())
-    for e in dt.expr.walk():
-        if isinstance(e, A.logistic):
-            for d in e.args[0].walk():
-                if isinstance(d, Data) and d.uid in nodes and d.size == n:
-                    v = np.asarray(d.value.toarray() if hasattr(d.value, "toarray") else d.value).ravel()
-                    if len(np.unique(v)) == 2:
-                        return v, d
-    if has_softmax:
-        for d in dt.nodes:
-            if d.ndim == 2 and d.shape[1] >= 2 and isinstance(d.value, np.ndarray):
-                v = d.value
-                if np.all((v == 0) | (v == 1)) and np.all(v.sum(axis=1) == 1):
-                    return v.argmax(axis=1).astype(float), d
-    return None
+    return class_labels_of(lp, dt.nodes)
+
+
+def held_out_columns(problem: Model | None) -> list[str]:
+    """The held-out metrics of a model's runs: ``test_loss``, and for a classifier (``problem``
+    given, :func:`class_labels`) its accuracy, AUC and Brier score."""
+    return ["test_loss", *(CLASS_METRICS if problem is not None and class_labels(problem) is not None else ())]
 
 
 def holdout_splits(
@@ -488,7 +523,7 @@ class Scorer:
 
     @property
     def columns(self) -> list[str]:
-        return (["test_loss"] if self.held is not None else []) + (
+        return (self.held.columns if self.held is not None else []) + (
             list(TRUTH_METRICS) if self.truth is not None else []
         )
 
@@ -499,11 +534,7 @@ class Scorer:
     def score(self, lp: LoweredProblem, res: Result) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.held is not None:
-            try:
-                v = self.held.loss(res.values)
-                out["test_loss"] = v if math.isfinite(v) else None
-            except (ModelError, FloatingPointError, ValueError, np.linalg.LinAlgError):
-                out["test_loss"] = None
+            out.update(self.held.score(res.values))
         if self.truth is not None:
             out.update(self.truth.score(lp, lp.layout.pack(res.values)))
         return out
@@ -542,6 +573,16 @@ def make_scorer(
     return Scorer(held, tr)
 
 
+def _needs(metric: str) -> str:
+    if metric == "test_loss":
+        return "--test or --splits"
+    if metric in CLASS_METRICS:
+        return "--test or --splits, and a classifier: a loss that is the likelihood of labels"
+    if metric in TRUTH_METRICS:
+        return "--truth"
+    return {"penalty": "--select", "lower_s": "--splits or --select"}.get(metric, "another report")
+
+
 def with_metric_columns(columns: tuple[str, ...], metric_columns: list[str]) -> tuple[str, ...]:
     """A report's columns with the metrics asked for (test_loss, the truth's) before the support."""
     i = columns.index("support")
@@ -560,18 +601,14 @@ def metric_names(text: str | list[str] | tuple[str, ...], available: list[str] |
         if m not in pool:
             raise MetricError(
                 f"{m!r} is not a metric of this report",
-                hint=f"metrics: {', '.join(pool)}"
-                + (
-                    ""
-                    if m not in METRICS
-                    else f" ({m} needs {'--test or --splits' if m == 'test_loss' else '--truth'})"
-                ),
+                hint=f"metrics: {', '.join(pool)}" + ("" if m not in METRICS else f" ({m} needs {_needs(m)})"),
             )
     return items
 
 
 __all__ = [
     "with_metric_columns",
+    "CLASS_METRICS",
     "METRICS",
     "TRUTH_METRICS",
     "HeldOut",
@@ -582,6 +619,7 @@ __all__ = [
     "bound_cells",
     "class_labels",
     "dof",
+    "held_out_columns",
     "holdout_splits",
     "make_scorer",
     "metric_names",

@@ -160,7 +160,7 @@ class PathRun:
         cls.validate(options)
         # a solver that cannot take the model refuses the whole path here: its points would fail one
         # by one and the largest bound, answered without the solver (full_model), would look chosen
-        refused = cls.refuse(problem.requirements())
+        refused = cls.refuse(problem.requirements(), lp)
         if refused is not None:
             raise refused
         self.lp, self.cls, self.options, self.start = lp, cls, options, start

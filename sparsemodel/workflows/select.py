@@ -19,10 +19,12 @@ curve is the mean over folds, with the standard error std / sqrt(K).
 
 ``rule="min"`` chooses the k of lowest value (the only rule of the information criteria). For
 cross-validation, ``rule="1se_paired"`` (the default) chooses the smallest k whose mean held-out loss
-exceeds the minimum's by at most one standard error *of the difference*: the folds are the same at
-every k, so the difference d_f = L_f(k) - L_f(k_min) is paired fold by fold and its standard error
-is std_f(d) / sqrt(K) (Vehtari, Gelman & Gabry 2017, Section 5.2: compare models by the standard
-error of their paired difference, not of each estimate). ``rule="1se"`` is Breiman et al.'s (1984)
+exceeds the minimum's by at most one standard error *of the difference*: the folds, and so the
+held-out rows, are the same at every k, so the difference is paired row by row, d_i = l_i(k) -
+l_i(k_min) over the N held-out rows of all folds, with standard error std(d) / sqrt(N) (Vehtari,
+Gelman & Gabry 2017, Section 5.2: compare models by the standard error of their pointwise
+difference, not of each estimate); for a loss without per-row values (cox, ordinal, a custom
+loss), fold by fold, std_f(L_f(k) - L_f(k_min)) / sqrt(K). ``rule="1se"`` is Breiman et al.'s (1984)
 one-standard-error rule: the smallest k within one standard error of the minimum's own mean, whose
 fold-to-fold spread (the level of each fold's loss, shared by every k) swamps the differences on
 Poisson data. The solution reported is the all-data path's point at the chosen k.
@@ -468,6 +470,7 @@ class Selection:
         self.n = dt.n
         self.n_eff = dt.n_eff
         self.n_obs = dt.n_obs
+        self.n_unit = dt.n_unit
         self.gaussian = dt.gaussian
         self.per_fold = per_fold
         self.per_sample: np.ndarray | None = None  # cross-validation: each held-out row's loss at each k
@@ -505,7 +508,7 @@ class Selection:
 
     def describe(self) -> str:
         """The formula with its constants, as the table prints it."""
-        n = f"{self.n_obs:g}"
+        n = f"{self.n_obs:g}" + (f" {self.n_unit}" if self.n_unit != "samples" else "")
         if self.by == "cv":
             K = self.per_fold.shape[0] if self.per_fold is not None else 0
             return f"{K}-fold cross-validation: mean held-out loss (the model's data term on the held-out rows), n = {self.n}"

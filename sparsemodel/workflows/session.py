@@ -23,7 +23,7 @@ from ..model.problem import Model
 from ..progress import SolveProgress
 from ..solvers import REGISTRY, auto_solver, get_solver, solvers_for
 from ..solvers.result import Result
-from ..util import k_text
+from ..util import fmt_number, k_text
 from .scheduler import use_scheduler
 
 
@@ -48,11 +48,26 @@ def located(exc: ModelError, span: Any) -> ModelError:
     return exc
 
 
-def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any) -> list[ModelError]:
+def solver_errors(
+    problem: Model, name: str, options: dict[str, Any], span: Any, lp: LoweredProblem | None = None
+) -> list[ModelError]:
     """What is wrong with running ``name`` with ``options`` on ``problem``: an unknown name or
     option, a bad option value (located at ``span``, the model line that names them), a
-    constraint the solver cannot take (located at the constraint)."""
+    constraint the solver cannot take (located at the constraint), and, given the lowered problem
+    ``lp``, an objective it cannot run on (``Solver.unfit``). ``auto`` with options is checked as the
+    solver it runs on ``lp`` (without ``lp``: not checked)."""
     if name == "auto":
+        if not options or lp is None:
+            return []
+        try:
+            name = auto_solver(lp)
+        except SolverError:  # no solver at all: check reports it once, from auto_solver
+            return []
+        try:
+            get_solver(name).validate(options)
+        except SolverError as exc:
+            said = exc.message if name == "auto" else f"{exc.message} (auto runs {name} on this model)"
+            return [SolverError(said, exc.span or span, exc.hint)]
         return []
     try:
         cls = get_solver(name)
@@ -63,7 +78,7 @@ def solver_errors(problem: Model, name: str, options: dict[str, Any], span: Any)
         cls.validate(options)
     except SolverError as exc:
         errors.append(located(exc, span))
-    refused = cls.refuse(problem.requirements())
+    refused = cls.refuse(problem.requirements(), lp)
     if refused is not None:
         errors.append(refused)
     return errors
@@ -101,6 +116,10 @@ def _solve(
     solver = solver or "auto"
     lp = lower(problem, k)
     if solver == "auto":
+        if problem.solve_with is not None and problem.solve_with[0] == "auto":
+            errs = solver_errors(problem, "auto", options, problem.solve_with[2], lp)
+            if errs:
+                raise errs[0]
         solver = auto_solver(lp)
     cls = get_solver(solver)
     inst = cls(**options)
@@ -270,6 +289,14 @@ def select(
 # ---------------------------------------------------------------------- check
 
 
+def _fmt_value(v: np.ndarray) -> str:
+    """A param's value as the user writes it: ``3``, not ``3.0``; ``1e-05``; a list of them."""
+    a = np.asarray(v, dtype=float)
+    if a.ndim == 0:
+        return fmt_number(a)
+    return "[" + ", ".join(fmt_number(x) for x in a.ravel()) + "]"
+
+
 def _fmt_opt(v: Any) -> str:
     """An option value as the model language writes it."""
     if isinstance(v, bool):
@@ -286,7 +313,7 @@ class CheckReport:
     source: str
     variables: list[tuple[str, tuple[int, ...], bool]]
     data: list[tuple[str, tuple[int, ...], str]]
-    params: list[tuple[str, Any]]
+    params: list[tuple[str, str]]  # (name, value as written: 3, not 3.0)
     objective: str
     curvature: str
     structure: str
@@ -296,6 +323,7 @@ class CheckReport:
     solve_with: str | None
     compare_with: str | None
     samples: int | None = None
+    stochastic: bool = False  # a solver that samples rows runs on the model
     lower_bound: str = ""  # which lower bound the answers get (issue 18), or why none
     errors: list[ModelError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -316,7 +344,10 @@ class CheckReport:
         out.append(f"convexity   {self.curvature}")
         out.append(f"structure   {self.structure}")
         if self.samples:
-            out.append(f"samples     {self.samples} (a finite sum: the stochastic solvers apply)")
+            which = (
+                "the stochastic solvers apply" if self.stochastic else "no stochastic solver takes these constraints"
+            )
+            out.append(f"samples     {self.samples} (a finite sum: {which})")
         for text, kind, detail in self.constraints:
             out.append(f"constraint  {text}   [{kind}] {detail}")
         if not self.constraints:
@@ -337,6 +368,13 @@ class CheckReport:
             out.append(e.render())
         out.append("ok" if self.ok else f"{len(self.errors)} problem(s) found")
         return "\n".join(out)
+
+    def __str__(self) -> str:
+        """``print(problem.check())`` prints what ``sparsemodel check`` prints."""
+        return self.render()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython and Jupyter show the same report
+        p.text(self.render())
 
 
 def bound_notes(lp: LoweredProblem | None) -> list[str]:
@@ -428,22 +466,18 @@ def check(problem: Model) -> CheckReport:
         if s is None and lp is not None and lp.set is not None and lp.set.kind == c.kind:
             s = lp.set  # the product of several bounds: not a written constraint
         detail = s.describe() if s is not None else f"on {c.variable.name}"
-        handlers = solvers_for(c.kind, {k.kind for k in problem.requirements()})
+        handlers = solvers_for(c.kind, {k.kind for k in problem.requirements()}, lp)
         detail += f"; solvers: {', '.join(handlers)}" if handlers else "; no solver yet"
         cons.append((str(c), c.kind, detail))
-    finite_sum = lp is not None and lp.design is not None and lp.design.finite_sum
-    applicable = [
-        (n, cls.summary)
-        for n, cls in REGISTRY.items()
-        if cls.takes(kinds) and (finite_sum or not getattr(cls, "needs_finite_sum", False))
-    ]
+    # the one capability test (Solver.takes with the lowered problem): a solver listed here runs
+    applicable = [(n, cls.summary) for n, cls in REGISTRY.items() if cls.takes(kinds, lp)]
     if problem.solve_with:
         name, opts, span = problem.solve_with
-        errors.extend(solver_errors(problem, name, opts, span))
+        errors.extend(solver_errors(problem, name, opts, span, lp))
     if problem.compare_with:
         cw_ = problem.compare_with
         for name in cw_["solvers"]:
-            errors.extend(solver_errors(problem, name, {}, cw_.get("span")))
+            errors.extend(solver_errors(problem, name, {}, cw_.get("span"), lp))
     sw = None
     if problem.solve_with:
         name, opts, _ = problem.solve_with
@@ -464,7 +498,7 @@ def check(problem: Model) -> CheckReport:
         source=problem.source,
         variables=[(v.name, v.shape, v.symmetric) for v in problem.variables],
         data=[(n, d.shape, _storage(d)) for n, d in problem.data.items()],
-        params=[(n, p.value.tolist()) for n, p in problem.params.items()],
+        params=[(n, _fmt_value(p.value)) for n, p in problem.params.items()],
         objective=str(problem.objective) if problem.objective.maximize else str(e),
         curvature=_curvature_text(problem),
         structure=structure,
@@ -474,6 +508,7 @@ def check(problem: Model) -> CheckReport:
         solve_with=sw,
         compare_with=cw,
         samples=(lp.design.n_samples if lp is not None and lp.design is not None and lp.design.finite_sum else None),
+        stochastic=any(REGISTRY[n].stochastic for n, _ in applicable),
         errors=errors,
     )
 

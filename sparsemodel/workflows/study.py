@@ -59,6 +59,40 @@ def summarize(rows: list[dict[str, Any]], metrics: list[str], by: list[str]) -> 
     return out
 
 
+def paired_differences(
+    rows: list[dict[str, Any]], metrics: list[str], by: list[str], baseline: str, solvers: list[str]
+) -> list[dict[str, Any]]:
+    """Per group of ``by`` (the design values and k; not the method) and per method other than
+    ``baseline``: the mean over replications of the paired difference d_r = m_r(method) -
+    m_r(baseline) of each metric, on the replications (``rep``) where both ran without error and
+    both have the metric, and its standard error sd(d) / sqrt(pairs) (``{m}`` and ``{m}_se``);
+    ``pairs`` counts the replications where both ran. The methods share each replication's data,
+    so the difference varies less than either method's own mean: this is the paired comparison."""
+    cells: dict[tuple[Any, ...], dict[str, dict[Any, dict[str, Any]]]] = {}
+    for r in rows:
+        if r.get("status") == ERROR:
+            continue
+        key = tuple(r.get(b) for b in by)
+        cells.setdefault(key, {}).setdefault(r["solver"], {})[r["rep"]] = r
+    out = []
+    for key, by_method in cells.items():
+        base = by_method.get(baseline, {})
+        for s in solvers:
+            if s == baseline or s not in by_method:
+                continue
+            reps = [rep for rep in by_method[s] if rep in base]
+            entry: dict[str, Any] = {**dict(zip(by, key)), "solver": s, "baseline": baseline, "pairs": len(reps)}
+            for m in metrics:
+                d = []
+                for rep in reps:
+                    a, b = by_method[s][rep].get(m), base[rep].get(m)
+                    if a is not None and b is not None:
+                        d.append(float(a) - float(b))
+                entry[m], entry[f"{m}_se"] = _mean_se(d)
+            out.append(entry)
+    return out
+
+
 class Tidy(list):
     """The tidy table without pandas: a list of dict rows (one per replication, method and k),
     with the summaries of :class:`Study` under the same names (``summary``, ``mean``, ``se``)."""
@@ -130,6 +164,7 @@ class Study:
         self.interrupted = False
         self.total = 0
         self.unit = ""
+        self.baseline = solvers[0] if solvers else None  # the method the paired differences are against
 
     # ------------------------------------------------------------------ the table
     def _add(self, row: dict[str, Any]) -> None:
@@ -179,6 +214,71 @@ class Study:
         """{group: standard error of the mean of ``metric``} (NaN with a single replication)."""
         keys = list(by) if by is not None else self.groups
         return _column(summarize(self.rows, metric_names([metric], self.metrics), keys), f"{metric}_se", keys)
+
+    def paired(self, metrics: Any = None, baseline: str | None = None, by: Any = None) -> Any:
+        """Paired differences against ``baseline`` (default :attr:`baseline`, the first method):
+        per group (default: the design values and k) and method, the mean over the replications of
+        each metric's difference method - baseline on the same replication, its standard error
+        sd / sqrt(pairs) and the number of pairs (:func:`paired_differences`). A DataFrame when
+        pandas is installed, else a :class:`Tidy` list."""
+        base = self._baseline(baseline)
+        ms = metric_names(metrics, self.metrics) if metrics is not None else self.paired_metrics()
+        keys = list(by) if by is not None else [g for g in self.groups if g != "solver"]
+        rows = paired_differences(self.rows, ms, keys, base, self.solvers)
+        cols = keys + ["solver", "baseline", "pairs"] + [c for m in ms for c in (m, f"{m}_se")]
+        df = _frame(rows, cols)
+        return df if df is not None else Tidy(rows, keys + ["solver"], ms)
+
+    def _baseline(self, baseline: str | None) -> str:
+        base = baseline if baseline is not None else self.baseline
+        if base not in self.solvers:
+            raise MetricError(
+                f"the baseline {base!r} of the paired differences is not among the compared methods",
+                hint=f"methods: {', '.join(self.solvers)}",
+            )
+        return base
+
+    def paired_metrics(self) -> list[str]:
+        """The metrics of the paired table: those of the table but the degrees of freedom (the
+        same k gives the same df)."""
+        return [m for m in self.default_metrics() if m != "df"]
+
+    def _paired_rows(self, metrics: list[str] | None = None, baseline: str | None = None) -> list[dict[str, Any]]:
+        """The rows of :meth:`paired` against the baseline, per design value and k (none without a
+        baseline among the methods)."""
+        base = baseline if baseline is not None else self.baseline
+        if base not in self.solvers:
+            return []
+        ms = metrics if metrics is not None else self.paired_metrics()
+        return paired_differences(self.rows, ms, [g for g in self.groups if g != "solver"], base, self.solvers)
+
+    def paired_table(self, fmt: str = "simple", metrics: Any = None, baseline: str | None = None) -> str:
+        """The paired differences against the baseline as text: mean ± standard error per group
+        and method (empty without two methods and two replications)."""
+        from tabulate import tabulate
+
+        base = self._baseline(baseline)
+        if len(self.solvers) < 2 or self.reps < 2:
+            return ""
+        ms = metric_names(metrics, self.metrics) if metrics is not None else self.paired_metrics()
+        keys = [g for g in self.groups if g != "solver"]
+        rows = self._paired_rows(ms, base)
+        head = [(k_header(self.unit) if g == "k" and self.unit else g) for g in keys]
+        head += ["solver", "pairs"] + [f"{'k chosen' if m == 'k' else m} - {base}" for m in ms]
+        body = []
+        for e in rows:
+            line = [e[g] for g in keys] + [e["solver"], e["pairs"]]
+            for m in ms:
+                mu, se = e[m], e[f"{m}_se"]
+                line.append(
+                    "-" if not math.isfinite(mu) else f"{mu:.4g} ± {se:.2g}" if math.isfinite(se) else f"{mu:.4g}"
+                )
+            body.append(line)
+        what = (
+            f"paired differences against {base}: mean ± standard error over the replications of (method - {base}) "
+            "on the same replication"
+        )
+        return "\n".join([what, tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)])
 
     def where(self, **conditions: Any) -> Study:
         """The study restricted to the rows whose columns have these values (``where(k=50)``)."""
@@ -271,6 +371,9 @@ class Study:
             f"each method at the k it chose by {self.select}" if self.select else "mean ± standard error"
         ) + f" over {reps} replication{'s' if reps != 1 else ''} ({self.meta.get('replications', '')})"
         parts = [what, tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True)]
+        paired = self.paired_table(fmt, metrics) if self.baseline in self.solvers else ""
+        if paired:
+            parts += ["", paired]
         parts += [f"note: {n}" for n in self.notes]
         errors = self.failed()
         if errors:
@@ -311,6 +414,11 @@ class Study:
                 "summary": [
                     {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in e.items()}
                     for e in summ
+                ],
+                "baseline": self.baseline,
+                "paired": [
+                    {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in e.items()}
+                    for e in self._paired_rows()
                 ],
                 "notes": self.notes,
             }
@@ -374,4 +482,4 @@ class Study:
         return report_html(summ, list(summ[0]) if summ else [], repr(self), self.figure())
 
 
-__all__ = ["NUMERIC", "Study", "Tidy", "summarize"]
+__all__ = ["NUMERIC", "Study", "Tidy", "paired_differences", "summarize"]

@@ -120,3 +120,62 @@ def test_a_rebound_csv_takes_the_models_clauses(labels_csv):
         warnings.simplefilter("error")  # everything applies: nothing to warn about
         prob = sm.load(labels_csv / "m.sm", data={"X": str(other), "y": f"{other}:Purchase"})
     assert prob.data["X"].value.shape == (40, 3) and set(np.unique(prob.data["y"].value)) == {-1.0, 1.0}
+
+
+# ----------------------------------------------------------------------------- reports as the user wrote them
+
+
+def test_printing_a_check_report_prints_what_the_command_line_prints(capsys, tmp_path):
+    np.save(tmp_path / "X.npy", X)
+    path = tmp_path / "m.sm"
+    path.write_text(
+        'data X : matrix from "X.npy"\nparam k = 3\nparam lam = 1e-5\n'
+        + HEAD.split("\n", 1)[1]
+        + "subject to\n    nnz(w) <= k\n"
+    )
+    report = sm.load(path).check()
+    assert str(report) == report.render() and not str(report).startswith("CheckReport(")
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == str(report)
+    assert "param       k = 3\n" in out and "param       lam = 1e-05\n" in out  # not 3.0
+    shown: list[str] = []  # what a notebook shows: IPython's pretty printer calls _repr_pretty_
+
+    class Printer:
+        def text(self, t: str) -> None:
+            shown.append(t)
+
+    report._repr_pretty_(Printer(), False)
+    assert shown == [str(report)]
+
+
+def test_zero_one_labels_negated_by_numpy_get_the_fix_for_the_users_vector():
+    """-y * (X @ w) with y a NumPy array of 0/1 labels: NumPy negates y before the model sees it,
+    so the data vector holds {-1, 0}; the fix recodes y (2 * (y > 0) - 1), not the negated vector
+    (whose recoding, 2 * (y == 0) - 1, would flip every label)."""
+    y = (X[:, 0] > 0).astype(float)
+    w = sm.Variable(4, name="w")
+    for scale in (1, 2):
+        prob = sm.Problem(sm.minimize(sm.mean(sm.logistic(-scale * y * (X @ w)))), [sm.nnz(w) <= 2])
+        (e,) = prob.check().errors
+        assert f"the values {{-{scale}, 0}}, the negation of labels y in {{0, 1}}" in e.message
+        assert "y = 2 * (y > 0) - 1" in e.hint and "y == 0" not in e.hint
+        recoded = 2 * (y > 0) - 1
+        assert sm.Problem(sm.minimize(sm.mean(sm.logistic(-recoded * (X @ w)))), [sm.nnz(w) <= 2]).check().ok
+    plain = sm.Problem(sm.minimize(sm.mean(sm.logistic(y * (X @ w)))), [sm.nnz(w) <= 2])
+    (e,) = plain.check().errors
+    assert "{0, 1}" in e.message and "recode y as 2 * (y == 1) - 1" in e.hint and "data line" not in e.hint
+
+
+@pytest.mark.parametrize(
+    "bound, prelude, said",
+    [
+        ("4000", "", "the bound is 4000, but w has only 40 coordinates"),
+        ("k", "param k = 4000\n", "the bound is k = 4000"),
+    ],
+)
+def test_a_bound_above_the_size_repeats_the_bound_written(bound, prelude, said):
+    text = f"{prelude}var w[40]\nminimize sum_squares(w - 1)\nsubject to\n    nnz(w) <= {bound}\n"
+    with pytest.raises(sm.ModelError) as e:
+        sm.parse(text, name="m.sm")
+    assert said in e.value.message and "got k = 4000" in e.value.hint

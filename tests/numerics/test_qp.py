@@ -99,3 +99,35 @@ def test_constrained_newton_on_a_logistic_loss_agrees_with_cvxpy(eq):
     assert res.f <= ref.value + 1e-7
     assert np.allclose(res.u, u.value, atol=1e-4)
     assert isinstance(rd, Reduced)
+
+
+def _random_polyhedron(rng, d):
+    """Equalities (a sum and a random row, consistent with a random point of the simplex, or not),
+    random inequalities and a box: about one in five is empty."""
+    A = np.vstack([np.ones(d), rng.standard_normal(d)])
+    x0 = rng.uniform(0, 1, d)
+    x0 /= x0.sum()
+    b = A @ x0 * (2.0 if rng.random() < 0.2 else 1.0)
+    lo = np.zeros(d) if rng.random() < 0.6 else np.full(d, -0.5)
+    hi = None if rng.random() < 0.5 else np.full(d, 0.6)
+    return Polyhedron(d, A, b, rng.standard_normal((2, d)), rng.standard_normal(2) + 0.5, lo, hi)
+
+
+def test_the_nonnegative_least_squares_phase_one_agrees_with_the_linear_program():
+    """feasible_point's first resort (one NNLS problem in slack form) finds a point of every polyhedron
+    HiGHS finds nonempty, and no point of one HiGHS proves empty; infeasible() is HiGHS's verdict."""
+    from sparsemodel.numerics.qp import _nnls_point, infeasible
+
+    rng = np.random.default_rng(3)
+    empty = nonempty = 0
+    for i in range(200):
+        P = _random_polyhedron(rng, 3 + i % 6)
+        x, proved_empty = _nnls_point(P)
+        ref = _cvxpy_qp(np.eye(P.d), np.zeros(P.d), P)  # an independent verdict (Clarabel)
+        if ref.status == "infeasible":
+            empty += 1
+            assert x is None and infeasible(P) and feasible_point(P) is None
+        else:
+            nonempty += 1
+            assert x is not None and P.contains(x) and not proved_empty and not infeasible(P)
+    assert empty > 10 and nonempty > 100

@@ -187,3 +187,39 @@ def test_the_start_minimizes_the_diagonal_newton_model_under_the_constraint(mode
         h = np.array([1.0, 2.0, 4.0, 4.0, 8.0, 1.0])
         start = S.start_point(np.zeros(p), np.zeros(p), 1.0, h)
         assert np.allclose(start, (1 / h) / np.sum(1 / h))  # the inverse-variance weights at w = 0
+
+
+def test_the_implied_bounds_hold_on_the_polyhedron_and_are_tight_on_the_simplex():
+    """LinearSet.implied_bounds (bnb's big-M box where the model wrote none): sum(w) == 1 with w >= 0
+    gives w <= 1 (to rounding); on random polyhedra no point of the polyhedron (the LP's maximum and
+    minimum of each coordinate, HiGHS) lies outside them, and 0 stays inside."""
+    from scipy.optimize import linprog
+
+    w = sm.Variable(5, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(w - 1)), [sm.nnz(w) <= 2, sm.sum(w) == 1, w >= 0]).lower()
+    lo, hi = lp.linear.implied_bounds(lp.box.lo, lp.box.hi)
+    assert np.all(lo == 0) and np.allclose(hi, 1.0, rtol=0, atol=1e-8) and np.all(hi >= 1.0)
+    rng = np.random.default_rng(2)
+    tightened = 0
+    for _ in range(30):
+        p = 6
+        w = sm.Variable(p, name="w")
+        G = rng.standard_normal((3, p))
+        cons = [sm.nnz(w) <= 3, sm.sum(w) == 1, sm.Data(G) @ w <= 1.0 + rng.random(3), w >= -0.2]
+        lp = sm.Problem(sm.minimize(sm.sum_squares(w - 1)), cons).lower()
+        lo, hi = lp.linear.implied_bounds(lp.box.lo, lp.box.hi)
+        assert np.all(lo <= 0) and np.all(hi >= 0)
+        P = lp.linear.polyhedron(box=lp.box)
+        bounds = list(zip(P.lo, [None if not np.isfinite(h) else h for h in P.hi]))
+        for j in range(p):
+            for sign in (1.0, -1.0):
+                c = np.zeros(p)
+                c[j] = -sign  # maximize sign * x_j
+                r = linprog(c, A_ub=P.G, b_ub=P.h, A_eq=P.A, b_eq=P.b, bounds=bounds, method="highs")
+                assert r.status == 0
+                if sign > 0:
+                    assert r.x[j] <= hi[j] + 1e-9
+                else:
+                    assert r.x[j] >= lo[j] - 1e-9
+        tightened += int(np.isfinite(hi).sum())
+    assert tightened > 30  # (sum(w) == 1 with w >= -0.2 bounds every coordinate above)

@@ -121,8 +121,19 @@ def test_barrier_newton_solves_subproblem_13_as_cvxpy_does_with_an_active_box():
         assert alpha <= ev[0] <= alpha * (1 + 1e-8) and beta * (1 - 1e-8) <= ev[-1] <= beta  # both ends active
         assert f(res.Theta) <= f(ref) + 1e-8 and f(res.Theta) == pytest.approx(f(ref), rel=1e-8)
         assert np.linalg.norm(res.Theta - ref) / np.linalg.norm(ref) < 1e-5  # cvxpy's own accuracy
-    free = logdet_box_newton(S, mask)  # no box: plain Newton for the graph's MLE, as covsel
-    assert free.converged and np.allclose(free.Theta, mle, rtol=1e-8, atol=1e-10)
+    # no box: plain Newton for the graph's MLE, as covsel. Both stop at their own accuracy (Newton on
+    # its decrement, covsel on its sweeps' change), so they are compared as their optimality allows:
+    # the objective to second order in the gradient on the graph, and the matrices within what the
+    # strong convexity of -logdet (1 / lambda_max^2 on the segment between them) makes of the two
+    # gradients' sizes: ||T1 - T2||_F <= lambda_max^2 (||G1||_F + ||G2||_F) to first order.
+    free = logdet_box_newton(S, mask)
+    assert free.converged
+    grad_norm = lambda O: np.linalg.norm(np.where(mask, S - np.linalg.inv(O), 0))  # noqa: E731
+    g_free, g_mle = grad_norm(free.Theta), grad_norm(mle)
+    assert g_free < 1e-6 and g_mle < 1e-9  # both optimal on the graph at their stated accuracy
+    lam_max = max(np.linalg.eigvalsh(mle)[-1], np.linalg.eigvalsh(free.Theta)[-1])
+    assert np.linalg.norm(free.Theta - mle) <= 2 * lam_max**2 * (g_free + g_mle)
+    assert abs(f(free.Theta) - f(mle)) <= lam_max**2 * (g_free + g_mle) ** 2 + 1e-14 * abs(f(mle))
 
 
 @pytest.mark.parametrize("active", [False, True])
@@ -166,7 +177,10 @@ def test_an_active_box_on_a_large_support_goes_to_the_admm(monkeypatch):
     b = lp.restricted_minimize(None, cols=cols, method="newton")
     assert a.method == "admm" and b.method == "newton"
     assert lp.oracle.counters.eig_decomps > 1
-    assert abs(a.f - b.f) <= 1e-6 * max(1.0, abs(b.f)) and b.f <= a.f + 1e-10
+    # the ADMM (a first-order method) is the reference here, accurate to about 1e-6 relative in f;
+    # its last iterate may sit a little outside the box and below the constrained minimum, so the
+    # Newton answer may be above it by that much, not by less
+    assert abs(a.f - b.f) <= 1e-6 * max(1.0, abs(b.f))
 
 
 def test_grahtp_gives_the_same_answer_with_the_papers_admm_and_with_covsel():

@@ -101,6 +101,62 @@ def test_swap_model_on_groups_is_second_order():
     assert exact == pytest.approx(delta, rel=0.3)
 
 
+@pytest.mark.parametrize("rows", ["budget", "markowitz", "long-only"])
+def test_swap_model_under_linear_constraints(rows):
+    """Under linear equalities the swap model keeps them (the KKT matrix in the bordered inverse, the
+    reduced gradient): on a quadratic every single swap, insertion, removal and double swap it
+    predicts is the restricted solve's value under the constraints. With w >= 0 the bounds are kept
+    only through the working set, so the values are a model: the best single swap it ranks first is
+    still a true decrease, and no insertion it rates useless (an asset the bound holds at zero) gains."""
+    rng = np.random.default_rng(4)
+    p = 10
+    B = rng.standard_normal((p, 2))
+    S = B @ B.T + np.diag(rng.uniform(0.2, 1.0, p))
+    w = sm.Variable(p, name="w")
+    cons = [sm.nnz(w) <= 4]
+    if rows == "markowitz":  # sum(w) == 1 and a target return
+        mu = rng.normal(0.05, 0.03, p)
+        cons.append(sm.Data(np.vstack([np.ones(p), mu])) @ w == np.array([1.0, float(np.quantile(mu, 0.7))]))
+    else:
+        cons.append(sm.sum(w) == 1)
+    if rows == "long-only":
+        cons.append(w >= 0)
+    lp = sm.Problem(sm.minimize(sm.quad_form(w, S)), cons).lower()
+    units = np.array([0, 3, 5, 8])
+    r = lp.restricted_minimize(units, grad=True)
+    model = SwapModel(lp, r.x, r.g, units, members_of(lp), pool=None)
+
+    def value(sup):
+        return lp.restricted_minimize(np.sort(np.asarray(sup))).f
+
+    if rows != "long-only":
+        assert model.exact
+        for J, I, delta in model.every_swap():
+            assert r.f + delta == pytest.approx(value([u for u in units if u != J] + [I]), rel=1e-7, abs=1e-9)
+        for i, I in enumerate(model.units_out):
+            assert r.f - model.gain[i] == pytest.approx(value(np.append(units, I)), rel=1e-7, abs=1e-9)
+        for j, J in enumerate(model.units_in):
+            assert r.f + model.removal[j] == pytest.approx(value(np.setdiff1d(units, [J])), rel=1e-7, abs=1e-9)
+        doubles = model.double_swaps()
+        assert len(doubles) == 6 * 15  # every pair out (4 choose 2) against every pair in (6 choose 2)
+        for (J1, J2), (I1, I2), delta in doubles[:: max(len(doubles) // 20, 1)]:
+            new = [u for u in units if u not in (J1, J2)] + [I1, I2]
+            assert r.f + delta == pytest.approx(value(new), rel=1e-7, abs=1e-9)
+    else:
+        assert not model.exact
+        J, I, delta = model.swaps(limit=1)[0]
+        assert delta < 0 and value([u for u in units if u != J] + [I]) < r.f
+        for i, I in enumerate(model.units_out):
+            if model.gain[i] == 0:
+                assert value(np.append(units, I)) >= r.f - 1e-9 * abs(r.f)
+    # the floor the verification skips on (the equalities alone) is never above a swap's exact value
+    for J, I, _ in model.every_swap():
+        assert r.f + model.floor([J], [I]) <= value([u for u in units if u != J] + [I]) + 1e-9 * abs(r.f)
+    for (J1, J2), (I1, I2), _ in model.double_swaps()[::7]:
+        new = [u for u in units if u not in (J1, J2)] + [I1, I2]
+        assert r.f + model.floor([J1, J2], [I1, I2]) <= value(new) + 1e-9 * abs(r.f)
+
+
 # ---------------------------------------------------------------------- the pipeline
 
 

@@ -24,6 +24,9 @@ layer restates one (docs/atoms.md):
   curvature bound of smoothness constants; ``quadratic`` -- phi(z) = z^2 exactly (the
   least-squares kernels apply);
 * ``params`` -- the constants above;
+* ``logits(z)`` -- when the loss is the log-partition of a categorical distribution (``logistic``:
+  logits (0, z); ``logsumexp`` over rows: the row), its logits: a classifier's predicted
+  probabilities are their softmax (None for other losses);
 * the convex conjugate: ``conjugate(s)`` (vectorised; +inf outside the domain) and
   ``conjugate_domain(s)`` of the convex one of +-phi (``convex_sign`` says which: +1 for a convex
   atom, -1 for a concave one such as ``log``, whose term enters an objective as ``-c log z``);

@@ -78,6 +78,15 @@ class Atom(Expr):
         argument), or None (not a loss)."""
         return None
 
+    def logits(self, z: np.ndarray) -> np.ndarray | None:
+        """When this loss is the log-partition function of a categorical distribution (a classifier's
+        loss): its logits L(z), shape (..., K) for a loss value's argument z (an entry of an
+        elementwise loss, a row (..., m) of a row-wise one), such that phi(z) = log sum_j exp(L_j)
+        and phi(z) - L_j = -log p_j, p = softmax(L): the negative log-likelihood of class j.
+        ``logistic``: L = (0, z), two classes; ``logsumexp`` over the rows: L = z, one class per
+        column. None for a loss that is not a likelihood of classes."""
+        return None
+
     def loss_key(self) -> tuple:
         """What makes two atoms the same function of their arguments: the class and the parameters
         (two huber atoms with different M differ; the arguments do not enter)."""
@@ -225,8 +234,9 @@ class WholeLoss(Atom, ABC):
     (which may carry leading batch axes) -- and ``hessian_apply(z, U)`` -- the Hessian of phi at z
     (one vector) applied to U ((size,) or (size, q) columns), never formed as a matrix; and, as
     every loss, ``curvature_sup`` (sup of the largest eigenvalue of the Hessian, or None),
-    ``conjugate(s)`` (or :class:`NoConjugate` with the reason) and ``sample_count`` (the rows of
-    data it reads). ``forward`` and ``vjp`` follow from ``derivs``."""
+    ``conjugate(s)`` (or :class:`NoConjugate` with the reason), ``sample_count`` (the rows of
+    data it reads) and ``observations`` (the n of the information criteria, in
+    ``observations_unit``; the rows by default). ``forward`` and ``vjp`` follow from ``derivs``."""
 
     loss_form = "whole"
     loss_args: tuple[int, ...] = (0,)
@@ -243,6 +253,15 @@ class WholeLoss(Atom, ABC):
         """The rows of data the loss reads (its sample axis): the first loss argument's length."""
         a = self.args[self.loss_args[0]]
         return a.shape[0] if a.shape else None
+
+    #: what :attr:`observations` counts, as the information criteria print it
+    observations_unit = "samples"
+
+    @property
+    def observations(self) -> float | None:
+        """The sample size n of the information criteria (BIC's log n): the rows it reads, unless
+        the likelihood has one factor per something else (``cox``: the events)."""
+        return self.sample_count
 
     @abstractmethod
     def derivs(self, z: np.ndarray, order: int = 1) -> tuple[Any, Any, None]:

@@ -8,7 +8,8 @@ directions, in the same form as the gradient. As skscope's objective functions g
 gradient (skscope's ``test_no_autodiff``), nothing is differentiated for the user.
 
 sparsemodel cannot look inside the function: it takes it as smooth and convex (a nonconvex one gets
-a local answer), and every fact it has is what the two callables give.
+a local answer: where its Hessian is indefinite the step sizes use the magnitude of the curvature,
+``LoweredProblem.safe_curvature``), and every fact it has is what the two callables give.
 
 * Without ``hvp`` the objective is a general smooth function (no composite form): the first-order
   solvers run on it (``grahtp``, ``fgrahtp``, ``iht``, ``omp``, ``ompr``, ``els``, ``grasp``,
@@ -125,20 +126,35 @@ class custom_loss(WholeLoss):  # noqa: N801 - the builder's name, like every ato
             flat.append(g.reshape(-1))
         return np.concatenate(flat)
 
+    def _user(self, fn: Any, what: str, *args: Any) -> Any:
+        """Call the user's ``fun`` or ``hvp``: an exception it raises becomes a ModelError that
+        names the loss (the user's traceback stays attached as its cause), so that the command
+        line reports it as the model's error, not as a bug in sparsemodel."""
+        try:
+            return fn(*args)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(
+                f"custom_loss {self.label}: its {what} raised {type(exc).__name__}: {exc}",
+                self.span,
+                f"the error is in the function given to custom_loss as {what} (its traceback is this error's cause)",
+            ) from exc
+
     def _call(self, z: np.ndarray) -> tuple[float, np.ndarray]:
         key = z.tobytes()
         if self._last is not None and self._last[0] == key:
             return self._last[1], self._last[2]
+        out = self._user(self.fun, "fun", *self._values(z))
         try:
-            out = self.fun(*self._values(z))
             value, grad = out
+            v = float(np.asarray(value, dtype=float).reshape(()))
         except (TypeError, ValueError) as exc:
             raise ModelError(
-                f"custom_loss {self.label}: calling fun failed or it did not return (value, gradient): {exc}",
+                f"custom_loss {self.label}: fun did not return (value, gradient) with a number as the value: {exc}",
                 self.span,
                 "fun(*values) must return a pair (f, grad f)",
             ) from None
-        v = float(np.asarray(value, dtype=float).reshape(()))
         g = self._flat(grad, "gradient") if np.isfinite(v) else np.full(z.shape[-1], np.nan)
         self._last = (key, v, g)
         return v, g
@@ -160,5 +176,5 @@ class custom_loss(WholeLoss):  # noqa: N801 - the builder's name, like every ato
         U = np.asarray(U, dtype=float)
         vals = self._values(np.asarray(z, dtype=float))
         cols = [U] if U.ndim == 1 else [U[:, j] for j in range(U.shape[1])]
-        out = [self._flat(self.hvp(*vals, *self._values(u)), "hvp") for u in cols]
+        out = [self._flat(self._user(self.hvp, "hvp", *vals, *self._values(u)), "hvp") for u in cols]
         return out[0] if U.ndim == 1 else np.stack(out, axis=1)

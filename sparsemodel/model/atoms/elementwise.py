@@ -134,6 +134,13 @@ class logistic(Elementwise):
     def _conjugate(self, s):
         return _xlogx(s) + _xlogx(1.0 - s)
 
+    def logits(self, z):
+        """log(1 + e^z) = log(e^0 + e^z): the log-partition of two classes with logits (0, z). So
+        ``logistic(-y * z)`` with labels y in {-1, +1} is -log p_0, the probability expit(y z) of
+        the observed label, and ``logistic(z) - y * z`` with y in {0, 1} is -log p_y."""
+        z = np.asarray(z, dtype=float)
+        return np.stack([np.zeros_like(z), z], axis=-1)
+
 
 class huber(Elementwise):
     """x^2 for |x| <= M, 2M|x| - M^2 otherwise (cvxpy's convention)."""

@@ -32,6 +32,15 @@ def _axis_shape(shape: tuple[int, ...], axis: int | None, name: str, arg: Expr, 
     return shape[:ax] + shape[ax + 1 :]
 
 
+def _axis(axis: Any, name: str, span: Span | None) -> int | None:
+    """The axis of a reduction as an integer (None: over every entry), or a located ShapeError."""
+    if axis is None:
+        return None
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise ShapeError(f"{name}(..., axis={axis!r}): an axis is an integer", span, "axis = 0 (down the rows) or 1")
+    return int(axis)
+
+
 def _expand(g: np.ndarray, shape: tuple[int, ...], axis: int | None) -> np.ndarray:
     if axis is None:
         return np.broadcast_to(g, shape)
@@ -40,7 +49,7 @@ def _expand(g: np.ndarray, shape: tuple[int, ...], axis: int | None) -> np.ndarr
 
 class _Reduction(Atom):
     def __init__(self, x: Any, axis: int | None = None, span: Span | None = None):
-        self.axis = None if axis is None else int(axis)
+        self.axis = _axis(axis, self.name, span)
         super().__init__(x, span=span)
 
     def _shape(self, shapes, args, span):
@@ -167,6 +176,11 @@ class logsumexp(_Reduction):
         """The softmax of each row of Z (the gradient of its logsumexp)."""
         E = np.exp(Z - short_reduce(np.maximum, Z))
         return E / short_reduce(np.add, E)
+
+    def logits(self, Z: np.ndarray) -> np.ndarray | None:
+        """As a row-wise loss, the softmax: each row of Z is the logits of its classes, and
+        ``logsumexp(Z, axis=1) - sum(Y .* Z, axis=1)`` with one-hot Y is -log p_(y_i)."""
+        return np.asarray(Z, dtype=float) if self.loss_form == "rowwise" else None
 
     def hessian_apply(self, Z: np.ndarray, U: np.ndarray) -> np.ndarray:
         """The Hessian of each row's logsumexp at Z (..., m) applied to U ((..., m) or (..., m, q))."""

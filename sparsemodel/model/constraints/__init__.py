@@ -44,7 +44,12 @@ def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Con
                 if isinstance(target, NnzExpr)
                 else "rank constraints read rank(W) <= r"
             )
-            raise ConstraintError(f"{target} >= ... bounds {target} from below", span or target.span, what)
+            said = (
+                f"{target} == {value} asks for exactly that count"
+                if op == "=="
+                else f"{target} >= ... bounds {target} from below"
+            )
+            raise ConstraintError(said, span or target.span, what)
         if isinstance(target, NnzExpr):
             cls = FusedConstraint if target.fused else NnzConstraint
             return cls(target, as_expr(value), span=span or target.span)

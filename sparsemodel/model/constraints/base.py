@@ -70,7 +70,12 @@ class Bounded(ABC):
         """The bound b as an integer number of units, or a located error: b must be an integer from
         0 to ``limit``. ``written``: b is the bound as the model writes it (entries for a symmetric
         off-diagonal, converted to edges)."""
-        if isinstance(b, bool) or not isinstance(b, (int, np.integer, float, np.floating)) or float(b) != int(b):
+        if (
+            isinstance(b, bool)
+            or not isinstance(b, (int, np.integer, float, np.floating))
+            or not np.isfinite(float(b))
+            or float(b) != int(b)
+        ):
             raise ConstraintError(
                 f"{self}: the bound {b!r} is not an integer",
                 self.span,
@@ -89,9 +94,19 @@ class Bounded(ABC):
                 if written and self.unit_size > 1
                 else f"{self.limit} {self.unit}{outside}"
             )
+            expr = getattr(self, "k_expr", None) or getattr(self, "r_expr", None)
+            named = f"{expr} = {shown}" if written and expr is not None and str(expr) != str(shown) else f"{shown}"
+            letter = "r" if self.unit == "rank" else "k"
+            has = f"has rank at most {self.limit}" if self.unit == "rank" else f"has only {what}"
+            got = (
+                f"{shown} entries ({shown // self.unit_size} {self.unit})"
+                if self.unit_size > 1
+                else f"{letter} = {shown}"
+            )
             raise ConstraintError(
-                f"{self.bound_text(shown) if not written else str(self)}: {self.target_text} has only {what}",
+                f"{self.bound_text(shown) if not written else str(self)}: the bound is {named}, but "
+                f"{self.target_text} {has}",
                 self.span,
-                f"{'r' if self.unit == 'rank' else 'k'} must be between 0 and {self.limit} ({self.unit})",
+                f"{letter} must be between 0 and {self.limit} ({self.unit}); got {got}",
             )
         return units

@@ -199,6 +199,22 @@ class NnzExpr:
 
         return constrain(self, ">=", k)
 
+    def __eq__(self, k: object) -> Any:
+        """``nnz(w) == k`` in Python: refused as the model language refuses it (not False)."""
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, float, np.integer, np.floating, Expr)):
+            return NotImplemented
+        from . import constrain
+
+        return constrain(self, "==", k)
+
+    __hash__ = object.__hash__
+
+    def __lt__(self, k: Any) -> Any:
+        return _strict(self, "<", k, "<=")
+
+    def __gt__(self, k: Any) -> Any:
+        return _strict(self, ">", k, "<=")
+
     def __str__(self) -> str:
         g = f", groups={self.groups_text}" if self.groups_text else ""
         g += f", free={self.free_text}" if self.free_text else ""
@@ -263,7 +279,7 @@ class NnzConstraint(Bounded, Constraint):
         if not self.k_expr.is_constant() or self.k_expr.shape != ():
             raise ConstraintError(f"the bound of {self.nnz} must be an integer constant; got {self.k_expr}", self.span)
         kv = float(self.k_expr.constant_value())
-        self.check_bound(int(kv) if kv == int(kv) else kv, written=True)
+        self.check_bound(int(kv) if np.isfinite(kv) and kv == int(kv) else kv, written=True)
         return int(kv)
 
     def __str__(self) -> str:
@@ -299,6 +315,12 @@ class RankExpr:
         from . import constrain  # the one constructor (the package: it knows every kind)
 
         return constrain(self, "<=", r)
+
+    def __lt__(self, r: Any) -> Any:
+        return _strict(self, "<", r, "<=")
+
+    def __gt__(self, r: Any) -> Any:
+        return _strict(self, ">", r, "<=")
 
     def __ge__(self, r: Any) -> RankConstraint:
         from . import constrain  # the one constructor (the package: it knows every kind)
@@ -341,7 +363,22 @@ class RankConstraint(Bounded, Constraint):
 
     def validate(self) -> int:
         rv = _bound_value(self.r_expr, str(self), self.span)
-        return self.check_bound(int(rv) if rv == int(rv) else rv, written=True)
+        return self.check_bound(int(rv) if np.isfinite(rv) and rv == int(rv) else rv, written=True)
 
     def __str__(self) -> str:
         return f"rank({self.W}) <= {self.r_expr}"
+
+
+def _strict(target: Any, op: str, value: Any, instead: str) -> Any:
+    """``nnz(w) < 3``, ``w > 0`` in Python: a constraint error naming the comparison to write
+    (Python would otherwise raise a TypeError without a word about the model)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating, np.ndarray, list, tuple, Expr)
+    ):
+        return NotImplemented
+    shown = value if isinstance(value, (int, float, np.integer, np.floating, Expr)) else "..."
+    raise ConstraintError(
+        f"{target} {op} {shown}: a strict inequality is not a constraint",
+        getattr(target, "span", None),
+        f"write {target} {instead} {shown} (constraints read nnz(w) <= k, rank(W) <= r, w >= 0, lo <= w <= hi)",
+    )

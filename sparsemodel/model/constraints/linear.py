@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import ConstraintError, ShapeError, Span
 from ..dcp import AFFINE, CONSTANT
-from ..expr import Expr, Variable, _join, as_expr, fmt_shape
+from ..expr import Expr, Variable, _join, as_expr, fmt_shape, refuse_vector_meets_line
 from .base import Constraint
 
 OPS = ("==", "<=", ">=")
@@ -71,6 +71,7 @@ class LinearConstraint(Constraint):
                 self.span,
                 "a linear constraint compares two affine expressions entrywise (NumPy broadcasting)",
             ) from None
+        refuse_vector_meets_line(a, b, text, self.span)
         for side in (a, b):
             if side.curvature not in (CONSTANT, AFFINE):
                 raise ConstraintError(
