@@ -38,6 +38,15 @@ class Problem(Model):
 
         return session.lower(self, k)
 
+    def solver_errors(self, solver: str, **options: Any) -> list:
+        """What stops ``solver`` with ``options`` from running on this problem (the errors ``check``
+        lists; empty when it runs): an unknown name or option, a constraint kind it does not take
+        (:meth:`~sparsemodel.solvers.base.Solver.refuse`, whose hint names the solvers that take
+        the model)."""
+        from .workflows import session
+
+        return session.solver_errors(self, solver, options, None)
+
     def solve(self, solver: str | None = None, k: int | None = None, bound: str = "fast", **options: Any):
         """Solve with a registered solver (``'auto'`` picks one that handles every constraint).
 

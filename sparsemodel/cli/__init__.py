@@ -185,8 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     se.add_argument(
         "--rule",
-        choices=("min", "1se"),
-        help="cross-validation: min (default), or 1se: the smallest k within one se of the minimum",
+        choices=("min", "1se", "1se_paired"),
+        help="cross-validation: 1se_paired (default): the smallest k whose mean held-out loss is within one "
+        "standard error of the paired (fold by fold) difference from the minimum; min: the lowest mean; 1se: "
+        "within one se of the minimum's mean (Breiman)",
     )
     se.add_argument("--gamma", type=float, default=1.0, help="the EBIC constant gamma (default 1)")
     se.add_argument(

@@ -201,6 +201,11 @@ class ConstraintSet(ABC):
             "degrees of freedom (df, the criteria of select) count the units of nnz(...) <= k or rank(W) <= r",
         )
 
+    def ebic_count(self, x: np.ndarray, fixed: np.ndarray) -> int:
+        """What the EBIC of :mod:`sparsemodel.workflows.criteria` prices at log n + 2 gamma log p
+        each: the degrees of freedom (a set of groups counts each selected group once)."""
+        return self.degrees_of_freedom(x, fixed)[0]
+
     def truncation(self, s: int | None) -> Any:
         """The power method's truncation for a budget of s units: v -> the part of v a budget-s
         point of the set may use (free coordinates kept)."""

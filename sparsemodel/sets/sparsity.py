@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,9 @@ class CoordinateSparsity(ConstraintSet):
         return self.budget
 
     def with_budget(self, b: int) -> CoordinateSparsity:
-        return CoordinateSparsity(self.constraint, self.layout, b, self.box)
+        out = copy.copy(self)  # the coordinates, groups and free part are the same: only the budget changes
+        out.budget = self.check_budget(b)
+        return out
 
     def with_box(self, box: Box | None) -> CoordinateSparsity:
         """The same set intersected with a box (``w >= 0``, ``lo <= w <= hi``). The box must allow 0
@@ -202,6 +205,15 @@ class CoordinateSparsity(ConstraintSet):
         free = int(np.sum(~fixed[self.free]))
         on = np.flatnonzero(x[self.coords] != 0)
         return len(on) + free, self.units(on), self.n_units
+
+    def ebic_count(self, x: np.ndarray, fixed: np.ndarray) -> int:
+        """Groups: each selected group once, plus the free coordinates -- abess's effective number
+        of parameters, which counts a multi-response model's feature (a row of W, one column of X)
+        once whatever the number of responses; coordinates and edges: the degrees of freedom."""
+        df, units, _ = self.degrees_of_freedom(x, fixed)
+        if self.unit_of is None or self.pairs:
+            return df
+        return units + int(np.sum(~fixed[self.free]))
 
     def truncation(self, s: int | None) -> Any:
         if s is None or s >= self.size:

@@ -12,6 +12,7 @@ design (``lp.design``) and the constraint set (``lp.set``), never cvxpy or the g
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -198,17 +199,31 @@ def blas_threads(lp: LoweredProblem) -> Any:
     threads spin-wait when another process holds the other cores: measured on a busy 2-core machine,
     the Cholesky inverse of a 50 x 50 matrix took 117 ms with two threads against 0.02 ms with one,
     and the Section 6.1 demo's auto solve 2 s against 30 ms."""
-    if lp.n_samples * lp.n >= BLAS_THREADS_LIMIT:
-        return contextlib.nullcontext()
+    if lp.n_samples * lp.n >= BLAS_THREADS_LIMIT or getattr(_HELD, "depth", 0):
+        return contextlib.nullcontext()  # (inside a limit already: a path's point, a fold's solve)
     global _CONTROLLER
     if _CONTROLLER is None:  # inspecting the loaded libraries costs a millisecond: once
         from threadpoolctl import ThreadpoolController
 
         _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=1)
+    return _held(_CONTROLLER.limit(limits=1))
+
+
+@contextlib.contextmanager
+def _held(limit: Any) -> Any:
+    """Hold ``limit`` and mark this thread as limited, so that the solves run inside it (a path or
+    a cross-validation holds one limit for all its points) do not set and restore the thread
+    counts again at every solve (two library calls each: 6 % of a small problem's path)."""
+    _HELD.depth = getattr(_HELD, "depth", 0) + 1
+    try:
+        with limit:
+            yield
+    finally:
+        _HELD.depth -= 1
 
 
 _CONTROLLER: Any = None
+_HELD = threading.local()
 
 
 REGISTRY: dict[str, type[Solver]] = {}
