@@ -116,8 +116,10 @@ class Problem(Model):
         Gaussian with ``method`` = ``mvr`` (default), ``maxent``, ``sdp`` or ``equi``; ``fixed_x=True``
         for least squares with n >= 2p + 1; or your own, ``knockoffs=Xk``), the model re-solved on
         [X, X~] with its own loss, free coordinates and penalties, k units among 2p, and the statistic
-        ``path`` (the l0 path's entry k, k = 1..K, K = ``k`` or the model's bound) or ``coef`` (the
-        coefficient difference at k), thresholded by knockoff+. ``draws=M`` derandomizes over M copies
+        ``path`` (the coefficient difference summed over the l0 path k = 1..K, K = ``k`` or the
+        model's bound), ``support`` (how many of the path's best supports hold a variable against how
+        many hold its knockoff) or ``coef`` (the coefficient difference at k), thresholded by
+        knockoff+. ``draws=M`` derandomizes over M copies
         with e-values (Ren and Barber 2023). Other keywords: ``seed``, ``n_jobs``, ``solver`` and
         its options, ``start``, ``mu``/``sigma`` (a known distribution), ``shrinkage``, ``offset``,
         ``alpha_kn``, ``truth``, ``progress``. Returns a

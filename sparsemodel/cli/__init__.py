@@ -250,14 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
     ko.add_argument("--fdr", type=float, default=0.1, help="the target false discovery rate q (default 0.1)")
     ko.add_argument(
         "--statistic",
-        choices=("path", "coef"),
+        choices=("path", "support", "coef"),
         default="path",
-        help="path: the l0 path's entry k (default); coef: the coefficient difference at k",
+        help="path: the coefficient difference summed over the l0 path k = 1..K (default); support: how many of "
+        "the path's best supports hold each variable against its knockoff; coef: the coefficient difference at k",
     )
     ko.add_argument(
         "--k",
         type=int,
-        help="the path's largest k (path) or the bound (coef), over the 2p units (default: the model's bound)",
+        help="the path's largest k (path, support) or the bound (coef), over the 2p units (default: the model's bound)",
     )
     ko.add_argument(
         "--method",

@@ -7,11 +7,20 @@ Section 2.2; Candes et al. 2018, Section 3.2).
 
 * ``coef`` -- the coefficient difference at one bound k: W_j = |b_j| - |b~_j| (for a row unit, the
   norms of the row and of its knockoff row), b the l0 solution on [X, X~] with k units among 2p;
-* ``path`` -- the l0 path's entry statistic, the analogue of the lasso's lambda at entry: along
-  the best supports S_1, S_2, ..., S_K on [X, X~], Z_j = K + 1 - (the smallest k with j in S_k)
-  (0 when j never enters), and W_j = max(Z_j, Z~_j) sign(Z_j - Z~_j). A variable that enters at a
-  small k ahead of its knockoff gets a large positive W_j; a pair entering together gets 0. (l0
-  supports are not nested, so "enters" means first appears.)
+* ``path`` -- the coefficient difference summed along the l0 path (its "area"): with b(k) the
+  best solution on [X, X~] with k units among 2p, W_j = sum_{k=1..K} (|b_j(k)| - |b~_j(k)|). It
+  needs no choice of k (the lasso's statistics need a lambda), rewards a unit that enters early and
+  stays, and weighs each bound by the size of the coefficients it fits;
+* ``support`` -- the support count, the l0 analogue of the lasso's lambda at entry: Z_j = #{k :
+  j in S_k}, the number of bounds at which unit j is in the best support, and W_j = max(Z_j, Z~_j)
+  sign(Z_j - Z~_j). For nested supports (the lasso's path) Z_j = K + 1 - (the k at which j enters);
+  l0 supports are not nested, and counting where a unit is rather than where it first appears keeps
+  a knockoff that enters early and leaves from outranking its variable that stays.
+
+On the protocol of benchmarks/knockoffs.py (linear, amplitude 0.12, 20 replications, the same
+knockoffs) the powers at q = 0.1 were: ``path`` 0.47, ``support`` 0.45, ``coef`` at k = 50 0.42,
+the first entry on the path 0.22, knockpy's lasso coefficient difference 0.50; with a ridge
+0.1 ||w||^2 in the model, ``path`` 0.51 (docs/inference.md).
 
 **Threshold.** For a target FDR q, the knockoff+ threshold (Barber and Candes 2015, Theorem 2) is
 
@@ -31,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-STATISTICS = ("path", "coef")
+STATISTICS = ("path", "support", "coef")
 
 
 def threshold(W: np.ndarray, q: float, offset: int = 1) -> float:
@@ -55,19 +64,18 @@ def select(W: np.ndarray, t: float) -> np.ndarray:
     return np.flatnonzero(np.asarray(W) >= t)
 
 
-def path_statistic(ks: np.ndarray, real: np.ndarray, fake: np.ndarray) -> np.ndarray:
-    """W of the ``path`` statistic: ``real`` and ``fake`` are (len(ks), p) memberships of each unit
-    and of its knockoff in the best support at each k of ``ks`` (increasing)."""
-    ks = np.asarray(ks, dtype=float)
-    top = ks.max() + 1.0 if len(ks) else 1.0
-
-    def z(member: np.ndarray) -> np.ndarray:
-        seen = member.any(axis=0)
-        first = np.argmax(member, axis=0)
-        return np.where(seen, top - ks[first], 0.0)
-
-    zr, zf = z(np.asarray(real, dtype=bool)), z(np.asarray(fake, dtype=bool))
+def support_statistic(real: np.ndarray, fake: np.ndarray) -> np.ndarray:
+    """W of the ``support`` statistic: ``real`` and ``fake`` are (number of bounds, p) memberships
+    of each unit and of its knockoff in the best support at each k of the path."""
+    zr = np.asarray(real, dtype=bool).sum(axis=0).astype(float)
+    zf = np.asarray(fake, dtype=bool).sum(axis=0).astype(float)
     return np.maximum(zr, zf) * np.sign(zr - zf)
+
+
+def path_statistic(real: np.ndarray, fake: np.ndarray) -> np.ndarray:
+    """W of the ``path`` statistic: ``real`` and ``fake`` are (number of bounds, p) magnitudes of
+    each unit and of its knockoff in the solution at each k of the path."""
+    return np.abs(np.asarray(real, dtype=float)).sum(axis=0) - np.abs(np.asarray(fake, dtype=float)).sum(axis=0)
 
 
 def coef_statistic(real: np.ndarray, fake: np.ndarray) -> np.ndarray:
@@ -98,4 +106,13 @@ def ebh(e: np.ndarray, q: float) -> np.ndarray:
     return np.sort(order[:khat])
 
 
-__all__ = ["STATISTICS", "coef_statistic", "ebh", "evalues", "path_statistic", "select", "threshold"]
+__all__ = [
+    "STATISTICS",
+    "coef_statistic",
+    "ebh",
+    "evalues",
+    "path_statistic",
+    "select",
+    "support_statistic",
+    "threshold",
+]

@@ -6,7 +6,7 @@ knockoff copy of it (:mod:`sparsemodel.inference.gaussian`: model-X Gaussian wit
 SDP or equicorrelated construction, or fixed-X for least squares with n >= 2p + 1), the model
 re-solved on [X, X~] with its own loss, free coordinates and penalties, k units among 2p
 (:meth:`~sparsemodel.inference.augment.Plan.augment`), the statistics W from the l0 fits (the
-path's entry statistic, or the coefficient difference at k; :mod:`sparsemodel.inference.filter`),
+path's persistence statistic, or the coefficient difference at k; :mod:`sparsemodel.inference.filter`),
 and the knockoff+ threshold at the target FDR. With ``draws=M > 1``, M independent copies and the
 e-values of Ren and Barber (2023) make the selection not depend on one draw.
 
@@ -36,6 +36,11 @@ from .gaussian import KINDS, METHODS, SHRINKAGE, Sampler, sampler
 from .report import Report
 
 STARTS = ("warm", "best", "cold")
+SIDES = {  # the report's columns of what each statistic compares
+    "path": ("path_sum", "knockoff_path_sum"),
+    "support": ("in_supports", "knockoff_in_supports"),
+    "coef": ("coef", "knockoff_coef"),
+}
 
 
 @dataclass
@@ -43,7 +48,7 @@ class Settings:
     """How each draw fits the augmented model."""
 
     statistic: str
-    ks: list[int]  # the path's bounds (statistic "path"), or [k] (statistic "coef")
+    ks: list[int]  # the path's bounds (statistics "path" and "support"), or [k] (statistic "coef")
     solver: str
     options: dict[str, Any]
     start: str
@@ -51,11 +56,11 @@ class Settings:
 
 @dataclass
 class Draw:
-    """One knockoff run: its W, and what the fits said (the units' and knockoffs' entry k or
+    """One knockoff run: its W, and what the fits said (the units' and knockoffs' support counts or
     magnitudes), its time and the notes of failed path points."""
 
     W: np.ndarray
-    real: np.ndarray  # statistic "path": the k at which each unit first entered (0: never); "coef": |b_j|
+    real: np.ndarray  # per unit: sum over the path of |b_j(k)| (path), supports holding it (support), |b_j| (coef)
     fake: np.ndarray  # the same for the knockoffs
     time_s: float
     notes: list[str] = field(default_factory=list)
@@ -77,34 +82,28 @@ def fit_statistic(pl: Plan, Xk: np.ndarray, st: Settings) -> Draw:
     lp = LoweredProblem(aug)
     cls = solver_class(lp, st.solver)
     notes: list[str] = []
-    if st.statistic == "path":
+    if st.statistic in ("path", "support"):
         path = run_path(aug, lp, cls, st.ks, st.options, start=st.start)
-        ks, real, fake = [], [], []
+        real, fake = [], []
         for pt in path.points:
             if not pt.ok:
                 notes.append(f"k={pt.k}: {pt.message}")
                 continue
             r, f = unit_magnitudes(pl, pt.result.values)
-            ks.append(pt.k)
-            real.append(r > 0)
-            fake.append(f > 0)
-        if not ks:
+            real.append(r)
+            fake.append(f)
+        if not real:
             raise InferenceError(
                 "every point of the knockoff path failed: " + "; ".join(notes), hint="try another solver (-o/--solver)"
             )
-        ka = np.asarray(ks, dtype=float)
-        W = F.path_statistic(ka, np.array(real), np.array(fake))
-        entry = _entries(ka, np.array(real)), _entries(ka, np.array(fake))
-        return Draw(W, entry[0], entry[1], time.perf_counter() - t0, notes)
+        R, Fk = np.array(real), np.array(fake)
+        if st.statistic == "path":
+            return Draw(F.path_statistic(R, Fk), R.sum(axis=0), Fk.sum(axis=0), time.perf_counter() - t0, notes)
+        count = (R > 0).sum(axis=0).astype(float), (Fk > 0).sum(axis=0).astype(float)
+        return Draw(F.support_statistic(R > 0, Fk > 0), count[0], count[1], time.perf_counter() - t0, notes)
     res = cls(**st.options).solve(lp, bound="none")
     r, f = unit_magnitudes(pl, res.values)
     return Draw(F.coef_statistic(r, f), r, f, time.perf_counter() - t0, notes)
-
-
-def _entries(ks: np.ndarray, member: np.ndarray) -> np.ndarray:
-    """The first k at which each unit is in the support (0: never)."""
-    seen = member.any(axis=0)
-    return np.where(seen, ks[np.argmax(member, axis=0)], 0.0)
 
 
 def one_draw(pl: Plan, smp: Sampler | None, seed: int, st: Settings, given: np.ndarray | None = None) -> Draw:
@@ -166,7 +165,7 @@ def knockoffs(
     name, opts = _with_default_solver(problem, solver, options)
     cls = solver_class(lp0, name)
     cls.validate(opts)
-    st = Settings(statistic, list(range(1, kk + 1)) if statistic == "path" else [kk], name, opts, start)
+    st = Settings(statistic, list(range(1, kk + 1)) if statistic != "coef" else [kk], name, opts, start)
     t_s = time.perf_counter()
     smp = None if given is not None else sampler(pl.X, KINDS[int(bool(fixed_x))], method, mu, sigma, shrinkage)
     construct_s = time.perf_counter() - t_s
@@ -339,7 +338,7 @@ class KnockoffResult(Report):
         cols = ["unit", "name", "W", "selected"]
         if self.evalues is not None:
             cols.append("evalue")
-        cols += ["entry_k", "knockoff_entry_k"] if self.statistic == "path" else ["coef", "knockoff_coef"]
+        cols += list(SIDES[self.statistic])
         if self.truth_units is not None:
             cols.append("true")
         return tuple(cols)
@@ -352,7 +351,7 @@ class KnockoffResult(Report):
             r: dict[str, Any] = {"unit": j, "name": name, "W": float(self.W[j]), "selected": int(j in sel)}
             if self.evalues is not None:
                 r["evalue"] = float(self.evalues[j])
-            a, b = ("entry_k", "knockoff_entry_k") if self.statistic == "path" else ("coef", "knockoff_coef")
+            a, b = SIDES[self.statistic]
             r[a] = float(d0.real[j]) if len(self.draws) == 1 else None
             r[b] = float(d0.fake[j]) if len(self.draws) == 1 else None
             if self.truth_units is not None:
@@ -362,11 +361,11 @@ class KnockoffResult(Report):
 
     def describe(self) -> str:
         how = f"{self.construction} knockoffs"
-        stat = (
-            f"l0 path entry statistic, k = 1..{self.k}"
-            if self.statistic == "path"
-            else f"coefficient difference at k = {self.k}"
-        )
+        stat = {
+            "path": f"l0 path statistic (coefficient difference summed over k = 1..{self.k})",
+            "support": f"l0 support statistic (best supports holding each unit, k = 1..{self.k})",
+            "coef": f"coefficient difference at k = {self.k}",
+        }[self.statistic]
         head = [
             f"knockoff filter at FDR {self.fdr:g}: {len(self.selected)} of {self.p} {self.unit} selected",
             f"  {how}, {stat} ({self.solver}), on the {self.n} x {2 * self.p} design [X, X~]",

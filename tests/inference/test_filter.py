@@ -1,5 +1,5 @@
 """The knockoff filter's arithmetic against hand computations: the knockoff and knockoff+
-thresholds, the path and coefficient statistics, e-values and e-BH."""
+thresholds, the path, support and coefficient statistics, e-values and e-BH."""
 
 from __future__ import annotations
 
@@ -43,16 +43,26 @@ def test_thresholds_agree_with_knockpy():
             assert F.threshold(w, q) == theirs
 
 
-def test_the_path_statistic_by_hand():
-    ks = np.array([1.0, 2.0, 3.0, 4.0])
-    # unit 0 enters at k=1, its knockoff at 3; unit 1 never, its knockoff at 2 (and leaves);
-    # unit 2 and its knockoff both at 4; unit 3: never, nor its knockoff; unit 4 at k=2 only
+def test_the_support_statistic_by_hand():
+    # rows: k = 1..4. unit 0 in every support, its knockoff at k = 3, 4; unit 1 never, its
+    # knockoff at k = 2 only; unit 2 and its knockoff both at k = 4; unit 3: never, nor its
+    # knockoff; unit 4 at k = 2 only (it enters and leaves)
     real = np.array([[1, 0, 0, 0, 0], [1, 0, 0, 0, 1], [1, 0, 0, 0, 0], [1, 0, 1, 0, 0]], dtype=bool)
     fake = np.array([[0, 0, 0, 0, 0], [0, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 0, 1, 0, 0]], dtype=bool)
-    # Z = K + 1 - first k: unit 0: 4 vs 2 -> +4; unit 1: 0 vs 3 -> -3; unit 2: 1 vs 1 -> 0; unit 3: 0; unit 4: 3 vs 0 -> +3
-    assert list(F.path_statistic(ks, real, fake)) == [4.0, -3.0, 0.0, 0.0, 3.0]
+    # Z = supports holding the unit: unit 0: 4 vs 2 -> +4; unit 1: 0 vs 1 -> -1; unit 2: 1 vs 1 -> 0;
+    # unit 3: 0; unit 4: 1 vs 0 -> +1
+    assert list(F.support_statistic(real, fake)) == [4.0, -1.0, 0.0, 0.0, 1.0]
     # antisymmetric: swapping each unit with its knockoff flips every sign
-    assert list(F.path_statistic(ks, fake, real)) == [-4.0, 3.0, 0.0, 0.0, -3.0]
+    assert list(F.support_statistic(fake, real)) == [-4.0, 1.0, 0.0, 0.0, -1.0]
+
+
+def test_the_path_statistic_by_hand():
+    # |b(k)| of two units and their knockoffs at k = 1, 2, 3
+    real = np.array([[1.0, 0.0], [0.8, -0.5], [0.7, -0.4]])
+    fake = np.array([[0.0, 0.0], [0.0, 0.0], [0.2, 0.6]])
+    # unit 0: 2.5 - 0.2 = 2.3; unit 1: 0.9 - 0.6 = 0.3
+    assert np.allclose(F.path_statistic(real, fake), [2.3, 0.3])
+    assert np.allclose(F.path_statistic(fake, real), [-2.3, -0.3])
 
 
 def test_the_coefficient_statistic_by_hand():

@@ -32,7 +32,7 @@ def linear(seed: int, n: int = 200, p: int = 40, s: int = 8, amp: float = 0.45, 
     return prob, X, beta
 
 
-@pytest.mark.parametrize("statistic", ["path", "coef"])
+@pytest.mark.parametrize("statistic", ["path", "support", "coef"])
 @pytest.mark.parametrize("solver", ["auto", "omp"])
 def test_w_is_antisymmetric_under_swapping_variables_with_their_knockoffs(statistic, solver):
     """Swap the columns J of X with their knockoffs: W_j changes sign for j in J, nothing else
