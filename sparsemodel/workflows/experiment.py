@@ -581,7 +581,8 @@ def _external(
     units = len(_units(lp.set, x)) if coordinate(lp.set) else None
     f = lp.fresh().oracle.f(x)
     row = {
-        "k": kv if kv is not None else units,
+        # a selector's replications form one group (its FDR is their mean): the units it chose are nnz
+        "k": kv if kv is not None else (None if isinstance(m, Selector) else units),
         "budget": kv,
         "unit": lp.set.unit if lp.set is not None else "",
         "objective": float(f) if math.isfinite(f) else None,

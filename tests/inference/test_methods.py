@@ -39,11 +39,16 @@ def test_a_study_runs_the_inference_methods_beside_the_solvers():
             assert r["status"] == "selected"
             S = {int(s) for s in r["support"].split()} if r["support"] else set()
             T = {0, 3, 7, 9}
-            assert r["k"] == len(S)
+            assert r["k"] is None and r["nnz"] == len(S)  # its replications form one group
             assert r["fdr"] == pytest.approx(len(S - T) / max(len(S), 1))
             assert r["power"] == pytest.approx(len(S & T) / 4)
         # the auto row's fdr is its false share too, at its bound 6: at least 2 of 6 are false
         assert rows[(rep, "auto")]["fdr"] >= 2 / 6 - 1e-12
+    # the summary pools a method's replications (its FDR is their mean), whatever it selected
+    assert study.summary(["fdr"], by=["solver"]) is not None
+    assert study.mean("fdr", by=["solver"])["knockoffs"] == pytest.approx(
+        np.mean([rows[(i, "knockoffs")]["fdr"] for i in (0, 1)])
+    )
     # the same study again: the same selections (each replication's seed is fixed)
     again = sm.experiment(model, [Knockoffs(fdr=0.25)], data=draw, reps=2)
     assert [r["support"] for r in again.rows] == [rows[(i, "knockoffs")]["support"] for i in (0, 1)]
