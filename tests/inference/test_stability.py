@@ -127,3 +127,13 @@ def test_the_cli_prints_the_bound_and_writes_the_probabilities(tmp_path, capsys)
     head = (tmp_path / "p.csv").read_text().splitlines()[0]
     assert head == "unit,name,max_probability,selected,k=1,k=2,k=3,k=4"
     assert main(["stability", str(tmp_path / "m.sm"), "--threshold", "0.3"]) == 2
+
+
+@pytest.mark.slow  # joblib's workers start in seconds
+def test_halves_on_workers_give_the_serial_answer():
+    pytest.importorskip("joblib")
+    prob, X, y, beta = linear(seed=2, n=100, p=10, k=4)
+    serial = stability(prob, pairs=4, seed=3)
+    parallel = stability(prob, pairs=4, seed=3, n_jobs=2)
+    assert np.array_equal(serial.probabilities, parallel.probabilities)
+    assert np.array_equal(serial.selected, parallel.selected)
