@@ -22,9 +22,10 @@ on the same X, X~ and y:
 Printed per loss and method: the observed FDR (mean FDP) with its standard error, which must lie
 within q + 2 se, and the power with its standard error. Then:
 
-* ``--stability``: stability selection (B complementary pairs, the l0 path k = 1..K on each half,
-  threshold 0.6) on the linear case: the observed false selections against the Meinshausen-Buhlmann
-  / Shah-Samworth bound;
+* ``--stability``: stability selection (B complementary pairs, the l0 path on each half) on the
+  linear case at n = 500, p = 200, 20 nonzeros, over the path k = 1..40 at threshold 0.6 and at
+  k = 10 at threshold 0.75: the observed false selections against the Meinshausen-Buhlmann /
+  Shah-Samworth bound;
 * ``--timing``: the whole-process time of one knockoff filter on the linear case (covariance
   estimated by Ledoit-Wolf, MVR construction, one draw, the fit, the threshold): ours against
   knockpy's ``KnockoffFilter(ksampler="gaussian", fstat="lasso")`` with the same estimate.
@@ -181,12 +182,19 @@ def replicate(
 
 
 def summary(rows: list[dict[str, tuple[float, float, float]]]) -> list[list[Any]]:
+    """Per method: replications, FDR (mean FDP) ± se, whether it is within q + 2 se, power ± se, the
+    paired difference of power against knockpy's lasso on the same replications ± se, median time."""
     methods = list(dict.fromkeys(m for r in rows for m in r))
+    base = "knockpy lasso"
     table = []
     for m in methods:
         v = np.array([r[m] for r in rows if m in r])
         se = v.std(axis=0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.full(3, np.nan)
         ok = "yes" if v[:, 0].mean() <= Q + 2 * se[0] else "NO"
+        paired = "-"
+        both = [r[m][1] - r[base][1] for r in rows if m in r and base in r]
+        if m != base and len(both) > 1:
+            paired = f"{np.mean(both):+.3f} ± {np.std(both, ddof=1) / np.sqrt(len(both)):.3f}"
         table.append(
             [
                 m,
@@ -194,6 +202,7 @@ def summary(rows: list[dict[str, tuple[float, float, float]]]) -> list[list[Any]
                 f"{v[:, 0].mean():.3f} ± {se[0]:.3f}",
                 ok,
                 f"{v[:, 1].mean():.3f} ± {se[1]:.3f}",
+                paired,
                 f"{np.median(v[:, 2]):.2f}",
             ]
         )
@@ -211,34 +220,51 @@ def run_fdr(
             rows.append(replicate(loss, r, amps[loss], k, mlr, ridge))
             print(f"  {loss} replication {r + 1}/{reps}", file=sys.stderr, flush=True)
         table = summary(rows)
-        out[loss] = {"amplitude": amps[loss], "reps": reps, "table": table}
+        out[loss] = {"amplitude": amps[loss], "reps": reps, "table": table, "rows": rows}
         print(
             f"\n{loss}: n = {N}, p = {P}, {S} nonzeros of amplitude {amps[loss]}, AR(1) {RHO}, q = {Q}, {reps} replications"
         )
         print(
-            tabulate(table, headers=["method", "reps", "FDR (mean FDP ± se)", "<= q + 2 se", "power ± se", "median s"])
+            tabulate(
+                table,
+                headers=[
+                    "method",
+                    "reps",
+                    "FDR (mean FDP ± se)",
+                    "<= q + 2 se",
+                    "power ± se",
+                    "power - lasso",
+                    "median s",
+                ],
+            )
         )
 
 
-def run_stability(reps: int, pairs: int, k: int, amp: float, out: dict[str, Any]) -> None:
-    """Linear case at a smaller size (n = 500, p = 200, 20 nonzeros): false selections vs the bound."""
+def run_stability(reps: int, pairs: int, amp: float, out: dict[str, Any]) -> None:
+    """Linear case at a smaller size (n = 500, p = 200, 20 nonzeros): false selections against the
+    bound, over the whole path k = 1..40 at threshold 0.6, and at k = 10 at threshold 0.75 (q near
+    sqrt(p / 2), where the bound is informative)."""
     n, p, s = 500, 200, 20
-    fs, bounds, powers = [], [], []
-    for r in range(reps):
-        d = draw("linear", 500 + r, amp * np.sqrt(N / n), n=n, p=p, s=s)
-        res = stability(model("linear", d, k), pairs=pairs, threshold=0.6, seed=r, truth={"w": d["beta"]})
-        fs.append(res.false_selections)
-        bounds.append(res.bound)
-        powers.append(len(set(res.selected.tolist()) & set(np.flatnonzero(d["beta"]).tolist())) / s)
-        print(f"  stability replication {r + 1}/{reps}", file=sys.stderr, flush=True)
-    fs_ = np.array(fs, dtype=float)
-    se = fs_.std(ddof=1) / np.sqrt(len(fs_)) if len(fs_) > 1 else float("nan")
-    out["stability"] = {"false": fs, "bound": bounds, "power": powers}
-    print(
-        f"\nstability selection (linear, n = {n}, p = {p}, {s} nonzeros, {pairs} pairs, k = 1..{k}, threshold 0.6, "
-        f"{reps} replications): false selections {fs_.mean():.2f} ± {se:.2f} (max {int(fs_.max())}) against the bound "
-        f"E[V] <= {np.mean(bounds):.2f}; power {np.mean(powers):.3f}"
-    )
+    for label, k, at_k, tau in (("path k = 1..40", 40, None, 0.6), ("at k = 10", 10, 10, 0.75)):
+        fs, bounds, um, powers = [], [], [], []
+        for r in range(reps):
+            d = draw("linear", 500 + r, amp * np.sqrt(N / n), n=n, p=p, s=s)
+            res = stability(
+                model("linear", d, k), pairs=pairs, threshold=tau, at_k=at_k, seed=r, truth={"w": d["beta"]}
+            )
+            fs.append(res.false_selections)
+            bounds.append(res.bound)
+            um.append(res.bound_unimodal if res.bound_unimodal is not None else float("nan"))
+            powers.append(len(set(res.selected.tolist()) & set(np.flatnonzero(d["beta"]).tolist())) / s)
+            print(f"  stability ({label}) replication {r + 1}/{reps}", file=sys.stderr, flush=True)
+        fs_ = np.array(fs, dtype=float)
+        se = fs_.std(ddof=1) / np.sqrt(len(fs_)) if len(fs_) > 1 else float("nan")
+        out.setdefault("stability", {})[label] = {"false": fs, "bound": bounds, "unimodal": um, "power": powers}
+        print(
+            f"\nstability selection ({label}, threshold {tau}; linear, n = {n}, p = {p}, {s} nonzeros, {pairs} pairs, "
+            f"{reps} replications): false selections {fs_.mean():.2f} ± {se:.2f} (max {int(fs_.max())}) against the "
+            f"bound E[V] <= {np.mean(bounds):.2f} (unimodal: {np.nanmean(um):.2f}); power {np.mean(powers):.3f}"
+        )
 
 
 def run_timing(k: int, amp: float, repeat: int, out: dict[str, Any]) -> None:
@@ -294,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.reps > 0 and losses:
             run_fdr(losses, a.reps, amps, a.k, not a.no_mlr, a.ridge, out)
         if a.stability:
-            run_stability(a.stability_reps, a.pairs, 40, amps["linear"], out)
+            run_stability(a.stability_reps, a.pairs, amps["linear"], out)
         if a.timing:
             run_timing(a.k, amps["linear"], a.repeat, out)
     if a.json:
