@@ -18,6 +18,7 @@ FLOORS = [
     ("sparsemodel.lowering",),
     ("sparsemodel.solvers",),
     ("sparsemodel.outputs", "sparsemodel.workflows"),
+    ("sparsemodel.inference",),  # knockoffs, stability selection: built on the paths and the solvers
     ("sparsemodel.problem",),  # the facade: Problem
     ("sparsemodel.grammar", "sparsemodel.sklearn", "sparsemodel.demo"),  # front ends that make Problems
     ("sparsemodel.cli", "sparsemodel"),

@@ -141,16 +141,38 @@ def format_result(r: Result, max_support: int = 30) -> str:
             f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"
         )
     lines += component_lines(r)
+    lines += near_optimal_lines(r)
     details = [
         (k, v)
         for k, v in r.extra.items()
-        if isinstance(v, (int, float, str)) and k not in ("rank", "maximum", "bound_s")
+        if isinstance(v, (int, float, str)) and k not in ("rank", "maximum", "bound_s", "top_gap", "top_proved")
     ]
     if details:
         lines.append(
             "details     " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in details)
         )
     return "\n".join(lines)
+
+
+def near_optimal_lines(r: Result, shown: int = 10) -> list[str]:
+    """bnb's m best supports (``-o top=m``): each with its objective, and each unit's share among
+    them (a unit in the best support and in none of the next is a firmer finding than one that
+    swaps in and out)."""
+    tops = r.extra.get("top_supports")
+    if not tops:
+        return []
+    proved = "proved: no other support is better than the last" if r.extra.get("top_proved") else "not proved"
+    lines = [f"top         {len(tops)} best supports ({proved}; gap {r.extra.get('top_gap', float('nan')):.3g})"]
+    for j, e in enumerate(tops[:shown]):
+        names = ", ".join(e.get("names", map(str, e["units"])))
+        lines.append(f"  #{j + 1:<3} {e['objective']:.10g}  {names}")
+    if len(tops) > shown:
+        lines.append(f"  ... {len(tops) - shown} more (--json)")
+    shares = sorted(r.extra.get("top_shares", {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    lines.append(
+        "shares      " + ", ".join(f"{n} {s:.2g}" for n, s in shares[:20]) + (" ..." if len(shares) > 20 else "")
+    )
+    return lines
 
 
 def component_lines(r: Result) -> list[str]:

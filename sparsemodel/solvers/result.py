@@ -246,6 +246,13 @@ class Result:
         return result_html(self)
 
     @property
+    def top_supports(self) -> list[dict[str, Any]]:
+        """bnb's m best supports (``top=m``), best first: each with ``objective``, ``support``
+        (positions in the variable), ``names`` and ``units``; ``extra["top_shares"]`` gives each
+        unit's share among them. Empty for every other run."""
+        return list(self.extra.get("top_supports", []))
+
+    @property
     def gap_text(self) -> str:
         """The gap as the reports print it: ``1.2e-05 (tight bound)``, ``0 (proved optimal)``, or the
         reason there is none."""
