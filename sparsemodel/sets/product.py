@@ -35,8 +35,9 @@ import scipy.sparse as sp
 from ..errors import ConstraintError
 from ..model.constraints import ProductConstraint
 from ..objective.evaluator import Layout
-from ..util import closest, k_text
+from ..util import closest
 from .base import ConstraintSet
+from .units import k_text
 
 
 class Budgets(Mapping):

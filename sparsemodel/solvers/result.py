@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..util import jsonable, k_text
+from ..sets.units import k_text
+from ..util import jsonable
 
 if TYPE_CHECKING:
     from ..lowering.lowered import LoweredProblem

@@ -43,8 +43,9 @@ from ..lowering.lowered import LoweredProblem
 from ..model.expr import Parameter
 from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..sets.units import bound_letter, k_header
 from ..solvers import get_solver
-from ..util import jsonable, k_header
+from ..util import jsonable
 from .metrics import Scorer, bound_cells, dof, make_scorer, metric_names, with_metric_columns
 
 if TYPE_CHECKING:
@@ -502,7 +503,9 @@ class Comparison:
         elif self.param_swept:
             first = f"{self.column} (param)"
         elif self.unit:
-            first = k_header(self.unit) if self.column == "k" or self.unit == "rank" else f"{self.column} ({self.unit})"
+            first = (
+                k_header(self.unit) if self.column in ("k", bound_letter(self.unit)) else f"{self.column} ({self.unit})"
+            )
         head = [first] + ([bound[0]] if bound else []) + self.solvers
         body = []
         for i, k in enumerate(self.values):

@@ -39,7 +39,8 @@ from ..model.samples import rebind_rows
 from ..objective.evaluator import Evaluator
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
-from ..util import jsonable, k_header, k_text
+from ..sets.units import k_header, k_text
+from ..util import jsonable
 from .compare import _ks
 from .criteria import (
     CRITERIA,
