@@ -40,6 +40,7 @@ from ..model.constraints import (
     Constraint,
 )
 from ..objective.evaluator import Layout
+from .views import View
 
 
 @dataclass
@@ -121,6 +122,7 @@ class ConstraintSet(ABC):
     coordinate: bool = False  # offers the coordinate API (coords, free, select, support, units, ...)
     relaxation: str | None = None  # the convex relaxation that stands for it: "l1", "nuclear", "glasso"
     counts_units: bool = True  # criteria that price the selected units (EBIC, GIC) apply
+    view: View = View()  # how a Result shows what the set selected (sets/views.py)
 
     def __init__(self, constraint: Constraint, layout: Layout, budget: int | None):
         self.constraint = constraint

@@ -16,6 +16,7 @@ from ..model.constraints import (
 from ..objective.evaluator import Layout
 from .base import BoundUnits, ConstraintSet, CoordSubspace
 from .side import Box
+from .views import EdgeView, GroupView, View
 
 
 def top_k(z: np.ndarray, k: int, groups: np.ndarray | None = None) -> np.ndarray:
@@ -71,6 +72,8 @@ class CoordinateSparsity(ConstraintSet):
         self.unit = (
             "groups" if (c.groups is not None and not self.pairs) else ("edges" if self.pairs else "coordinates")
         )
+        # the free coordinates a slice leaves (an intercept w[0]) lead the coefficient table
+        self.view = EdgeView() if self.pairs else GroupView(True) if c.groups is not None else View(True)
         if budget is not None:
             self.budget = self.check_budget(budget)
 

@@ -17,13 +17,6 @@ if TYPE_CHECKING:
 MAX_ROWS = 30  # coefficient rows printed before "... N more"
 
 
-def _fmt_list(items: list[str], max_items: int) -> str:
-    if len(items) <= max_items:
-        return ", ".join(items)
-    head = ", ".join(items[: max_items - 3])
-    return f"{head}, ..., {', '.join(items[-2:])} ({len(items)} in all)"
-
-
 def bound_line(r: Result) -> str:
     """``nnz(w[1:]) <= 10: k = 10 coordinates``."""
     if r.k is None:
@@ -34,27 +27,11 @@ def bound_line(r: Result) -> str:
 
 
 def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
-    """What the solution selected, as (label, text) lines: the rank and singular values of a rank
-    bound, the edges of a symmetric matrix, the selected coordinates otherwise (by name); with
-    several bounds, one line per part."""
-    if r.blocks:
-        return [(name, _block_text(r, b, max_items)) for name, b in r.blocks.items()]
-    if r.unit == "rank":
-        sv = [float(v) for v in r.extra.get("singular_values", [])]
-        rank = r.extra.get("rank", len([v for v in sv if v > 0]))
-        shown = ", ".join(f"{v:.6g}" for v in sv[: min(rank, max_items)])
-        return [("rank", f"{rank} of at most {r.k}; singular values {shown or '(none)'}")]
-    names = r.support_names
-    if r.symmetric and r.unit == "edges":
-        pos = r.support_positions
-        edges = [n for n, p in zip(names, pos) if len(p) == 2 and p[0] < p[1]]
-        return [("edges", f"{len(edges)} (k = {r.k}): {_fmt_list(edges, max_items)}" if edges else "none")]
-    if r.unit == "groups":
-        return [
-            ("groups", f"{len(r.groups)} kept: {_fmt_list(r.groups, max_items)}"),
-            ("selected", f"{len(names)} coordinates: {_fmt_list(names, max_items)}"),
-        ]
-    return [("selected", f"{len(names)}: {_fmt_list(names, max_items)}" if names else "0 (only the free coordinates)")]
+    """What the solution selected, as (label, text) lines, in the words of its set's view
+    (:mod:`sparsemodel.sets.views`): the rank and singular values of a rank bound, the edges of a
+    symmetric matrix, the kept groups, the selected coordinates otherwise (by name); with several
+    bounds, one line per part."""
+    return r.view.lines(r, max_items)
 
 
 def gap_line(r: Result) -> str:
@@ -68,17 +45,6 @@ def gap_line(r: Result) -> str:
     if "maximum" in r.extra:  # maximize g is solved as minimize -g: the bound on -g caps the maximum
         return f"{r.gap:.3g}{verdict}  (upper bound {-r.lower_bound:.10g} on the maximum from {how}{note})"
     return f"{r.gap:.3g}{verdict}  (lower bound {r.lower_bound:.10g} from {how}{note})"
-
-
-def _block_text(r: Result, b: dict[str, Any], max_items: int) -> str:
-    """One part of several bounds: its rank and singular values, or its selection by name."""
-    if b["unit"] == "rank":
-        sv = [float(v) for v in b.get("singular_values", [])]
-        shown = ", ".join(f"{v:.6g}" for v in sv[: min(b.get("rank", 0), max_items)])
-        return f"rank {b.get('rank')} of at most {b['k']}; singular values {shown or '(none)'}"
-    names = [r.label(int(i), b["variable"]) for i in b["support"]]
-    what = {"changes": "changepoints"}.get(b["unit"], "selected")
-    return f"{len(names)} {what} ({b['k_text']}): {_fmt_list(names, max_items)}" if names else f"none ({b['k_text']})"
 
 
 def certificate_line(r: Result) -> str | None:
@@ -98,7 +64,7 @@ def certificate_line(r: Result) -> str | None:
 def coefficient_rows(r: Result, max_rows: int = MAX_ROWS) -> tuple[list[tuple[str, str]], int]:
     """(name, value) rows of the coefficient table (at most ``max_rows``) and how many were left
     out. A rank bound gives none: its matrix is dense (``Result.to_frame(all=True)``)."""
-    if r.unit == "rank":
+    if r.view.dense:
         return [], 0
     rows = r.coefficients()
     shown = [(row["name"], f"{row['value']:.6g}") for row in rows[:max_rows]]
@@ -135,7 +101,7 @@ def format_result(r: Result, max_support: int = 30) -> str:
         lines += [f"  {n:<{width}}  {v:>12}" for n, v in rows]
         if more:
             lines.append(f"  ... {more} more (all of them: --json, --csv FILE or Result.to_frame())")
-    elif r.unit == "rank":
+    elif r.view.dense:
         shape = " x ".join(map(str, r.shape))
         lines.append(
             f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..sets.units import k_text
+from ..sets.views import View
 from ..util import jsonable
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class Result:
     # several bounded variables (a product of sets): per part, by name, its variable, bound as
     # solved, k, unit, k_text and support (positions into its variable), and what its set reports
     blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # how the reports show what the set selected (the set's facts: sets/views.py); not in to_dict
+    view: View = field(default_factory=View, repr=False, compare=False)
 
     # ------------------------------------------------------------------ names
     @property
@@ -145,20 +148,19 @@ class Result:
         intercepts). Free coordinates of the primary variable (an intercept w[0]) come first."""
         rows: list[dict[str, Any]] = []
         free_first: list[dict[str, Any]] = []
-        bounded = {b["variable"]: b["unit"] for b in self.blocks.values()}  # several bounds: each part as its nonzeros
+        bounded = {b["variable"] for b in self.blocks.values()}  # several bounds: each part as its nonzeros
+        hidden = set() if all else self.view.hidden()  # dense parts (a low-rank matrix: its rank is in blocks)
         for var, value in [(self.variable, self.x)] + [(n, v) for n, v in self.values.items() if n != self.variable]:
             v = np.asarray(value, dtype=float)
             flat = v.ravel()
+            if var in hidden:
+                continue  # a dense low-rank matrix (its rank and singular values are in blocks)
             if var in bounded and var != self.variable:
-                if bounded[var] == "rank" and not all:
-                    continue  # a dense low-rank matrix (its rank and singular values are in blocks)
                 for i in np.flatnonzero(flat) if not all else range(flat.size):
                     pos = tuple(int(p) for p in np.unravel_index(int(i), v.shape)) if v.ndim else ()
                     rows.append(
                         {"variable": var, "position": pos, "name": self.label(int(i), var), "value": float(flat[i])}
                     )
-                continue
-            if var == self.variable and bounded.get(var) == "rank" and not all:
                 continue
             primary = var == self.variable
             on = set(int(i) for i in self.support) if primary else set()
@@ -168,7 +170,7 @@ class Result:
                 if primary and not all and self.symmetric and len(pos) == 2 and pos[0] > pos[1]:
                     continue
                 row = {"variable": var, "position": pos, "name": self.label(i, var), "value": float(flat[i])}
-                if primary and self.unit in ("coordinates", "groups") and i not in on and flat[i] != 0:
+                if primary and self.view.free_first and i not in on and flat[i] != 0:
                     free_first.append(row)  # w[0] of nnz(w[1:]) <= k: always in the model
                 else:
                     rows.append(row)
@@ -215,7 +217,7 @@ class Result:
             "names": jsonable(self.axis_names()),
             "coefficients": [
                 {**r, "position": list(r["position"]), "value": jsonable(r["value"])}
-                for r in (self.coefficients() if self.unit != "rank" else [])
+                for r in (self.coefficients() if not self.view.dense else [])
             ],
             "x": jsonable(np.asarray(self.x).tolist()),
             "values": {k: jsonable(np.asarray(v).tolist()) for k, v in self.values.items()},
@@ -391,6 +393,7 @@ def finish(
         symmetric=bool(getattr(var, "symmetric", False)),
         groups=kept,
         blocks=blocks,
+        view=s.view if s is not None else View(),
     )
 
 

@@ -264,7 +264,7 @@ def support_cells(res: Result) -> dict[str, str]:
     """The support of a result as two CSV cells: positions (``3 17 42``, or ``(0,1) (2,3)`` for a
     matrix) and names (``MOSTYPE; MAUT1``). Empty for a rank bound (the matrix is dense; its rank
     and singular values are in the JSON)."""
-    if res.unit == "rank":
+    if res.view.dense:
         return {"support": "", "support_names": ""}
     return _cells(res.support_positions, res.support_names)
 
@@ -273,7 +273,7 @@ def point_support_cells(lp: LoweredProblem, x: np.ndarray) -> dict[str, str]:
     """The support cells of a flat point that no solver of ours returned (an outside method's
     answer), its coordinates named as a result's are (:func:`~sparsemodel.solvers.result.coordinate_label`)."""
     s = lp.set
-    if s is None or s.unit == "rank":
+    if s is None or s.view.dense:
         return {"support": "", "support_names": ""}
     from ..solvers.result import coordinate_label, problem_names
 
