@@ -1,23 +1,34 @@
 """Summaries of results: the text ``sparsemodel solve`` prints and the HTML a notebook shows.
 
 Both read the same pieces of a :class:`~sparsemodel.solvers.result.Result`: the bound with its unit,
-the selection by name (coordinates, groups, edges) or, for a rank bound, the rank and the singular
-values, the certificate where it means something, and the coefficient table.
+the selection in the words of its set's view (coordinates, groups, edges by name, or the rank and
+the singular values of a rank bound), the certificate where it means something, and the
+coefficient table. :class:`ResultText` is the part of ``Result`` that shows it (``summary()``,
+the notebook's HTML): ``Result`` inherits it, so this module needs nothing of ``result.py``.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .result import Result
+from typing import Any
 
 MAX_ROWS = 30  # coefficient rows printed before "... N more"
 
 
-def bound_line(r: Result) -> str:
+class ResultText:
+    """How a :class:`~sparsemodel.solvers.result.Result` shows itself (``Result`` inherits this):
+    the text of :func:`format_result` and the notebook's HTML, read from the Result's fields."""
+
+    def summary(self, max_support: int = 30) -> str:
+        """The text ``sparsemodel solve`` prints (at most ``max_support`` names per selection line)."""
+        return format_result(self, max_support=max_support)
+
+    def _repr_html_(self) -> str:
+        return result_html(self)
+
+
+def bound_line(r: ResultText) -> str:
     """``nnz(w[1:]) <= 10: k = 10 coordinates``."""
     if r.k is None:
         return "(no sparsity or rank bound)"
@@ -26,7 +37,7 @@ def bound_line(r: Result) -> str:
     return f"{r.bound}: {r.k_text}" if r.bound else r.k_text
 
 
-def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
+def selection_lines(r: ResultText, max_items: int = 30) -> list[tuple[str, str]]:
     """What the solution selected, as (label, text) lines, in the words of its set's view
     (:mod:`sparsemodel.sets.views`): the rank and singular values of a rank bound, the edges of a
     symmetric matrix, the kept groups, the selected coordinates otherwise (by name); with several
@@ -34,7 +45,7 @@ def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
     return r.view.lines(r, max_items)
 
 
-def gap_line(r: Result) -> str:
+def gap_line(r: ResultText) -> str:
     """``1.2e-05 (lower bound 12.7826 from the tight bound: perspective relaxation (...))``, or
     ``none: <why>``: what the lower bound says of the answer (issue 18)."""
     if r.gap is None:
@@ -47,7 +58,7 @@ def gap_line(r: Result) -> str:
     return f"{r.gap:.3g}{verdict}  (lower bound {r.lower_bound:.10g} from {how}{note})"
 
 
-def certificate_line(r: Result) -> str | None:
+def certificate_line(r: ResultText) -> str | None:
     """Paper 001's Definition 4 in the set's terms, or None where it says nothing (no step, a
     solver that does not threshold, values that are not finite)."""
     c = r.certificate
@@ -61,7 +72,7 @@ def certificate_line(r: Result) -> str | None:
     return f"{c['verdict']} for gamma = {g:.4g} ({detail}; {c.get('definition', '')})"
 
 
-def coefficient_rows(r: Result, max_rows: int = MAX_ROWS) -> tuple[list[tuple[str, str]], int]:
+def coefficient_rows(r: ResultText, max_rows: int = MAX_ROWS) -> tuple[list[tuple[str, str]], int]:
     """(name, value) rows of the coefficient table (at most ``max_rows``) and how many were left
     out. A rank bound gives none: its matrix is dense (``Result.to_frame(all=True)``)."""
     if r.view.dense:
@@ -71,7 +82,7 @@ def coefficient_rows(r: Result, max_rows: int = MAX_ROWS) -> tuple[list[tuple[st
     return shown, max(0, len(rows) - max_rows)
 
 
-def objective_text(r: Result) -> str:
+def objective_text(r: ResultText) -> str:
     """The objective as the user wrote it: a maximized model shows its maximum f (solved as
     minimize -f, whose value ``Result.objective`` holds)."""
     if "maximum" in r.extra:
@@ -79,7 +90,7 @@ def objective_text(r: Result) -> str:
     return f"{r.objective:.10g}"
 
 
-def format_result(r: Result, max_support: int = 30) -> str:
+def format_result(r: ResultText, max_support: int = 30) -> str:
     lines = [
         f"solver      {r.solver}",
         f"status      {r.status}" + (f"  ({r.message})" if r.message else ""),
@@ -119,7 +130,7 @@ def format_result(r: Result, max_support: int = 30) -> str:
     return "\n".join(lines)
 
 
-def component_lines(r: Result) -> list[str]:
+def component_lines(r: ResultText) -> list[str]:
     """Sparse PCA with several components: each one's variance w'Sw, its adjusted variance (Zou,
     Hastie & Tibshirani 2006) and support, and the share of the total variance they explain."""
     comps = r.extra.get("components")
@@ -148,7 +159,7 @@ def html_table(headers: list[str], rows: list[list[Any]], caption: str | None = 
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def result_html(r: Result) -> str:
+def result_html(r: ResultText) -> str:
     info = [
         ["solver", r.solver],
         ["status", r.status + (f" ({r.message})" if r.message else "")],

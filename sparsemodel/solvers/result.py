@@ -8,17 +8,17 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..sets.units import k_text
 from ..sets.views import View
 from ..util import jsonable
+from .report import ResultText
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only
     from ..lowering.lowered import LoweredProblem
-    from .base import Solver
 
 CONVERGED = "converged"
 MAX_ITER = "max_iter"
@@ -33,8 +33,17 @@ USABLE = (CONVERGED, MAX_ITER, OPTIMAL, TIME_LIMIT, NODE_LIMIT)
 STATUSES = (CONVERGED, MAX_ITER, OPTIMAL, TIME_LIMIT, NODE_LIMIT, DIVERGED, INFEASIBLE, UNBOUNDED)
 
 
+class Ran(Protocol):
+    """What :func:`finish` reads of the solver that ran (every :class:`~sparsemodel.solvers.base.Solver`
+    is one): its name and its options. Stated here so that the results need nothing of base.py,
+    which builds on them."""
+
+    name: str
+    opts: dict[str, Any]
+
+
 @dataclass
-class Result:
+class Result(ResultText):
     """The outcome of one solve, the same for every solver.
 
     ``x`` is the constrained (primary) variable in its own shape, ``support`` the 0-based indices
@@ -238,16 +247,6 @@ class Result:
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
-    def summary(self, max_support: int = 30) -> str:
-        from .report import format_result
-
-        return format_result(self, max_support=max_support)
-
-    def _repr_html_(self) -> str:
-        from .report import result_html
-
-        return result_html(self)
-
     @property
     def gap_text(self) -> str:
         """The gap as the reports print it: ``1.2e-05 (tight bound)``, ``0 (proved optimal)``, or the
@@ -303,7 +302,7 @@ def ht_certificate(
 
 def finish(
     lp: LoweredProblem,
-    solver: Solver,
+    solver: Ran,
     x: np.ndarray,
     status: str,
     iterations: int,
