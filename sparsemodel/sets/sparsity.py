@@ -251,6 +251,15 @@ class CoordinateSparsity(ConstraintSet):
         unit_of = self.unit_of if self.unit_of is not None else np.arange(self.size, dtype=np.int64)
         return BoundUnits(self.coords, np.asarray(unit_of, dtype=np.int64), self.n_units, self.budget, self.free)
 
+    def box_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return (self.box.lo, self.box.hi) if self.box is not None else None
+
+    def sparse_directions(self, units: int) -> int | None:
+        return self.power_units(units)
+
+    def free_count(self) -> int:
+        return len(self.free)
+
     def swap_members(self) -> np.ndarray | None:
         if self.pairs or self.variable.symmetric:
             return None

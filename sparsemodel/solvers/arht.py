@@ -124,7 +124,7 @@ def rho_2_plus(lp: LoweredProblem, starts: int = 3, iters: int = 100) -> float:
     regularized, and an unscaled intercept column (norm^2 = number of samples) would otherwise set
     rho (on Caravan 1456 instead of 0.49 with unit-norm feature columns)."""
     hv = lp.hessian_operator()
-    C = lp.sparsity.coords
+    C = lp.set.coords
     nC = len(C)
     full = lp.zeros()
     if nC * max(lp.n_samples, 1) * lp.n <= EXACT_RHO_BUDGET:
@@ -210,10 +210,10 @@ class ARHT(Solver):
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
-        if lp.sparsity is None:
+        if lp.set is None:
             return solve_unconstrained(lp, self, o["restricted"])
         clock = Clock()
-        sps = lp.sparsity
+        sps = lp.set
         C = sps.coords
         s = sps.k
         theory = o["settings"] == "theory"
@@ -436,7 +436,7 @@ class ARHT(Solver):
         """B of Algorithm 6, line 17: min_x f(x) over every coordinate (or the user's lower)."""
         if not isinstance(o["lower"], str):
             return float(o["lower"]), "given"
-        res = lp.restricted_minimize(np.arange(lp.sparsity.size), method=o["restricted"])
+        res = lp.restricted_minimize(np.arange(lp.set.size), method=o["restricted"])
         B = float(res.f)
         if not np.isfinite(B):
             raise SolverError(

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..errors import SolverError
 from ..lowering.active import ActiveSet
+from ..lowering.forms import edges
 from ..lowering.lowered import LoweredProblem
 from ..numerics.newton import newton
 from ..util import Clock
@@ -109,7 +110,7 @@ class FoBa(Solver):
         o = self.opts
         clock = Clock()
         sps = require_sparsity(lp, self.name)
-        if sps.pairs:  # (the precision matrix's: pairs of another objective are refused by ``unfit``)
+        if edges(lp) is not None:  # (pairs of another objective are refused by ``unfit``)
             return self._run_edges(lp, clock)
         nu, eps = o["nu"], o["eps"]
         if not 0 < nu < 1:
@@ -188,15 +189,13 @@ class FoBa(Solver):
     def _run_edges(self, lp: LoweredProblem, clock: Clock) -> Result:
         """FoBa on the edges of a precision matrix (the baseline of paper 000, Section 6.3; Jalali
         et al. 2011 for graphs): forward, the edge of the best single-edge exact line search
-        (:class:`~sparsemodel.objective.precision.EdgeMoves`), then the refit (ADMM of Appendix D.2,
+        (:class:`~sparsemodel.lowering.forms.PrecisionEdges`), then the refit (ADMM of Appendix D.2,
         in the box); backward, while zeroing the cheapest edge raises f by at most nu times the
         gain recorded at that level, remove it and refit. Both scores are Zhang's (``scoring`` does
         not apply: an exact score would be one ADMM per candidate)."""
-        from ..objective.precision import EdgeMoves
-
         o = self.opts
-        moves = EdgeMoves(lp)
-        k, method, nu, eps = lp.sparsity.k, o["restricted"], o["nu"], o["eps"]
+        moves = edges(lp)
+        k, method, nu, eps = lp.set.k, o["restricted"], o["nu"], o["eps"]
 
         def refit(units: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, float]:
             r = lp.restricted_minimize(moves.positions(units), x0=x0, method=method)

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
+from ..lowering.forms import divergence_advice
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
 from .base import Solver, divergence_message, initial_point, register
@@ -280,9 +281,7 @@ def stalled_message(solver: str, f_start: float, f_now: float, f_tried: float, e
 
 def _advice(lp: LoweredProblem) -> str | None:
     """The divergence hint for this problem: rescaling the data is no advice for a precision matrix."""
-    if lp.precision is not None:
-        return "or leave eta='auto' with backtracking=true"
-    return None
+    return divergence_advice(lp)
 
 
 @register

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..lowering.forms import point_facts
 from ..sets.units import k_text
 from ..sets.views import View
 from ..util import jsonable
@@ -344,22 +345,8 @@ def finish(
     if getattr(lp.problem.objective, "maximize", False):
         extra.setdefault("maximum", -float(f))  # maximize g is solved as minimize -g: f = -g(x)
     support = s.nonzeros(x) if s is not None else np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
-    if lp.eigbox is not None or lp.precision is not None:  # a precision matrix: its spectrum and its graph
-        O = lp.layout.get(x, (lp.eigbox or lp.precision).variable if lp.eigbox else lp.precision.var)
-        lam = np.linalg.eigvalsh((O + O.T) / 2)
-        iu = np.triu_indices(O.shape[0], 1)
-        nz = np.flatnonzero(O[iu] != 0)
-        extra.setdefault("edges", int(len(nz)))
-        extra.setdefault("eig_min", float(lam[0]))
-        extra.setdefault("eig_max", float(lam[-1]))
-        extra.setdefault("symmetric", bool(np.array_equal(O, O.T)))
-        if lp.eigbox is not None:
-            extra.setdefault("eig_box", [lp.eigbox.alpha, lp.eigbox.beta])
-            extra.setdefault("in_box", bool(lp.eigbox.contains(x)))
-        if lp.oracle.counters.eig_decomps:
-            extra.setdefault("eig_decomps", lp.oracle.counters.eig_decomps)
-        if lp.oracle.counters.newton_steps:
-            extra.setdefault("newton_steps", lp.oracle.counters.newton_steps)
+    for key, v in point_facts(lp, x).items():  # a precision matrix: its spectrum and its graph
+        extra.setdefault(key, v)
     names = problem_names(lp.problem)
     said = s.report(x, support, names.get(var.name)) if s is not None else {}
     for key, v in said.get("extra", {}).items():

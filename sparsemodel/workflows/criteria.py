@@ -139,7 +139,8 @@ def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
 
 def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
     """(df, units used s, selectable units p) of the flat point x under the problem's set."""
-    fixed = lp.box.lo == lp.box.hi if lp.box is not None else np.zeros(lp.n, dtype=bool)
+    box = lp.set.box_bounds()
+    fixed = box[0] == box[1] if box is not None else np.zeros(lp.n, dtype=bool)
     return lp.set.degrees_of_freedom(x, fixed)
 
 

@@ -245,7 +245,7 @@ def run_select(
             "command line (a name left out keeps its bound)",
         )
     if k is None:
-        free = int(len(lp.set.free)) if lp.set.coordinate else 0
+        free = lp.set.free_count()
         k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
     if by in CRITERIA and (dt.scale is None or dt.scale <= 0):
