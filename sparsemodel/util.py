@@ -88,37 +88,6 @@ def parse_named_values(text: str) -> dict[str, list[float]]:
     return out
 
 
-SINGULAR = {"coordinates": "coordinate", "groups": "group", "edges": "edge", "entries": "entry"}
-
-
-def count_text(n: int, unit: str) -> str:
-    """``3 coordinates``, ``1 edge``."""
-    return f"{n} {SINGULAR.get(unit, unit) if n == 1 else unit}"
-
-
-def k_text(k: int | None, unit: str) -> str:
-    """The bound with its unit, as every report prints it: ``k = 10 coordinates``, ``k = 3
-    groups``, ``k = 5 edges (10 entries)`` (an edge of a symmetric matrix is the pair O[i,j],
-    O[j,i]), ``r = 2`` (a rank bound)."""
-    if k is None:
-        return "no bound"
-    if isinstance(k, Mapping):  # several bounds (a product of sets): each with its own unit
-        units = getattr(k, "units", {})
-        return "; ".join(f"{name}: {k_text(v, units.get(name, ''))}" for name, v in k.items())
-    if unit == "rank":
-        return f"r = {k}"
-    if unit == "edges":
-        return f"k = {count_text(k, 'edges')} ({count_text(2 * k, 'entries')})"
-    return f"k = {count_text(k, unit)}" if unit else f"k = {k}"
-
-
-def k_header(unit: str) -> str:
-    """The column of the bound in a table: ``k (coordinates)``, ``k (edges)``, ``r (rank)``."""
-    if unit == "rank":
-        return "r (rank)"
-    return f"k ({unit})" if unit else "k"
-
-
 def jsonable(v: Any) -> Any:
     """A JSON-safe copy: containers recursively, NumPy scalars and arrays to Python values,
     non-finite floats to strings ("inf", "nan"), anything else unknown to its str()."""

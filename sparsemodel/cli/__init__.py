@@ -286,7 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stability", help="stability selection: complementary pairs and a bound on false selections")
     model_args(st)
     st.add_argument("--k", help="the path's bounds: K (1..K), 1:20 or 1,2,5 (default 1..the model's bound)")
-    st.add_argument("--pairs", type=int, default=50, help="complementary pairs of halves B (default 50)")
+    st.add_argument(
+        "--pairs", dest="n_pairs", type=int, default=50, help="complementary pairs of halves B (default 50)"
+    )
     st.add_argument(
         "--threshold", type=float, default=0.6, help="selection probability a unit needs (default 0.6, above 0.5)"
     )

@@ -408,7 +408,7 @@ def cmd_stability(args: argparse.Namespace) -> int:
     ks = parse_k_range(args.k) if args.k else None
     res = problem.stability(
         k=ks,
-        pairs=args.pairs,
+        pairs=args.n_pairs,
         threshold=args.threshold,
         at_k=args.at_k,
         start=args.start,

@@ -36,7 +36,7 @@ import scipy.sparse as sps
 from ..model import atoms as A
 from ..model.arith import Concat, Div, Index, MatMul, Mul, Neg
 from ..model.constraints import NnzConstraint, bounded
-from ..model.constraints.counting import FusedConstraint, NnzExpr
+from ..model.constraints.counting import NnzExpr
 from ..model.expr import Data, Expr, Variable
 from ..model.problem import Model, Objective
 from ..model.samples import rebuild
@@ -274,7 +274,7 @@ def plan(model: Model) -> Plan:
     and every read of the constrained variable."""
     c = model.nnz_constraint()
     counted = bounded(model.constraints)
-    if c is None or len(counted) != 1 or isinstance(c, FusedConstraint) or c.nnz.offdiag:
+    if c is None or len(counted) != 1 or not c.selects_coefficients:
         raise InferenceError(
             "knockoffs select the coefficients of one sparsity constraint nnz(w) <= k (or nnz(W, groups = rows) <= k); "
             "this model has " + (", ".join(str(d) for d in counted) or "none"),

@@ -39,8 +39,8 @@ from ..model.problem import Model
 from ..outputs import protected_paths
 from ..progress import progress_bar
 from ..sets.sparsity import group_names
+from ..sets.units import k_header
 from ..solvers.result import coordinate_label, problem_names
-from ..util import k_header
 from ..workflows.criteria import SelectionError, data_term
 from ..workflows.metrics import coordinate, train_model
 from ..workflows.path import new_figure, run_path
@@ -211,7 +211,7 @@ class StabilityResult(Report):
     ):
         self.source = getattr(problem, "source", "<python>")
         self.protected = protected_paths(problem)
-        self.names, self.ks, self.tau, self.at_k, self.solver, self.pairs, self.n = (
+        self.names, self.ks, self.tau, self.at_k, self.solver, self.n_pairs, self.n = (
             names,
             ks,
             tau,
@@ -248,7 +248,7 @@ class StabilityResult(Report):
     @property
     def bound_unimodal(self) -> float | None:
         """Shah and Samworth's bound under unimodality (None where it is not defined)."""
-        c = um_const(self.tau, self.pairs, self.q / self.p)
+        c = um_const(self.tau, self.n_pairs, self.q / self.p)
         return None if c is None else self.q**2 / (self.p * c)
 
     def set_truth(self, problem: Model, lp: LoweredProblem, truth: dict[str, Any]) -> None:
@@ -295,7 +295,7 @@ class StabilityResult(Report):
         lines = [
             f"stability selection: {len(self.selected)} of {self.p} {self.unit or 'units'} selected "
             f"at threshold {self.tau:g} ({where})",
-            f"  {self.pairs} complementary pairs of halves ({self.n // 2} of {self.n} rows each), the l0 path of "
+            f"  {self.n_pairs} complementary pairs of halves ({self.n // 2} of {self.n} rows each), the l0 path of "
             f"{self.solver} on each",
             f"  q = {self.q:.3g} units selected per half on average; expected false selections E[V] <= {self.bound:.3g} "
             "(Meinshausen-Buhlmann / Shah-Samworth)",
@@ -339,7 +339,7 @@ class StabilityResult(Report):
             "threshold": self.tau,
             "k": self.ks,
             "at_k": self.at_k,
-            "pairs": self.pairs,
+            "pairs": self.n_pairs,
             "solver": self.solver,
             "q": self.q,
             "bound": self.bound,
@@ -364,7 +364,7 @@ class StabilityResult(Report):
         ax.set_xlabel(k_header(self.unit) or "k (bound)")
         ax.set_ylabel("selection probability")
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"stability paths ({2 * self.pairs} halves): {len(sel)} selected, E[V] <= {self.bound:.3g}")
+        ax.set_title(f"stability paths ({2 * self.n_pairs} halves): {len(sel)} selected, E[V] <= {self.bound:.3g}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
         return fig

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from ..model.constraints import FusedConstraint
 from ..objective.evaluator import Layout
 from .base import ConstraintSet
+from .views import ChangeView
 
 DENSE_DP = 2000  # entries up to which the dynamic program keeps every segment's cost in one matrix
 
@@ -129,6 +130,7 @@ class FusedSparsity(ConstraintSet):
     kind = "fused"
     unit = "changes"
     relaxation = "tv"
+    view = ChangeView()
 
     def __init__(self, constraint: FusedConstraint, layout: Layout, budget: int | None = None):
         super().__init__(constraint, layout, constraint.k if budget is None else None)

@@ -15,6 +15,7 @@ from ..model.constraints import (
 )
 from ..objective.evaluator import Layout
 from .base import ConstraintSet
+from .views import RankView
 
 SVD_FULL_LIMIT = 200  # min(p, m) up to which the truncated SVD is a full LAPACK SVD
 
@@ -208,6 +209,7 @@ class LowRank(ConstraintSet):
     kind = "rank"
     unit = "rank"
     relaxation = "nuclear"
+    view = RankView()
     counts_units = False  # a rank has no units to price (EBIC, GIC)
 
     def __init__(

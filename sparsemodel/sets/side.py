@@ -25,6 +25,7 @@ class EigBox(SideSet):
     clips the eigenvalues; it has no budget and no thresholding (it constrains restricted solves)."""
 
     kind = "eig_box"
+    projects_start = True  # Algorithm 2 of paper 000 starts at Omega(0), the projection of 0 (alpha I)
 
     def __init__(self, constraint: EigBoxConstraint, layout: Layout, S: np.ndarray | None = None):
         super().__init__(constraint, layout, None)

@@ -17,6 +17,7 @@ from ..model.constraints import (
 from ..objective.evaluator import Layout
 from .base import BoundUnits, ConstraintSet, CoordSubspace
 from .side import Box
+from .views import EdgeView, GroupView, View
 
 
 def top_k(z: np.ndarray, k: int, groups: np.ndarray | None = None) -> np.ndarray:
@@ -72,6 +73,8 @@ class CoordinateSparsity(ConstraintSet):
         self.unit = (
             "groups" if (c.groups is not None and not self.pairs) else ("edges" if self.pairs else "coordinates")
         )
+        # the free coordinates a slice leaves (an intercept w[0]) lead the coefficient table
+        self.view = EdgeView() if self.pairs else GroupView(True) if c.groups is not None else View(True)
         if budget is not None:
             self.budget = self.check_budget(budget)
 
@@ -259,6 +262,15 @@ class CoordinateSparsity(ConstraintSet):
             return super().bound_units()
         unit_of = self.unit_of if self.unit_of is not None else np.arange(self.size, dtype=np.int64)
         return BoundUnits(self.coords, np.asarray(unit_of, dtype=np.int64), self.n_units, self.budget, self.free)
+
+    def box_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return (self.box.lo, self.box.hi) if self.box is not None else None
+
+    def sparse_directions(self, units: int) -> int | None:
+        return self.power_units(units)
+
+    def free_count(self) -> int:
+        return len(self.free)
 
     def swap_members(self) -> np.ndarray | None:
         if self.pairs or self.variable.symmetric:

@@ -268,6 +268,13 @@ class NnzConstraint(Bounded, Constraint):
         return self.n_units
 
     @property
+    def selects_coefficients(self) -> bool:
+        """Whether the units it counts are coefficients (coordinates of the variable, or groups of
+        them) that a design multiplies: what variable selection (knockoffs) selects. The edges of
+        offdiag(O) and the changes of diff(w) are not."""
+        return not self.nnz.offdiag
+
+    @property
     def target_text(self) -> str:
         return self.nnz.target_text
 
@@ -297,6 +304,10 @@ class FusedConstraint(NnzConstraint):
     @property
     def unit(self) -> str:  # type: ignore[override]
         return "changes"
+
+    @property
+    def selects_coefficients(self) -> bool:
+        return False
 
     @property
     def n_units(self) -> int:
