@@ -49,7 +49,7 @@ from ..model.expr import (
     fmt_shape,
 )
 from ..model.names import names_of
-from ..model.problem import Objective
+from ..model.objective import Objective
 from ..model.userfunc import FuncDef
 from ..problem import Problem
 from ..util import did_you_mean

@@ -78,7 +78,7 @@ class LoweredData:
         self.ev = Evaluator(self.objective, self.layout)
         # sparse PCA (model/forms.py): maximize w'Sw subject to norm(w) <= r, nnz(w) <= k; its -w'Sw is
         # no composite loss (a concave square), so it has no design: its solvers read S
-        spca = sparse_pca(problem)
+        spca = sparse_pca(problem.objective, problem.constraints)
         self.spca: SparsePCAData | None = SparsePCAData(spca, self.layout) if spca is not None else None
         comp = decompose(self.objective, self.layout) if spca is None else None
         self.design: Design | None = Design(comp, self.layout) if comp is not None else None

@@ -4,7 +4,8 @@ from .atoms import ATOMS
 from .constraints import eig, nnz, offdiag, rank
 from .datafuncs import DATA_FUNCTIONS
 from .expr import Constant, Data, Expr, Parameter, Variable
-from .problem import Model, Objective, maximize, minimize
+from .objective import Objective, maximize, minimize
+from .problem import Model
 
 __all__ = [
     "ATOMS",
