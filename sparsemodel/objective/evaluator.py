@@ -19,6 +19,7 @@ import numpy as np
 
 from ..model.arith import Index, MatMul
 from ..model.expr import Data, Expr, Variable
+from .data import as_operator
 from .operators import DataOperator
 
 
@@ -105,7 +106,7 @@ class Evaluator:
             if isinstance(n, MatMul) and isinstance(n.args[0], Data) and n.args[0].ndim == 2:
                 view = _var_view(n.args[1])
                 if view is not None and n.args[1].ndim == 1:
-                    self.ops[i] = (DataOperator(n.args[0].value), view[0], layout.coords(view[0], view[1]))
+                    self.ops[i] = (as_operator(n.args[0].value), view[0], layout.coords(view[0], view[1]))
         self._const_vals: dict[int, Any] = {}
 
     def _forward(self, x: np.ndarray) -> list[Any]:
