@@ -1,5 +1,7 @@
 """The model: expression tree, atoms, constraints, problems (the Python builder)."""
 
+# arith, atoms and constraints put what Expr's operators build into expr.OPERATORS when imported
+from . import arith  # noqa: F401
 from .atoms import ATOMS
 from .constraints import eig, nnz, offdiag, rank
 from .datafuncs import DATA_FUNCTIONS

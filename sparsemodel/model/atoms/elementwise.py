@@ -17,7 +17,7 @@ from ..dcp import (
     NONNEG,
     NONPOS,
 )
-from ..expr import as_expr
+from ..expr import OPERATORS, as_expr
 from .base import Elementwise, expit
 
 
@@ -188,3 +188,6 @@ class huber(Elementwise):
 
     def _conjugate(self, s):
         return 0.25 * s * s
+
+
+OPERATORS["square"] = square  # x ** 2
