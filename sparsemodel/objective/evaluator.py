@@ -45,6 +45,12 @@ class Layout:
         o = self.offsets[v.uid]
         return o + (np.arange(v.size) if local is None else np.asarray(local))
 
+    def complement(self, coords: np.ndarray) -> np.ndarray:
+        """The flat positions not in ``coords`` (a set's free coordinates), in order."""
+        mask = np.ones(self.n, dtype=bool)
+        mask[coords] = False
+        return np.flatnonzero(mask)
+
     def locate(self, j: int) -> tuple[str, str]:
         """The variable name and the index (as the language writes it) of flat coordinate j."""
         for v in self.variables:
