@@ -66,18 +66,12 @@ def ridge_part(r: np.ndarray | None, u: np.ndarray) -> float:
     return 0.5 * float(np.sum(r * u * u)) if r is not None else 0.0
 
 
-def coordinate_lbfgs(
-    lp: LoweredData,
-    cols: np.ndarray,
-    u0: np.ndarray,
-    r: np.ndarray | None,
-    tol: float,
-    bounds: tuple[np.ndarray, np.ndarray] | None = None,
-    base: np.ndarray | None = None,
-) -> tuple[np.ndarray, int, bool, float]:
-    """L-BFGS(-B) on the coordinates ``cols`` of f (plus the ridge r), every other coordinate at
-    ``base`` (zero by default); a start outside the loss's domain is moved inside it first.
-    (u, iterations, converged, f)."""
+def coordinate_objective(
+    lp: LoweredData, cols: np.ndarray, r: np.ndarray | None, base: np.ndarray | None = None
+) -> tuple[Any, list[int]]:
+    """u -> (f, gradient) of f on the coordinates ``cols`` (plus the ridge r), every other coordinate
+    at ``base`` (zero by default); (inf, 0) outside the loss's domain. Returns the function and its
+    call counter (what the caller charges to the oracle)."""
     x = np.zeros(lp.n)
     x0 = base if base is not None else x.copy()
     ev = lp.ev
@@ -96,8 +90,24 @@ def coordinate_lbfgs(
             return np.inf, np.zeros_like(u)
         return f, gu
 
+    return fun, calls
+
+
+def coordinate_lbfgs(
+    lp: LoweredData,
+    cols: np.ndarray,
+    u0: np.ndarray,
+    r: np.ndarray | None,
+    tol: float,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
+    base: np.ndarray | None = None,
+) -> tuple[np.ndarray, int, bool, float]:
+    """L-BFGS(-B) on the coordinates ``cols`` of f (plus the ridge r), every other coordinate at
+    ``base`` (zero by default); a start outside the loss's domain is moved inside it first.
+    (u, iterations, converged, f)."""
+    fun, calls = coordinate_objective(lp, cols, r, base)
     if not np.isfinite(fun(u0)[0]):  # the start lies outside the loss's domain
-        xs = x0.copy()
+        xs = base.copy() if base is not None else np.zeros(lp.n)
         xs[cols] = u0
         u0 = inside_domain(lp, xs)[cols]
     u, its, ok, f = lbfgs(fun, u0, tol=tol, bounds=bounds)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..numerics.qp import constrained_newton, dense_design, slsqp
-from .backend import Request, Solved, ridge_part, ridge_vector
+from .backend import Request, Solved, coordinate_objective, ridge_part, ridge_vector
 from .data import LoweredData
 
 SQP_DIM_LIMIT = 1500  # a restricted problem larger than this (or matrix free) goes to SLSQP
@@ -50,19 +50,7 @@ def linear_solve(lp: LoweredData, sub: Any, req: Request) -> Solved:
                 return Solved(x, np.inf, res.iterations, False, method)
             x[cols] = res.u
             return Solved(x, res.f, res.iterations, res.converged, method, ridge_part(r, res.u))
-    ev, calls = lp.ev, [0]
-
-    def fun(u: np.ndarray) -> tuple[float, np.ndarray]:
-        calls[0] += 1
-        y = np.zeros(lp.n)
-        y[cols] = u
-        f, g = ev.value_and_grad(y, coords=cols)
-        gu = g[cols]
-        if r is not None:
-            f += 0.5 * float(np.sum(r * u * u))
-            gu = gu + r * u
-        return (f, gu) if np.isfinite(f) else (np.inf, np.zeros_like(u))
-
+    fun, calls = coordinate_objective(lp, cols, r)
     res = slsqp(fun, u0, P, tol=tol)
     lp.oracle.charge(grads=calls[0], ifo=lp.n_samples * calls[0])
     if res.u is None:
