@@ -16,7 +16,8 @@ form           back-end
 ``product``    the product of several parts' subspaces (:mod:`.product_solve`)
 =============  =============================================================================
 
-``cvxpy`` is the reference of every form (the same problem written in cvxpy).
+Method ``cvxpy`` (the same problem written in cvxpy) is the reference of the coordinate, box, linear,
+low-rank, product and precision forms.
 """
 
 from __future__ import annotations
