@@ -57,7 +57,7 @@ from .errors import EstimatorError, ModelError, SolverError
 from .model import atoms as A
 from .model.constraints import box, nnz
 from .model.expr import Data, Variable
-from .model.problem import minimize
+from .model.objective import minimize
 from .problem import Problem
 
 CHOOSERS = ("ebic", "cv", "bic", "aic", "ebic_cc", "gic")

@@ -43,6 +43,20 @@ def is_dask_array(A: Any) -> bool:
     return type(A).__module__.split(".")[0] == "dask" and hasattr(A, "chunks") and hasattr(A, "dask")
 
 
+def frame_names(value: Any) -> tuple[Any, tuple[tuple[str, ...] | None, ...] | None]:
+    """A pandas DataFrame or Series as (a float array, its axis names); anything else unchanged
+    (names None). pandas is never imported here: a frame is recognized by its type's module."""
+    mod = type(value).__module__.split(".")[0]
+    if mod != "pandas":
+        return value, None
+    if hasattr(value, "columns") and getattr(value, "ndim", 0) == 2:
+        arr = value.to_numpy(dtype=float)
+        return arr, (None, tuple(str(c) for c in value.columns))
+    if getattr(value, "ndim", 0) == 1 and hasattr(value, "to_numpy"):
+        return value.to_numpy(dtype=float), None
+    return value, None
+
+
 def expand_range(start: float, stop: float, step: float = 1) -> list[float]:
     """START:STOP:STEP with STOP included (``5:50:5`` is 5, 10, ..., 50); integers stay integers.
     Raises ValueError for an empty range or a step that is not positive."""

@@ -14,7 +14,8 @@ FLOORS = [
     ("sparsemodel.errors", "sparsemodel.util", "sparsemodel.progress", "sparsemodel.datasets", "sparsemodel.io"),
     ("sparsemodel.model",),
     ("sparsemodel.objective",),
-    ("sparsemodel.sets", "sparsemodel.numerics"),
+    ("sparsemodel.numerics",),  # kernels that take arrays (and the reduced design's type)
+    ("sparsemodel.sets",),  # the sets: linear constraints project with numerics' QP
     ("sparsemodel.lowering",),
     ("sparsemodel.solvers",),
     ("sparsemodel.outputs", "sparsemodel.workflows"),

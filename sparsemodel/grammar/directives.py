@@ -33,9 +33,7 @@ from ..model.expr import (
     Parameter,
 )
 from ..util import expand_range
-from .expressions import (
-    _unquote,
-)
+from .tokens import unquote
 
 
 class Directives:
@@ -199,7 +197,7 @@ class Directives:
         if isinstance(val, Tree):
             return self._signed(val)
         if val.type == "STRING":
-            return _unquote(val)
+            return unquote(val)
         text = str(val)
         return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 

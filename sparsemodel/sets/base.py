@@ -43,6 +43,12 @@ from ..objective.evaluator import Layout
 from .views import View
 
 
+def ht_verdict(stationary: bool, stable: bool) -> str:
+    """The words of a certificate's verdict (paper 001, Definition 4): a fixed point of the projected
+    step (HT-stable), a stationary point that is not one (HT-unstable), or neither."""
+    return "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+
+
 @dataclass
 class CoordSubspace:
     """Points supported on the flat coordinates ``cols`` (sorted; the support and the free ones)."""

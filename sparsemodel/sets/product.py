@@ -36,7 +36,7 @@ from ..errors import ConstraintError
 from ..model.constraints import ProductConstraint
 from ..objective.evaluator import Layout
 from ..util import closest
-from .base import ConstraintSet
+from .base import ConstraintSet, ht_verdict
 from .units import k_text
 from .views import ProductView
 
@@ -360,7 +360,7 @@ class ProductSet(ConstraintSet):
         parts = {n: p.certificate(x, g, gamma, rtol) for n, p in zip(self.names, self.parts)}
         stationary = all(c.get("stationary", False) for c in parts.values())
         stable = all(c.get("ht_stable", False) for c in parts.values())
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": "; ".join(f"{n}: {c.get('detail', c.get('verdict', ''))}" for n, c in parts.items()),
             "definition": "paper 001, Definition 4, for each part of the product",

@@ -34,9 +34,7 @@ class EigBox(SideSet):
         self.lu = lu_box(S, constraint.xi) if self.auto and S is not None else None  # the paper's box, for describe
         self.shape = tuple(constraint.variable.shape)
         self.W = layout.coords(constraint.variable)
-        mask = np.ones(layout.n, dtype=bool)
-        mask[self.W] = False
-        self.free = np.flatnonzero(mask)
+        self.free = layout.complement(self.W)
         self.coords = self.W
 
     def project(self, z: np.ndarray, budget: int | None = None, warm: Any = None) -> tuple[np.ndarray, Any]:

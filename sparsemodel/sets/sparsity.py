@@ -15,7 +15,7 @@ from ..model.constraints import (
     NnzConstraint,
 )
 from ..objective.evaluator import Layout
-from .base import BoundUnits, ConstraintSet, CoordSubspace
+from .base import BoundUnits, ConstraintSet, CoordSubspace, ht_verdict
 from .side import Box
 from .views import EdgeView, GroupView, View
 
@@ -58,9 +58,7 @@ class CoordinateSparsity(ConstraintSet):
         self.size = len(self.coords)
         self.unit_size = c.unit_size
         self.pairs = c.unit_size == 2
-        mask = np.ones(layout.n, dtype=bool)
-        mask[self.coords] = False
-        self.free = np.flatnonzero(mask)
+        self.free = layout.complement(self.coords)
         if c.groups is not None:
             _, self.unit_of = np.unique(c.groups, return_inverse=True)
             self.n_units = int(self.unit_of.max()) + 1 if len(self.unit_of) else 0
@@ -314,7 +312,7 @@ class CoordinateSparsity(ConstraintSet):
         stationary = grad_on <= rtol * scale
         stable = stationary and xmin >= gamma * grad_off * (1 - 1e-12)
         strict = stationary and xmin > gamma * grad_off
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": f"|grad| on support {grad_on:.2e}, min |x| top-k {xmin:.4g} vs gamma*max|grad| off "
             f"{gamma * grad_off:.4g}",
@@ -355,7 +353,7 @@ class CoordinateSparsity(ConstraintSet):
         )
         stationary = grad_on <= rtol * scale
         stable = stationary and kept >= off * (1 - 1e-12)
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": f"|projected grad| on support {grad_on:.2e}, min gain kept {kept:.4g} vs max gain off {off:.4g}",
             "definition": "paper 001, Definition 4 (fixed point of the projected step onto {nnz <= k} ∩ box)",

@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import NoBoundError
-from ..lowering.bound import Anchor, NodeBound, Relaxation, relaxation, shift_pays, spd_solve
+from ..lowering.bound import Anchor, NodeBound, Relaxation, relaxation, shift_pays
 from ..lowering.lowered import LoweredProblem
+from ..numerics.lstsq import lstsq_normal
 from ..util import Clock
 from .auto import Auto
 from .base import Solver, register
@@ -249,7 +250,7 @@ class Search:
         q = self.rel.quad
         if q is not None and q["direct"]:  # (no rows, no box: the closed form of the shifted form)
             if len(pos):
-                xs = spd_solve(q["S"][np.ix_(pos, pos)], q["h"][pos])
+                xs = lstsq_normal(q["S"][np.ix_(pos, pos)], q["h"][pos])
                 f = q["c"] - float(q["h"][pos] @ xs)
             else:
                 f = q["c"]

@@ -47,7 +47,8 @@ import scipy.sparse as sp
 from ..errors import DataError, ModelError, ShapeError
 from ..lowering.lowered import LoweredProblem
 from ..model.expr import Data
-from ..model.problem import Model, Objective
+from ..model.objective import Objective
+from ..model.problem import Model
 from ..model.samples import data_named, rebind_data, rebind_rows
 from ..objective.evaluator import Evaluator
 from .classification import CLASS_METRICS, Classifier, class_labels_of

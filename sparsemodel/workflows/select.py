@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lowering.lowered import LoweredProblem
-from ..model.problem import Model, Objective
+from ..model.objective import Objective
+from ..model.problem import Model
 from ..model.samples import rebind_rows
 from ..objective.evaluator import Evaluator
 from ..objective.samplewise import SampleValues, sample_values
