@@ -111,7 +111,9 @@ class Problem(Model):
         on the held-out rows); ``rule`` = ``min`` or ``1se`` (cross-validation's default). The path
         is warm-started and stops once the curve has clearly turned. Other keywords: ``gamma``
         (EBIC), ``early_stop``, ``patience``, ``margin`` (the early stop), ``start`` and
-        ``progress`` (the path), solver options. Returns a
+        ``progress`` (the path), ``n_jobs`` (cross-validation's folds on that many workers, -1:
+        every core, the same curve as serially; ``scheduler=`` a dask ``Client`` or address runs
+        them on its cluster), solver options. Returns a
         :class:`sparsemodel.workflows.select.Selection` (``.k``, ``.result``, ``.curve``); see
         docs/selection.md."""
         from .workflows import session

@@ -1,16 +1,19 @@
 """What the inference layer shares: its error, and the one loop over independent replicates
-(knockoff draws, stability selection's half-samples) -- serial, or on joblib workers with the same
-answer seed for seed."""
+(knockoff draws, stability selection's half-samples) -- serial, or on joblib (or dask) workers with
+the same answer seed for seed, through the workflows' runner."""
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import ModelError
+from ..workflows.runner import check_jobs as run_check_jobs
+from ..workflows.runner import run_tasks
 
 
 class InferenceError(ModelError):
@@ -19,26 +22,19 @@ class InferenceError(ModelError):
 
 def check_jobs(n_jobs: Any) -> int:
     """``n_jobs``: 1 (serial, the default), a number of workers, or -1 (one per core)."""
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0 or n_jobs < -1:
-        raise InferenceError(
-            f"n_jobs={n_jobs!r} is not a number of workers",
-            hint="give 1 (serial), a number of workers, or -1 (all cores)",
-        )
-    return int(n_jobs)
+    return run_check_jobs(n_jobs, InferenceError)
 
 
 def replicates(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], n_jobs: int = 1) -> list[Any]:
-    """``[fn(*args) for args in jobs]``, serially (``n_jobs=1``) or on joblib's workers. Each
-    replicate is a function of its arguments alone (its seed or its rows), so the answer does not
-    depend on where or in which order the replicates ran."""
-    n_jobs = check_jobs(n_jobs)
-    if n_jobs == 1 or len(jobs) <= 1:
-        return [fn(*args) for args in jobs]
-    try:
-        from joblib import Parallel, delayed
-    except ImportError:  # pragma: no cover - joblib is a dependency
-        raise InferenceError("n_jobs needs joblib", hint="pip install joblib, or give n_jobs=1") from None
-    return list(Parallel(n_jobs=n_jobs)(delayed(fn)(*args) for args in jobs))
+    """``[fn(*args) for args in jobs]``, serially (``n_jobs=1``) or on workers: the workflows' one
+    parallel map (:func:`sparsemodel.workflows.runner.run_tasks`). Each replicate is a function of
+    its arguments alone (its seed or its rows), so the answer does not depend on where or in which
+    order the replicates ran."""
+    return run_tasks(partial(_star, fn), list(jobs), check_jobs(n_jobs))
+
+
+def _star(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    return fn(*args)
 
 
 def seeds(seed: int | None, count: int) -> list[int]:

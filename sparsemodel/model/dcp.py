@@ -5,6 +5,7 @@ negation and scaling (Grant, Boyd & Ye 2006)."""
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,26 @@ DECREASING = "decreasing"
 NONMONOTONE = "nonmonotone"
 
 
-_ids = itertools.count()
+class _Ids:
+    """The numbers of expression nodes (``Expr.uid``), unique in this process. A node unpickled from
+    another process (a study's model sent to a worker) keeps its number, and the counter moves past
+    it (:meth:`at_least`), so that the nodes the worker makes later never take a number in use."""
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+        self._lock = threading.Lock()
+
+    def __next__(self) -> int:
+        return next(self._count)
+
+    def at_least(self, uid: int) -> None:
+        """Numbers from now on are above ``uid``."""
+        with self._lock:
+            current = next(self._count)
+            self._count = itertools.count(max(current, int(uid) + 1))
+
+
+_ids = _Ids()
 
 
 Shape = tuple[int, ...]

@@ -146,6 +146,11 @@ class Expr:
         self._sign: str | None = None
         self._text: str | None = None
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a model sent to a worker): its number stays, this process's counter moves past."""
+        self.__dict__.update(state)
+        _ids.at_least(self.uid)
+
     # ---------- structure ----------
     @property
     def ndim(self) -> int:

@@ -47,6 +47,7 @@ from ..sets.units import bound_letter, k_header
 from ..solvers import get_solver
 from ..util import jsonable
 from .metrics import Scorer, bound_cells, dof, make_scorer, metric_names, with_metric_columns
+from .runner import run_tasks
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -101,6 +102,8 @@ def compare(
     own loss per held-out sample; ``truth`` (``{"w": w_true}``) adds precision, recall, f1, exact,
     exact_top, covers, fp, fn and error. ``scorer``: those metrics already built, and ``lowered``:
     the problem already lowered (a replication of :func:`sparsemodel.workflows.experiment.experiment`).
+    The points run through :func:`sparsemodel.workflows.runner.run_tasks` (serially: they share
+    one lowering; replications run on workers in ``experiment``).
     """
     names = [solvers] if isinstance(solvers, str) else list(solvers)
     if not names:
@@ -146,47 +149,90 @@ def compare(
     if csv is not None:
         comp.sink = RowSink(csv, list(comp.columns), comp.protected, overwrite)
     bar = progress_bar(total=len(names) * len(values), desc="compare", unit="run", progress=progress)
+    point = _Point(problem, classes, options, param, base, lowered)
     saved = param.value.copy() if param is not None else None
-    try:
-        for v in values:
-            try:
-                if param is not None:
-                    param.value = v
-                    lp = LoweredProblem(problem)
-                else:
-                    if base is None:
-                        base = lowered if lowered is not None else LoweredProblem(problem)
-                    lp = base if v is None else base.with_budget(v)
-            except ModelError as exc:
-                for n in names:
-                    comp._add_error(n, v, None, exc, 0.0)
-                    bar.update(1)
-                continue
-            if lp.set is not None and not comp.unit:
-                comp.unit = lp.set.unit
-            _warm_up(lp, classes.values())
-            for n in names:
-                bar.set_postfix_str(f"{n} {column}={v}")
-                t0 = time.perf_counter()
-                at = lp.budget if (v is None and param is None) else v  # no sweep: the model's own bound
-                try:
-                    res = classes[n](**options.get(n, {})).solve(lp)
-                except ModelError as exc:
-                    comp._add_error(n, at, lp.budget, exc, time.perf_counter() - t0)
-                else:
-                    comp._add_result(n, at, res, time.perf_counter() - t0, lp)
-                bar.update(1)
-    except KeyboardInterrupt as exc:
-        comp.interrupted = True
-        exc.comparison = comp  # type: ignore[attr-defined]
-        raise
-    finally:
-        bar.close()
+
+    def done(i: int, out: tuple[str, str, Any, Any, Any, float, Any, ModelError | None]) -> None:
+        unit, n, at, budget, res, elapsed, lp, exc = out
+        if unit and not comp.unit:
+            comp.unit = unit
+        if exc is not None:
+            comp._add_error(n, at, budget, exc, elapsed)
+        else:
+            comp._add_result(n, at, res, elapsed, lp)
+
+    def close() -> None:
         if comp.sink is not None:
             comp.sink.close()
         if param is not None:
             param.value = saved
+
+    # one task per run, point by point: the runner's Ctrl-C keeps every run that finished
+    run_tasks(
+        point,
+        [(v, n) for v in values for n in names],
+        1,
+        done=done,
+        count=lambda out: 1,
+        bar=bar,
+        report=comp,
+        name="comparison",
+        close=close,
+    )
     return comp
+
+
+class _Point:
+    """One run of a sweep (a task of the runner): a solver at the bound ``v`` of the problem's one
+    lowering, or at the param's value ``v`` (the problem lowered again once per value). The
+    lowering of the current point is kept for its other solvers, and warmed up before its first
+    (:func:`_warm_up`). Returns the constraint's unit, the solver, the value, the budget (errors),
+    the result, the time, the lowered problem and the error."""
+
+    def __init__(
+        self,
+        problem: Any,
+        classes: dict[str, Any],
+        options: dict[str, Any],
+        param: Parameter | None,
+        base: LoweredProblem | None,
+        lowered: LoweredProblem | None,
+    ):
+        self.problem, self.classes, self.options, self.param = problem, classes, options, param
+        self.base, self.lowered = base, lowered
+        self.at: tuple[Any, Any] | None = None  # (value, its lowered problem or the error lowering it)
+
+    def lowering(self, v: Any) -> Any:
+        if self.at is not None and self.at[0] is v:
+            return self.at[1]
+        try:
+            if self.param is not None:
+                self.param.value = v
+                lp: Any = LoweredProblem(self.problem)
+            else:
+                if self.base is None:
+                    self.base = self.lowered if self.lowered is not None else LoweredProblem(self.problem)
+                lp = self.base if v is None else self.base.with_budget(v)
+        except ModelError as exc:
+            lp = exc
+        else:
+            _warm_up(lp, self.classes.values())
+        self.at = (v, lp)
+        return lp
+
+    def __call__(self, task: tuple[Any, str]) -> tuple[str, str, Any, Any, Any, float, Any, ModelError | None]:
+        v, n = task
+        lp = self.lowering(v)
+        if isinstance(lp, ModelError):
+            return "", n, v, None, None, 0.0, None, lp
+        unit = lp.set.unit if lp.set is not None else ""
+        t0 = time.perf_counter()
+        at = lp.budget if (v is None and self.param is None) else v  # no sweep: the model's own bound
+        try:
+            res = self.classes[n](**self.options.get(n, {})).solve(lp)
+        except ModelError as exc:
+            return unit, n, at, lp.budget, None, time.perf_counter() - t0, lp, exc
+        return unit, n, at, None, res, time.perf_counter() - t0, lp, None
 
 
 def _check_param_bounds(problem: Any, param: Parameter, values: list[float]) -> None:

@@ -36,6 +36,7 @@ import numbers
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,8 @@ from .metrics import (
     train_model,
     with_data,
 )
+from .runner import check_jobs, run_tasks, tick, workers
+from .scheduler import use_scheduler
 from .study import Study
 
 SELECT_BY = ("cv", "ebic", "aic", "bic", "ebic_cc", "gic")
@@ -158,6 +161,8 @@ def experiment(
     progress: bool | None = None,
     csv: str | Path | None = None,
     overwrite: bool = False,
+    n_jobs: int | None = 1,
+    scheduler: Any = None,
 ) -> Study:
     """Compare ``solvers`` over replications (see the module docstring); returns a :class:`Study`.
 
@@ -169,7 +174,10 @@ def experiment(
     rows; ``seed`` fixes both. ``test``/``truth``: held-out data and true
     values for the model as it is (or every split). ``options``: per-solver options;
     ``select_options``: ``folds``, ``rule``, ``gamma``, ``start``, ``early_stop``, ``patience``,
-    ``margin`` of the selection. ``csv``: the tidy rows are written there as they finish."""
+    ``margin`` of the selection. ``csv``: the tidy rows are written there as they finish.
+    ``n_jobs``: the replications on that many workers (joblib; -1: every core; None or 1:
+    serially), with ``scheduler`` a dask cluster's (a ``Client``, an address or ``"local"``); the
+    rows are the serial run's, seed for seed (:mod:`sparsemodel.workflows.runner`)."""
     if isinstance(problem, Model):
         from .session import _refuse_bad_models
 
@@ -234,7 +242,8 @@ def experiment(
         if splits is not None:
             kind = "stratified " if stratify is not False and class_labels(problem) is not None else ""
             how = f"{splits} {kind}random splits, {test_size:g} held out"
-    reps_iter = _replications(problem, data, reps, points, splits, test_size, seed, stratify, test, truth)
+    n_jobs = check_jobs(n_jobs, MetricError)
+    specs = _specs(problem, data, reps, points, splits, test_size, seed, stratify, test, truth)
     study = Study(
         problem,
         labels,
@@ -258,27 +267,33 @@ def experiment(
         study.total = None  # k depends on each replication's truth
     if csv is not None:
         check_output(csv, study.protected, overwrite)  # before anything runs
-    first = True
+    job = _Job(problem, data, seed, test, truth, methods, ks, select, options, dict(select_options or {}), over_names)
+
+    def done(i: int, out: tuple[list[str], list[dict[str, Any]], str, list[str]]) -> None:
+        columns, rows, unit, notes = out
+        if study.columns == []:  # the first replication's metrics name the columns
+            study.columns = columns
+            if csv is not None:
+                study.sink = RowSink(csv, study.columns, study.protected, overwrite)
+        if unit and not study.unit:
+            study.unit = unit
+        for r in rows:
+            study._add(r)
+        study.notes += [n for n in notes if n not in study.notes]
+
     bar = progress_bar(total=study.total, desc="experiment", unit="run", progress=progress)
-    try:
-        for rep in reps_iter:
-            if first:
-                study.columns = _columns(over_names, select, rep, methods)
-                if csv is not None:
-                    study.sink = RowSink(csv, study.columns, study.protected, overwrite)
-                first = False
-            _run_replication(study, rep, methods, ks, select, options, dict(select_options or {}), bar)
-            for n in rep.held.notes if rep.held is not None else []:
-                if n not in study.notes:
-                    study.notes.append(n)
-    except KeyboardInterrupt as exc:
-        study.interrupted = True
-        exc.study = study  # type: ignore[attr-defined]
-        raise
-    finally:
-        bar.close()
-        if study.sink is not None:
-            study.sink.close()
+    with use_scheduler(scheduler, problem if isinstance(problem, Model) else None, workers(n_jobs)):
+        run_tasks(
+            partial(_replicate, job),
+            specs,
+            n_jobs,
+            done=done,
+            count=lambda out: len(out[1]),
+            bar=bar,
+            report=study,
+            name="study",
+            close=lambda: study.sink.close() if study.sink is not None else None,
+        )
     return study
 
 
@@ -350,7 +365,7 @@ def _build(problem: Any, values: dict[str, Any], flag: str) -> Model:
     return out
 
 
-def _replications(
+def _specs(
     problem: Any,
     data: Any,
     reps: int | None,
@@ -361,29 +376,15 @@ def _replications(
     stratify: bool | None,
     test: Any,
     truth: Any,
-) -> Iterable[Replication]:
-    """The replications, built one at a time (a draw's data is made when its turn comes)."""
+) -> list[tuple[Any, ...]]:
+    """What makes each replication, small enough to send to a worker: a draw's index, design point
+    and generator seed ``[seed, j, r]``; a split's index and rows; or the model's data as it is.
+    The replication itself is built where it runs (:func:`_replication`)."""
     if data is not None:
-        i = 0
-        for j, point in enumerate(points):
-            for r in range(int(reps or 1)):
-                rng = np.random.default_rng(None if seed is None else [int(seed), j, r])
-                values, tr, te = _draw(data(rng, **point))
-                train = _build(problem, values, "the generator's data")
-                held = None
-                if te is not None:
-                    held = (
-                        HeldOut.of_data(train, te, "the generator's held-out data")
-                        if isinstance(problem, Model)
-                        else HeldOut.of_model(_build(problem, te, "the generator's held-out data"))
-                    )
-                yield Replication(i, point, train, held, tr, values, te)
-                i += 1
-        return
+        each = int(reps or 1)
+        return [(j * each + r, point, (j, r)) for j, point in enumerate(points) for r in range(each)]
     if splits is None:
-        held = HeldOut.of_data(problem, test, origin(test, "test")) if test is not None else None
-        yield Replication(0, {}, problem, held, truth, rows_data(problem, None), test)
-        return
+        return [(0, {}, None)]
     from .criteria import data_term
 
     n = data_term(problem, LoweredProblem(problem)).n
@@ -394,10 +395,61 @@ def _replications(
             hint="drop stratify, or write the loss with labels",
         )
     pairs = holdout_splits(n, splits, test_size, seed, lab[0] if lab else None, lab[1] if lab else None)
-    for i, (tr, te) in enumerate(pairs):
-        yield Replication(
-            i, {}, train_model(problem, tr), HeldOut.of_rows(problem, te), truth, rows_data(problem, tr), None
-        )
+    return [(i, {}, (tr, te)) for i, (tr, te) in enumerate(pairs)]
+
+
+@dataclass
+class _Job:
+    """What every replication of one experiment shares (sent once with each task to a worker)."""
+
+    problem: Any
+    data: Any
+    seed: int | None
+    test: Any
+    truth: Any
+    methods: dict[str, Any]
+    ks: Any
+    select: str | None
+    options: dict[str, dict[str, Any]]
+    select_options: dict[str, Any]
+    over_names: list[str]
+
+
+def _replication(job: _Job, spec: tuple[Any, ...]) -> Replication:
+    """The replication of ``spec`` (see :func:`_specs`): its data drawn from its own seed, or its
+    rows of the model's data, whichever process builds it."""
+    index, point, how = spec
+    problem = job.problem
+    if job.data is not None:
+        j, r = how
+        rng = np.random.default_rng(None if job.seed is None else [int(job.seed), j, r])
+        values, tr, te = _draw(job.data(rng, **point))
+        train = _build(problem, values, "the generator's data")
+        held = None
+        if te is not None:
+            held = (
+                HeldOut.of_data(train, te, "the generator's held-out data")
+                if isinstance(problem, Model)
+                else HeldOut.of_model(_build(problem, te, "the generator's held-out data"))
+            )
+        return Replication(index, point, train, held, tr, values, te)
+    if how is None:
+        test = job.test
+        held = HeldOut.of_data(problem, test, origin(test, "test")) if test is not None else None
+        return Replication(0, {}, problem, held, job.truth, rows_data(problem, None), test)
+    tr, te = how
+    return Replication(
+        index, {}, train_model(problem, tr), HeldOut.of_rows(problem, te), job.truth, rows_data(problem, tr), None
+    )
+
+
+def _replicate(job: _Job, spec: tuple[Any, ...]) -> tuple[list[str], list[dict[str, Any]], str, list[str]]:
+    """One task of the runner: build the replication, run every method on it; returns its columns,
+    rows, the constraint's unit and the held-out data's notes."""
+    rep = _replication(job, spec)
+    rows, unit = _run_replication(rep, job.methods, job.ks, job.select, job.options, job.select_options)
+    notes = list(rep.held.notes) if rep.held is not None else []
+    return _columns(job.over_names, job.select, rep, job.methods), rows, unit, notes
 
 
 def _columns(over: list[str], select: str | None, rep: Replication, methods: dict[str, Any]) -> list[str]:
@@ -412,15 +464,16 @@ def _columns(over: list[str], select: str | None, rep: Replication, methods: dic
 
 
 def _run_replication(
-    study: Study,
     rep: Replication,
     methods: dict[str, str | External],
     ks: list[int | None] | None,
     select: str | None,
     options: dict[str, dict[str, Any]],
     select_options: dict[str, Any],
-    bar: Any,
-) -> None:
+) -> tuple[list[dict[str, Any]], str]:
+    """The rows of every method on one replication, and the constraint's unit; :func:`tick` per
+    run (compare's runs tick by themselves), so that a serial study's bar moves run by run."""
+    rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     lp = LoweredProblem(rep.train)
     _warm_up(lp, [])  # the caches every solver of the replication shares (not charged to the first one)
@@ -435,8 +488,7 @@ def _run_replication(
             )
         ks = _ks(ks(truth.n_true))
     scorer = Scorer(rep.held, truth) if (rep.held is not None or truth is not None) else None
-    if lp.set is not None and not study.unit:
-        study.unit = lp.set.unit
+    unit = lp.set.unit if lp.set is not None else ""
     base = {"rep": rep.index, **rep.point, "lower_s": lower_s}
     names = [n for n, m in methods.items() if isinstance(m, str)]
     if select is None:
@@ -453,21 +505,20 @@ def _run_replication(
             )
             for r in comp.rows:
                 label = names[sl.index(r["solver"])]
-                study._add({**base, **r, "solver": label, "k": r["k"] if r["k"] is not None else r["budget"]})
-                bar.update(1)
+                rows.append({**base, **r, "solver": label, "k": r["k"] if r["k"] is not None else r["budget"]})
         for label, m in methods.items():
             if isinstance(m, External):  # one run per k, or one run choosing its own k
                 for kv in [None] if m.chooses_k else ks or [lp.budget]:
-                    study._add({**base, **_external(m, rep, lp, scorer, kv), "solver": label})
-                bar.update(1 if m.chooses_k else len(ks or [lp.budget]))
-        return
+                    rows.append({**base, **_external(m, rep, lp, scorer, kv), "solver": label})
+                tick(1 if m.chooses_k else len(ks or [lp.budget]))
+        return rows, unit
     from .select import run_select
     from .session import solver_class
 
     for label, m in methods.items():
         if isinstance(m, External):
-            study._add({**base, **_external(m, rep, lp, scorer, None), "solver": label, "by": "own"})
-            bar.update(1)
+            rows.append({**base, **_external(m, rep, lp, scorer, None), "solver": label, "by": "own"})
+            tick(1)
             continue
         t1 = time.perf_counter()
         try:
@@ -482,7 +533,7 @@ def _run_replication(
                 **select_options,
             )
         except ModelError as exc:
-            study._add(
+            rows.append(
                 {
                     **base,
                     "solver": label,
@@ -492,12 +543,12 @@ def _run_replication(
                     "message": exc.message + (f" ({exc.hint})" if exc.hint else ""),
                 }
             )
-            bar.update(1)
+            tick(1)
             continue
         elapsed = time.perf_counter() - t1
         res = sel.result
         at = next(r for r in sel.curve if r["k"] == sel.k)
-        study._add(
+        rows.append(
             {
                 **base,
                 **{c: at.get(c) for c in at if c not in ("value", "se", "loss")},
@@ -515,7 +566,8 @@ def _run_replication(
                 "message": (f"stopped early: {sel.stopped}" if sel.stopped else "") or res.message,
             }
         )
-        bar.update(1)
+        tick(1)
+    return rows, unit
 
 
 def _external_bound(lp: LoweredProblem, x: np.ndarray, f: float) -> dict[str, float | None]:

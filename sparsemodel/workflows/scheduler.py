@@ -6,7 +6,9 @@
 ``"threads"``        the same, explicitly
 ``"synchronous"``    every task in the calling thread (debugging, exact reproducibility)
 ``"local"``          an embedded ``distributed.LocalCluster`` in this process (threads, a
-                     memory manager, the dashboard), closed at the end of the call
+                     memory manager, the dashboard), closed at the end of the call; with
+                     ``n_jobs``/``--jobs N`` above 1, N one-thread worker processes that run
+                     the study's replications
 ``"tcp://host:8786"`` (or ``host:8786``)  a running dask scheduler (``dask scheduler`` and
                      ``dask worker tcp://host:8786`` on the machines): the row blocks are
                      persisted on its workers, the driver keeps vectors and small matrices
@@ -14,6 +16,9 @@ a ``Client``         an existing ``distributed.Client`` (left open)
 ===================  ====================================================================
 
 The same model file runs unchanged on a laptop and on a cluster; only ``--scheduler`` differs.
+With ``n_jobs``/``--jobs N`` above 1 and a cluster (a Client, an address, ``local``), a study's
+independent tasks (``compare --splits``'s replications, cross-validation's folds, the inference
+layer's replicates) run on the cluster's workers (:mod:`sparsemodel.workflows.runner`).
 """
 
 from __future__ import annotations
@@ -51,17 +56,23 @@ def check_scheduler(spec: Any) -> None:
 
 
 @contextlib.contextmanager
-def use_scheduler(spec: Any, problem: Any = None) -> Iterator[Any]:
+def use_scheduler(spec: Any, problem: Any = None, workers: int | None = None) -> Iterator[Any]:
     """Run the body with the scheduler ``spec`` (see the module docstring). With NumPy/scipy data
-    and no explicit scheduler nothing is imported or changed. Yields the Client when one is used."""
+    and no explicit scheduler nothing is imported or changed. Yields the Client when one is used.
+    ``workers`` (a study's ``n_jobs`` above 1) makes ``"local"`` a cluster of that many one-thread
+    worker processes, on which the study's replications run (:mod:`sparsemodel.workflows.runner`)."""
     check_scheduler(spec)
     if spec is None and (_ACTIVE or problem is None or not uses_dask(problem)):
         yield None  # NumPy/scipy data, or an enclosing call chose the scheduler already
         return
     _ACTIVE.append(spec)
     try:
-        with _scheduler(spec) as client:
-            yield client
+        with _scheduler(spec, workers) as client:
+            _CLIENTS.append(client)
+            try:
+                yield client
+            finally:
+                _CLIENTS.pop()
     finally:
         _ACTIVE.pop()
         if not _ACTIVE:
@@ -71,10 +82,16 @@ def use_scheduler(spec: Any, problem: Any = None) -> Iterator[Any]:
 
 
 _ACTIVE: list[Any] = []  # the schedulers of the enclosing use_scheduler calls
+_CLIENTS: list[Any] = []  # their clients (None where a scheduler has none)
+
+
+def active_client() -> Any:
+    """The ``distributed.Client`` of the innermost enclosing :func:`use_scheduler`, or None."""
+    return next((c for c in reversed(_CLIENTS) if c is not None), None)
 
 
 @contextlib.contextmanager
-def _scheduler(spec: Any) -> Iterator[Any]:
+def _scheduler(spec: Any, workers: int | None = None) -> Iterator[Any]:
     try:
         import dask
     except ImportError:
@@ -95,7 +112,9 @@ def _scheduler(spec: Any) -> Iterator[Any]:
         ) from None
     cluster = None
     try:
-        if spec == "local":
+        if spec == "local" and workers is not None and workers > 1:  # a study's tasks: processes
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        elif spec == "local":
             cluster = LocalCluster(processes=False, dashboard_address=None)
             client = Client(cluster, set_as_default=False)
         else:
@@ -117,4 +136,4 @@ def _scheduler(spec: Any) -> Iterator[Any]:
             cluster.close()
 
 
-__all__ = ["NAMED", "SchedulerError", "check_scheduler", "use_scheduler", "uses_dask"]
+__all__ = ["NAMED", "SchedulerError", "active_client", "check_scheduler", "use_scheduler", "uses_dask"]

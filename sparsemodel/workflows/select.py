@@ -39,6 +39,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,7 @@ from .criteria import (
 )
 from .metrics import bound_cells, with_metric_columns
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
+from .runner import Resident, check_jobs, workers
 
 if TYPE_CHECKING:
     from ..solvers.base import Solver
@@ -222,11 +224,15 @@ def run_select(
     patience: int | None = None,
     margin: float | None = None,
     scorer: Any = None,
+    n_jobs: int | None = 1,
 ) -> Selection:
     """Choose the bound among ``k`` (default 0..:func:`default_k_max`) by ``by`` (default
     :data:`DEFAULT_BY`; see the module docstring); returns a :class:`Selection`. ``scorer`` (a
     :class:`~sparsemodel.workflows.metrics.Scorer`) adds the held-out loss and the truth's metrics
-    of the all-data point to every row of the curve."""
+    of the all-data point to every row of the curve. ``n_jobs``: cross-validation's folds on that
+    many workers (joblib, or a dask cluster's; -1: every core; :class:`FoldSteps`), with the
+    serial run's curve; an information criterion's path is one warm-started chain and runs here."""
+    n_jobs = check_jobs(n_jobs, SelectionError)
     if by is None:  # folds given: cross-validation; otherwise the default criterion (BIC for a rank)
         by = "cv" if folds is not None or fold_ids is not None else DEFAULT_BY
         if by == DEFAULT_BY and lp.set is not None and not lp.set.counts_units:
@@ -274,16 +280,13 @@ def run_select(
     splits = splits_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
     full = PathRun(problem, lp, cls, options, start, scorer)
     loss_of = Evaluator(dt.expr, lp.layout)
-    fold_runs = _fold_runs(problem, cls, options, start, dt, splits) if splits is not None else []
-    per_fold = np.full((len(fold_runs), len(ks)), np.nan) if splits is not None else None
     # the held-out loss of every held-out row at every k, where the data term is a sum over samples
     # (the paired rule's differences); fold f's rows are per_sample[rows[f]:rows[f + 1]]
     rows = np.cumsum([0] + [len(te) for _, te in splits]) if splits is not None else None
-    per_sample = (
-        np.full((int(rows[-1]), len(ks)), np.nan)
-        if fold_runs and all(sv is not None for _, _, sv in fold_runs) and rows[-1] * len(ks) <= PER_SAMPLE_LIMIT
-        else None
-    )
+    small = rows is not None and rows[-1] * len(ks) <= PER_SAMPLE_LIMIT
+    folds_at = FoldSteps(problem, cls, options, start, dt, splits, ks, bool(small), n_jobs) if splits else None
+    per_fold = np.full((len(splits), len(ks)), np.nan) if splits is not None else None
+    per_sample = np.full((int(rows[-1]), len(ks)), np.nan) if folds_at is not None and folds_at.samplewise else None
     curve: list[dict[str, Any]] = []
     bar = progress_bar(total=len(ks), desc=f"choosing k by {by}", unit="k", progress=progress)
     try:
@@ -291,21 +294,18 @@ def run_select(
         with blas_threads(lp):
             for j, kv in enumerate(ks):
                 bar.set_postfix_str(f"k={kv}")
+                if folds_at is not None:
+                    folds_at.ask(j)  # the folds' step on workers while the all-data path takes its own
                 pt = full.step(kv)
                 row = _row(pt, lp, loss_of, dt, by, gamma)
                 row.update({c: pt.metrics.get(c) for c in full.path.metric_columns})
                 if per_fold is not None:  # the folds' paths in lockstep with the all-data path
-                    for f, (run, held, sv) in enumerate(fold_runs):
-                        pt = run.step(kv)
-                        if not pt.usable:
+                    for f, got in enumerate(folds_at.at(j)):
+                        if got is None:  # the fold's point is not usable
                             continue
-                        x = run.lp.layout.pack(pt.result.values)
-                        if per_sample is not None:  # the same number as held.value(x), up to rounding
-                            v = sv.values(x)
+                        v, per_fold[f, j] = got
+                        if per_sample is not None:
                             per_sample[rows[f] : rows[f + 1], j] = v
-                            per_fold[f, j] = sv.const + float(v.sum())
-                        else:
-                            per_fold[f, j] = float(held.value(x))
                     vals = per_fold[:, j]
                     if np.all(np.isfinite(vals)):
                         K = len(vals)
@@ -323,6 +323,8 @@ def run_select(
                     break
     finally:
         bar.close()
+        if folds_at is not None:
+            folds_at.close()
 
     def evaluated(r: dict[str, Any]) -> bool:
         return math.isfinite(r["value"]) and r["objective"] is not None
@@ -415,6 +417,102 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
             priced = ebic_count(lp, x) if by == "ebic" else df  # a group once (criteria.py)
             row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_obs, priced, p, s, dt.gaussian, gamma)
     return row
+
+
+class FoldSteps:
+    """The folds' held-out losses at each k of cross-validation, their paths driven in lockstep
+    with the all-data path: :meth:`ask` starts the j-th k, :meth:`at` gives one ``(per-sample
+    losses or None, held-out loss)`` per fold (None where the fold's point is not usable).
+
+    Serially (``n_jobs`` 1) every fold's :class:`~sparsemodel.workflows.path.PathRun` lives here and
+    takes one step per k in :meth:`at`. On workers the folds are dealt to ``min(workers, K)``
+    resident servers (:class:`sparsemodel.workflows.runner.Resident`): each builds its folds once
+    and keeps them, so every fold's path is the serial one point for point (its lowering's caches
+    included), while the all-data path takes its step here between :meth:`ask` and :meth:`at`."""
+
+    def __init__(
+        self,
+        problem: Model,
+        cls: type[Solver],
+        options: dict[str, Any] | None,
+        start: str,
+        dt: DataTerm,
+        splits: list[tuple[np.ndarray, np.ndarray]],
+        ks: list[int],
+        small: bool,
+        n_jobs: int,
+    ):
+        self.ks, self.n_jobs, self.small = ks, n_jobs, small
+        self.resident: Resident | None = None
+        if n_jobs == 1:
+            self.runs = _fold_runs(problem, cls, options, start, dt, splits)
+            # where every fold's data term is a sum over samples (and the rows x k are not too many)
+            self.samplewise = small and all(sv is not None for _, _, sv in self.runs)
+            return
+        count = min(workers(n_jobs), len(splits))
+        self.groups = [list(range(len(splits)))[g::count] for g in range(count)]
+        job = _FoldJob(problem, cls, options, start, dt, splits, small)
+        self.resident = Resident(partial(_FoldServer, job), self.groups, n_jobs).__enter__()
+        self.resident.ask("samplewise")
+        self.samplewise = small and all(self.resident.answers())
+
+    def ask(self, j: int) -> None:
+        if self.resident is not None:
+            self.resident.ask((self.ks[j], self.samplewise))
+
+    def at(self, j: int) -> list[Any]:
+        if self.resident is None:
+            sv_on = self.samplewise
+            return [_fold_loss(run, run.step(self.ks[j]), held, sv if sv_on else None) for run, held, sv in self.runs]
+        out: list[Any] = [None] * sum(len(g) for g in self.groups)
+        for group, got in zip(self.groups, self.resident.answers()):
+            for f, g in zip(group, got):
+                out[f] = g
+        return out
+
+    def close(self) -> None:
+        if self.resident is not None:
+            self.resident.__exit__(None, None, None)
+            self.resident = None
+
+
+@dataclass
+class _FoldJob:
+    """What the fold servers of one cross-validation share (sent once to each)."""
+
+    problem: Model
+    cls: type[Solver]
+    options: dict[str, Any] | None
+    start: str
+    dt: DataTerm
+    splits: list[tuple[np.ndarray, np.ndarray]]
+    small: bool
+
+
+class _FoldServer:
+    """A worker's folds (:class:`FoldSteps`): built once, one step per request."""
+
+    def __init__(self, job: _FoldJob, folds: list[int]):
+        self.runs = _fold_runs(job.problem, job.cls, job.options, job.start, job.dt, [job.splits[f] for f in folds])
+
+    def __call__(self, request: Any) -> Any:
+        if request == "samplewise":
+            return all(sv is not None for _, _, sv in self.runs)
+        kv, samplewise = request
+        return [_fold_loss(run, run.step(kv), held, sv if samplewise else None) for run, held, sv in self.runs]
+
+
+def _fold_loss(run: PathRun, pt: PathPoint, held: Evaluator, sv: SampleValues | None) -> Any:
+    """A fold's point as (each held-out row's loss or None, the held-out loss); None if unusable.
+    With per-sample losses the held-out loss is their sum (the same number as ``held.value(x)``, up
+    to rounding)."""
+    if not pt.usable:
+        return None
+    x = run.lp.layout.pack(pt.result.values)
+    if sv is not None:
+        v = sv.values(x)
+        return v, sv.const + float(v.sum())
+    return None, float(held.value(x))
 
 
 def _fold_runs(

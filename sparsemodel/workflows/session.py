@@ -251,19 +251,25 @@ def select(
     margin: float | None = None,
     test: dict[str, Any] | None = None,
     truth: dict[str, Any] | None = None,
+    n_jobs: int | None = 1,
     **options: Any,
 ):
     """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)) by an information
     criterion (``aic``, ``bic``, ``ebic`` -- the default --, ``gic``) or cross-validation
     (``by="cv"``) over a warm-started path that stops once the curve has clearly turned (see
     :mod:`sparsemodel.workflows.select`); returns a :class:`~sparsemodel.workflows.select.Selection`.
-    ``test`` and ``truth`` add the held-out loss and the truth's metrics to every k of the curve."""
+    ``test`` and ``truth`` add the held-out loss and the truth's metrics to every k of the curve.
+    ``n_jobs``: cross-validation's folds on that many workers (:mod:`sparsemodel.workflows.runner`;
+    with ``scheduler`` a dask cluster's), the same curve as serially."""
+    from .criteria import SelectionError
     from .metrics import make_scorer
+    from .runner import check_jobs, workers
     from .select import run_select
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
-    with use_scheduler(scheduler, problem):
+    n_jobs = check_jobs(n_jobs, SelectionError)
+    with use_scheduler(scheduler, problem, workers(n_jobs)):
         lp = lower(problem)
         scorer = make_scorer(problem, lp, test=test, truth=truth)
         return run_select(
@@ -284,6 +290,7 @@ def select(
             patience=patience,
             margin=margin,
             scorer=scorer,
+            n_jobs=n_jobs,
         )
 
 
