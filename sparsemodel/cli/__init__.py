@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ModelError
 from ..outputs import write_error
-from .args import EXIT_USER, CLIError
+from .args import EXIT_USER, CLIError, parse_jobs
 from .commands import (
     cmd_check,
     cmd_compare,
@@ -60,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="parse, shapes, convexity, and which solvers apply")
     model_args(c)
     c.set_defaults(func=cmd_check)
+
+    def jobs_arg(q: argparse.ArgumentParser, what: str) -> None:
+        q.add_argument(
+            "--jobs",
+            type=parse_jobs,
+            default=1,
+            metavar="N",
+            help=f"run {what} on N worker processes (joblib; -1: one per core; default 1: serially), the same "
+            "results as serially; with --scheduler ADDRESS (or local) on that dask cluster's workers",
+        )
 
     def metric_args(q: argparse.ArgumentParser) -> None:
         """--test and --truth: metrics beside the objective (docs/comparisons.md)."""
@@ -156,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="--select computes every k of --k (default: each path stops once its curve has clearly turned)",
     )
+    jobs_arg(m, "the replications of --splits (or of --select)")
     output_args(m, "comparison (every run's solution)")
     m.set_defaults(func=cmd_compare)
 
@@ -217,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="compute every k (default: stop once the curve has clearly turned)",
     )
+    jobs_arg(se, "cross-validation's folds (--by cv)")
     se.add_argument("--patience", type=int, help="early stop: consecutive k above the minimum + margin (default 5)")
     se.add_argument(
         "--margin",
@@ -236,9 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="how the path's points start (default warm: from the previous k's solution)",
         )
         q.add_argument("--seed", type=int, default=0, help="random seed (default 0): the same seed, the same answer")
-        q.add_argument(
-            "--jobs", type=int, default=1, metavar="N", help="workers for the replicates (joblib; -1: every core)"
-        )
+        jobs_arg(q, "the replicates (knockoff draws, stability's half-samples)")
         q.add_argument(
             "--truth",
             action="append",
@@ -332,7 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             from ..workflows.scheduler import use_scheduler
 
-            with use_scheduler(getattr(args, "scheduler", None)):  # loading reads dask data too
+            jobs = getattr(args, "jobs", 1)
+            local = None if jobs == 1 else (os.cpu_count() or 1) if jobs == -1 else jobs
+            # loading reads dask data too; `--scheduler local --jobs N`: N worker processes
+            with use_scheduler(getattr(args, "scheduler", None), workers=local):
                 code = int(args.func(args) or 0)
             sys.stdout.flush()  # a closed pipe or a full disk shows here, not at interpreter exit
             return code

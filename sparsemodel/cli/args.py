@@ -66,6 +66,21 @@ def parse_named_k(text: str) -> list[dict[str, int]]:
     return [dict(zip(named, combo)) for combo in itertools.product(*named.values())]
 
 
+def parse_jobs(text: str) -> int:
+    """``--jobs N``: a number of workers, or -1 for one per core (argparse's type: a bad value is
+    said as ``argument --jobs: ...`` with the usage, exit status 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n == 0 or n < -1 or text.strip() != str(n):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of workers: give 1 (serial, the default), a number of workers, or -1 "
+            "(one per core)"
+        )
+    return n
+
+
 def parse_bound(text: str | None) -> Any:
     """The --k of solve: one integer, or one bound per name (``L=2,S=30``)."""
     if text is None:

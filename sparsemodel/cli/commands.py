@@ -169,6 +169,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"{'--splits' if args.test_size is not None else '--select cv'}"
         )
     check_metrics(args, test is not None, truth is not None, problem=problem)
+    if args.jobs != 1:
+        raise CLIError(
+            f"--jobs {args.jobs} runs the replications of --splits (or --select) on workers; a comparison on the "
+            "model's data runs its sweep here, in order",
+            hint="add --splits N, or drop --jobs",
+        )
     interrupted = False
     try:  # the CSV is written row by row as runs finish
         comp = problem.compare(
@@ -238,6 +244,7 @@ def run_study(
             progress=progress_of(args),
             csv=outs.get("csv"),
             overwrite=args.force,
+            n_jobs=args.jobs,
         )
     except KeyboardInterrupt as exc:
         study = getattr(exc, "study", None)
@@ -338,6 +345,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         margin=args.margin,
         test=test,
         truth=truth,
+        n_jobs=args.jobs,
         **opts,
     )
     if args.json:
