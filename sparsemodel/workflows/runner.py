@@ -261,7 +261,15 @@ class Resident:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Stop the servers: after their last answer, or at once when the caller is unwinding (an
+        error, Ctrl-C): the workers are then cancelled, not waited for."""
         try:
+            if exc and exc[0] is not None:
+                if self.client is None:
+                    self.running.close()  # joblib aborts the tasks still running
+                else:
+                    self.client.cancel(self.running)
+                return
             for q in self.inbox:
                 q.put(None)
             if self.client is None:

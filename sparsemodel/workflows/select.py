@@ -321,6 +321,10 @@ def run_select(
                     if per_sample is not None:
                         per_sample = per_sample[:, : j + 1]
                     break
+    except BaseException as exc:  # an error or Ctrl-C: the fold servers are stopped, not waited for
+        if folds_at is not None:
+            folds_at.close(exc)
+        raise
     finally:
         bar.close()
         if folds_at is not None:
@@ -453,8 +457,12 @@ class FoldSteps:
         self.groups = [list(range(len(splits)))[g::count] for g in range(count)]
         job = _FoldJob(problem, cls, options, start, dt, splits, small)
         self.resident = Resident(partial(_FoldServer, job), self.groups, n_jobs).__enter__()
-        self.resident.ask("samplewise")
-        self.samplewise = small and all(self.resident.answers())
+        try:
+            self.resident.ask("samplewise")
+            self.samplewise = small and all(self.resident.answers())
+        except BaseException as exc:  # a fold the worker could not build: said here, the servers stopped
+            self.close(exc)
+            raise
 
     def ask(self, j: int) -> None:
         if self.resident is not None:
@@ -470,10 +478,11 @@ class FoldSteps:
                 out[f] = g
         return out
 
-    def close(self) -> None:
+    def close(self, error: BaseException | None = None) -> None:
+        """Stop the fold servers (at once when ``error`` is unwinding the selection)."""
         if self.resident is not None:
-            self.resident.__exit__(None, None, None)
-            self.resident = None
+            resident, self.resident = self.resident, None
+            resident.__exit__(type(error) if error is not None else None, error, None)
 
 
 @dataclass

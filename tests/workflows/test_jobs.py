@@ -209,3 +209,19 @@ def test_cli_jobs_runs_the_splits_on_workers(capsys, model_file, tmp_path):
     code = main(["compare", str(model_file), "--solvers", "omp", "--jobs", "2", "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "--jobs 2 runs the replications of --splits" in err
+
+
+def test_a_dask_cluster_runs_the_same_study():
+    """scheduler= a distributed Client: the replications and cross-validation's folds run on its
+    workers (in-process workers here, to keep the test short) with the serial rows."""
+    distributed = pytest.importorskip("distributed")
+    p = problem(seed=3)
+    kw = dict(k=[1, 2, 3], splits=3, seed=1, progress=False)
+    serial = experiment(p, ["omp", "grahtp"], **kw)
+    cv = p.select(k=range(0, 7), by="cv", folds=3, seed=0)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
+        with distributed.Client(lc) as client:
+            same(serial.rows, experiment(p, ["omp", "grahtp"], n_jobs=2, scheduler=client, **kw).rows)
+            on_dask = p.select(k=range(0, 7), by="cv", folds=3, seed=0, n_jobs=2, scheduler=client)
+    assert cv.curve == on_dask.curve and cv.k == on_dask.k
+    np.testing.assert_array_equal(cv.per_sample, on_dask.per_sample)
