@@ -4,7 +4,10 @@ auto, omp and lasso: `sparsemodel compare examples/caravan_logistic.sm --solvers
 as many one-thread worker processes; the wall-clock time of each, its ratio to the serial time
 (the target on 2 cores: at most 0.6), and whether the rows are the serial ones cell for cell
 (wall-clock times aside). The machine's load (``os.getloadavg``) is printed beside each figure: on
-a shared machine a ratio means little without it.
+a shared machine a ratio means little without it. This machine's kernel gives CPU shares per
+session (``sched_autogroup``): when other sessions keep the cores busy, a session's workers share
+the one share its serial run had, and only the CPU seconds of each process (printed too: the
+busiest worker's is the wall-clock time on otherwise idle cores) show what the workers save.
 
 Also measured: what a worker is sent. A replication's task carries the model (its data) and the
 split's row indices, and the worker lowers its own problem; the alternative, a lowered problem
@@ -30,6 +33,36 @@ from sparsemodel.workflows.experiment import experiment
 
 HERE = Path(__file__).resolve().parents[1]
 TIMES = ("time_s", "lower_s", "time_total")
+
+
+def cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of this process and of each of its child processes (the
+    workers), by process id (psutil; empty without it)."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+    me = psutil.Process()
+    out = {}
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            out[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return out
+
+
+def cpu_text(before: dict[int, float], after: dict[int, float]) -> str:
+    """The CPU seconds each process spent between two readings: on a shared machine the work done,
+    which the wall-clock time is not (this machine's scheduler gives one share per session)."""
+    me = os.getpid()
+    used = {pid: t - before.get(pid, 0.0) for pid, t in after.items()}
+    workers = sorted((t for pid, t in used.items() if pid != me and t > 0.5), reverse=True)
+    text = f"CPU: this process {used.get(me, 0.0):.1f} s"
+    if workers:
+        text += f", workers {' + '.join(f'{t:.1f}' for t in workers)} s (busiest {workers[0]:.1f} s)"
+    return text
 
 
 def load() -> str:
@@ -97,19 +130,19 @@ def main() -> None:
     t0 = time.perf_counter()  # the workers' start: their processes, imports (cvxpy for lasso), first solves
     experiment(problem, solvers, k=[2], splits=args.jobs, n_jobs=args.jobs, progress=False)
     print(f"starting {args.jobs} joblib workers (a study of one k): {time.perf_counter() - t0:.1f} s, then kept")
-    before = load()
+    before, c0 = load(), cpu()
     t0 = time.perf_counter()
     serial = experiment(problem, solvers, **kw)
     t_serial = time.perf_counter() - t0
-    print(f"serial          {t_serial:7.1f} s   ({before}; after: {load()})")
+    print(f"serial          {t_serial:7.1f} s   {cpu_text(c0, cpu())}   ({before}; after: {load()})")
 
-    before = load()
+    before, c0 = load(), cpu()
     t0 = time.perf_counter()
     par = experiment(problem, solvers, n_jobs=args.jobs, **kw)
     t_par = time.perf_counter() - t0
     print(
         f"n_jobs={args.jobs}        {t_par:7.1f} s   {t_par / t_serial:.2f} x serial, rows equal: "
-        f"{equal(cells(serial), cells(par))}   ({before}; after: {load()})"
+        f"{equal(cells(serial), cells(par))}   {cpu_text(c0, cpu())}   ({before}; after: {load()})"
     )
     if args.no_dask:
         return
@@ -120,13 +153,14 @@ def main() -> None:
         with Client(cluster) as client:
             experiment(problem, solvers, k=[2], splits=args.jobs, n_jobs=args.jobs, scheduler=client, progress=False)
             t_start = time.perf_counter() - t0
-            before = load()
+            before, c0 = load(), cpu()
             t0 = time.perf_counter()
             dk = experiment(problem, solvers, n_jobs=args.jobs, scheduler=client, **kw)
             t_dask = time.perf_counter() - t0
+            used = cpu_text(c0, cpu())
     print(
         f"dask LocalCluster({args.jobs} workers) {t_dask:7.1f} s   {t_dask / t_serial:.2f} x serial, rows equal: "
-        f"{equal(cells(serial), cells(dk))}; cluster start {t_start:.1f} s   ({before}; after: {load()})"
+        f"{equal(cells(serial), cells(dk))}; cluster start {t_start:.1f} s   {used}   ({before}; after: {load()})"
     )
 
 
