@@ -103,6 +103,18 @@ class BoundUnits:
             return np.asarray(per_coord, dtype=float)
         return np.bincount(self.unit_of, weights=per_coord, minlength=self.n_units)
 
+    def top(self, scores: np.ndarray, undecided: np.ndarray, m: int, fixed_in: np.ndarray) -> np.ndarray:
+        """The undecided units (ids in ``undecided``) a support with the units ``fixed_in`` (bool per
+        unit) adds to reach the largest sum of ``scores``, m at most: the relaxation's inner maximum
+        over the supports is attained there (the m largest; a set whose supports are not every
+        choice of k units, such as per-group caps, overrides it with its own exact rule)."""
+        su = scores[undecided]
+        if m <= 0 or len(su) == 0:
+            return np.empty(0, dtype=np.int64)
+        if m >= len(su):
+            return undecided
+        return undecided[np.argpartition(-su, m - 1)[:m]]
+
     def members(self, u: int) -> np.ndarray:
         """Positions into C of unit u's coordinates."""
         return self._order[self._starts[u] : self._starts[u + 1]]
@@ -290,6 +302,13 @@ class ConstraintSet(ABC):
         interchangeable units of one size, so that one unit can be swapped for another (auto's
         swap search); None otherwise."""
         return None
+
+    def feasible_units(self, units: np.ndarray) -> bool:
+        """Whether the units ``units`` (ids of ``swap_members`` rows) together are a support the set
+        admits: what auto's swap search asks of every candidate before solving it, so that a swap
+        leaving the set (a fourth asset of a sector capped at three) is never taken. Any selection
+        of at most k units, unless the set says otherwise."""
+        return len(units) <= self.budget
 
     def zero_note(self) -> str:
         """Why a budget of 0 leaves nothing constrained (a bound too small for its unit)."""

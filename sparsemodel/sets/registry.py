@@ -9,8 +9,11 @@ reads a kind string to decide how to treat a constraint.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -242,3 +245,10 @@ register_kind(
     generic=True,
     examples={"product": ex.product},
 )
+
+
+# a kind may also register itself from its own module (sets/caps.py: the class, and its
+# register_kind call below it): every module of this package is imported once the registry
+# exists, so that a new kind needs no line here
+for _mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+    importlib.import_module(f"{__package__}.{_mod.name}")
