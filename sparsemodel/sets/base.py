@@ -303,6 +303,12 @@ class ConstraintSet(ABC):
         swap search); None otherwise."""
         return None
 
+    def vacuous(self) -> bool:
+        """Whether the set at its budget excludes no point (every unit allowed: k = the number of
+        coordinates, groups or edges, r = min(p, m)), so that a solve is the unconstrained one
+        (``full_budget``, the path's last point). Per-group caps still bind at their largest k."""
+        return bool(self.budget >= self.limit)
+
     def feasible_units(self, units: np.ndarray) -> bool:
         """Whether the units ``units`` (ids of ``swap_members`` rows) together are a support the set
         admits: what auto's swap search asks of every candidate before solving it, so that a swap

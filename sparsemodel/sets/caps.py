@@ -83,6 +83,12 @@ class GroupCaps(CoordinateSparsity):
         """The largest support the caps allow (sum over groups of min(cap, group size))."""
         return self.constraint.n_units
 
+    def vacuous(self) -> bool:
+        """Every coordinate allowed only when no cap is below its group's size (the largest k
+        leaves the caps binding)."""
+        sizes = np.bincount(self.group, minlength=len(self.caps))
+        return bool(self.budget >= self.size and np.all(self.caps >= sizes))
+
     def with_box(self, box: Box | None) -> GroupCaps:
         plain = super().with_box(box)  # the check that the box allows 0 where the set may zero
         return GroupCaps(self.constraint, self.layout, self.budget, plain.box)

@@ -152,7 +152,7 @@ class Solver:
         why = lp.unbounded_direction()
         if why is None and lp.set is not None and lp.set.thresholds and lp.set.k == 0:
             return zero_budget(lp, self)
-        if why is None and lp.set is not None and lp.set.thresholds and lp.set.budget >= lp.set.limit:
+        if why is None and lp.set is not None and lp.set.thresholds and lp.set.vacuous():
             return full_budget(lp, self)
         try:
             if why is not None:

@@ -401,6 +401,19 @@ class CapsConstraint(NnzConstraint):
         assert self.nnz.per is not None
         return self.nnz.per
 
+    def check_bound(self, b: Any, written: bool = False) -> int:
+        """The bound checked as nnz's, and above the largest support the caps allow refused with
+        the caps named (not only the coordinates)."""
+        if isinstance(b, (int, np.integer)) and not isinstance(b, bool) and b > self.limit:
+            sizes = np.bincount(self.per, minlength=len(self.caps))
+            raise ConstraintError(
+                f"{self if written else self.bound_text(int(b))}: the bound is {b}, but the caps allow at most "
+                f"{self.limit} nonzeros in {self.target_text} (sum over the {len(self.caps)} groups of min(cap, size))",
+                self.span,
+                f"k must be between 0 and {self.limit}; caps {self.caps.tolist()}, group sizes {sizes.tolist()}",
+            )
+        return super().check_bound(b, written)
+
     @property
     def n_units(self) -> int:
         """The largest support the caps allow: sum over groups of min(cap, group size)."""
