@@ -21,8 +21,8 @@ Every set over the flat vector x (all variables) says:
 
 The rest of the protocol (what ``finish``, ``Result``, the sweeps, ``select``, ``auto`` and the
 relaxations read) has defaults in :class:`ConstraintSet`. Adding a constraint kind is one set
-class in its own module plus one ``register_kind`` call in :mod:`.registry` (see
-docs/architecture.md, with fused sparsity, :mod:`.fused`, as the worked example)."""
+class in its own module that registers itself with ``register_kind``, its model constraint and its
+example (see docs/architecture.md, with per-group caps, :mod:`.caps`, as the worked example)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The registry of constraint kinds: from a model constraint to its set, its description, and
 the assembly of a problem's constraints into the one thresholded set and the convex side sets.
 
-A new constraint kind is one set class (see :mod:`sparsemodel.sets.base` for the protocol), one
-:func:`register_kind` line below, and the model constraint that names the kind (its ``kind``
+A new constraint kind is one set class (see :mod:`sparsemodel.sets.base` for the protocol) with
+its :func:`register_kind` call (below, or at the end of its own module: every module of this
+package is imported here), and the model constraint that names the kind (its ``kind``
 attribute). Which solvers accept a kind is each solver's ``handles``; nothing outside this package
 reads a kind string to decide how to treat a constraint.
 """
