@@ -1,4 +1,4 @@
-"""Certified answers (issue 18): a lower bound on the best objective of a sparsity-constrained
+"""Certified answers (docs/certify.md): a lower bound on the best objective of a sparsity-constrained
 composite problem, from the Fenchel dual of its perspective relaxation. docs/certify.md explains
 how to read it; this docstring is the derivation the code follows.
 

@@ -80,7 +80,7 @@ class CoordSubspace:
 
 @dataclass
 class BoundUnits:
-    """What the perspective relaxation (lowering/bound.py, issue 18) needs from a set: the
+    """What the perspective relaxation (lowering/bound.py, docs/certify.md) needs from a set: the
     constrained flat coordinates C, the unit of each (0..n_units-1; a coordinate is its own unit
     without groups), the budget k in units, and the free coordinates. The relaxation scores each
     coordinate; the set's part is to add the scores up by unit and to say which k units count."""
@@ -321,7 +321,7 @@ class ConstraintSet(ABC):
         return ""
 
     def bound_units(self) -> BoundUnits:
-        """The units the perspective relaxation sums its scores over (issue 18's lower bound);
+        """The units the perspective relaxation sums its scores over (the lower bound of docs/certify.md);
         a set without a cardinality structure of independent units raises NoBoundError saying so."""
         raise NoBoundError(
             f"no lower bound for {self.constraint}: the perspective relaxation covers nnz(...) <= k on "
