@@ -142,6 +142,7 @@ class ConstraintSet(ABC):
     counts_units: bool = True  # criteria that price the selected units (EBIC, GIC) apply
     view: View = View()  # how a Result shows what the set selected (sets/views.py)
     projects_start: bool = False  # a solver's start is projected onto it (the eigenvalue box: 0 -> alpha I)
+    composes_linear: bool = False  # linear constraints compose into its projection (sets/linear.SparseLinear)
 
     def __init__(self, constraint: Constraint, layout: Layout, budget: int | None):
         self.constraint = constraint

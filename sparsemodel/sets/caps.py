@@ -77,6 +77,7 @@ class GroupCaps(CoordinateSparsity):
         self.group = np.asarray(constraint.per, dtype=np.int64)
         self.caps = np.asarray(constraint.caps, dtype=np.int64)
         self.relaxation = None  # l1 knows no caps: the lasso path would report supports outside the set
+        self.composes_linear = False  # SparseLinear's projections (GSSP, enumeration) know no caps
 
     @property
     def limit(self) -> int:

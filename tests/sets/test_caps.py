@@ -202,3 +202,16 @@ def test_bad_caps_are_refused_at_their_line(tmp_path, line, message, err):
         sm.load(tmp_path / "bad.sm")
     assert message in str(e.value)
     assert e.value.span is not None and e.value.span.line == 6
+
+
+def test_caps_beside_linear_constraints_are_refused_at_the_linear_line(tmp_path):
+    """The projections that keep linear constraints (the k-sparse simplex, enumeration) know no
+    caps: sum(w) == 1 beside caps is refused where it is written, never solved with a cap broken."""
+    text = (
+        "let sector = [0, 0, 1, 1, 2, 2]\nvar w[6]\nminimize sum_squares(w - 1)\nsubject to\n"
+        "    nnz(w, per = sector, cap = 1) <= 2\n    sum(w) == 1\n"
+    )
+    (tmp_path / "lin.sm").write_text(text)
+    with pytest.raises(ModelError, match="linear constraints combine with nnz") as e:
+        sm.load(tmp_path / "lin.sm").solve("grahtp")
+    assert e.value.span is not None and e.value.span.line == 6
