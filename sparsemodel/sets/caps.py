@@ -13,6 +13,11 @@ sparsity's, which the class inherits.
 The whole kind is this module, :class:`~sparsemodel.model.constraints.counting.CapsConstraint`
 (and the ``per=``, ``cap=`` keywords of ``nnz``) and its example in :mod:`.examples`: the
 registration below is found by :mod:`.registry`, which imports every module of this package.
+
+The power method's truncation stays coordinate sparsity's (the s largest entries, no caps): the
+smoothness constants bound the curvature over differences of two feasible points, whose supports
+may hold 2 c_g entries of a group, and every such direction is s-sparse, so the estimate is an
+upper bound, never below the caps' own.
 """
 
 from __future__ import annotations
@@ -110,21 +115,6 @@ class GroupCaps(CoordinateSparsity):
         """The coordinates with the caps (:class:`CappedUnits`: the bound's greedy inner maximum)."""
         u = super().bound_units()
         return CappedUnits(u.coords, u.unit_of, u.n_units, u.budget, u.free, group=self.group, caps=self.caps)
-
-    def truncation(self, s: int | None) -> Any:
-        """The projection onto the caps with s in total (its s-sparse points are the set's)."""
-        if s is None or s >= self.limit:
-            return lambda v: v
-        C, F = self.coords, self.free
-
-        def trunc(v: np.ndarray) -> np.ndarray:
-            out = np.zeros_like(v)
-            keep = C[self.select(v[C], s)]
-            out[keep] = v[keep]
-            out[F] = v[F]
-            return out
-
-        return trunc
 
     def certificate(self, x: np.ndarray, g: np.ndarray, gamma: float, rtol: float = 1e-6) -> dict[str, Any]:
         """Paper 001, Definition 4 over the caps: x is stationary when the gradient (projected onto
