@@ -313,9 +313,9 @@ class ConstraintSet(ABC):
     def feasible_units(self, units: np.ndarray) -> bool:
         """Whether the units ``units`` (ids of ``swap_members`` rows) together are a support the set
         admits: what auto's swap search asks of every candidate before solving it, so that a swap
-        leaving the set (a fourth asset of a sector capped at three) is never taken. Any selection
-        of at most k units, unless the set says otherwise."""
-        return len(units) <= self.budget
+        leaving the set (a fourth asset of a sector capped at three) is never taken. Every
+        selection the search builds (it keeps at most k units), unless the set says otherwise."""
+        return True
 
     def zero_note(self) -> str:
         """Why a budget of 0 leaves nothing constrained (a bound too small for its unit)."""
