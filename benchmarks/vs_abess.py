@@ -1,4 +1,5 @@
-"""`auto` (the default solver) against abess, and skscope when installed, on the problems of issue 9.
+"""`auto` (the default solver) against abess, and skscope when installed, on the generalized linear problems
+listed below.
 
 Problems (every one a sparsity-constrained model written with the builder, solved by
 ``Solver.solve`` on the lowered problem):
@@ -37,7 +38,7 @@ problem (the lowering, shared by every k of a problem, is reported per problem);
 ``fit``; skscope's is ``ScopeSolver.solve`` with ``jit=True`` (its JAX compilation included, as a
 user pays it). abess gets the same ridge (``alpha``) and intercept as our model.
 
-Targets (issue 16): no failure; objective ratio <= 1 + 1e-9 in at least 95 % of cases; median time
+Targets: no failure; objective ratio <= 1 + 1e-9 in at least 95 % of cases; median time
 ratio <= 1, and at most 1.5 in every problem family. The script prints each verdict.
 
     python benchmarks/vs_abess.py                      # the small size (a few minutes)
@@ -565,7 +566,7 @@ def main() -> None:
         worst = max(
             ((statistics.median(r["time_ratio"] for r in timed_rows if r["problem"] == f_), f_) for f_ in fams),
         )
-        print("\ntargets (issue 16):")
+        print("\ntargets:")
         print(f"  no failure: {'holds' if all(r['status'] != 'diverged' for r in rows) else 'fails'}")
         print(
             f"  objective at most abess's in >= 95 % of cases: {100 * ok / len(timed_rows):.1f} % "

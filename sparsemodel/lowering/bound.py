@@ -1,4 +1,4 @@
-"""Certified answers (issue 18): a lower bound on the best objective of a sparsity-constrained
+"""Certified answers (docs/certify.md): a lower bound on the best objective of a sparsity-constrained
 composite problem, from the Fenchel dual of its perspective relaxation. docs/certify.md explains
 how to read it; this docstring is the derivation the code follows.
 
@@ -498,13 +498,7 @@ class Relaxation:
         m = k - int(fin.sum())
         with np.errstate(invalid="ignore"):
             val = a.base + self.free_part(a.v) - float(np.sum(S[fin]))
-            su = S[und]
-            if m <= 0 or len(su) == 0:
-                top = np.empty(0, dtype=np.int64)
-            elif m >= len(su):
-                top = und
-            else:
-                top = und[np.argpartition(-su, m - 1)[:m]]
+            top = self.units.top(S, und, m, fin)  # the supports' best (the m largest, or the set's rule)
             val -= float(np.sum(np.maximum(S[top], 0.0)))  # (scores are >= 0 while the box holds 0)
         if not np.isfinite(val):
             val = -np.inf

@@ -252,7 +252,7 @@ class LinearSet(SideSet):
 
     def compose(self, main: ConstraintSet, box: Box | None) -> ConstraintSet:
         """The thresholded set intersected with these constraints (only coordinate sparsity composes)."""
-        if not isinstance(main, CoordinateSparsity):
+        if not main.composes_linear:
             raise ConstraintError(
                 f"{self.constraints[0]} together with {main.constraint}: linear constraints combine with "
                 f"nnz(...) <= k, not with {main.kind} constraints",

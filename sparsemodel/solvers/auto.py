@@ -260,13 +260,15 @@ class Auto(Solver):
             x, _ = act.solve(np.empty(0, dtype=np.int64), x0=lp.inside_domain())
             start_its = 1
         units = _units_of(sps, x)
+        if not sps.feasible_units(units):  # a start outside the set (omp, a given point): projected
+            x = lp.project(x)[0]
+            units = _units_of(sps, x)
         x, f = act.solve(_positions(units, members), x0=x)
         if not np.isfinite(f):
             return None
         if len(units) < sps.k:  # the start used less than the budget: add the units of largest gain
             model = SwapModel(lp, x, act.grad(), units, members, candidates=o["candidates"], pool=o["pool"])
-            add = model.units_out[np.argsort(-model.gain, kind="stable")[: sps.k - len(units)]]
-            units = np.sort(np.concatenate([units, add]))
+            units = _fill(sps, units, model.units_out[np.argsort(-model.gain, kind="stable")])
             x, f = act.solve(_positions(units, members), x0=x)
         f_start = f
         hist.log(f)
@@ -347,6 +349,8 @@ class Auto(Solver):
         (measured on Khan: a third of the exact solves), and counted as tried as before."""
         o = self.opts
         ranked = model.swaps(limit=4 * o["exchange"] + o["tries"] + 16)
+        sps = act.lp.set  # a swap that leaves the set (a cap broken) is no candidate
+        ranked = [r_ for r_ in ranked if sps.feasible_units(_swap(units, [r_[:2]]))]
         if exact_model:  # the model is f: a swap it rates >= 0 cannot lower f
             thr = -o["min_decrease"] * max(1.0, abs(f))
             ranked = [r_ for r_ in ranked if r_[2] < thr]
@@ -454,7 +458,7 @@ class Auto(Solver):
         abandoned once it cannot end below ``bar``): (units, x, f, gradient) when it lowers f, else
         None; a support in ``rejected`` is not solved again, one that fails is added to it."""
         key = tuple(new)
-        if key in rejected:
+        if key in rejected or not act.lp.set.feasible_units(new):
             return None
         xn, fn = act.solve(_positions(new, members), x0=self._warm(act, model, pairs), give_up=bar)
         stats["solves"] += 1
@@ -609,6 +613,18 @@ def _units_of(sps: Any, x: np.ndarray) -> np.ndarray:
     if sps.unit_of is None:
         return pos
     return np.unique(sps.unit_of[pos])
+
+
+def _fill(sps: Any, units: np.ndarray, ranked: np.ndarray) -> np.ndarray:
+    """``units`` filled to the budget from ``ranked`` (best first), each added only when the set
+    admits the selection with it (``feasible_units``: a capped group full is skipped)."""
+    out = [int(u) for u in units]
+    for u in ranked:
+        if len(out) >= sps.k:
+            break
+        if sps.feasible_units(np.array(out + [int(u)], dtype=np.int64)):
+            out.append(int(u))
+    return np.array(sorted(out), dtype=np.int64)
 
 
 def _positions(units: np.ndarray, members: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ replications.
   A rank constraint has no support: only ``error``.
 * **Degrees of freedom** (``df``): the nonzeros of the constrained coordinates plus the free ones
   (:func:`sparsemodel.workflows.select.degrees_of_freedom`, what the information criteria count).
-* **Certificate** (``lower_bound``, ``gap``; every row, issue 18): the run's
+* **Certificate** (``lower_bound``, ``gap``; every row, docs/certify.md): the run's
   ``Result.lower_bound`` and ``Result.gap`` = (f - lower_bound) / max(|f|, 1), from the bound the
   solve computed (``fast`` by default; ``bnb`` its proof); None (an empty cell) where the model has
   no bound (:func:`bound_cells`).

@@ -241,7 +241,7 @@ def _solve_point(
     start: str,
     bound: str = "fast",
 ) -> PathPoint:
-    if lp.set.budget >= lp.set.limit:  # every unit allowed: the constraint does nothing
+    if lp.set.vacuous():  # every unit allowed: the constraint does nothing
         return PathPoint(k, full_model(lp, cls(**options), bound), "cold", None, None, 0.0)
     cold = warm = None
     if start in ("cold", "best") or prev is None:

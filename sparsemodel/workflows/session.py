@@ -325,7 +325,7 @@ class CheckReport:
     compare_with: str | None
     samples: int | None = None
     stochastic: bool = False  # a solver that samples rows runs on the model
-    lower_bound: str = ""  # which lower bound the answers get (issue 18), or why none
+    lower_bound: str = ""  # which lower bound the answers get (docs/certify.md), or why none
     errors: list[ModelError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
