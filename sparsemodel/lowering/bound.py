@@ -157,9 +157,10 @@ class Anchor:
     grad: np.ndarray | None = None
     # each loss term's curvatures coef * phi''(A x + b) at x, when asked for (Relaxation.newton_point)
     curv: list[np.ndarray] | None = None
-    # (the Hessian of f on every coordinate at this or an earlier point of the same Frank-Wolfe run, its
-    # age in steps): the next Newton step of x(z) uses it (Relaxation.newton_point)
-    hess: tuple[np.ndarray, int] | None = None
+    # (the Hessian of f on some coordinates at this or an earlier point of the same Frank-Wolfe run, each
+    # coordinate's position in it or -1, its age in steps): the next Newton step of x(z) uses it
+    # (Relaxation.newton_point)
+    hess: tuple[np.ndarray, np.ndarray, int] | None = None
 
 
 @dataclass
@@ -356,15 +357,16 @@ class Relaxation:
         d = self.design
         v = d.lin.copy()
         zs, thetas, curvs = [], [], []
-        for i in self.loss:
+        dense_J = self._Js if curv and self._Js is not None else None  # (the steps' dense columns: same products)
+        for a_, i in enumerate(self.loss):
             t = d.terms[i]
-            zt = t.map.value(x)
+            zt = dense_J[a_] @ x + t.map.b if dense_J is not None else t.map.value(x)
             der = t.derivs(zt, 2 if curv else 1)
             d1 = der[1]
             if curv:
                 curvs.append(t.coef * np.asarray(der[2], dtype=float).reshape(-1))
             th = t.coef * np.asarray(d1, dtype=float).reshape(zt.shape)
-            v += t.map.vjp(th)
+            v += dense_J[a_].T @ th if dense_J is not None else t.map.vjp(th)
             zs.append(zt)
             thetas.append(th)
         raw = v.copy()
@@ -481,11 +483,11 @@ class Relaxation:
         delta = np.linalg.lstsq(H, -v[E], rcond=None)[0]
         new_v = v.copy()
         new_thetas = []
-        for i, th, HJ in zip(self.loss, thetas, HJs):
+        for a_, (i, th, HJ) in enumerate(zip(self.loss, thetas, HJs)):
             t = d.terms[i]
             dth = (HJ @ delta).reshape(th.shape)
             new_thetas.append(th + dth)
-            new_v += t.map.vjp(dth)
+            new_v += self._Js[a_].T @ dth if curvs is not None and self._Js is not None else t.map.vjp(dth)
         scale = 1.0 + float(np.max(np.abs(new_v), initial=0.0)) + float(np.max(np.abs(v), initial=0.0))
         if float(np.max(np.abs(new_v[E]), initial=0.0)) > FREE_TOL * scale:
             raise NoBoundError(
@@ -758,24 +760,17 @@ class Relaxation:
             self._Js = Js if self._steps else None
         return self._steps
 
-    def newton_point(self, a: Anchor, z: np.ndarray, fresh: bool = False) -> tuple[np.ndarray, tuple[np.ndarray, int]]:
+    def newton_point(self, a: Anchor, z: np.ndarray, fresh: bool = False) -> tuple[np.ndarray, tuple]:
         """An approximation of x(z) (:meth:`phi_point`): one Newton step of the relaxation at the
         weights z, min_x f(x) + sum_j (r_j / 2)(1 / z_u - 1) x_j^2, from the anchor's point, with the
         gradient the anchor computed there and the Hessian of f kept from a step at most
-        HESS_REFRESH steps earlier (formed from the anchor's curvatures when older, missing, or
-        ``fresh``): no pass over the data. Units with z = 0 are held at zero. Any point gives a
+        HESS_REFRESH steps earlier (formed from the anchor's curvatures on the coordinates z
+        touches when older, missing, ``fresh``, or without a coordinate z now touches): no pass
+        over the data besides that product. Units with z = 0 are held at zero. Any point gives a
         valid bound, so no line search guards the step (the caller keeps the best bound);
         Frank-Wolfe's steps on z shrink as 2 / (t + 2), so each x(z) is one step from the last and
         the points follow x(z). Returns the point and the Hessian (with its age) for the next step;
         falls back to :meth:`phi_point` where the step is not finite."""
-        if fresh or a.hess is None or a.hess[1] >= HESS_REFRESH:
-            H = np.diag(self.r.astype(float))
-            for J, c in zip(self._Js, a.curv):
-                B = J * np.sqrt(np.maximum(c, 0.0))[:, None]
-                H += B.T @ B
-            hess = (H, 0)
-        else:
-            hess = (a.hess[0], a.hess[1] + 1)
         units = self.units
         on = np.flatnonzero(z > 0)
         pos = units.positions(on)
@@ -783,7 +778,20 @@ class Relaxation:
         cc = self.C[pos]
         cols = np.concatenate([cc, self.F])
         extra = np.concatenate([self.r[cc] * (1.0 / zc - 1.0), np.zeros(len(self.F))])
-        M = hess[0][np.ix_(cols, cols)] + np.diag(extra)
+        at = a.hess[1][cols] if a.hess is not None else None
+        if fresh or at is None or a.hess[2] >= HESS_REFRESH or (at < 0).any():
+            # formed on the coordinates z touches (they grow only when a unit enters a vertex)
+            H = np.diag(self.r[cols].astype(float))
+            for J, c in zip(self._Js, a.curv):
+                B = J[:, cols] * np.sqrt(np.maximum(c, 0.0))[:, None]
+                H += B.T @ B
+            where = np.full(self.n, -1, dtype=np.int64)
+            where[cols] = np.arange(len(cols))
+            hess = (H, where, 0)
+            M = H + np.diag(extra)
+        else:
+            hess = (a.hess[0], a.hess[1], a.hess[2] + 1)
+            M = a.hess[0][np.ix_(at, at)] + np.diag(extra)
         g = a.grad[cols] + (self.r[cols] + extra) * a.x[cols]
         try:
             fac = sla.cho_factor(M, check_finite=False)
