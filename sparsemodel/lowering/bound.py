@@ -356,7 +356,7 @@ class Relaxation:
             return Anchor(base + rows_base, v, xc, rows_base=rows_base)
         d = self.design
         v = d.lin.copy()
-        zs, thetas, curvs = [], [], []
+        zs, thetas, curvs, pre = [], [], [], []
         dense_J = self._Js if curv and self._Js is not None else None  # (the steps' dense columns: same products)
         for a_, i in enumerate(self.loss):
             t = d.terms[i]
@@ -366,7 +366,14 @@ class Relaxation:
             if curv:
                 curvs.append(t.coef * np.asarray(der[2], dtype=float).reshape(-1))
             th = t.coef * np.asarray(d1, dtype=float).reshape(zt.shape)
-            v += dense_J[a_].T @ th if dense_J is not None else t.map.vjp(th)
+            if dense_J is not None and len(self.E) and self.rows is None:
+                # A'theta and the free columns' Hessian block A' diag(c) A_E in one pass over the columns
+                HJ = curvs[-1][:, None] * dense_J[a_][:, self.E]
+                T = dense_J[a_].T @ np.column_stack([th.reshape(-1), HJ])
+                v += T[:, 0]
+                pre.append((HJ, T[:, 1:]))
+            else:
+                v += dense_J[a_].T @ th if dense_J is not None else t.map.vjp(th)
             zs.append(zt)
             thetas.append(th)
         raw = v.copy()
@@ -375,7 +382,7 @@ class Relaxation:
             v, rows_base = self.multipliers(x, v, z)
         corrected = False
         if len(self.E) and np.any(v[self.E] != 0):
-            v, thetas = self._correct_free(x, v, zs, thetas, curvs if curv else None)
+            v, thetas = self._correct_free(x, v, zs, thetas, pre if len(pre) == len(self.loss) else None)
             corrected = True
         base = float(d.const)
         for i, z, th in zip(self.loss, zs, thetas):
@@ -459,35 +466,39 @@ class Relaxation:
         v: np.ndarray,
         zs: list[np.ndarray],
         thetas: list[np.ndarray],
-        curvs: list[np.ndarray] | None = None,
+        pre: list[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """theta += H_loss A_E Delta with A_E' H_loss A_E Delta = -v_E: the free coordinates'
-        dual condition v_E = 0, exact to rounding (the module docstring). ``curvs``: the loss
-        terms' curvatures at x, known already (:meth:`newton_point`'s dense Jacobians then give
-        H_loss A_E as diag(c) A_E, the same product)."""
+        dual condition v_E = 0, exact to rounding (the module docstring). ``pre``: per loss term,
+        H_loss A_E and A' H_loss A_E, computed already (:meth:`anchor` with the steps' dense
+        columns: the same products, in the pass that gave A'theta)."""
         d, E = self.design, self.E
-        H = np.zeros((len(E), len(E)))
-        HJs = []
-        for a_, (i, z) in enumerate(zip(self.loss, zs)):
-            t = d.terms[i]
-            if curvs is not None and self._Js is not None:
-                J = self._Js[a_][:, E]
-                HJ = curvs[a_][:, None] * J
-            else:
+        if pre is not None:
+            HJs = [hj for hj, _ in pre]
+            HE = sum(he for _, he in pre)
+            H = HE[E]
+        else:
+            H = np.zeros((len(E), len(E)))
+            HJs = []
+            for i, z in zip(self.loss, zs):
+                t = d.terms[i]
                 J = d.term_columns(i, E)
                 J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
                 HJ = t.coef * np.asarray(t.hessian_apply(z.reshape(-1), J.reshape(-1, len(E))), dtype=float)
-            HJ = HJ.reshape(-1, len(E))
-            H += J.reshape(-1, len(E)).T @ HJ
-            HJs.append(HJ)
+                HJ = HJ.reshape(-1, len(E))
+                H += J.reshape(-1, len(E)).T @ HJ
+                HJs.append(HJ)
         delta = np.linalg.lstsq(H, -v[E], rcond=None)[0]
         new_v = v.copy()
         new_thetas = []
-        for a_, (i, th, HJ) in enumerate(zip(self.loss, thetas, HJs)):
+        for i, th, HJ in zip(self.loss, thetas, HJs):
             t = d.terms[i]
             dth = (HJ @ delta).reshape(th.shape)
             new_thetas.append(th + dth)
-            new_v += self._Js[a_].T @ dth if curvs is not None and self._Js is not None else t.map.vjp(dth)
+            if pre is None:
+                new_v += t.map.vjp(dth)
+        if pre is not None:
+            new_v += HE @ delta
         scale = 1.0 + float(np.max(np.abs(new_v), initial=0.0)) + float(np.max(np.abs(v), initial=0.0))
         if float(np.max(np.abs(new_v[E]), initial=0.0)) > FREE_TOL * scale:
             raise NoBoundError(
