@@ -89,6 +89,13 @@ class BranchAndBound(Solver):
             1, "keep the m best supports at k and prove that no other support beats the m-th (near-optimal)", int, low=1
         ),
         "init": Option(None, "a starting point for the incumbent (auto's init; a path passes its neighbour)", "any"),
+        "inner": Option(
+            "step",
+            "x(z) of each Frank-Wolfe step: 'step' (one Newton step from the last point, the Hessian kept; "
+            "every point gives a valid bound) or 'exact' (the relaxation's minimizer at z)",
+            str,
+            ("step", "exact"),
+        ),
     }
 
     def run(self, lp: LoweredProblem) -> Result:
@@ -306,7 +313,9 @@ class Search:
         if math.comb(int(und.sum()), m) <= ENUMERATE:
             return Node(self.enumerate(fin, und, m), fin, fout, z, depth, solved=True)
         warm = 0 if depth == 0 else WARM_STEPS
-        nb, z = self.rel.frank_wolfe(None, iters, fin, fout, k, z=z, target=self.threshold(), warm=warm, seed=seed)
+        nb, z = self.rel.frank_wolfe(
+            None, iters, fin, fout, k, z=z, target=self.threshold(), warm=warm, seed=seed, inner=self.o["inner"]
+        )
         if parent_lb > nb.value:
             nb.value = parent_lb
         fin, fout, changed = self.screen(nb, fin, fout)
