@@ -1,4 +1,4 @@
-"""``bnb``: branch and bound that proves the optimum of a sparsity-constrained problem (issue 18).
+"""``bnb``: branch and bound that proves the optimum of a sparsity-constrained problem (docs/certify.md).
 
 * **Incumbent**: ``auto``'s answer (or ``init``'s, through auto).
 * **Bounds**: the perspective relaxation of :mod:`sparsemodel.lowering.bound` at every node, with
@@ -70,9 +70,7 @@ class BranchAndBound(Solver):
     name = "bnb"
     handles = frozenset({"nnz", "nnz_groups", "box", "linear_eq", "linear_ineq"})
     summary = "branch and bound on the perspective relaxation: proves the optimum (or reports the gap reached)"
-    reference = (
-        "issue 18: perspective relaxation and its Fenchel dual (OKRidge, Liu et al. 2023; L0BnB, Hazimeh et al. 2022)"
-    )
+    reference = "perspective relaxation and its Fenchel dual (OKRidge, Liu et al. 2023; L0BnB, Hazimeh et al. 2022)"
     fills_start = True
     needs = (
         "a finite lower bound (docs/certify.md): a composite convex loss with a ridge or a box on the counted "
