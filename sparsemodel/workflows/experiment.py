@@ -44,6 +44,7 @@ import numpy as np
 from ..errors import ModelError
 from ..lowering.lowered import LoweredProblem
 from ..model.problem import Model
+from ..objective.sampleview import SelectionError, sample_view
 from ..outputs import RowSink, check_output
 from ..progress import progress_bar
 from ..solvers import get_solver
@@ -194,10 +195,8 @@ def experiment(
                 hint="give it chooses_k=True (fit(data, test) choosing its own k), or compare over k",
             )
     if select is not None and isinstance(problem, Model):  # refused before anything runs
-        from .criteria import SelectionError, data_term
-
         try:
-            data_term(problem, LoweredProblem(problem))
+            sample_view(problem).term()
         except SelectionError as exc:
             raise SelectionError(
                 f"select={select}: {exc.message}",
@@ -384,9 +383,7 @@ def _replications(
         held = HeldOut.of_data(problem, test, origin(test, "test")) if test is not None else None
         yield Replication(0, {}, problem, held, truth, rows_data(problem, None), test)
         return
-    from .criteria import data_term
-
-    n = data_term(problem, LoweredProblem(problem)).n
+    n = sample_view(problem).term().n
     lab = class_labels(problem) if stratify is not False else None
     if stratify and lab is None:
         raise MetricError(

@@ -45,10 +45,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lowering.lowered import LoweredProblem
-from ..model.objective import Objective
 from ..model.problem import Model
-from ..model.samples import rebind_rows
 from ..objective.evaluator import Evaluator
+from ..objective.sampleview import SampleView, sample_view
 from ..objective.samplewise import SampleValues, sample_values
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
@@ -62,7 +61,6 @@ from .criteria import (
     DataTerm,
     SelectionError,
     criterion,
-    data_term,
     default_k_max,
     degrees_of_freedom,
     ebic_count,
@@ -252,7 +250,8 @@ def run_select(
         raise SelectionError(f"{by} counts selected units; with a {lp.set.kind} constraint use aic, bic or cv")
     if not (isinstance(gamma, (int, float)) and 0 <= gamma):
         raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
-    dt = data_term(problem, lp)
+    view = sample_view(problem, lp)
+    dt = view.term()
     if k is None and isinstance(lp.set.limit, Mapping):  # several bounds: no default range of combinations
         name = list(lp.set.limit)[-1]
         raise SelectionError(
@@ -274,7 +273,7 @@ def run_select(
     splits = splits_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
     full = PathRun(problem, lp, cls, options, start, scorer)
     loss_of = Evaluator(dt.expr, lp.layout)
-    fold_runs = _fold_runs(problem, cls, options, start, dt, splits) if splits is not None else []
+    fold_runs = _fold_runs(problem, cls, options, start, view, splits) if splits is not None else []
     per_fold = np.full((len(fold_runs), len(ks)), np.nan) if splits is not None else None
     # the held-out loss of every held-out row at every k, where the data term is a sum over samples
     # (the paired rule's differences); fold f's rows are per_sample[rows[f]:rows[f + 1]]
@@ -422,7 +421,7 @@ def _fold_runs(
     cls: type[Solver],
     options: dict[str, Any] | None,
     start: str,
-    dt: DataTerm,
+    view: SampleView,
     splits: list[tuple[np.ndarray, np.ndarray]],
 ) -> list[tuple[PathRun, Evaluator, SampleValues | None]]:
     """For each fold: the path of the model rebuilt on its training rows (lowered once, driven one k
@@ -431,9 +430,7 @@ def _fold_runs(
     out = []
     options = {**getattr(cls, "fold_options", {}), **(options or {})}  # the solver's for folds, then the user's
     for train, test in splits:
-        train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
-        held = rebind_rows(dt.expr, dt.nodes, test)
-        tp = Model(Objective(train_obj), problem.constraints, source=problem.source)
+        tp, held = view.train(train), view.held_out(test)
         tlp = LoweredProblem(tp)
         samples = sample_values(held, tlp.layout, len(test))
         out.append((PathRun(tp, tlp, cls, options, start, fold=True), Evaluator(held, tlp.layout), samples))
