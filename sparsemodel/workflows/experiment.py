@@ -48,7 +48,7 @@ from ..objective.sampleview import SelectionError, sample_view
 from ..outputs import RowSink, check_output
 from ..progress import progress_bar
 from ..solvers import get_solver
-from .compare import ERROR, _ks, _warm_up, compare, point_support_cells, support_cells
+from .compare import _warm_up, compare
 from .metrics import (
     TRUTH_METRICS,
     HeldOut,
@@ -66,15 +66,17 @@ from .metrics import (
     train_model,
     with_data,
 )
+from .options import bounds_of
+from .report import ERROR, RUN_COLUMNS, SUPPORT_COLUMNS, point_support_cells, support_cells
 from .study import Study
 
 SELECT_BY = ("cv", "ebic", "aic", "bic", "ebic_cc", "gic")
 
 
-BASE = ("objective", "lower_bound", "gap", "nnz", "df", "status", "time_s", "iterations", "lower_s")
+BASE = (*RUN_COLUMNS, "time_s", "iterations", "lower_s")
 
 
-TAIL = ("support", "support_names", "message")
+TAIL = (*SUPPORT_COLUMNS, "message")
 
 
 EXTERNAL_INFO = ("time_s", "penalty", "iterations", "message")  # what an outside method may report
@@ -206,7 +208,7 @@ def experiment(
             ) from None
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise MetricError(f"seed={seed!r} must be an integer (or None)")
-    ks: Any = _ks(k) if k is not None and not callable(k) else k
+    ks: Any = bounds_of(k) if k is not None and not callable(k) else k
     over_names, points = _grid(over, data)
     if data is not None:
         if splits is not None or test is not None or truth is not None:
@@ -430,7 +432,7 @@ def _run_replication(
                 "the constrained variable",
                 hint="return (data, truth) from the generator, or give k as numbers",
             )
-        ks = _ks(ks(truth.n_true))
+        ks = bounds_of(ks(truth.n_true))
     scorer = Scorer(rep.held, truth) if (rep.held is not None or truth is not None) else None
     if lp.set is not None and not study.unit:
         study.unit = lp.set.unit

@@ -32,9 +32,6 @@ Poisson data. The solution reported is the all-data path's point at the chosen k
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping
@@ -49,12 +46,11 @@ from ..model.problem import Model
 from ..objective.evaluator import Evaluator
 from ..objective.sampleview import SampleView, sample_view
 from ..objective.samplewise import SampleValues, sample_values
-from ..outputs import check_output, protected_paths, write_output
+from ..outputs import protected_paths
 from ..progress import progress_bar
 from ..sets.units import k_header, k_text
 from ..solvers.base import blas_threads
 from ..util import jsonable
-from .compare import _ks
 from .criteria import (
     CRITERIA,
     METHODS,
@@ -65,8 +61,11 @@ from .criteria import (
     degrees_of_freedom,
     ebic_count,
 )
+from .figures import new_figure
 from .metrics import bound_cells, with_metric_columns
-from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
+from .options import bounds_of
+from .path import PathPoint, PathRun, SolutionPath, _span
+from .report import Report, report_html
 
 if TYPE_CHECKING:
     from ..solvers.base import Solver
@@ -262,7 +261,7 @@ def run_select(
     if k is None:
         free = lp.set.free_count()
         k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
-    ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
+    ks = [lp.set.check_budget(v) for v in bounds_of(k) if v is not None]
     if by in CRITERIA and (dt.scale is None or dt.scale <= 0):
         raise SelectionError(
             "the information criteria read the data term as c * sum_i l_i(x) with one c; the terms of "
@@ -437,7 +436,7 @@ def _fold_runs(
     return out
 
 
-class Selection:
+class Selection(Report):
     """The outcome of :func:`run_select`: the chosen ``k``, its all-data ``result``, the ``curve``
     (one dict per k: value of the criterion or the mean held-out loss, its standard error, nnz, df,
     the data loss on all rows, the objective), the all-data ``path``, the per-fold held-out losses
@@ -589,26 +588,8 @@ class Selection:
             }
         )
 
-    def to_json(self, path: str | Path, overwrite: bool = False) -> Path:
-        return write_output(
-            path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", self.protected, overwrite
-        )
-
-    def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
-        buf = io.StringIO()
-        cols = list(self.columns)
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in self.curve:
-            w.writerow({c: "" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
-        return write_output(path, buf.getvalue(), self.protected, overwrite)
-
-    def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
-        """PNG: the curve versus k (with standard-error bars for cross-validation), the chosen k
-        marked; beside it the all-data objective versus k. With ``metrics`` (``"test_loss,f1"``),
-        one panel per metric versus k, the chosen k marked."""
-        check_output(path, self.protected, overwrite)
-        return write_output(path, png_bytes(self.figure(metrics)), self.protected, overwrite)
+    def table_rows(self) -> list[dict[str, Any]]:
+        return self.curve
 
     def _repr_html_(self) -> str:
         """A notebook shows the curve's table, the plot and the chosen solution."""
