@@ -45,7 +45,7 @@ from ..sets.units import bound_letter, k_header
 from ..solvers import get_solver
 from ..util import jsonable
 from .metrics import Scorer, dof, make_scorer, metric_names, with_metric_columns
-from .options import bounds_of
+from .options import StudyOptions, bounds_of
 from .report import ERROR, RUN_COLUMNS, SUPPORT_COLUMNS, Report, report_html, run_cells, support_cells
 
 if TYPE_CHECKING:
@@ -61,14 +61,11 @@ def compare(
     solvers: Iterable[str] | str,
     k: Iterable[int] | int | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-    progress: bool | None = None,
     sweep: tuple[str, Iterable[float]] | dict[str, Iterable[float]] | None = None,
-    csv: str | Path | None = None,
-    overwrite: bool = False,
-    test: dict[str, Any] | None = None,
-    truth: dict[str, Any] | None = None,
+    study: StudyOptions | None = None,
     scorer: Scorer | None = None,
     lowered: LoweredProblem | None = None,
+    **kw: Any,
 ) -> Comparison:
     """Run every solver at every point of a sweep on ``problem``; returns a :class:`Comparison`.
 
@@ -84,7 +81,11 @@ def compare(
     own loss per held-out sample; ``truth`` (``{"w": w_true}``) adds precision, recall, f1, exact,
     exact_top, covers, fp, fn and error. ``scorer``: those metrics already built, and ``lowered``:
     the problem already lowered (a replication of :func:`sparsemodel.workflows.experiment.experiment`).
+    ``study`` (:class:`~sparsemodel.workflows.options.StudyOptions`) holds ``progress``, ``csv``,
+    ``overwrite``, ``test`` and ``truth``, which may also be given as keywords.
     """
+    study = StudyOptions.merged(study, kw, "compare", progress=None)
+    progress, csv, overwrite, test, truth = study.progress, study.csv, study.overwrite, study.test, study.truth
     names = [solvers] if isinstance(solvers, str) else list(solvers)
     if not names:
         raise SolverError("no solvers to compare", hint="give a list of solver names, e.g. ['grahtp', 'lasso']")

@@ -7,6 +7,7 @@ experiment.
 * :class:`SelectOptions` -- how ``select`` chooses the bound: ``by`` (a criterion or ``cv``), the
   folds, their seed or the user's ``fold_ids``, the rule, EBIC's ``gamma``, the path's ``start`` and
   the early stop.
+* :class:`Replications` -- how a study's replications are made (a data generator, random splits).
 * :func:`bounds_of` -- the bounds of a sweep (``k=10``, ``k=[5, 10]``, ``range(...)``, or bounds by
   name), checked once.
 
@@ -52,17 +53,16 @@ class SelectOptions:
     @classmethod
     def of(cls, given: Mapping[str, Any] | None, where: str = "select_options") -> SelectOptions:
         """The options named in ``given``; an unknown name is refused with the known ones."""
-        given = dict(given or {})
-        known = [f.name for f in fields(cls)]
-        bad = [k for k in given if k not in known]
-        if bad:
+        mine, rest = _take(cls, dict(given or {}))
+        if rest:
             from ..util import did_you_mean
 
+            bad, known = next(iter(rest)), [f.name for f in fields(cls)]
             raise OptionsError(
-                f"{where}: {bad[0]!r} is not an option of choosing k",
-                hint=f"{did_you_mean(bad[0], known)}options: {', '.join(known)}",
+                f"{where}: {bad!r} is not an option of choosing k",
+                hint=f"{did_you_mean(bad, known)}options: {', '.join(known)}",
             )
-        return cls(**given)
+        return cls(**mine)
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,6 @@ class StudyOptions:
     overwrite: bool = False
     select: SelectOptions = field(default_factory=SelectOptions)
 
-    NAMES = ("progress", "scheduler", "test", "truth", "csv", "overwrite")
-
     @classmethod
     def split(
         cls, kw: dict[str, Any], *, selecting: bool = False, **defaults: Any
@@ -90,15 +88,58 @@ class StudyOptions:
         """(the options, the keywords left: the solver's options) of a method's keywords ``kw``;
         with ``selecting`` the names of :class:`SelectOptions` are taken too. ``defaults``: the
         method's own defaults (``progress=None`` for compare)."""
-        mine = {**defaults, **{k: kw[k] for k in cls.NAMES if k in kw}}
-        names = [f.name for f in fields(SelectOptions)] if selecting else []
-        chosen = SelectOptions(**{k: kw[k] for k in names if k in kw})
-        rest = {k: v for k, v in kw.items() if k not in cls.NAMES and k not in names}
-        return cls(**mine, select=chosen), rest
+        mine, rest = _take(cls, kw, exclude=("select",))
+        chosen, rest = _take(SelectOptions, rest) if selecting else ({}, rest)
+        return cls(**{**defaults, **mine}, select=SelectOptions(**chosen)), rest
 
-    def with_select(self, **changes: Any) -> StudyOptions:
-        """The same options choosing k otherwise (``by=...``)."""
-        return replace(self, select=replace(self.select, **changes))
+    @classmethod
+    def merged(cls, study: StudyOptions | None, kw: dict[str, Any], where: str, **defaults: Any) -> StudyOptions:
+        """``study`` (or the method's ``defaults``) with the options named in the keywords ``kw``;
+        any other keyword is refused by name (``where``: the method)."""
+        mine, rest = _take(cls, kw, exclude=("select",))
+        refuse_unknown(rest, where, [f.name for f in fields(cls) if f.name != "select"])
+        return replace(study if study is not None else cls(**defaults), **mine)
+
+
+@dataclass(frozen=True)
+class Replications:
+    """How a study's replications are made (:func:`sparsemodel.workflows.experiment.experiment`):
+    ``data`` (a generator drawing each replication's data, truth and held-out data) ``reps`` times
+    at every point of the grid ``over``; or ``splits`` random splits of the model's rows holding out
+    ``test_size`` of them (``stratify``: by class, the default for a classifier); ``seed`` fixes both."""
+
+    data: Any = None
+    reps: int | None = None
+    over: Mapping[str, Iterable[Any]] | None = None
+    splits: int | None = None
+    test_size: float = 0.3
+    seed: int | None = 0
+    stratify: bool | None = None
+
+    @classmethod
+    def split(cls, kw: dict[str, Any], given: Replications | None = None) -> tuple[Replications, dict[str, Any]]:
+        """(``given``, or the defaults, with the replications named in the keywords ``kw``; the
+        keywords left)."""
+        mine, rest = _take(cls, kw)
+        return replace(given if given is not None else cls(), **mine), rest
+
+
+def _take(cls: type, kw: dict[str, Any], exclude: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the keywords that name fields of the dataclass ``cls``, the others)."""
+    names = {f.name for f in fields(cls)} - set(exclude)
+    return {k: v for k, v in kw.items() if k in names}, {k: v for k, v in kw.items() if k not in names}
+
+
+def refuse_unknown(kw: dict[str, Any], where: str, known: list[str]) -> None:
+    """An :class:`OptionsError` naming the first keyword of ``kw`` that ``where`` does not take."""
+    if kw:
+        from ..util import did_you_mean
+
+        bad = next(iter(kw))
+        raise OptionsError(
+            f"{where}() got the keyword {bad}=, which it does not take",
+            hint=f"{did_you_mean(bad, known)}keywords: {', '.join(known)}",
+        )
 
 
 def bounds_of(k: Iterable[int] | int | None) -> list[Any]:
@@ -135,4 +176,4 @@ def bounds_of(k: Iterable[int] | int | None) -> list[Any]:
     return out
 
 
-__all__ = ["OptionsError", "SelectOptions", "StudyOptions", "bounds_of"]
+__all__ = ["OptionsError", "Replications", "SelectOptions", "StudyOptions", "bounds_of", "refuse_unknown"]
