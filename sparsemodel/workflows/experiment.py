@@ -36,7 +36,6 @@ import numbers
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,10 +43,11 @@ import numpy as np
 from ..errors import ModelError
 from ..lowering.lowered import LoweredProblem
 from ..model.problem import Model
+from ..objective.sampleview import SelectionError, sample_view
 from ..outputs import RowSink, check_output
 from ..progress import progress_bar
 from ..solvers import get_solver
-from .compare import ERROR, _ks, _warm_up, compare, point_support_cells, support_cells
+from .compare import _warm_up, compare
 from .metrics import (
     TRUTH_METRICS,
     HeldOut,
@@ -65,15 +65,17 @@ from .metrics import (
     train_model,
     with_data,
 )
+from .options import Replications, SelectOptions, StudyOptions, bounds_of
+from .report import ERROR, RUN_COLUMNS, SUPPORT_COLUMNS, point_support_cells, support_cells
 from .study import Study
 
 SELECT_BY = ("cv", "ebic", "aic", "bic", "ebic_cc", "gic")
 
 
-BASE = ("objective", "lower_bound", "gap", "nnz", "df", "status", "time_s", "iterations", "lower_s")
+BASE = (*RUN_COLUMNS, "time_s", "iterations", "lower_s")
 
 
-TAIL = ("support", "support_names", "message")
+TAIL = (*SUPPORT_COLUMNS, "message")
 
 
 EXTERNAL_INFO = ("time_s", "penalty", "iterations", "message")  # what an outside method may report
@@ -143,39 +145,99 @@ def experiment(
     problem: Model | Callable[..., Model],
     solvers: Iterable[str | External] | dict[str, str | External] | str,
     k: Iterable[int] | int | Callable[[int], Iterable[int]] | None = None,
-    data: Callable[..., Any] | None = None,
-    reps: int | None = None,
-    over: dict[str, Iterable[Any]] | None = None,
-    splits: int | None = None,
-    test_size: float = 0.3,
-    seed: int | None = 0,
-    stratify: bool | None = None,
-    select: str | None = None,
-    test: dict[str, Any] | None = None,
-    truth: dict[str, Any] | None = None,
     options: dict[str, dict[str, Any]] | None = None,
+    select: str | None = None,
     select_options: dict[str, Any] | None = None,
-    progress: bool | None = None,
-    csv: str | Path | None = None,
-    overwrite: bool = False,
+    study: StudyOptions | None = None,
+    replications: Replications | None = None,
+    **kw: Any,
 ) -> Study:
     """Compare ``solvers`` over replications (see the module docstring); returns a :class:`Study`.
 
     ``k``: the bounds to compare at (default: the model's own), or with ``select`` the candidates
     (default: select's range); a function ``k(t)`` of the number t of true units of each
     replication gives bounds relative to the truth (``lambda t: [t // 2, t, 2 * t]``).
-    ``data``/``reps``/``over``: replications drawn by a generator; ``splits``/``test_size``/
-    ``stratify`` (default: stratified for classification losses): random splits of the model's
-    rows; ``seed`` fixes both. ``test``/``truth``: held-out data and true
-    values for the model as it is (or every split). ``options``: per-solver options;
-    ``select_options``: ``folds``, ``rule``, ``gamma``, ``start``, ``early_stop``, ``patience``,
-    ``margin`` of the selection. ``csv``: the tidy rows are written there as they finish."""
+    ``options``: per-solver options; ``select_options``: ``folds``, ``rule``, ``gamma``, ``start``,
+    ``early_stop``, ``patience``, ``margin`` of the selection
+    (:class:`~sparsemodel.workflows.options.SelectOptions`). ``replications``
+    (:class:`~sparsemodel.workflows.options.Replications`, or its keywords): ``data``/``reps``/
+    ``over``, replications drawn by a generator; ``splits``/``test_size``/``stratify`` (default:
+    stratified for classification losses), random splits of the model's rows; ``seed`` fixes both.
+    ``study`` (:class:`~sparsemodel.workflows.options.StudyOptions`, or its keywords): ``test``/
+    ``truth``, held-out data and true values for the model as it is (or every split); ``progress``;
+    ``csv``, where the tidy rows are written as they finish, and ``overwrite``."""
+    made, kw = Replications.split(kw, replications)
+    study_opts = StudyOptions.merged(study, kw, "experiment", progress=None)
+    labels, methods = _methods(solvers)
+    options = dict(options or {})
+    choose = _check_methods(problem, methods, options, select, select_options)
+    if made.seed is not None and (isinstance(made.seed, bool) or not isinstance(made.seed, numbers.Integral)):
+        raise MetricError(f"seed={made.seed!r} must be an integer (or None)")
+    ks: Any = bounds_of(k) if k is not None and not callable(k) else k
+    over_names, points = _grid(made.over, made.data)
+    how = _how(problem, made, over_names, study_opts)
+    reps_iter = _replications(problem, points, made, study_opts)
+    study = Study(
+        problem,
+        labels,
+        [],
+        over_names,
+        select,
+        {
+            "replications": how,
+            "reps_each": int(made.reps) if made.data is not None else int(made.splits or 1),
+            "seed": made.seed,
+            "test_size": made.test_size if made.splits else None,
+        },
+    )
+    n_reps = int(made.reps) * len(points) if made.data is not None else int(made.splits or 1)
+    if select or not callable(ks):
+        one = sum(
+            1 if select or (isinstance(m, External) and m.chooses_k) else len(ks or [None]) for m in methods.values()
+        )
+        study.total = n_reps * one
+    else:
+        study.total = None  # k depends on each replication's truth
+    progress, csv, overwrite = study_opts.progress, study_opts.csv, study_opts.overwrite
+    if csv is not None:
+        check_output(csv, study.protected, overwrite)  # before anything runs
+    first = True
+    bar = progress_bar(total=study.total, desc="experiment", unit="run", progress=progress)
+    try:
+        for rep in reps_iter:
+            if first:
+                study.columns = _columns(over_names, select, rep, methods)
+                if csv is not None:
+                    study.sink = RowSink(csv, study.columns, study.protected, overwrite)
+                first = False
+            _run_replication(study, rep, methods, ks, select, options, choose, bar)
+            for n in rep.held.notes if rep.held is not None else []:
+                if n not in study.notes:
+                    study.notes.append(n)
+    except KeyboardInterrupt as exc:
+        study.interrupted = True
+        exc.study = study  # type: ignore[attr-defined]
+        raise
+    finally:
+        bar.close()
+        if study.sink is not None:
+            study.sink.close()
+    return study
+
+
+def _check_methods(
+    problem: Any,
+    methods: dict[str, str | External],
+    options: dict[str, dict[str, Any]],
+    select: str | None,
+    select_options: dict[str, Any] | None,
+) -> SelectOptions | None:
+    """Every method's options and the way k is chosen, checked before anything runs; the options
+    of the selection (None without ``select``)."""
     if isinstance(problem, Model):
         from .session import _refuse_bad_models
 
         _refuse_bad_models(problem)
-    labels, methods = _methods(solvers)
-    options = dict(options or {})
     for name in options:
         if name not in methods or isinstance(methods[name], External):
             raise MetricError(f"options were given for {name!r}, which is not among the compared solvers")
@@ -194,10 +256,8 @@ def experiment(
                 hint="give it chooses_k=True (fit(data, test) choosing its own k), or compare over k",
             )
     if select is not None and isinstance(problem, Model):  # refused before anything runs
-        from .criteria import SelectionError, data_term
-
         try:
-            data_term(problem, LoweredProblem(problem))
+            sample_view(problem).term()
         except SelectionError as exc:
             raise SelectionError(
                 f"select={select}: {exc.message}",
@@ -205,10 +265,13 @@ def experiment(
                 "compare over k with held-out data and keep each replication's best k "
                 "(Study.best('test_loss')), as benchmarks/precision_synthetic.py does",
             ) from None
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
-        raise MetricError(f"seed={seed!r} must be an integer (or None)")
-    ks: Any = _ks(k) if k is not None and not callable(k) else k
-    over_names, points = _grid(over, data)
+    return SelectOptions.of({**(select_options or {}), "by": select}) if select is not None else None
+
+
+def _how(problem: Any, made: Replications, over_names: list[str], study: StudyOptions) -> str:
+    """The replications in words (the study's header), each way of making them checked against
+    the others."""
+    data, reps, splits, test, truth = made.data, made.reps, made.splits, study.test, study.truth
     if data is not None:
         if splits is not None or test is not None or truth is not None:
             raise MetricError(
@@ -232,54 +295,9 @@ def experiment(
             raise MetricError("give held-out data (test=) or random splits of the model's rows (splits=), not both")
         how = "the model's data"
         if splits is not None:
-            kind = "stratified " if stratify is not False and class_labels(problem) is not None else ""
-            how = f"{splits} {kind}random splits, {test_size:g} held out"
-    reps_iter = _replications(problem, data, reps, points, splits, test_size, seed, stratify, test, truth)
-    study = Study(
-        problem,
-        labels,
-        [],
-        over_names,
-        select,
-        {
-            "replications": how,
-            "reps_each": int(reps) if data is not None else int(splits or 1),
-            "seed": seed,
-            "test_size": test_size if splits else None,
-        },
-    )
-    n_reps = int(reps) * len(points) if data is not None else int(splits or 1)
-    if select or not callable(ks):
-        one = sum(
-            1 if select or (isinstance(m, External) and m.chooses_k) else len(ks or [None]) for m in methods.values()
-        )
-        study.total = n_reps * one
-    else:
-        study.total = None  # k depends on each replication's truth
-    if csv is not None:
-        check_output(csv, study.protected, overwrite)  # before anything runs
-    first = True
-    bar = progress_bar(total=study.total, desc="experiment", unit="run", progress=progress)
-    try:
-        for rep in reps_iter:
-            if first:
-                study.columns = _columns(over_names, select, rep, methods)
-                if csv is not None:
-                    study.sink = RowSink(csv, study.columns, study.protected, overwrite)
-                first = False
-            _run_replication(study, rep, methods, ks, select, options, dict(select_options or {}), bar)
-            for n in rep.held.notes if rep.held is not None else []:
-                if n not in study.notes:
-                    study.notes.append(n)
-    except KeyboardInterrupt as exc:
-        study.interrupted = True
-        exc.study = study  # type: ignore[attr-defined]
-        raise
-    finally:
-        bar.close()
-        if study.sink is not None:
-            study.sink.close()
-    return study
+            kind = "stratified " if made.stratify is not False and class_labels(problem) is not None else ""
+            how = f"{splits} {kind}random splits, {made.test_size:g} held out"
+    return how
 
 
 def _methods(solvers: Any) -> tuple[list[str], dict[str, str | External]]:
@@ -351,18 +369,18 @@ def _build(problem: Any, values: dict[str, Any], flag: str) -> Model:
 
 
 def _replications(
-    problem: Any,
-    data: Any,
-    reps: int | None,
-    points: list[dict[str, Any]],
-    splits: int | None,
-    test_size: float,
-    seed: int | None,
-    stratify: bool | None,
-    test: Any,
-    truth: Any,
+    problem: Any, points: list[dict[str, Any]], made: Replications, study: StudyOptions
 ) -> Iterable[Replication]:
     """The replications, built one at a time (a draw's data is made when its turn comes)."""
+    data, reps, splits, test_size, seed, stratify = (
+        made.data,
+        made.reps,
+        made.splits,
+        made.test_size,
+        made.seed,
+        made.stratify,
+    )
+    test, truth = study.test, study.truth
     if data is not None:
         i = 0
         for j, point in enumerate(points):
@@ -384,9 +402,7 @@ def _replications(
         held = HeldOut.of_data(problem, test, origin(test, "test")) if test is not None else None
         yield Replication(0, {}, problem, held, truth, rows_data(problem, None), test)
         return
-    from .criteria import data_term
-
-    n = data_term(problem, LoweredProblem(problem)).n
+    n = sample_view(problem).term().n
     lab = class_labels(problem) if stratify is not False else None
     if stratify and lab is None:
         raise MetricError(
@@ -418,7 +434,7 @@ def _run_replication(
     ks: list[int | None] | None,
     select: str | None,
     options: dict[str, dict[str, Any]],
-    select_options: dict[str, Any],
+    choose: SelectOptions | None,
     bar: Any,
 ) -> None:
     t0 = time.perf_counter()
@@ -433,7 +449,7 @@ def _run_replication(
                 "the constrained variable",
                 hint="return (data, truth) from the generator, or give k as numbers",
             )
-        ks = _ks(ks(truth.n_true))
+        ks = bounds_of(ks(truth.n_true))
     scorer = Scorer(rep.held, truth) if (rep.held is not None or truth is not None) else None
     if lp.set is not None and not study.unit:
         study.unit = lp.set.unit
@@ -471,16 +487,7 @@ def _run_replication(
             continue
         t1 = time.perf_counter()
         try:
-            sel = run_select(
-                rep.train,
-                lp,
-                solver_class(lp, m),
-                ks,
-                by=select,
-                options=options.get(label, {}),
-                scorer=scorer,
-                **select_options,
-            )
+            sel = run_select(rep.train, lp, solver_class(lp, m), ks, options.get(label, {}), choose, scorer=scorer)
         except ModelError as exc:
             study._add(
                 {
