@@ -1,0 +1,126 @@
+"""The lean path's view of a lowered problem: its composite objective as the arrays the compiled
+kernels of :mod:`sparsemodel.numerics.lean` take, built once per design and kept with it (so a
+path over k, a comparison or a repeated solve pays nothing again), with the Gram block of a
+quadratic objective filled column by column as the searches read it.
+
+The class it covers (:func:`lean_data` returns None otherwise): coordinate sparsity on single
+coordinates (free coordinates allowed: an intercept), no box, linear constraint, eigenvalue box or
+other side set; a composite objective with one data term c sum_i w_i phi((J x + b)_i) of a built-in
+elementwise loss without parameters (square, logistic, exp, log: least squares, logistic, Poisson and
+Gamma regression), its Jacobian stored (below the design's storage limit), plus linear terms and
+separable ridges (lam/2 ||w||^2). Everything else runs the general path.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .guards import DOMAIN_TRIALS
+
+if TYPE_CHECKING:
+    from .lowered import LoweredProblem
+
+ATOM_NAMES = ("square", "logistic", "exp", "log")  # the losses the kernels evaluate (numerics/lean.ATOM_CODES)
+
+
+@dataclass
+class LeanData:
+    """The arrays of one design on one set's coordinates (see numerics/lean.py: ``P``), the Gram
+    store ``Q`` (rows filled where ``have``) and the domain trials of the free coordinates."""
+
+    P: tuple
+    Q: np.ndarray
+    have: np.ndarray
+    domain: np.ndarray
+    quadratic: bool
+    start: np.ndarray | None = None  # the start inside the loss's domain (initial_point), once known
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {coords key: LeanData}
+
+
+def lean_data(lp: LoweredProblem) -> LeanData | None:
+    """The lean arrays of ``lp`` (built on the first call for its design and coordinates, then
+    shared by every copy and bound), or None when the problem is outside the lean class."""
+    s, d = lp.set, lp.design
+    if s is None or d is None or not s.coordinate or not s.thresholds:
+        return None
+    if lp.box is not None or lp.linear is not None or lp.eigbox is not None or lp.precision is not None:
+        return None
+    if lp.side or getattr(lp, "spca", None) is not None or d.chunked:
+        return None
+    if any(v.symmetric for v in lp.layout.variables):
+        return None
+    members = s.swap_members()
+    if members is None or members.ndim != 2 or members.shape[1] != 1:
+        return None
+    per = _CACHE.get(d)
+    if per is None:
+        per = {}
+        _CACHE[d] = per
+    key = s.coords.tobytes() + b"|" + s.free.tobytes()
+    if key not in per:
+        per[key] = _build(lp)
+    return per[key]
+
+
+def _build(lp: LoweredProblem) -> LeanData | None:
+    d, s = lp.design, lp.set
+    data_term = None
+    rd = np.zeros(lp.n)
+    for i, t in enumerate(d.terms):
+        r = d.separable_diagonal(i)
+        if r is not None:
+            rd += r
+            continue
+        if data_term is not None or not t.diagonal or t.phi.name not in ATOM_NAMES or t.phi.params:
+            return None
+        data_term = i
+    if data_term is None:
+        return None
+    stored = lp.stored_columns(data_term)
+    if stored is None or sp.issparse(stored[0]):
+        return None
+    from ..numerics.lean import ATOM_CODES
+
+    t = d.terms[data_term]
+    J = np.ascontiguousarray(stored[0], dtype=float)
+    n = J.shape[0]
+    b = np.ascontiguousarray(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
+    w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
+    wc = np.ascontiguousarray(t.coef * w)
+    lin = np.ascontiguousarray(d.lin, dtype=float)
+    C = np.ascontiguousarray(s.coords, dtype=np.int64)
+    F = np.ascontiguousarray(s.free, dtype=np.int64)
+    quad = bool(t.quadratic)
+    Jsq = J * J
+    R = np.ascontiguousarray(Jsq[:, C].sum(axis=1))
+    if quad:
+        g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
+        diag = np.ascontiguousarray(Jsq.T @ (2.0 * wc) + rd)
+        Jsq = np.zeros((0, lp.n))
+    else:
+        g0, diag = np.zeros(lp.n), np.zeros(lp.n)
+    P = (J, b, wc, lin, np.ascontiguousarray(rd), ATOM_CODES[t.phi.name], float(d.const), quad, C, F, g0, R, diag, Jsq)
+    Q = np.zeros((lp.n, lp.n)) if quad else np.zeros((0, 0))
+    have = np.zeros(lp.n, dtype=np.bool_)
+    return LeanData(P, Q, have, np.asarray(DOMAIN_TRIALS, dtype=float), quad)
+
+
+def lean_start(lp: LoweredProblem, data: LeanData) -> np.ndarray:
+    """The start of GraHTP and of the screening start (``solvers.base.initial_point``: zero, or the
+    free coordinates moved into the loss's domain), computed once per design."""
+    if data.start is None:
+        data.start = np.asarray(lp.feasible_start(lp.inside_domain()), dtype=float)
+    return data.start
+
+
+def clear(data: Any) -> None:
+    """Forget what was derived from the data (the Gram rows, the start): after a rebind."""
+    data.have[:] = False
+    data.start = None
