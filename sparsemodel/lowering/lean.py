@@ -1,5 +1,5 @@
 """The lean path's view of a lowered problem: its composite objective as the arrays the compiled
-kernels of :mod:`sparsemodel.numerics.lean` take, built once per design and kept with it (so a
+kernels of :mod:`sparsemodel.numerics._lean` take, built once per design and kept with it (so a
 path over k, a comparison or a repeated solve pays nothing again), with the Gram block of a
 quadratic objective filled column by column as the searches read it.
 
@@ -25,19 +25,18 @@ from .guards import DOMAIN_TRIALS
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
 
-ATOM_NAMES = ("square", "logistic", "exp", "log")  # the losses the kernels evaluate (numerics/lean.ATOM_CODES)
+ATOM_NAMES = ("square", "logistic", "exp", "log")  # the losses the kernels evaluate (numerics/_lean.ATOM_CODES)
 
 
 @dataclass
 class LeanData:
-    """The arrays of one design on one set's coordinates (see numerics/lean.py: ``P``), the Gram
-    store ``Q`` (rows filled where ``have``) and the domain trials of the free coordinates."""
+    """The kernel's :class:`~sparsemodel.numerics._lean.Problem` of one design on one set's
+    coordinates (its arrays, the Gram store of a quadratic objective), and the start inside the
+    loss's domain once known."""
 
-    P: tuple
-    Q: np.ndarray
-    have: np.ndarray
-    domain: np.ndarray
+    P: Any
     quadratic: bool
+    coords: int  # |C|
     start: np.ndarray | None = None  # the start inside the loss's domain (initial_point), once known
 
 
@@ -86,17 +85,18 @@ def _build(lp: LoweredProblem) -> LeanData | None:
     stored = lp.stored_columns(data_term)
     if stored is None or sp.issparse(stored[0]):
         return None
-    from ..numerics.lean import ATOM_CODES
+    from ..numerics._lean import ATOM_CODES, Problem
 
     t = d.terms[data_term]
-    J = np.ascontiguousarray(stored[0], dtype=float)
+    # copies the kernel owns (a rebind writes new data into them)
+    J = np.array(stored[0], dtype=float, order="C")
     n = J.shape[0]
-    b = np.ascontiguousarray(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
+    b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
     w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
-    wc = np.ascontiguousarray(t.coef * w)
-    lin = np.ascontiguousarray(d.lin, dtype=float)
-    C = np.ascontiguousarray(s.coords, dtype=np.int64)
-    F = np.ascontiguousarray(s.free, dtype=np.int64)
+    wc = np.array(t.coef * w)
+    lin = np.array(d.lin, dtype=float)
+    C = np.ascontiguousarray(s.coords, dtype=np.intp)
+    F = np.ascontiguousarray(s.free, dtype=np.intp)
     quad = bool(t.quadratic)
     Jsq = J * J
     R = np.ascontiguousarray(Jsq[:, C].sum(axis=1))
@@ -106,10 +106,14 @@ def _build(lp: LoweredProblem) -> LeanData | None:
         Jsq = np.zeros((0, lp.n))
     else:
         g0, diag = np.zeros(lp.n), np.zeros(lp.n)
-    P = (J, b, wc, lin, np.ascontiguousarray(rd), ATOM_CODES[t.phi.name], float(d.const), quad, C, F, g0, R, diag, Jsq)
     Q = np.zeros((lp.n, lp.n)) if quad else np.zeros((0, 0))
-    have = np.zeros(lp.n, dtype=np.bool_)
-    return LeanData(P, Q, have, np.asarray(DOMAIN_TRIALS, dtype=float), quad)
+    have = np.zeros(lp.n, dtype=np.uint8)
+    domain = np.asarray(DOMAIN_TRIALS, dtype=float)
+    code = ATOM_CODES[t.phi.name]
+    P = Problem(
+        J, b, wc, lin, np.ascontiguousarray(rd), code, float(d.const), quad, C, F, g0, R, diag, Jsq, Q, have, domain
+    )
+    return LeanData(P, quad, len(C))
 
 
 def lean_start(lp: LoweredProblem, data: LeanData) -> np.ndarray:
@@ -120,7 +124,7 @@ def lean_start(lp: LoweredProblem, data: LeanData) -> np.ndarray:
     return data.start
 
 
-def clear(data: Any) -> None:
+def clear(data: LeanData) -> None:
     """Forget what was derived from the data (the Gram rows, the start): after a rebind."""
-    data.have[:] = False
+    np.asarray(data.P.have)[:] = 0
     data.start = None

@@ -1,7 +1,7 @@
 """``auto`` on a small composite problem in one compiled call (the lean path).
 
 :func:`lean_auto` runs the pipeline of :mod:`.auto` -- the GraHTP start (and the screening start on
-quadratic objectives), then the swap search -- through :func:`sparsemodel.numerics.lean.auto_run`
+quadratic objectives), then the swap search -- through :func:`sparsemodel.numerics._lean.auto_run`
 on the arrays :func:`sparsemodel.lowering.lean.lean_data` keeps with the design, and builds the
 usual :class:`~.result.Result`. Same algorithm, same supports, same end points as the Python
 pipeline (tests/solvers/test_lean.py checks the objectives on the problems of
@@ -51,32 +51,39 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
     data = lean_data(lp)
     if data is None:
         return None
-    from ..numerics import lean as kern
+    from ..numerics import _lean as kern
 
     k = int(lp.set.k)
     x_in = lean_start(lp, data)
     x_init = initial_point(lp, o["init"]) if o["init"] is not None else x_in
-    pool = o["pool"] if o["pool"] is not None else len(data.P[8])
+    pool = o["pool"] if o["pool"] is not None else data.coords
     opts = np.array(
-        [o["exchange"], o["tries"], o["candidates"], pool, o["max_iter"], o["min_decrease"], GRAHTP_MAX_ITER, GRAHTP_TOL],
+        [
+            o["exchange"],
+            o["tries"],
+            o["candidates"],
+            pool,
+            o["max_iter"],
+            o["min_decrease"],
+            GRAHTP_MAX_ITER,
+            GRAHTP_TOL,
+        ],
         dtype=float,
     )
     st = np.array(starts, dtype=np.int64)
     stats = np.zeros((len(starts), kern.N_STATS), dtype=np.int64)
     runs = np.full((len(starts), 5), np.nan)
-    flog = np.empty(2 * o["max_iter"] + 8)
-    x, f, status, its, best, nlog = kern.auto_run(
-        data.P, data.Q, data.have, k, st, x_in, np.ascontiguousarray(x_init, dtype=float), opts, data.domain, stats,
-        flog, runs,
-    )
+    x, f, status, its, best, flog = kern.auto_run(data.P, k, st, x_in, x_init, opts, stats, runs)
     if status == kern.FALLBACK:
         return None
     tot = stats.sum(axis=0)
     n_s = lp.n_samples or 1
-    lp.oracle.charge(solves=int(tot[kern.ST_SOLVES]), grads=int(tot[kern.ST_NEWTON]), ifo=n_s * int(tot[kern.ST_NEWTON]))
+    lp.oracle.charge(
+        solves=int(tot[kern.ST_SOLVES]), grads=int(tot[kern.ST_NEWTON]), ifo=n_s * int(tot[kern.ST_NEWTON])
+    )
     lp.oracle.thresholded(int(tot[kern.ST_HT]))
     hist = solver.history(lp, clock)
-    for v in flog[:nlog]:
+    for v in flog:
         hist.log(float(v))
     names = [START_NAMES[s] for s in starts]
     bs = stats[best]
@@ -86,7 +93,12 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
         "start_objective": float(runs[best, 0]),
         "swaps": int(runs[best, 2]),
         "starts": [
-            {"start": names[i], "start_objective": float(runs[i, 0]), "objective": float(runs[i, 1]), "swaps": int(runs[i, 2]) if np.isfinite(runs[i, 1]) else 0}
+            {
+                "start": names[i],
+                "start_objective": float(runs[i, 0]),
+                "objective": float(runs[i, 1]),
+                "swaps": int(runs[i, 2]) if np.isfinite(runs[i, 1]) else 0,
+            }
             for i in range(len(starts))
         ],
         "exact_solves": int(bs[kern.ST_EXACT]),
@@ -96,4 +108,14 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
         "accepted_multi_swaps": int(bs[kern.ST_MULTI]),
         "kernel": "compiled",
     }
-    return finish(lp, solver, x, CONVERGED if status == kern.CONVERGED else MAX_ITER, int(its), clock, hist, f=float(f), extra=extra)
+    return finish(
+        lp,
+        solver,
+        x,
+        CONVERGED if status == kern.CONVERGED else MAX_ITER,
+        int(its),
+        clock,
+        hist,
+        f=float(f),
+        extra=extra,
+    )
