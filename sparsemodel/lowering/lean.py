@@ -13,6 +13,7 @@ separable ridges (lam/2 ||w||^2). Everything else runs the general path.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,26 @@ class LeanData:
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {coords key: LeanData}
+_KERNELS: list[Any] = []  # the compiled module, or None when it is not built (looked up once)
+
+
+def kernels() -> Any:
+    """The compiled kernels (:mod:`sparsemodel.numerics._lean`), or None when the extension is not
+    built (a source tree used without ``pip install -e .``): then ``auto`` runs its Python pipeline,
+    the same steps, and one RuntimeWarning says so."""
+    if not _KERNELS:
+        try:
+            from ..numerics import _lean
+        except ImportError as exc:
+            warnings.warn(
+                f"sparsemodel's compiled kernels are not built ({exc}); auto runs its Python pipeline (the same "
+                "steps, slower on small problems). Build them with: pip install -e .",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            _lean = None
+        _KERNELS.append(_lean)
+    return _KERNELS[0]
 
 
 def lean_data(lp: LoweredProblem) -> LeanData | None:
@@ -57,6 +78,8 @@ def lean_data(lp: LoweredProblem) -> LeanData | None:
         return None
     members = s.swap_members()
     if members is None or members.ndim != 2 or members.shape[1] != 1:
+        return None
+    if kernels() is None:
         return None
     per = _CACHE.get(d)
     if per is None:
@@ -85,8 +108,7 @@ def _build(lp: LoweredProblem) -> LeanData | None:
     stored = lp.stored_columns(data_term)
     if stored is None or sp.issparse(stored[0]):
         return None
-    from ..numerics._lean import ATOM_CODES, Problem
-
+    kern = kernels()
     t = d.terms[data_term]
     # copies the kernel owns (a rebind writes new data into them)
     J = np.array(stored[0], dtype=float, order="C")
@@ -109,8 +131,8 @@ def _build(lp: LoweredProblem) -> LeanData | None:
     Q = np.zeros((lp.n, lp.n)) if quad else np.zeros((0, 0))
     have = np.zeros(lp.n, dtype=np.uint8)
     domain = np.asarray(DOMAIN_TRIALS, dtype=float)
-    code = ATOM_CODES[t.phi.name]
-    P = Problem(
+    code = kern.ATOM_CODES[t.phi.name]
+    P = kern.Problem(
         J, b, wc, lin, np.ascontiguousarray(rd), code, float(d.const), quad, C, F, g0, R, diag, Jsq, Q, have, domain
     )
     return LeanData(P, quad, len(C))

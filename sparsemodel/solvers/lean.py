@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..lowering.lean import lean_data, lean_start
+from ..lowering.lean import kernels, lean_data, lean_start
 from .base import initial_point
 from .result import CONVERGED, MAX_ITER, Result, finish
 
@@ -51,7 +51,7 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
     data = lean_data(lp)
     if data is None:
         return None
-    from ..numerics import _lean as kern
+    kern = kernels()
 
     k = int(lp.set.k)
     x_in = lean_start(lp, data)
