@@ -91,7 +91,8 @@ def lean_data(lp: LoweredProblem) -> LeanData | None:
     return per[key]
 
 
-def _build(lp: LoweredProblem) -> LeanData | None:
+def _arrays(lp: LoweredProblem) -> dict[str, Any] | None:
+    """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class."""
     d, s = lp.design, lp.set
     data_term = None
     rd = np.zeros(lp.n)
@@ -108,34 +109,89 @@ def _build(lp: LoweredProblem) -> LeanData | None:
     stored = lp.stored_columns(data_term)
     if stored is None or sp.issparse(stored[0]):
         return None
-    kern = kernels()
     t = d.terms[data_term]
-    # copies the kernel owns (a rebind writes new data into them)
     J = np.array(stored[0], dtype=float, order="C")
     n = J.shape[0]
     b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
     w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
     wc = np.array(t.coef * w)
     lin = np.array(d.lin, dtype=float)
-    C = np.ascontiguousarray(s.coords, dtype=np.intp)
-    F = np.ascontiguousarray(s.free, dtype=np.intp)
     quad = bool(t.quadratic)
     Jsq = J * J
-    R = np.ascontiguousarray(Jsq[:, C].sum(axis=1))
+    R = np.ascontiguousarray(Jsq[:, s.coords].sum(axis=1))
     if quad:
         g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
         diag = np.ascontiguousarray(Jsq.T @ (2.0 * wc) + rd)
         Jsq = np.zeros((0, lp.n))
     else:
         g0, diag = np.zeros(lp.n), np.zeros(lp.n)
-    Q = np.zeros((lp.n, lp.n)) if quad else np.zeros((0, 0))
+    return {
+        "J": J,
+        "b": b,
+        "wc": wc,
+        "lin": lin,
+        "rd": rd,
+        "code": kernels().ATOM_CODES[t.phi.name],
+        "const": float(d.const),
+        "quad": quad,
+        "g0": g0,
+        "R": R,
+        "diag": diag,
+        "Jsq": Jsq,
+    }
+
+
+def _build(lp: LoweredProblem) -> LeanData | None:
+    a = _arrays(lp)
+    if a is None:
+        return None
+    C = np.ascontiguousarray(lp.set.coords, dtype=np.intp)
+    F = np.ascontiguousarray(lp.set.free, dtype=np.intp)
+    Q = np.zeros((lp.n, lp.n)) if a["quad"] else np.zeros((0, 0))
     have = np.zeros(lp.n, dtype=np.uint8)
     domain = np.asarray(DOMAIN_TRIALS, dtype=float)
-    code = kern.ATOM_CODES[t.phi.name]
-    P = kern.Problem(
-        J, b, wc, lin, np.ascontiguousarray(rd), code, float(d.const), quad, C, F, g0, R, diag, Jsq, Q, have, domain
+    P = kernels().Problem(
+        a["J"],
+        a["b"],
+        a["wc"],
+        a["lin"],
+        a["rd"],
+        a["code"],
+        a["const"],
+        a["quad"],
+        C,
+        F,
+        a["g0"],
+        a["R"],
+        a["diag"],
+        a["Jsq"],
+        Q,
+        have,
+        domain,
     )
-    return LeanData(P, quad, len(C))
+    return LeanData(P, a["quad"], len(C))
+
+
+def move(old: LoweredProblem, new: LoweredProblem) -> None:
+    """Rebinding (lowering/rebind.py): the kernel problems of ``old``'s design take ``new``'s numbers
+    in place (the same arrays, no allocation) and serve ``new``'s design; ``old``'s design forgets
+    them (it builds its own if solved again). Its Gram rows and start are forgotten."""
+    per = _CACHE.pop(old.design, None) if old.design is not None else None
+    if not per or new.design is None:
+        return
+    a = _arrays(new) if any(v is not None for v in per.values()) else None
+    kept = {}
+    for key, data in per.items():
+        if data is None or a is None or a["quad"] != data.quadratic or a["code"] != data.P.code:
+            continue
+        P = data.P
+        for name in ("J", "b", "wc", "lin", "rd", "g0", "R", "diag", "Jsq"):
+            np.copyto(np.asarray(getattr(P, name)), a[name])
+        P.const = a["const"]
+        clear(data)
+        kept[key] = data
+    if kept:
+        _CACHE[new.design] = kept
 
 
 def lean_start(lp: LoweredProblem, data: LeanData) -> np.ndarray:

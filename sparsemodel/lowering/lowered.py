@@ -96,6 +96,14 @@ class LoweredProblem(RestrictedSolves, PrecisionSolves, LowRankSolves, LinearSol
         lp.set = self.set.with_budget(budget)
         return lp
 
+    def rebind(self, **values: Any) -> LoweredProblem:
+        """This lowering with the objective's named data replaced by arrays of the same shapes
+        (``lp.rebind(X=X2, y=y2)``): the layout, the sets and the compiled kernel's problem are
+        kept, only the numbers are read again (:mod:`.rebind`)."""
+        from .rebind import rebind
+
+        return rebind(self, values)
+
     def with_set(self, s: ConstraintSet) -> LoweredProblem:
         lp = copy.copy(self)
         lp.set = s
