@@ -128,6 +128,18 @@ class UnboundedError(ModelError):
     kind = "unbounded objective"
 
 
+class EstimatorError(ModelError, ValueError):
+    """A model error raised by a scikit-learn estimator's ``fit`` (:mod:`sparsemodel.sklearn`):
+    still a ``ModelError`` (its kind, message, location and hint), and a ``ValueError`` as
+    scikit-learn expects of a bad parameter or bad data."""
+
+    @classmethod
+    def of(cls, exc: ModelError) -> EstimatorError:
+        out = cls(exc.message, exc.span, exc.hint)
+        out.kind = exc.kind
+        return out
+
+
 class DataWarning(UserWarning):
     """Something about the data worth knowing that does not stop the model: a ``map`` key that
     matches no cell, a clause of the model's data line that a rebound file (``--data``) does not

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..model.expr import Expr
-from ..model.problem import Objective
+from ..model.objective import Objective
 from ..model.samples import data_named, rebind_data
 from ..objective.design import Design
 from ..objective.evaluator import Evaluator
@@ -87,8 +87,6 @@ def rebind(lp: LoweredProblem, values: dict[str, Any]) -> LoweredProblem:
         return LoweredProblem(problem, lp.budget)
     out.design = Design(comp, lp.layout)
     out.oracle = Oracle(out.ev, out.design, lp.layout)
-    # the caches of numbers read from the data: new ones (the old lowering keeps its own)
-    out._admm_warm, out._lowrank_cache, out._free_cache = {}, {}, {}
-    out._sq_cache, out._rowsq_cache, out._hcol_cache, out.bound_cache = {}, {}, {}, {}
+    out.forget_numbers()
     lean.move(lp, out)
     return out

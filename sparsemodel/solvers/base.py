@@ -12,6 +12,7 @@ design (``lp.design``) and the constraint set (``lp.set``), never cvxpy or the g
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -198,17 +199,31 @@ def blas_threads(lp: LoweredProblem) -> Any:
     threads spin-wait when another process holds the other cores: measured on a busy 2-core machine,
     the Cholesky inverse of a 50 x 50 matrix took 117 ms with two threads against 0.02 ms with one,
     and the Section 6.1 demo's auto solve 2 s against 30 ms."""
-    if lp.n_samples * lp.n >= BLAS_THREADS_LIMIT:
-        return contextlib.nullcontext()
+    if lp.n_samples * lp.n >= BLAS_THREADS_LIMIT or getattr(_HELD, "depth", 0):
+        return contextlib.nullcontext()  # (inside a limit already: a path's point, a fold's solve)
     global _CONTROLLER
     if _CONTROLLER is None:  # inspecting the loaded libraries costs a millisecond: once
         from threadpoolctl import ThreadpoolController
 
         _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=1)
+    return _held(_CONTROLLER.limit(limits=1))
+
+
+@contextlib.contextmanager
+def _held(limit: Any) -> Any:
+    """Hold ``limit`` and mark this thread as limited, so that the solves run inside it (a path or
+    a cross-validation holds one limit for all its points) do not set and restore the thread
+    counts again at every solve (two library calls each: 6 % of a small problem's path)."""
+    _HELD.depth = getattr(_HELD, "depth", 0) + 1
+    try:
+        with limit:
+            yield
+    finally:
+        _HELD.depth -= 1
 
 
 _CONTROLLER: Any = None
+_HELD = threading.local()
 
 
 REGISTRY: dict[str, type[Solver]] = {}
@@ -319,9 +334,13 @@ def divergence_message(
 
 
 def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
+    """The start of a run: ``init`` (an array of the primary variable or of every coordinate,
+    projected onto the set) or zero, moved into the side sets that take the start
+    (``projects_start``: the eigenvalue box), else into the loss's domain and the set."""
+    sides = [s for s in lp.side if s.projects_start]
     if init is None or (isinstance(init, str) and init == "zeros"):
-        if lp.eigbox is not None:
-            return _into_side_sets(lp, lp.zeros())
+        if sides:
+            return _into_side_sets(sides, lp.zeros())
         # zero, or zero with the free coordinates moved into the loss's domain; under constraints that
         # exclude it (sum(w) == 1), the projection of the gradient step from there
         return lp.feasible_start(lp.inside_domain())
@@ -341,20 +360,24 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
         )
     if lp.set is not None and lp.set.thresholds:
         x, _ = lp.project(x)
-    return _into_side_sets(lp, x)
+    return _into_side_sets(sides, x)
 
 
-def _into_side_sets(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
-    """A start inside the eigenvalue box: its projection (zero becomes alpha I, Algorithm 2's
-    Omega(0) of paper 000), sparse whenever the start is diagonal."""
-    if lp.eigbox is not None and not lp.eigbox.contains(x):
-        x, _ = lp.eigbox.project(x)
+def _into_side_sets(sides: list[Any], x: np.ndarray) -> np.ndarray:
+    """A start inside the side sets that take it: its projection onto each that does not contain
+    it (the eigenvalue box: zero becomes alpha I, Algorithm 2's Omega(0) of paper 000, sparse
+    whenever the start is diagonal)."""
+    for s in sides:
+        if not s.contains(x):
+            x, _ = s.project(x)
     return x
 
 
 def require_sparsity(lp: LoweredProblem, solver: str) -> Any:
-    if lp.sparsity is None:
+    """The coordinate-sparsity set of a solver that takes only coordinate kinds (its ``handles``:
+    the set, when there is one, offers the coordinate API), or a SolverError when there is none."""
+    if lp.set is None:
         raise SolverError(
             f"{solver} solves sparsity-constrained problems; this problem has no nnz(...) <= k constraint"
         )
-    return lp.sparsity
+    return lp.set

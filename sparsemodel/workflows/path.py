@@ -21,7 +21,8 @@ than ``support_size=2``, because the path warm-starts). ``start`` says what a po
 ``benchmarks/path_vs_single.py`` measures how often and by how much the warm answer differs.
 Each point keeps its own :class:`~sparsemodel.solvers.result.Result` (status, iterations,
 certificate); a point that fails with a :class:`~sparsemodel.errors.ModelError` records the error
-and the path goes on (the next point starts from the last solution found).
+and the path goes on (the next point starts from the last usable solution found). A solver that
+cannot take the model's constraints is refused before the first point, as ``solve`` refuses it.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ from ..errors import ConstraintError, ModelError
 from ..lowering.lowered import LoweredProblem
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..sets.units import k_header
+from ..solvers.base import blas_threads
 from ..solvers.result import USABLE
-from ..util import jsonable, k_header
+from ..util import jsonable
 from .compare import ERROR, _ks, support_cells
 from .metrics import Scorer, bound_cells, dof, metric_names, with_metric_columns
 
@@ -91,6 +94,11 @@ class PathPoint:
     def ok(self) -> bool:
         return self.result is not None
 
+    @property
+    def usable(self) -> bool:
+        """An answer at k: a result with a usable status (not diverged, infeasible or unbounded)."""
+        return self.result is not None and self.result.status in USABLE
+
     def row(self) -> dict[str, Any]:
         r = self.result
         cells = support_cells(r) if r is not None else {"support": None, "support_names": None}
@@ -133,6 +141,7 @@ class PathRun:
         options: dict[str, Any] | None = None,
         start: str = "best",
         scorer: Scorer | None = None,
+        fold: bool = False,
     ):
         if start not in STARTS:
             raise ConstraintError(
@@ -150,10 +159,18 @@ class PathRun:
                 hint="drop init=, or use start='cold' to give every point the same start",
             )
         cls.validate(options)
+        # a solver that cannot take the model refuses the whole path here: its points would fail one
+        # by one and the largest bound, answered without the solver (full_model), would look chosen
+        refused = cls.refuse(problem.requirements(), lp)
+        if refused is not None:
+            raise refused
         self.lp, self.cls, self.options, self.start = lp, cls, options, start
         self.warmable = "init" in cls.options
         self.prev: np.ndarray | None = None
         self.scorer = scorer
+        # a fold of cross-validation: only its solutions are read (the held-out loss, the next start),
+        # so no lower bound and no degrees of freedom are computed at its points
+        self.fold = fold
         self.path = SolutionPath(problem, cls.name, options, start)
         self.path.metric_columns = scorer.columns if scorer is not None else []
 
@@ -162,14 +179,17 @@ class PathRun:
         try:
             lpk = self.lp.with_budget(kv)
             prev = self.prev if self.warmable else None
-            point = _solve_point(lpk, self.cls, self.options, kv, prev, self.start)
+            point = _solve_point(lpk, self.cls, self.options, kv, prev, self.start, "none" if self.fold else "fast")
         except ModelError as exc:
             msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
             point = PathPoint(kv, None, self.start, None, None, 0.0, msg)
         point.time_s = time.perf_counter() - t0
         if point.ok:
-            self.prev = self.lp.layout.pack(point.result.values)
-            point.metrics["df"] = dof(self.lp, self.prev)
+            x = self.lp.layout.pack(point.result.values)
+            if point.usable:  # a diverged point is no start for the next
+                self.prev = x
+            if not self.fold:
+                point.metrics["df"] = dof(self.lp, x)
             if self.scorer is not None:
                 point.metrics.update(self.scorer.score(self.lp, point.result))
             if not self.warmable and self.start != "cold" and not point.message:
@@ -197,34 +217,41 @@ def run_path(
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]  # every bound checked before anything runs
     bar = progress_bar(total=len(ks), desc=f"path {cls.name}", unit="k", progress=progress)
     try:
-        for j, kv in enumerate(ks):
-            bar.set_postfix_str(f"k={kv}")
-            run.step(kv)
-            bar.update(1)
-            why = stop(run.path) if stop is not None and j + 1 < len(ks) else None
-            if why:
-                run.path.stopped = why
-                run.path.skipped = ks[j + 1 :]
-                break
+        with blas_threads(lp):  # one BLAS thread limit around every point (a solve inside it sets none)
+            for j, kv in enumerate(ks):
+                bar.set_postfix_str(f"k={kv}")
+                run.step(kv)
+                bar.update(1)
+                why = stop(run.path) if stop is not None and j + 1 < len(ks) else None
+                if why:
+                    run.path.stopped = why
+                    run.path.skipped = ks[j + 1 :]
+                    break
     finally:
         bar.close()
     return run.path
 
 
 def _solve_point(
-    lp: LoweredProblem, cls: type[Solver], options: dict[str, Any], k: int, prev: np.ndarray | None, start: str
+    lp: LoweredProblem,
+    cls: type[Solver],
+    options: dict[str, Any],
+    k: int,
+    prev: np.ndarray | None,
+    start: str,
+    bound: str = "fast",
 ) -> PathPoint:
     if lp.set.budget >= lp.set.limit:  # every unit allowed: the constraint does nothing
-        return PathPoint(k, full_model(lp, cls(**options)), "cold", None, None, 0.0)
+        return PathPoint(k, full_model(lp, cls(**options), bound), "cold", None, None, 0.0)
     cold = warm = None
     if start in ("cold", "best") or prev is None:
-        cold = cls(**options).solve(lp)
+        cold = cls(**options).solve(lp, bound=bound)
     if start in ("warm", "best") and prev is not None:
         # a solver that fills a short start itself (auto: by the largest model gains) gets the
         # neighbour's solution as it is; the others get it with the gradient step outside its support
         init = prev.copy() if getattr(cls, "fills_start", False) else neighbour_start(lp, prev)
         try:  # the solver's own options for warm starts (auto: warm_options), then the user's
-            warm = cls(**{**getattr(cls, "warm_options", {}), **options, "init": init}).solve(lp)
+            warm = cls(**{**getattr(cls, "warm_options", {}), **options, "init": init}).solve(lp, bound=bound)
         except ModelError:
             if cold is None:
                 raise
@@ -235,13 +262,13 @@ def _solve_point(
     return PathPoint(k, cold, "cold", fc, fw, 0.0)
 
 
-def full_model(lp: LoweredProblem, solver: Solver) -> Result:
+def full_model(lp: LoweredProblem, solver: Solver, bound: str = "fast") -> Result:
     """The point at the largest bound (every unit may be nonzero), as ``Solver.solve`` answers it
     for every solver (:func:`sparsemodel.solvers.base.full_budget`), with its lower bound."""
     from ..solvers.base import full_budget
     from ..solvers.result import certify
 
-    return certify(lp, full_budget(lp.fresh(), solver))
+    return certify(lp, full_budget(lp.fresh(), solver), bound)
 
 
 def _better(a: Result, b: Result) -> bool:

@@ -12,11 +12,22 @@ sample, one fold per label; or ``folds`` given as the (train, test) row indices 
 node with n rows subset: :func:`sparsemodel.model.samples.rebind_rows`; training-only terms such as
 a ridge stay), its path is computed over the same k, and the held-out loss at k is the data term
 evaluated on the held-out rows at that fold's solution: the model's own loss, whatever its
-composite form. The curve is the mean over folds, with the standard error std / sqrt(K).
+composite form. The folds' paths run in lockstep with the all-data path, with the solver's
+``fold_options`` (their answers are read only for the held-out loss), and where the data term is a
+sum over samples each held-out row's loss is kept (:mod:`sparsemodel.objective.samplewise`). The
+curve is the mean over folds, with the standard error std / sqrt(K).
 
-``rule="min"`` chooses the k of lowest value; ``rule="1se"`` (cross-validation only) the smallest k
-whose mean is within one standard error of the minimum (Breiman et al. 1984). The solution reported
-is the all-data path's point at the chosen k.
+``rule="min"`` chooses the k of lowest value (the only rule of the information criteria). For
+cross-validation, ``rule="1se_paired"`` (the default) chooses the smallest k whose mean held-out loss
+exceeds the minimum's by at most one standard error *of the difference*: the folds, and so the
+held-out rows, are the same at every k, so the difference is paired row by row, d_i = l_i(k) -
+l_i(k_min) over the N held-out rows of all folds, with standard error std(d) / sqrt(N) (Vehtari,
+Gelman & Gabry 2017, Section 5.2: compare models by the standard error of their pointwise
+difference, not of each estimate); for a loss without per-row values (cox, ordinal, a custom
+loss), fold by fold, std_f(L_f(k) - L_f(k_min)) / sqrt(K). ``rule="1se"`` is Breiman et al.'s (1984)
+one-standard-error rule: the smallest k within one standard error of the minimum's own mean, whose
+fold-to-fold spread (the level of each fold's loss, shared by every k) swamps the differences on
+Poisson data. The solution reported is the all-data path's point at the chosen k.
 """
 
 from __future__ import annotations
@@ -34,12 +45,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lowering.lowered import LoweredProblem
-from ..model.problem import Model, Objective
+from ..model.objective import Objective
+from ..model.problem import Model
 from ..model.samples import rebind_rows
 from ..objective.evaluator import Evaluator
+from ..objective.samplewise import SampleValues, sample_values
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
-from ..util import jsonable, k_header, k_text
+from ..sets.units import k_header, k_text
+from ..solvers.base import blas_threads
+from ..util import jsonable
 from .compare import _ks
 from .criteria import (
     CRITERIA,
@@ -50,6 +65,7 @@ from .criteria import (
     data_term,
     default_k_max,
     degrees_of_freedom,
+    ebic_count,
 )
 from .metrics import bound_cells, with_metric_columns
 from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
@@ -58,16 +74,17 @@ if TYPE_CHECKING:
     from ..solvers.base import Solver
     from ..solvers.result import Result
 
-RULES = ("min", "1se")
+RULES = ("min", "1se", "1se_paired")
 
 
 DEFAULT_BY = "ebic"  # the default way to choose k (docs/selection.md: why)
 
 
-DEFAULT_CV_RULE = "min"  # cross-validation's default rule (docs/selection.md: 1se underfits Poisson)
+DEFAULT_CV_RULE = "1se_paired"  # cross-validation's default rule (docs/selection.md: why, measured)
 # the early stop's defaults (EarlyStop): patience in k, margin in criterion units / standard errors
 IC_PATIENCE, IC_MARGIN = 5, 10.0
 CV_PATIENCE, CV_MARGIN = 5, 0.0
+PER_SAMPLE_LIMIT = 10_000_000  # held-out rows x k kept for the paired rule (80 MB); beyond, folds are paired
 
 
 SELECT_COLUMNS = (
@@ -225,8 +242,8 @@ def run_select(
     rule = (DEFAULT_CV_RULE if by == "cv" else "min") if rule is None else rule
     if rule not in RULES:
         raise SelectionError(f"rule={rule!r} is not one of {', '.join(RULES)}")
-    if rule == "1se" and by != "cv":
-        raise SelectionError("rule='1se' needs the standard errors of cross-validation", hint="use by='cv'")
+    if rule != "min" and by != "cv":
+        raise SelectionError(f"rule={rule!r} needs the standard errors of cross-validation", hint="use by='cv'")
     if lp.set is None or not lp.set.thresholds:
         raise SelectionError(
             "choosing k needs a bound to vary: nnz(...) <= k or rank(W) <= r", hint="add a sparsity or rank constraint"
@@ -244,7 +261,7 @@ def run_select(
             "command line (a name left out keeps its bound)",
         )
     if k is None:
-        free = int(len(lp.set.free)) if lp.set.coordinate else 0
+        free = lp.set.free_count()
         k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
     if by in CRITERIA and (dt.scale is None or dt.scale <= 0):
@@ -259,45 +276,78 @@ def run_select(
     loss_of = Evaluator(dt.expr, lp.layout)
     fold_runs = _fold_runs(problem, cls, options, start, dt, splits) if splits is not None else []
     per_fold = np.full((len(fold_runs), len(ks)), np.nan) if splits is not None else None
+    # the held-out loss of every held-out row at every k, where the data term is a sum over samples
+    # (the paired rule's differences); fold f's rows are per_sample[rows[f]:rows[f + 1]]
+    rows = np.cumsum([0] + [len(te) for _, te in splits]) if splits is not None else None
+    per_sample = (
+        np.full((int(rows[-1]), len(ks)), np.nan)
+        if fold_runs and all(sv is not None for _, _, sv in fold_runs) and rows[-1] * len(ks) <= PER_SAMPLE_LIMIT
+        else None
+    )
     curve: list[dict[str, Any]] = []
     bar = progress_bar(total=len(ks), desc=f"choosing k by {by}", unit="k", progress=progress)
     try:
-        for j, kv in enumerate(ks):
-            bar.set_postfix_str(f"k={kv}")
-            pt = full.step(kv)
-            row = _row(pt, lp, loss_of, dt, by, gamma)
-            row.update({c: pt.metrics.get(c) for c in full.path.metric_columns})
-            if per_fold is not None:  # the folds' paths in lockstep with the all-data path
-                for f, (run, held) in enumerate(fold_runs):
-                    pt = run.step(kv)
-                    if pt.ok:
-                        per_fold[f, j] = float(held.value(run.lp.layout.pack(pt.result.values)))
-                vals = per_fold[:, j]
-                if np.all(np.isfinite(vals)):
-                    K = len(vals)
-                    row["value"] = float(vals.mean())
-                    row["se"] = float(vals.std(ddof=1) / math.sqrt(K)) if K > 1 else 0.0
-            curve.append(row)
-            bar.update(1)
-            why = stopper.check(curve) if stopper is not None and j + 1 < len(ks) else None
-            if why:
-                full.path.stopped, full.path.skipped = why, ks[j + 1 :]
-                if per_fold is not None:
-                    per_fold = per_fold[:, : j + 1]
-                break
+        # one BLAS thread limit around every point of every path (a solve inside it sets none)
+        with blas_threads(lp):
+            for j, kv in enumerate(ks):
+                bar.set_postfix_str(f"k={kv}")
+                pt = full.step(kv)
+                row = _row(pt, lp, loss_of, dt, by, gamma)
+                row.update({c: pt.metrics.get(c) for c in full.path.metric_columns})
+                if per_fold is not None:  # the folds' paths in lockstep with the all-data path
+                    for f, (run, held, sv) in enumerate(fold_runs):
+                        pt = run.step(kv)
+                        if not pt.usable:
+                            continue
+                        x = run.lp.layout.pack(pt.result.values)
+                        if per_sample is not None:  # the same number as held.value(x), up to rounding
+                            v = sv.values(x)
+                            per_sample[rows[f] : rows[f + 1], j] = v
+                            per_fold[f, j] = sv.const + float(v.sum())
+                        else:
+                            per_fold[f, j] = float(held.value(x))
+                    vals = per_fold[:, j]
+                    if np.all(np.isfinite(vals)):
+                        K = len(vals)
+                        row["value"] = float(vals.mean())
+                        row["se"] = float(vals.std(ddof=1) / math.sqrt(K)) if K > 1 else 0.0
+                curve.append(row)
+                bar.update(1)
+                why = stopper.check(curve) if stopper is not None and j + 1 < len(ks) else None
+                if why:
+                    full.path.stopped, full.path.skipped = why, ks[j + 1 :]
+                    if per_fold is not None:
+                        per_fold = per_fold[:, : j + 1]
+                    if per_sample is not None:
+                        per_sample = per_sample[:, : j + 1]
+                    break
     finally:
         bar.close()
-    valid = [r for r in curve if math.isfinite(r["value"]) and r["objective"] is not None]
-    if not valid:
+
+    def evaluated(r: dict[str, Any]) -> bool:
+        return math.isfinite(r["value"]) and r["objective"] is not None
+
+    valid = [r for r in curve if evaluated(r)]
+    # the ends of the bound (0, and every unit allowed) are answered without the solver: a choice
+    # among them alone, when every point the solver computed failed, would be no choice at all
+    ends = {0} | ({lp.set.limit} if isinstance(lp.set.limit, numbers.Integral) else set())
+    inner = [r for r in curve if r["k"] not in ends]
+    if not valid or (inner and not any(evaluated(r) for r in inner)):
+        failed = [p for p in full.path.points if not p.usable and p.k not in ends]
         raise SelectionError(
-            "no k could be evaluated (every point failed)",
-            hint="; ".join(f"k={p.k}: {p.message}" for p in full.path.points if p.message)[:500] or None,
+            f"no k could be evaluated by {cls.name} (every point it computed failed)",
+            hint="; ".join(f"k={p.k}: {p.row()['status']}: {p.row()['message']}" for p in failed)[:500]
+            or ("the folds' solves failed at every k" if per_fold is not None else None),
         )
     best = min(valid, key=lambda r: r["value"])
     chosen = best
     if rule == "1se":
         cut = best["value"] + (best["se"] or 0.0)
         chosen = min((r for r in valid if r["value"] <= cut), key=lambda r: r["k"])
+    elif rule == "1se_paired":
+        at = {id(r): j for j, r in enumerate(curve)}
+        ids = [at[id(r)] for r in valid]
+        chosen = curve[one_se_paired(per_fold, ids, at[id(best)], [r["k"] for r in curve], per_sample)]
     sel = Selection(
         problem,
         cls.name,
@@ -313,12 +363,35 @@ def run_select(
         stopper,
     )
     sel.metric_columns = list(full.path.metric_columns)
+    sel.per_sample = per_sample
     return sel
+
+
+def one_se_paired(
+    per_fold: np.ndarray, valid: list[int], best: int, ks: list[int], per_sample: np.ndarray | None = None
+) -> int:
+    """The column of the smallest k (among ``valid`` columns, k = ``ks``) whose mean held-out loss
+    exceeds column ``best``'s (the minimum) by at most one standard error of the paired difference:
+    over the N held-out rows of all folds (``per_sample``, N x len(k)), std_i(l_i(k) - l_i(best)) /
+    sqrt(N) against the mean of those differences; without per-sample losses, over the K folds
+    (``per_fold``, K x len(k)), std_f(L_f(k) - L_f(best)) / sqrt(K) against theirs."""
+    rows = per_sample if per_sample is not None else per_fold
+    ref = rows[:, best]
+    N = rows.shape[0]
+    for j in sorted(valid, key=lambda j: ks[j]):
+        d = rows[:, j] - ref
+        if not np.all(np.isfinite(d)):
+            continue
+        se = float(d.std(ddof=1)) / math.sqrt(N) if N > 1 else 0.0
+        if float(d.mean()) <= se:
+            return j
+    return best
 
 
 def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by: str, gamma: float) -> dict[str, Any]:
     """One row of the curve: the point's nnz, df, data loss and objective, and the criterion's value
     (cross-validation fills the value in later)."""
+    cells = pt.row()
     row: dict[str, Any] = {
         "k": pt.k,
         "value": math.nan,
@@ -328,18 +401,19 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         "loss": None,
         "objective": None,
         **bound_cells(pt.result),
-        "status": pt.row()["status"],
+        "status": cells["status"],
         "unit": lp.set.unit,
-        "support": pt.row()["support"],
-        "support_names": pt.row()["support_names"],
+        "support": cells["support"],
+        "support_names": cells["support_names"],
     }
     if pt.ok:
         x = lp.layout.pack(pt.result.values)
         df, s, p = degrees_of_freedom(lp, x)
         row.update(nnz=int(len(pt.result.support)), df=df, objective=float(pt.result.objective))
         row["loss"] = float(loss_of.value(x))
-        if by in CRITERIA:
-            row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_obs, df, p, s, dt.gaussian, gamma)
+        if by in CRITERIA and pt.usable:
+            priced = ebic_count(lp, x) if by == "ebic" else df  # a group once (criteria.py)
+            row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_obs, priced, p, s, dt.gaussian, gamma)
     return row
 
 
@@ -350,16 +424,19 @@ def _fold_runs(
     start: str,
     dt: DataTerm,
     splits: list[tuple[np.ndarray, np.ndarray]],
-) -> list[tuple[PathRun, Evaluator]]:
+) -> list[tuple[PathRun, Evaluator, SampleValues | None]]:
     """For each fold: the path of the model rebuilt on its training rows (lowered once, driven one k
-    at a time) and the evaluator of the data term on its held-out rows."""
+    at a time), the evaluator of the data term on its held-out rows, and its per-sample reading
+    (None for a loss that couples its samples)."""
     out = []
+    options = {**getattr(cls, "fold_options", {}), **(options or {})}  # the solver's for folds, then the user's
     for train, test in splits:
         train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
         held = rebind_rows(dt.expr, dt.nodes, test)
         tp = Model(Objective(train_obj), problem.constraints, source=problem.source)
         tlp = LoweredProblem(tp)
-        out.append((PathRun(tp, tlp, cls, options, start), Evaluator(held, tlp.layout)))
+        samples = sample_values(held, tlp.layout, len(test))
+        out.append((PathRun(tp, tlp, cls, options, start, fold=True), Evaluator(held, tlp.layout), samples))
     return out
 
 
@@ -398,6 +475,7 @@ class Selection:
         self.n_unit = dt.n_unit
         self.gaussian = dt.gaussian
         self.per_fold = per_fold
+        self.per_sample: np.ndarray | None = None  # cross-validation: each held-out row's loss at each k
         self.gamma = gamma
         self.early_stop = early_stop
         self.protected = protected_paths(problem)

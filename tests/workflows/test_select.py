@@ -110,15 +110,75 @@ def test_cross_validation_picks_the_true_k():
     X, y, beta = separated()
     prob = ls(X, y, ridge=1e-4)
     sel = prob.select(k=range(0, 11), by="cv", folds=5, seed=0)
-    assert sel.k == 4 and sel.rule == "min"
+    assert sel.k == 4 and sel.rule == "1se_paired"
     assert set(np.flatnonzero(sel.result.x)) == set(np.flatnonzero(beta))
     assert sel.per_fold.shape == (5, len(sel.curve)) and sel.stopped  # stopped early, after k = 4 + 5
     assert prob.select(k=range(0, 11), by="cv", early_stop=False).per_fold.shape == (5, 11)
     # the criteria agree on this problem
     for by in ("bic", "ebic", "ebic_cc", "gic"):
         assert prob.select(k=range(0, 11), by=by).k == 4
-    # and the one-standard-error rule never picks a larger k than the minimum
+    # and the one-standard-error rules never pick a larger k than the minimum
     assert prob.select(k=range(0, 11), by="cv", rule="1se").k <= 4
+    assert prob.select(k=range(0, 11), by="cv", rule="min").k == 4
+
+
+def test_the_paired_rule_by_hand():
+    """rule='1se_paired' on hand-made fold losses: the smallest k whose mean exceeds the minimum's by
+    at most std_f(L_f(k) - L_f(k_min)) / sqrt(K). Folds whose levels differ a lot (a Poisson fold
+    with large counts) give Breiman's rule a standard error that swallows every k; the paired
+    difference sees that k = 1 is worse in every fold and k = 2 is not."""
+    from sparsemodel.workflows.select import one_se_paired
+
+    level = np.array([[10.0], [20.0], [30.0], [40.0], [50.0]])  # each fold's own level, shared by every k
+    per_fold = level + np.array(
+        [
+            [9.0, 1.00, 0.0, 0.05],
+            [9.0, 1.20, 0.0, 0.05],
+            [9.0, 0.80, 0.0, 0.05],
+            [9.0, 1.10, 0.0, 0.05],
+            [9.0, 0.90, 0.0, 0.05],
+        ]
+    )
+    ks = [0, 1, 2, 3]
+    mean = per_fold.mean(axis=0)
+    best = int(np.argmin(mean))
+    assert best == 2
+    # k = 1: d = (1, 1.2, .8, 1.1, .9), mean 1 > its se 0.0707; k = 2 is the minimum itself
+    d = per_fold[:, 1] - per_fold[:, 2]
+    assert d.mean() > d.std(ddof=1) / math.sqrt(5)
+    assert one_se_paired(per_fold, [0, 1, 2, 3], best, ks) == 2
+    # Breiman's se of the minimum's mean (the levels: 7.07) lets k = 1 in, worse in every fold
+    breiman_se = per_fold[:, best].std(ddof=1) / math.sqrt(5)
+    assert mean[0] > mean[best] + breiman_se >= mean[1]
+    # a k with a difference that is noise (+-) within its paired se is chosen when it is smaller
+    noisy = per_fold.copy()
+    noisy[:, 1] = per_fold[:, 2] + np.array([0.3, -0.3, 0.2, -0.1, 0.0])
+    assert one_se_paired(noisy, [0, 1, 2, 3], 2, ks) == 1
+    # a column left out (a failed point) is never chosen
+    assert one_se_paired(noisy, [0, 2, 3], 2, ks) == 2
+
+
+def test_the_paired_rule_reads_each_held_out_row():
+    """Where the loss is a sum over samples, the paired rule's differences are per held-out row: the
+    rows of each fold sum to its held-out loss, and the chosen k is the smallest whose mean
+    per-row difference from the minimum is within std / sqrt(N) of it (N = every held-out row)."""
+    from sparsemodel.workflows.select import splits_of
+
+    X, y, _ = separated(n=90, p=20, s=3)
+    sel = ls(X, y).select(k=range(0, 10), by="cv", folds=4, seed=1)
+    S = sel.per_sample
+    assert S is not None and S.shape == (90, len(sel.curve))
+    start = 0
+    for f, (_, te) in enumerate(splits_of(90, 4, 1, None)):
+        assert np.allclose(S[start : start + len(te)].sum(axis=0), sel.per_fold[f], rtol=1e-12)
+        start += len(te)
+    best = int(np.argmin(sel.per_fold.mean(axis=0)))
+    by_hand = next(
+        j
+        for j in range(best + 1)
+        if (S[:, j] - S[:, best]).mean() <= (S[:, j] - S[:, best]).std(ddof=1) / math.sqrt(90)
+    )
+    assert sel.k == sel.ks[by_hand] and sel.rule == "1se_paired"
 
 
 def test_held_out_loss_is_the_model_on_the_held_out_rows():

@@ -1,0 +1,82 @@
+"""The per-sample reading of a data term: its values sum (with its constant) to the evaluator's value
+of the same term, each value is the loss of its own row (a one-row model by hand), and losses that
+couple their samples have none."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+from sparsemodel.lowering.lowered import LoweredProblem
+from sparsemodel.objective.evaluator import Evaluator
+from sparsemodel.objective.samplewise import sample_values
+from sparsemodel.workflows.criteria import data_term
+
+N, P = 30, 4
+
+
+def data():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((N, P))
+    y = rng.poisson(1.5, N).astype(float)
+    sw = rng.uniform(0.5, 2.0, N)
+    labels = rng.integers(0, 3, N)
+    return X, y, sw, labels, rng
+
+
+def losses():
+    X, y, sw, labels, _ = data()
+    w, b = sm.Variable(P, name="w"), sm.Variable((), name="b")
+    W = sm.Variable((P, 3), name="W")
+    z = X @ w + b
+    v = np.where(y > 1, 1.0, -1.0)
+    Y = np.eye(3)[labels]
+    Z = X @ W
+    return {
+        # (objective, the constrained variable, the per-sample loss by hand at (w, b) or W)
+        "least squares": (sm.sum_squares(z - y) / (2 * N), w, lambda w_, b_, W_: (X @ w_ + b_ - y) ** 2 / (2 * N)),
+        "weighted poisson (a linear piece)": (
+            sm.sum(sw * (sm.exp(z) - y * z)) / sw.sum(),
+            w,
+            lambda w_, b_, W_: sw * (np.exp(X @ w_ + b_) - y * (X @ w_ + b_)) / sw.sum(),
+        ),
+        "logistic, ridge apart": (
+            sm.mean(sm.logistic(-v * z)) + 0.01 * sm.sum_squares(w),
+            w,
+            lambda w_, b_, W_: np.logaddexp(0.0, -v * (X @ w_ + b_)) / N,
+        ),
+        "softmax (row-wise)": (
+            sm.mean(sm.logsumexp(Z, axis=1) - sm.sum(Y * Z, axis=1)),
+            W,
+            lambda w_, b_, W_: (np.log(np.exp(X @ W_).sum(axis=1)) - (Y * (X @ W_)).sum(axis=1)) / N,
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(losses()))
+def test_the_values_are_each_rows_loss_and_sum_to_the_term(name):
+    obj, var, by_hand = losses()[name]
+    prob = sm.Problem(sm.minimize(obj), [sm.nnz(var) <= 2])
+    lp = LoweredProblem(prob)
+    dt = data_term(prob, lp)
+    sv = sample_values(dt.expr, lp.layout, N)
+    assert sv is not None
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        x = 0.3 * rng.standard_normal(lp.n)
+        vals = sv.values(x)
+        total = float(Evaluator(dt.expr, lp.layout).value(x))
+        assert sv.total(x) == pytest.approx(total, rel=1e-12, abs=1e-14)
+        got = lp.layout.unpack(x)
+        want = by_hand(got.get("w"), float(got["b"]) if "b" in got else 0.0, got.get("W"))
+        assert sv.const == 0.0 and np.allclose(vals, want, rtol=1e-10, atol=1e-14)
+
+
+def test_losses_that_couple_their_samples_have_no_per_sample_values():
+    X, y, _, _, rng = data()
+    w = sm.Variable(P, name="w")
+    time, event = rng.exponential(1.0, N), (rng.uniform(size=N) < 0.7).astype(float)
+    prob = sm.Problem(sm.minimize(sm.cox(X @ w, time, event)), [sm.nnz(w) <= 2])
+    lp = LoweredProblem(prob)
+    assert sample_values(data_term(prob, lp).expr, lp.layout, N) is None
