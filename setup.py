@@ -3,8 +3,9 @@
 build, pyproject.toml's build requires; a C compiler and the Python headers are needed).
 
 The extension is optional: where it cannot be compiled (no C compiler, no Python headers) the
-install still succeeds, setuptools prints why, and ``auto`` runs the same pipeline in Python,
-saying so once with a RuntimeWarning (sparsemodel/lowering/lean.py, ``kernels``)."""
+install still succeeds, setuptools prints why ("building extension ... failed"), and ``auto`` runs
+the same pipeline in Python, saying so once with a RuntimeWarning (sparsemodel/lowering/lean.py,
+``kernels``)."""
 
 from setuptools import Extension, setup
 
@@ -15,8 +16,10 @@ except ImportError:  # a build without the declared build requires (python setup
     ext_modules = []
 else:
     ext_modules = cythonize(
-        [Extension("sparsemodel.numerics._lean", ["sparsemodel/numerics/_lean.pyx"], optional=True)],
+        [Extension("sparsemodel.numerics._lean", ["sparsemodel/numerics/_lean.pyx"])],
         compiler_directives={"language_level": "3"},
     )
+    for ext in ext_modules:  # (cythonize's extensions drop the optional flag of those it was given)
+        ext.optional = True
 
 setup(ext_modules=ext_modules)

@@ -55,7 +55,7 @@ def kernels() -> Any:
         except ImportError as exc:
             warnings.warn(
                 f"sparsemodel's compiled kernels are not built ({exc}); auto runs its Python pipeline (the same "
-                "steps, slower on small problems). Build them with: pip install -e .",
+                "steps, slower on small problems). Build them (a C compiler is needed) with: pip install -e .",
                 RuntimeWarning,
                 stacklevel=3,
             )
