@@ -79,15 +79,16 @@ def lean_data(lp: LoweredProblem) -> LeanData | None:
     members = s.swap_members()
     if members is None or members.ndim != 2 or members.shape[1] != 1:
         return None
-    if kernels() is None:
-        return None
     per = _CACHE.get(d)
     if per is None:
         per = {}
         _CACHE[d] = per
     key = s.coords.tobytes() + b"|" + s.free.tobytes()
     if key not in per:
-        per[key] = _build(lp)
+        data = _build(lp)
+        if data is None and _KERNELS == [None]:  # the kernels are missing: nothing cached for this design
+            return None
+        per[key] = data
     return per[key]
 
 
@@ -108,6 +109,9 @@ def _arrays(lp: LoweredProblem) -> dict[str, Any] | None:
         return None
     stored = lp.stored_columns(data_term)
     if stored is None or sp.issparse(stored[0]):
+        return None
+    kern = kernels()  # (looked up, and missed with its warning, only for a problem of the class)
+    if kern is None:
         return None
     t = d.terms[data_term]
     J = np.array(stored[0], dtype=float, order="C")
@@ -131,7 +135,7 @@ def _arrays(lp: LoweredProblem) -> dict[str, Any] | None:
         "wc": wc,
         "lin": lin,
         "rd": rd,
-        "code": kernels().ATOM_CODES[t.phi.name],
+        "code": kern.ATOM_CODES[t.phi.name],
         "const": float(d.const),
         "quad": quad,
         "g0": g0,
