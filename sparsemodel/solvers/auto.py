@@ -146,6 +146,13 @@ class Auto(Solver):
             low=0,
         ),
         "max_iter": Option(1000, "maximum number of accepted swap steps (search=false: none)", int, low=1),
+        "lean": Option(
+            True,
+            "run this pipeline as one compiled call (a C extension built at install) where it applies: single-coordinate sparsity, one data "
+            "term of square, logistic, exp or log, ridges, no box or linear constraint; false: the Python pipeline "
+            "(the same steps)",
+            bool,
+        ),
         "min_decrease": MIN_DECREASE,
         "restricted": RESTRICTED,
     }
@@ -155,6 +162,12 @@ class Auto(Solver):
         clock = Clock()
         if edges(lp) is not None:  # a sparse precision matrix: several starts, each refined by GraHTP
             return edge_pipeline(self, lp, clock)
+        if o["lean"] and o["search"] and _searchable(lp):  # the same pipeline in one compiled call
+            from .lean import lean_auto
+
+            res = lean_auto(self, lp, clock)
+            if res is not None:
+                return res
         searchable = _searchable(lp) and o["search"]
         if not searchable and _several_parts(lp):
             return self._truncate_then_debias(lp, clock)
