@@ -68,7 +68,7 @@ def lean_data(lp: LoweredProblem) -> LeanData | None:
     """The lean arrays of ``lp`` (built on the first call for its design and coordinates, then
     shared by every copy and bound), or None when the problem is outside the lean class."""
     s, d = lp.set, lp.design
-    if s is None or d is None or not s.coordinate or not s.thresholds:
+    if s is None or d is None or not s.coordinate or not s.thresholds or not s.uniform:
         return None
     if lp.box is not None or lp.linear is not None or lp.eigbox is not None or lp.precision is not None:
         return None

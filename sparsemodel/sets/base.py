@@ -310,6 +310,11 @@ class ConstraintSet(ABC):
         (``full_budget``, the path's last point). Per-group caps still bind at their largest k."""
         return bool(self.budget >= self.limit)
 
+    #: Whether every selection of at most ``budget`` units is a support the set admits (a uniform
+    #: matroid: the projection keeps the largest units). False where some are excluded (per-group
+    #: caps), which keeps a set out of the compiled lean path (lowering/lean.py).
+    uniform: bool = True
+
     def feasible_units(self, units: np.ndarray) -> bool:
         """Whether the units ``units`` (ids of ``swap_members`` rows) together are a support the set
         admits: what auto's swap search asks of every candidate before solving it, so that a swap

@@ -83,6 +83,7 @@ class GroupCaps(CoordinateSparsity):
         self.caps = np.asarray(constraint.caps, dtype=np.int64)
         self.relaxation = None  # l1 knows no caps: the lasso path would report supports outside the set
         self.composes_linear = False  # SparseLinear's projections (GSSP, enumeration) know no caps
+        self.uniform = False  # some k-subsets break a cap (and the compiled lean path knows no caps)
 
     @property
     def limit(self) -> int:
