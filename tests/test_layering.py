@@ -189,7 +189,7 @@ def test_kind_knowledge_lives_in_the_sets():
 # what a solver or a workflow must not ask (docs/architecture.md, "What a solver sees"): the lowered
 # problem's slots per kind, the kind attributes of a set, and the unit words of the reports; the
 # sets answer through their protocol, the special forms through lowering/forms.py
-KIND_SLOTS = {"sparsity", "precision", "eigbox", "spca", "box"}
+KIND_SLOTS = {"sparsity", "precision", "eigbox", "spca", "box", "linear"}
 DISTINCT_SLOTS = {"sparsity", "eigbox", "spca"}  # names no other object here uses: flagged on any receiver
 KIND_ATTRIBUTES = {"pairs", "coordinate"}
 LOWERED_NAMES = {"lp", "lowered"}

@@ -315,6 +315,13 @@ class ConstraintSet(ABC):
     #: caps), which keeps a set out of the compiled lean path (lowering/lean.py).
     uniform: bool = True
 
+    def linear_rows(self) -> tuple[int, int] | None:
+        """The numbers of equality and inequality rows of the linear constraints the set keeps with
+        its selection (``A w == b``, ``A w <= b``: its projections and restricted solves hold them),
+        or None when it keeps none: what auto's swap search asks to keep their working set in its
+        model and to check a one-swap minimum by pair exchanges."""
+        return None
+
     def feasible_units(self, units: np.ndarray) -> bool:
         """Whether the units ``units`` (ids of ``swap_members`` rows) together are a support the set
         admits: what auto's swap search asks of every candidate before solving it, so that a swap

@@ -351,6 +351,10 @@ class SparseLinear(CoordinateSparsity):
     enumeration on small problems, the documented candidate rule otherwise); every restricted solve
     keeps the constraints (lowering/linear_solve.py)."""
 
+    def linear_rows(self) -> tuple[int, int] | None:
+        """The linear constraints kept with the selection: (equalities, inequalities)."""
+        return len(self.linear.b), len(self.linear.h)
+
     def __init__(
         self,
         constraint: NnzConstraint,

@@ -239,8 +239,9 @@ class Auto(Solver):
         start = self.opts["start"]
         if start != "auto":
             return [start if (start != "omp" or lp.set.unit_of is None) else "grahtp"]
-        if lp.linear is not None:  # (with inequalities or bounds its dense QP is an active-set method)
-            one_solve = lp.set.box_bounds() is None and len(lp.linear.h) == 0
+        rows = lp.set.linear_rows()
+        if rows is not None:  # (with inequalities or bounds its dense QP is an active-set method)
+            one_solve = lp.set.box_bounds() is None and rows[1] == 0
             return ["grahtp", "relaxed"] if one_solve or lp.set.size <= RELAXED_LIMIT else ["grahtp"]
         return ["grahtp", "screen"] if lp.design.quadratic else ["grahtp"]
 
@@ -417,7 +418,7 @@ class Auto(Solver):
         if (
             self.opts["verify"]
             and not exact_model
-            and act.lp.linear is not None
+            and act.lp.set.linear_rows() is not None
             and len(model.units_out) + len(units) == len(members)
             and len(units) * len(model.units_out) <= self.opts["verify"]
         ):
@@ -432,7 +433,7 @@ class Auto(Solver):
                 if got is not None:
                     stats["verify_hits"] += 1
                     return got
-        if act.lp.linear is not None and len(model.units_out) + len(units) == len(members):
+        if act.lp.set.linear_rows() is not None and len(model.units_out) + len(units) == len(members):
             # a one-swap local minimum: exchanges of two units at once, by their joint model value
             # (exact on an equality-constrained quadratic: those it predicts to lower f); where the
             # model is not f, all of them when at most ``verify``, else the verify / 8 it rates best
@@ -494,13 +495,22 @@ class Auto(Solver):
             return ", ".join(st[:-1]) + " and " + st[-1] + " starts, each refined by grahtp; the lowest objective kept"
         if _searchable(lp):
             starts = cls(**opts)._starts(lp)
-            under = " under the linear constraints (the model keeps their working set)" if lp.linear is not None else ""
+            under = (
+                " under the linear constraints (the model keeps their working set)"
+                if lp.set.linear_rows() is not None
+                else ""
+            )
             return (
                 " and ".join(starts) + (" start" if len(starts) == 1 else " starts") + ", then the swap search" + under
             )
         if _several_parts(lp):
             return "fgrahtp, then grahtp from its end point (several bounded variables)"
-        if lp.linear is not None and lp.set is not None and lp.design is not None and lp.set.swap_members() is not None:
+        if (
+            lp.set is not None
+            and lp.set.linear_rows() is not None
+            and lp.design is not None
+            and lp.set.swap_members() is not None
+        ):
             return "grahtp alone: the swap search under linear constraints exchanges coordinates, not groups"
         if (
             lp.set is not None
@@ -596,7 +606,7 @@ def _searchable(lp: LoweredProblem) -> bool:
     members = lp.set.swap_members()
     if members is None:
         return False
-    if lp.linear is not None:
+    if lp.set.linear_rows() is not None:
         return members.shape[1] == 1
     return lp.set.box_bounds() is None
 
