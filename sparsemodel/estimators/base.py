@@ -44,9 +44,10 @@ CHUNK = 5  # k per path call when the estimator reads the criterion itself (the 
 
 @dataclass
 class Likelihood:
-    """A covariance model's fit at one solution, as the information criteria read it: the negative
+    """A model's fit at one solution, as the information criteria read it: the negative
     log-likelihood (up to a constant that does not depend on k), the observations n, the degrees of
-    freedom, and the units used (what EBIC prices)."""
+    freedom (what AIC, BIC, GIC and EBIC price), and the units used (features, edges: EBIC_CC's
+    binomial)."""
 
     loss: float
     n: float

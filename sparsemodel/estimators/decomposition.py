@@ -125,8 +125,8 @@ class SparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SparseEstimat
         def likelihood(res: Any) -> Likelihood:
             C = components(res)
             Sigma, _ = subspace_covariance(S, C)
-            used = int(np.count_nonzero(C))
-            return Likelihood(n_eff * gaussian_nll(S, Sigma), n_eff, used + m * (m + 1) // 2 + 1, used)
+            df = int(np.count_nonzero(C)) + m * (m + 1) // 2 + 1  # loadings, Q'SQ, the noise variance
+            return Likelihood(n_eff * gaussian_nll(S, Sigma), n_eff, df, int(np.count_nonzero(np.any(C != 0, axis=0))))
 
         spec = Spec(
             maximize(A.quad_form(w, Data(S, name="S"))),
@@ -214,14 +214,11 @@ class RobustPCA(SparseEstimator):
         self.solver_options = solver_options
         self.k_max = k_max
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
-        return tags
-
     def fit(self, X: Any, y: Any = None) -> RobustPCA:
-        """Decompose X into ``low_rank_`` + ``sparse_`` (y is ignored)."""
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        """Decompose X into ``low_rank_`` + ``sparse_`` (y is ignored; sparse X is made dense: both
+        parts are dense n x p variables)."""
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=2)
+        X = X.toarray() if sp.issparse(X) else X
         n, p = X.shape
         r = self.rank
         if not isinstance(r, (int, np.integer)) or isinstance(r, bool) or not 0 <= r <= min(n, p):

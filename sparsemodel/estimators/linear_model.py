@@ -354,6 +354,26 @@ class SparseMultiTaskRegression(RegressorMixin, LinearModel):
         obj = A.sum(Data(sw[:, None], name="sample_weight") * A.square(R)) / (2.0 * float(sw.sum()))
         return obj, W, b, []
 
+    def _likelihood(self, X, Y, sw, coef, intercept):
+        """The Gaussian likelihood of the n m entries, with every coefficient of a kept row a
+        parameter: deviance n m log(RSS / (n m)), df = the nonzero coefficients (+ the intercepts).
+        ``Problem.select``'s EBIC counts a selected group once (right for the softmax, whose classes
+        share one feature: docs/selection.md); here each task's coefficient is fitted to its own
+        column, and counting the row once kept noise rows (docs/estimators.md)."""
+        n, m = Y.shape
+
+        def likelihood(res: Any) -> Likelihood:
+            W = np.asarray(res.values[coef.name], dtype=float)
+            b = np.asarray(res.values[intercept.name], dtype=float) if intercept is not None else 0.0
+            R = Y - (np.asarray(X @ W) + b)
+            rss = float(np.sum(sw[:, None] * R**2))
+            df = int(np.count_nonzero(W)) + (m if intercept is not None else 0)
+            return Likelihood(
+                rss, float(sw.sum()) * m, df, int(np.count_nonzero(np.any(W != 0, axis=1))), gaussian=True
+            )
+
+        return likelihood
+
     def _units(self, coef):
         p, m = coef.shape
         groups = np.repeat(np.arange(p), m)
