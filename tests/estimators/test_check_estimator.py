@@ -79,7 +79,7 @@ def test_the_expected_failures_are_the_cox_weights_with_efron_ties_only():
     """The one check skipped: Efron's tie rule makes a case weight of 2 differ from the subject
     repeated (the copies tie); with Breslow's rule the same check passes (tested above)."""
     for est in FIXED + DEFAULTS:
-        want = {}
+        want: set[str] = set()
         if isinstance(est, SparseCoxPHSurvivalAnalysis) and est.ties == "efron":
             want = {"check_sample_weight_equivalence_on_dense_data", "check_sample_weight_equivalence_on_sparse_data"}
         assert set(expected_failed_checks(est)) == want
