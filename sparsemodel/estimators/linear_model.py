@@ -112,8 +112,17 @@ class LinearModel(SparseEstimator):
         return sorted(int(i) for i in idx)
 
     def _alpha(self) -> Any:
-        """The ridge used (``alpha`` as given here; the logistic and ordinal estimators read ``"auto"``)."""
+        """The ridge used: ``alpha`` as given, or for ``"auto"`` the estimator's :meth:`_auto_alpha`."""
+        if isinstance(self.alpha, str):
+            auto = self._auto_alpha()
+            if self.alpha != "auto" or auto is None:
+                raise ValueError(f"alpha={self.alpha!r}: give a number >= 0" + (" or 'auto'" if auto is not None else ""))
+            return auto
         return self.alpha
+
+    def _auto_alpha(self) -> float | None:
+        """The ridge of ``alpha="auto"`` (None: the estimator has no automatic ridge)."""
+        return None
 
     def _fit(self, X: Any, y: Any, sample_weight: Any) -> tuple[np.ndarray, np.ndarray | None]:
         n, p = X.shape
@@ -438,12 +447,8 @@ class SparseLogisticRegression(ClassifierMixin, LinearModel):
         )
         self.multinomial = multinomial
 
-    def _alpha(self) -> Any:
-        if isinstance(self.alpha, str):
-            if self.alpha != "auto":
-                raise ValueError(f"alpha={self.alpha!r}: give a number >= 0 or 'auto'")
-            return 1e-4 if len(self.classes_) == 2 else 0.1
-        return self.alpha
+    def _auto_alpha(self) -> float:
+        return 1e-4 if len(self.classes_) == 2 else 0.1
 
     def _loss(self, X, y, sw):
         n, p = X.shape

@@ -60,12 +60,8 @@ class SparseOrdinalRegression(ClassifierMixin, LinearModel):
         tags.classifier_tags.poor_score = True
         return tags
 
-    def _alpha(self) -> Any:
-        if isinstance(self.alpha, str):
-            if self.alpha != "auto":
-                raise ValueError(f"alpha={self.alpha!r}: give a number >= 0 or 'auto'")
-            return 1e-4
-        return self.alpha
+    def _auto_alpha(self) -> float:
+        return 1e-4
 
     def fit(self, X: Any, y: Any) -> SparseOrdinalRegression:
         """Fit on X and the ordered labels y (their sorted distinct values are the levels)."""

@@ -84,12 +84,12 @@ def test_concordance_weights_are_repeated_subjects():
 
 
 def test_every_covariate_equals_lifelines_and_its_baseline_survival():
-    """k = every covariate: the unconstrained Efron fit, as lifelines' CoxPHFitter (Efron's ties);
+    """k = every covariate, no ridge: the unconstrained Efron fit, as lifelines' CoxPHFitter (Efron's ties);
     coefficients to 1e-5 (both converge to a gradient far below it), and the survival functions of
     individuals from Breslow's baseline hazard equal lifelines' at every observed time (lifelines
     centres the covariates; S(t | x) does not depend on it)."""
     X, time, event, _ = example(p=8)
-    m = SparseCoxPHSurvivalAnalysis(k=8).fit(X, structured(event, time))
+    m = SparseCoxPHSurvivalAnalysis(k=8, alpha=0.0).fit(X, structured(event, time))
     cph, df = lifelines_fit(X, time, event)
     assert m.coef_ == pytest.approx(cph.params_.values, rel=1e-5, abs=1e-6)
     ours = m.predict_survival_function(X[:5], return_array=True)
