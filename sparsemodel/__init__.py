@@ -29,7 +29,7 @@ from .model.atoms import (
 from .model.constraints import STRUCTURAL_FUNCTIONS, box
 from .model.datafuncs import center, cols, cov, eye, levels, normalize_columns, onehot, ones, rows, standardize
 from .model.expr import Constant, Data, Expr, Parameter, Variable
-from .model.problem import Objective, maximize, minimize
+from .model.objective import Objective, maximize, minimize
 from .problem import Problem
 
 # the constraint words (nnz, rank, eig, offdiag, diff, ...): the same table the model language reads

@@ -1,5 +1,6 @@
 """The user's problem: a :class:`~sparsemodel.model.problem.Model` with the methods that solve,
-compare, path over and choose the bound of it (as cvxpy's ``Problem.solve``). This facade sits
+compare, path over and choose the bound of it (as cvxpy's ``Problem.solve``), and select its
+variables with an error guarantee (knockoffs, stability selection). This facade sits
 above every layer; the layers below take the model as data and never import it. The workflows load
 on first use (inside the methods), so that ``import sparsemodel`` stays light."""
 
@@ -116,3 +117,35 @@ class Problem(Model):
         from .workflows import session
 
         return session.select(self, k, by=by, solver=solver, folds=folds, seed=seed, fold_ids=fold_ids, rule=rule, **kw)
+
+    # ------------------------------------------------------------------ inference (sparsemodel.inference)
+    def knockoffs(self, fdr: float = 0.1, statistic: str = "path", k: int | None = None, **kw: Any):
+        """The knockoff filter: the constrained variables selected with the false discovery rate
+        controlled at ``fdr``. Knockoff copies of the design of the constrained coordinates (model-X
+        Gaussian with ``method`` = ``mvr`` (default), ``maxent``, ``sdp`` or ``equi``; ``fixed_x=True``
+        for least squares with n >= 2p + 1; or your own, ``knockoffs=Xk``), the model re-solved on
+        [X, X~] with its own loss, free coordinates and penalties, k units among 2p, and the statistic
+        ``path`` (the coefficient difference summed over the l0 path k = 1..K, K = ``k`` or the
+        model's bound), ``support`` (how many of the path's best supports hold a variable against how
+        many hold its knockoff) or ``coef`` (the coefficient difference at k), thresholded by
+        knockoff+. ``draws=M`` derandomizes over M copies
+        with e-values (Ren and Barber 2023). Other keywords: ``seed``, ``n_jobs``, ``solver`` and
+        its options, ``start``, ``mu``/``sigma`` (a known distribution), ``shrinkage``, ``offset``,
+        ``alpha_kn``, ``truth``, ``progress``. Returns a
+        :class:`sparsemodel.inference.knockoffs.KnockoffResult`; see docs/inference.md."""
+        from .inference.knockoffs import knockoffs
+
+        return knockoffs(self, fdr=fdr, statistic=statistic, k=k, **kw)
+
+    def stability(self, k: Any = None, pairs: int = 50, threshold: float = 0.6, **kw: Any):
+        """Stability selection with complementary pairs (Shah and Samworth 2013): the l0 path
+        k = 1..K (K = ``k`` or the model's bound) on each half of ``pairs`` random splits of the
+        rows, each unit's selection probability per k, and the units whose largest probability
+        reaches ``threshold``, with the bound on the expected number of false selections beside
+        them (Meinshausen and Buhlmann 2010; Shah and Samworth's under unimodality). ``at_k``
+        selects at one k instead. Other keywords: ``seed``, ``n_jobs``, ``solver`` and its
+        options, ``start``, ``truth``, ``progress``. Returns a
+        :class:`sparsemodel.inference.stability.StabilityResult`; see docs/inference.md."""
+        from .inference.stability import stability
+
+        return stability(self, k=k, pairs=pairs, threshold=threshold, **kw)

@@ -43,6 +43,20 @@ def is_dask_array(A: Any) -> bool:
     return type(A).__module__.split(".")[0] == "dask" and hasattr(A, "chunks") and hasattr(A, "dask")
 
 
+def frame_names(value: Any) -> tuple[Any, tuple[tuple[str, ...] | None, ...] | None]:
+    """A pandas DataFrame or Series as (a float array, its axis names); anything else unchanged
+    (names None). pandas is never imported here: a frame is recognized by its type's module."""
+    mod = type(value).__module__.split(".")[0]
+    if mod != "pandas":
+        return value, None
+    if hasattr(value, "columns") and getattr(value, "ndim", 0) == 2:
+        arr = value.to_numpy(dtype=float)
+        return arr, (None, tuple(str(c) for c in value.columns))
+    if getattr(value, "ndim", 0) == 1 and hasattr(value, "to_numpy"):
+        return value.to_numpy(dtype=float), None
+    return value, None
+
+
 def expand_range(start: float, stop: float, step: float = 1) -> list[float]:
     """START:STOP:STEP with STOP included (``5:50:5`` is 5, 10, ..., 50); integers stay integers.
     Raises ValueError for an empty range or a step that is not positive."""
@@ -86,37 +100,6 @@ def parse_named_values(text: str) -> dict[str, list[float]]:
             raise ValueError(text)
         out[name] += parse_values(item)
     return out
-
-
-SINGULAR = {"coordinates": "coordinate", "groups": "group", "edges": "edge", "entries": "entry"}
-
-
-def count_text(n: int, unit: str) -> str:
-    """``3 coordinates``, ``1 edge``."""
-    return f"{n} {SINGULAR.get(unit, unit) if n == 1 else unit}"
-
-
-def k_text(k: int | None, unit: str) -> str:
-    """The bound with its unit, as every report prints it: ``k = 10 coordinates``, ``k = 3
-    groups``, ``k = 5 edges (10 entries)`` (an edge of a symmetric matrix is the pair O[i,j],
-    O[j,i]), ``r = 2`` (a rank bound)."""
-    if k is None:
-        return "no bound"
-    if isinstance(k, Mapping):  # several bounds (a product of sets): each with its own unit
-        units = getattr(k, "units", {})
-        return "; ".join(f"{name}: {k_text(v, units.get(name, ''))}" for name, v in k.items())
-    if unit == "rank":
-        return f"r = {k}"
-    if unit == "edges":
-        return f"k = {count_text(k, 'edges')} ({count_text(2 * k, 'entries')})"
-    return f"k = {count_text(k, unit)}" if unit else f"k = {k}"
-
-
-def k_header(unit: str) -> str:
-    """The column of the bound in a table: ``k (coordinates)``, ``k (edges)``, ``r (rank)``."""
-    if unit == "rank":
-        return "r (rank)"
-    return f"k ({unit})" if unit else "k"
 
 
 def jsonable(v: Any) -> Any:

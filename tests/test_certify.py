@@ -266,7 +266,7 @@ def test_bnb_progress_shows_bound_incumbent_and_gap():
 
 
 def _mip():
-    from sparsemodel.lowering.cvxpy_lower import mip_available
+    from sparsemodel.lowering.mip import mip_available
 
     if mip_available() is None:
         pytest.skip("no mixed-integer solver for cvxpy (pip install 'sparsemodel[mip]')")
@@ -276,7 +276,7 @@ def test_bnb_agrees_with_the_mixed_integer_program():
     """The same model as a big-M mixed-integer program solved by SCIP: the same optimum as bnb
     (least squares with an intercept, a ridge, groups of two)."""
     _mip()
-    from sparsemodel.lowering.cvxpy_lower import mip_reference
+    from sparsemodel.lowering.mip import mip_reference
 
     prob = regression("ls", 21, p=8, k=2)
     f_mip, _ = mip_reference(prob.lower())
@@ -290,7 +290,7 @@ def test_bnb_agrees_with_the_mixed_integer_program():
 @pytest.mark.parametrize("seed", range(5))
 def test_bnb_agrees_with_the_mixed_integer_program_on_groups_and_boxes(seed):
     _mip()
-    from sparsemodel.lowering.cvxpy_lower import mip_reference
+    from sparsemodel.lowering.mip import mip_reference
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((40, 16))
@@ -306,7 +306,7 @@ def test_bnb_agrees_with_the_mixed_integer_program_on_groups_and_boxes(seed):
 
 def test_the_mixed_integer_reference_refuses_what_its_solver_cannot_take():
     _mip()
-    from sparsemodel.lowering.cvxpy_lower import mip_reference
+    from sparsemodel.lowering.mip import mip_reference
 
     with pytest.raises(sm.ModelError) as e:
         mip_reference(regression("logistic", 1, p=8, k=2).lower())

@@ -14,10 +14,12 @@ FLOORS = [
     ("sparsemodel.errors", "sparsemodel.util", "sparsemodel.progress", "sparsemodel.datasets", "sparsemodel.io"),
     ("sparsemodel.model",),
     ("sparsemodel.objective",),
-    ("sparsemodel.sets", "sparsemodel.numerics"),
+    ("sparsemodel.numerics",),  # kernels that take arrays (and the reduced design's type)
+    ("sparsemodel.sets",),  # the sets: linear constraints project with numerics' QP
     ("sparsemodel.lowering",),
     ("sparsemodel.solvers",),
     ("sparsemodel.outputs", "sparsemodel.workflows"),
+    ("sparsemodel.inference",),  # knockoffs, stability selection: built on the paths and the solvers
     ("sparsemodel.problem",),  # the facade: Problem
     (
         "sparsemodel.grammar",
@@ -208,6 +210,128 @@ def test_kind_knowledge_lives_in_the_sets():
                 if isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "kind":
                     bad.append(f"{rel}:{node.lineno} reads a .kind prefix")
     assert bad == []
+
+
+# what a solver or a workflow must not ask (docs/architecture.md, "What a solver sees"): the lowered
+# problem's slots per kind, the kind attributes of a set, and the unit words of the reports; the
+# sets answer through their protocol, the special forms through lowering/forms.py
+KIND_SLOTS = {"sparsity", "precision", "eigbox", "spca", "box"}
+DISTINCT_SLOTS = {"sparsity", "eigbox", "spca"}  # names no other object here uses: flagged on any receiver
+KIND_ATTRIBUTES = {"pairs", "coordinate"}
+LOWERED_NAMES = {"lp", "lowered"}
+
+
+def unit_words() -> set[str]:
+    from sparsemodel.sets.units import UNITS
+
+    return set(UNITS) | {"per variable"}
+
+
+def _strings(node: ast.AST) -> set[str]:
+    """The string constants of a literal (a string, or a tuple, list or set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def _reads_unit(node: ast.AST) -> bool:
+    """Whether an expression reads a unit: ``r.unit``, ``b["unit"]``, ``d.get("unit")``, a name with unit in it."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in ("unit", "units"):
+            return True
+        if isinstance(n, ast.Name) and "unit" in n.id:
+            return True
+        if isinstance(n, ast.Constant) and n.value == "unit":
+            return True
+    return False
+
+
+def _lowered(node: ast.AST) -> bool:
+    """A lowered problem by its usual names: ``lp``, ``lowered``, ``self.lp``, ``act.lp``."""
+    if isinstance(node, ast.Name):
+        return node.id in LOWERED_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in LOWERED_NAMES
+
+
+def kind_questions(tree: ast.AST, where: str, constraint_classes: bool = True) -> list[str]:
+    """Every place a module asks which kind a problem has: a kind slot of the lowered problem read
+    (``lp.sparsity``, ``lp.box``, ``getattr(lp, "eigbox")``), a kind attribute of a set (``.pairs``,
+    ``.coordinate``), a unit word compared or looked up (``r.unit == "rank"``, ``{"changes": ...}.get(b["unit"])``),
+    an isinstance on a model constraint class."""
+    words = unit_words()
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr in DISTINCT_SLOTS or (node.attr in KIND_SLOTS and _lowered(node.value)):
+                bad.append(f"{where}:{node.lineno} reads the kind slot .{node.attr}")
+            elif node.attr in KIND_ATTRIBUTES:
+                bad.append(f"{where}:{node.lineno} reads the kind attribute .{node.attr}")
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) >= 2:
+            if _strings(node.args[1]) & KIND_SLOTS and _lowered(node.args[0]):
+                bad.append(f"{where}:{node.lineno} reads a kind slot by getattr")
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_strings(e) & words for e in sides) and any(_reads_unit(e) for e in sides):
+                bad.append(f"{where}:{node.lineno} compares a unit with a unit word")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            table = node.func.value
+            if isinstance(table, ast.Dict) and any(_strings(k) & words for k in table.keys if k is not None):
+                if any(_reads_unit(a) for a in node.args):
+                    bad.append(f"{where}:{node.lineno} looks a unit word up")
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict) and _reads_unit(node.slice):
+            bad.append(f"{where}:{node.lineno} looks a unit word up")
+        if (
+            constraint_classes
+            and isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "isinstance"
+            and len(node.args) == 2
+        ):
+            arg = node.args[1]
+            for e in arg.elts if isinstance(arg, ast.Tuple) else [arg]:
+                name = getattr(e, "id", getattr(e, "attr", "")) or ""
+                if name.endswith("Constraint") or name == "Bounded":
+                    bad.append(f"{where}:{node.lineno} isinstance on the constraint class {name}")
+    return bad
+
+
+def test_solvers_and_workflows_never_ask_which_kind():
+    """Outside sets/ and lowering/ (and the model, whose constraints define the kinds) nothing reads
+    a kind slot of the lowered problem, a kind attribute of a set or a unit word, and nothing tests
+    a model constraint's class (the grammar included): a solver states what it needs (handles,
+    requires, unfit) and then reads protocol members only."""
+    bad = []
+    for f in sorted(PKG.rglob("*.py")):
+        rel = f.relative_to(PKG)
+        if rel.parts[0] in ("sets", "lowering", "model"):
+            continue
+        bad += kind_questions(ast.parse(f.read_text()), str(rel))
+    assert bad == []
+
+
+def test_the_kind_checker_sees_each_question():
+    """The checker is not blind: each way of asking which kind that the code used to have is found."""
+    asked = {
+        "lp.sparsity.coords": "kind slot",
+        "self.lp.box.lo": "kind slot",
+        "act.lp.eigbox.alpha": "kind slot",
+        "d = other.spca": "kind slot",
+        "getattr(lp, 'precision', None)": "getattr",
+        "sps.pairs": "kind attribute",
+        "lp.set.coordinate": "kind attribute",
+        "r.unit == 'rank'": "unit word",
+        "b['unit'] != 'changes'": "unit word",
+        "r.unit in ('coordinates', 'groups')": "unit word",
+        "{'changes': 'changepoints'}.get(b['unit'], 'selected')": "unit word",
+        "isinstance(c, (NnzConstraint, RankConstraint))": "constraint class",
+    }
+    for code, what in asked.items():
+        found = kind_questions(ast.parse(code), "snippet")
+        assert found and all(what in m for m in found), (code, found)
+    fine = ["pe.box", "self.multinomial == 'groups'", "pname == 'groups'", "lp.set.box_bounds()", "r.view.dense"]
+    for code in fine:
+        assert kind_questions(ast.parse(code), "snippet") == [], code
 
 
 def test_nothing_outside_the_lowering_writes_into_a_lowered_problem():

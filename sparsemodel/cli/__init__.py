@@ -1,4 +1,4 @@
-"""Command line: ``sparsemodel demo | check | solve | compare | path | select | solvers``.
+"""Command line: ``sparsemodel demo | check | solve | compare | path | select | knockoffs | stability | solvers``.
 
 Every error a user can cause is printed as one paragraph (what, where, what was expected) on
 stderr with exit status 2; no traceback reaches the terminal (set SPARSEMODEL_DEBUG=1 to see one
@@ -20,7 +20,17 @@ from typing import Any
 from ..errors import ModelError
 from ..outputs import write_error
 from .args import EXIT_USER, CLIError
-from .commands import cmd_check, cmd_compare, cmd_demo, cmd_path, cmd_select, cmd_solve, cmd_solvers
+from .commands import (
+    cmd_check,
+    cmd_compare,
+    cmd_demo,
+    cmd_knockoffs,
+    cmd_path,
+    cmd_select,
+    cmd_solve,
+    cmd_solvers,
+    cmd_stability,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             metavar="NAME=FILE",
             help="the true value of a variable (w=w_true.npy): adds precision, recall, f1, exact, exact_top, covers, "
-            "fp, fn and error",
+            "fp, fn, fdr, power and error",
         )
 
     def output_args(q: argparse.ArgumentParser, what: str, table: bool = True) -> None:
@@ -101,7 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("compare", help="run several solvers on one model, optionally over a range of k")
     model_args(m)
-    m.add_argument("--solvers", help="comma-separated solver names (default: the model's `compare with`)")
+    m.add_argument(
+        "--solvers",
+        help="comma-separated solver names (default: the model's `compare with`); knockoffs and stability choose "
+        "their own units (-o knockoffs:fdr=0.2), with --truth their fdr and power",
+    )
     m.add_argument(
         "--k",
         help="values of the bound, in its unit: 20, 5:50:5 (inclusive) or 1,2,5 (sparsity k or rank r); several bounds "
@@ -210,6 +224,77 @@ def build_parser() -> argparse.ArgumentParser:
         help="early stop: criterion units (default 10), or standard errors for cv (default 0)",
     )
     se.set_defaults(func=cmd_select)
+
+    def inference_args(q: argparse.ArgumentParser, what: str) -> None:
+        """What knockoffs and stability share (docs/inference.md)."""
+        q.add_argument("--solver", help="solver of the l0 fits (default: the model's `solve with`, else auto)")
+        q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
+        q.add_argument(
+            "--start",
+            choices=("warm", "best", "cold"),
+            default="warm",
+            help="how the path's points start (default warm: from the previous k's solution)",
+        )
+        q.add_argument("--seed", type=int, default=0, help="random seed (default 0): the same seed, the same answer")
+        q.add_argument(
+            "--jobs", type=int, default=1, metavar="N", help="workers for the replicates (joblib; -1: every core)"
+        )
+        q.add_argument(
+            "--truth",
+            action="append",
+            metavar="NAME=FILE",
+            help="the true value of the selected variable (w=w_true.npy): adds the false discoveries and the power",
+        )
+        output_args(q, what)
+
+    ko = sub.add_parser("knockoffs", help="the knockoff filter: variables selected with the FDR controlled")
+    model_args(ko)
+    ko.add_argument("--fdr", type=float, default=0.1, help="the target false discovery rate q (default 0.1)")
+    ko.add_argument(
+        "--statistic",
+        choices=("path", "support", "coef"),
+        default="path",
+        help="path: the coefficient difference summed over the l0 path k = 1..K (default); support: how many of "
+        "the path's best supports hold each variable against its knockoff; coef: the coefficient difference at k",
+    )
+    ko.add_argument(
+        "--k",
+        type=int,
+        help="the path's largest k (path, support) or the bound (coef), over the 2p units (default: the model's bound)",
+    )
+    ko.add_argument(
+        "--method",
+        choices=("mvr", "maxent", "sdp", "equi"),
+        default="mvr",
+        help="the knockoff construction (default mvr)",
+    )
+    ko.add_argument(
+        "--fixed-x", action="store_true", help="fixed-X knockoffs (least squares, n >= 2p + 1) instead of model-X"
+    )
+    ko.add_argument(
+        "--draws", type=int, default=1, help="knockoff copies; more than 1 derandomizes with e-values (default 1)"
+    )
+    ko.add_argument(
+        "--knockoffs",
+        action="append",
+        metavar="FILE",
+        help="your own knockoff copy of the design (n x p, one column per constrained unit), repeatable",
+    )
+    inference_args(ko, "knockoff report (one row per unit)")
+    ko.set_defaults(func=cmd_knockoffs)
+
+    st = sub.add_parser("stability", help="stability selection: complementary pairs and a bound on false selections")
+    model_args(st)
+    st.add_argument("--k", help="the path's bounds: K (1..K), 1:20 or 1,2,5 (default 1..the model's bound)")
+    st.add_argument(
+        "--pairs", dest="n_pairs", type=int, default=50, help="complementary pairs of halves B (default 50)"
+    )
+    st.add_argument(
+        "--threshold", type=float, default=0.6, help="selection probability a unit needs (default 0.6, above 0.5)"
+    )
+    st.add_argument("--at-k", type=int, help="select at this k instead of over the whole path")
+    inference_args(st, "stability report (one row per unit)")
+    st.set_defaults(func=cmd_stability)
 
     v = sub.add_parser("solvers", help="the solver registry: names, constraint kinds, options")
     v.add_argument("--json", action="store_true", help="print the registry as JSON")

@@ -149,7 +149,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CLIError(
             "--paired compares the methods over replications", hint="add --splits N (random train/test splits)"
         )
-    if args.splits is not None or args.select is not None:
+    selectors = inference_methods(solvers, options, args.seed)
+    if args.splits is not None or args.select is not None or selectors:
         from ..workflows.compare import BOUND_NAMES, find_param
 
         if sweep is not None and not args.at and sweep[0] in BOUND_NAMES and find_param(problem, sweep[0]) is None:
@@ -159,7 +160,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "--splits and --select compare over the bound k; --at (or the model's `compare ... at`) sweeps a param",
                 hint="give --k instead of --at",
             )
-        return run_study(args, problem, solvers, ks, options, outs, test, truth)
+        return run_study(args, problem, solvers, ks, options, outs, test, truth, selectors)
     if not args.early_stop:
         raise CLIError("--no-early-stop is an option of --select", hint="add --select ebic (or cv, bic, ...)")
     if args.test_size is not None or args.folds is not None:
@@ -198,8 +199,10 @@ def run_study(
     outs: dict[str, Path],
     test: Any,
     truth: Any,
+    selectors: dict[str, Any] | None = None,
 ) -> int:
-    """compare --splits / --select: replications, each method over k or at its chosen k."""
+    """compare --splits / --select (or with an inference method among the solvers): replications,
+    each method over k or at its chosen k; knockoffs and stability choose their own units."""
     from ..workflows.experiment import experiment
 
     if args.folds is not None and args.select != "cv":
@@ -222,7 +225,7 @@ def run_study(
     try:
         study = experiment(
             problem,
-            solvers,
+            [(selectors or {}).get(s, s) for s in solvers],
             k=ks,
             splits=args.splits,
             test_size=args.test_size if args.test_size is not None else 0.3,
@@ -345,6 +348,73 @@ def cmd_select(args: argparse.Namespace) -> int:
         print(sel.result.summary())
     write_reports(args, sel, outs)
     return 0
+
+
+def inference_methods(solvers: list[str], options: dict[str, dict[str, Any]], seed: int) -> dict[str, Any]:
+    """The inference methods among compare's solvers (``knockoffs``, ``stability``), built with their
+    ``-o knockoffs:fdr=0.2`` options (taken out of the solvers' options)."""
+    from ..inference.methods import METHODS, method
+
+    return {s: method(s, options.pop(s, {}), seed) for s in solvers if s in METHODS}
+
+
+def inference_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
+    """What knockoffs and stability share: the solver and its options, the seed, the workers, the truth."""
+    name, opts = solver_and_options(args, problem)
+    out: dict[str, Any] = {"seed": args.seed, "n_jobs": args.jobs, "progress": progress_of(args), **opts}
+    if name is not None:
+        out["solver"] = name
+    truth = truth_values(args, problem)
+    if truth is not None:
+        out["truth"] = truth
+    return out
+
+
+def report_inference(args: argparse.Namespace, report: Any, outs: dict[str, Path]) -> int:
+    if args.json:
+        print(json.dumps(jsonable(report.to_dict()), allow_nan=False))
+    else:
+        print(report.table())
+    write_reports(args, report, outs)
+    return 0
+
+
+def cmd_knockoffs(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    outs = output_files(args, problem)
+    args.plot_metrics = None
+    kw = inference_options(args, problem)
+    if args.knockoffs:
+        from ..io import read_data
+
+        kw["knockoffs"] = [read_data(f, "matrix", base_dir=Path.cwd()) for f in args.knockoffs]
+    res = problem.knockoffs(
+        fdr=args.fdr,
+        statistic=args.statistic,
+        k=args.k,
+        fixed_x=args.fixed_x,
+        method=args.method,
+        draws=args.draws,
+        start=args.start,
+        **kw,
+    )
+    return report_inference(args, res, outs)
+
+
+def cmd_stability(args: argparse.Namespace) -> int:
+    problem = load_problem(args)
+    outs = output_files(args, problem)
+    args.plot_metrics = None
+    ks = parse_k_range(args.k) if args.k else None
+    res = problem.stability(
+        k=ks,
+        pairs=args.n_pairs,
+        threshold=args.threshold,
+        at_k=args.at_k,
+        start=args.start,
+        **inference_options(args, problem),
+    )
+    return report_inference(args, res, outs)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..errors import EstimatorError, ModelError, SolverError
-from ..model.problem import Objective
+from ..model.objective import Objective
 from ..problem import Problem
 
 CHOOSERS = ("ebic", "cv", "bic", "aic", "ebic_cc", "gic")

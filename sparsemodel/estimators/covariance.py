@@ -16,7 +16,7 @@ from sklearn.utils.validation import validate_data
 from ..model import atoms as A
 from ..model.constraints import eig, nnz, offdiag
 from ..model.expr import Data, Variable
-from ..model.problem import minimize
+from ..model.objective import minimize
 from .base import DEFAULT_K, Likelihood, SparseEstimator, Spec
 from .decomposition import weighted_moments
 

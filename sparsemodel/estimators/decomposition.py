@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..model import atoms as A
 from ..model.constraints import nnz, norm, rank
 from ..model.expr import Data, Variable
-from ..model.problem import maximize, minimize
+from ..model.objective import maximize, minimize
 from .base import DEFAULT_K, Likelihood, SparseEstimator, Spec, default_k_max, support_names
 
 

@@ -23,7 +23,7 @@ from sklearn.utils.validation import validate_data
 from ..model import atoms as A
 from ..model.constraints import box, nnz
 from ..model.expr import Data, Variable
-from ..model.problem import minimize
+from ..model.objective import minimize
 from .base import DEFAULT_K, Likelihood, SparseEstimator, Spec, default_k_max, support_names
 
 

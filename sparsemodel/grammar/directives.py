@@ -20,10 +20,8 @@ from ..errors import (
 from ..model.constraints import (
     AUTO,
     EigExpr,
-    NnzConstraint,
     NnzExpr,
     NormExpr,
-    RankConstraint,
     RankExpr,
     bounded,
     box,
@@ -35,9 +33,7 @@ from ..model.expr import (
     Parameter,
 )
 from ..util import expand_range
-from .expressions import (
-    _unquote,
-)
+from .tokens import unquote
 
 
 class Directives:
@@ -55,16 +51,15 @@ class Directives:
         several = bounded(self.constraints)
         if len(several) > 1:
             last = several[-1]
-            target = last.nnz.target_text if isinstance(last, NnzConstraint) else str(last.variable)
             raise ConstraintError(
                 f"compare ... at {self.k_range[0]} in {self.compare_with['text']} sweeps the bound, but this model "
                 f"has {len(several)} bounds ({'; '.join(map(str, several))}): {self.k_range[0]} does not say which",
                 self.k_range[1],
                 "write the bound to sweep with a param and sweep that param: param s = 10, "
-                f"{'nnz' if isinstance(last, NnzConstraint) else 'rank'}({target}) <= s, compare with ... at s in "
+                f"{last.bound_text('s')}, compare with ... at s in "
                 f"{self.compare_with['text']}",
             )
-        c = next((c for c in self.constraints if isinstance(c, (NnzConstraint, RankConstraint))), None)
+        c = next(iter(several), None)
         if c is None:
             raise ConstraintError(
                 f"compare ... at {self.k_range[0]} in {self.compare_with['text']} sweeps a bound, "
@@ -202,7 +197,7 @@ class Directives:
         if isinstance(val, Tree):
             return self._signed(val)
         if val.type == "STRING":
-            return _unquote(val)
+            return unquote(val)
         text = str(val)
         return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
@@ -273,16 +268,15 @@ class Directives:
         try:
             for v in self.compare_with["values"]:
                 param.value = np.asarray(float(v))
-                for c in self.constraints:
-                    if isinstance(c, (NnzConstraint, RankConstraint)):
-                        try:
-                            c.validate()
-                        except ConstraintError as exc:
-                            raise ConstraintError(
-                                f"compare ... at {name} in {self.compare_with['text']}: at {name} = {v:g}, {exc.message}",
-                                self.k_range[1],
-                                exc.hint,
-                            ) from None
+                for c in bounded(self.constraints):
+                    try:
+                        c.validate()
+                    except ConstraintError as exc:
+                        raise ConstraintError(
+                            f"compare ... at {name} in {self.compare_with['text']}: at {name} = {v:g}, {exc.message}",
+                            self.k_range[1],
+                            exc.hint,
+                        ) from None
         finally:
             param.value = saved
 

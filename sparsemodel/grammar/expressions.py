@@ -1,18 +1,17 @@
 """Expressions of a model file built into model objects: :class:`ExprBuilder`, a Lark
 ``Transformer`` producing :mod:`sparsemodel.model` expressions directly, each node with the
 :class:`~sparsemodel.errors.Span` of its text (so later shape and convexity errors point at the
-right place), and the helpers it shares with the statement builder (spans, numbers, names)."""
+right place). Names and calls are the statement builder's (:mod:`.parser`), handed in as two
+functions; the pieces both read (spans, quoted words) are in :mod:`.tokens`."""
 
 from __future__ import annotations
 
-import inspect
-import json
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from lark import Token, Transformer_NonRecursive, Tree, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 
 from ..errors import (
     ConstraintError,
@@ -24,67 +23,18 @@ from ..errors import (
 )
 from ..model import atoms as atoms_mod
 from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub, Transpose
-from ..model.atoms import Atom
 from ..model.constraints import (
     AXIS_GROUPS,
     STRUCTURAL_FUNCTIONS,
-    STRUCTURAL_TYPES,
 )
-from ..model.expr import Constant, Data, Expr, Parameter, Variable, dense
-from ..model.userfunc import FuncDef
-from ..util import did_you_mean
-
-if TYPE_CHECKING:
-    from .parser import ModelBuilder
-
-
-def _span(source: Source, node: Any) -> Span | None:
-    meta = node.meta if isinstance(node, Tree) else node
-    if isinstance(node, Tree) and getattr(meta, "empty", True):
-        return None
-    if getattr(meta, "line", None) is None:
-        return None
-    return Span(source, meta.line, meta.column, meta.end_line, meta.end_column)
-
-
-def _unquote(tok: Token) -> str:
-    try:
-        return json.loads(str(tok))
-    except ValueError:
-        return str(tok)[1:-1]
-
-
-def _number(tok: Token, negative: bool = False) -> int | float:
-    text = str(tok)
-    v: int | float = int(text) if re.fullmatch(r"\d+", text) else float(text)
-    return -v if negative else v
-
-
-def _did_you_mean(word: str, options: list[str]) -> str:
-    return did_you_mean(word, options)
+from ..model.expr import Constant, Data, Expr, dense
+from .tokens import AxisWord, Text, span_of, structural_name, unquote
 
 
 @dataclass
 class _Kw:
     name: str
     value: Any
-    span: Span | None
-
-
-@dataclass
-class _Text:
-    """A quoted word given to a keyword: ``cox(z, time, event, ties = "breslow")``."""
-
-    text: str
-    span: Span | None
-
-
-@dataclass
-class _AxisWord:
-    """The bare word ``rows`` or ``cols``: in ``nnz(W, groups = rows)`` the row (column) groups of
-    a matrix; anywhere else the data function that must be called, ``rows(X)``."""
-
-    word: str
     span: Span | None
 
 
@@ -96,47 +46,38 @@ class _Slice:
     span: Span | None
 
 
-def _what(obj: Any) -> str:
-    if isinstance(obj, Variable):
-        return "a variable"
-    if isinstance(obj, Parameter):
-        return "a param"
-    if isinstance(obj, Data):
-        return "data"
-    if isinstance(obj, FuncDef):
-        return "a func"
-    if isinstance(obj, Expr):
-        return "an expression"
-    return "a name"
-
-
-def _structural_name(obj: Any) -> str | None:
-    return str(obj) if isinstance(obj, STRUCTURAL_TYPES) else None
-
-
 @v_args(meta=True)
 class ExprBuilder(Transformer_NonRecursive):
     """Builds model expressions (``sparsemodel.model.expr`` nodes) from expression parse trees."""
 
-    def __init__(self, builder: ModelBuilder):
+    def __init__(
+        self,
+        source: Source,
+        env: dict[str, Any],
+        lookup: Callable[[Token, Span | None], Any],
+        call: Callable[[str, list[Any], dict[str, Any], Span | None], Any],
+    ):
+        """``env``: the names defined so far; ``lookup`` and ``call``: the statement builder's
+        reading of a name and of a call (declarations, data functions, funcs live there)."""
         super().__init__(visit_tokens=False)
-        self.b = builder
+        # (not `lookup`, `call`: a Transformer's methods are its rules, and `call` is one)
+        self.source, self.env, self.lookup_name, self.call_function = source, env, lookup, call
 
     def _sp(self, meta: Any) -> Span | None:
-        return _span(self.b.source, meta)
+        return span_of(self.source, meta)
 
     # ---- operands
     def _operand(self, x: Any, op: str, span: Span | None) -> Expr:
         if isinstance(x, Expr):
             return x
-        if isinstance(x, _AxisWord):
+        if isinstance(x, AxisWord):
             raise ModelError(
                 f"{x.word} is a function; call it like {x.word}(...)",
                 x.span,
                 f"{x.word}(X) is the number of {x.word} of X; the bare word {x.word} means row or column groups "
                 f"only in nnz(W, groups = {x.word}) <= k",
             )
-        s = _structural_name(x)
+        s = structural_name(x)
         if s is not None:
             raise ConstraintError(
                 f"{s} cannot be used inside an expression ({op})",
@@ -153,9 +94,9 @@ class ExprBuilder(Transformer_NonRecursive):
 
     def name(self, meta, children):
         word = str(children[0])
-        if word in AXIS_GROUPS and word not in self.b.env:
-            return _AxisWord(word, self._sp(meta))
-        return self.b.lookup(children[0], self._sp(meta))
+        if word in AXIS_GROUPS and word not in self.env:
+            return AxisWord(word, self._sp(meta))
+        return self.lookup_name(children[0], self._sp(meta))
 
     # ---- arithmetic
     def _binary(self, cls: type, op: str, meta: Any, children: list[Any]) -> Expr:
@@ -263,7 +204,7 @@ class ExprBuilder(Transformer_NonRecursive):
 
     def kwarg_text(self, meta, children):
         span = self._sp(meta)
-        return _Kw(str(children[0]), _Text(_unquote(children[1]), span), span)
+        return _Kw(str(children[0]), Text(unquote(children[1]), span), span)
 
     def call(self, meta, children):
         span = self._sp(meta)
@@ -280,11 +221,4 @@ class ExprBuilder(Transformer_NonRecursive):
                 if kwargs:
                     raise ParseError(f"{fname}(): a positional argument follows a keyword argument", span)
                 args.append(a)
-        return self.b.call(fname, args, kwargs, span)
-
-
-def _callable_signature(fn: Any) -> inspect.Signature:
-    if isinstance(fn, type) and issubclass(fn, Atom) and fn.__init__ is Atom.__init__:
-        return inspect.Signature([inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
-    sig = inspect.signature(fn)
-    return sig.replace(parameters=[p for n, p in sig.parameters.items() if n != "span"])
+        return self.call_function(fname, args, kwargs, span)

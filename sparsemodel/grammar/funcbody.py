@@ -11,26 +11,27 @@ from typing import Any
 import sympy
 from lark import Transformer_NonRecursive, v_args
 
-from ..errors import ModelError, NameResolutionError, Span
+from ..errors import ModelError, NameResolutionError, Source, Span
 from ..model.expr import Constant, Data, Parameter
 from ..model.symbolic import SYMPY_FUNCTIONS
-from .expressions import _did_you_mean, _span, _what
-from .parser import ModelBuilder
+from ..util import did_you_mean
+from .tokens import span_of, what
 
 
 @v_args(meta=True)
 class SympyBuilder(Transformer_NonRecursive):
     """Turns the body of ``func NAME(arg) = body`` into a sympy expression (params by value)."""
 
-    def __init__(self, builder: ModelBuilder, fname: str, arg: str):
+    def __init__(self, source: Source, env: dict[str, Any], funcs: dict[str, Any], fname: str, arg: str):
+        """``env``: the names defined so far; ``funcs``: the funcs defined so far (a body may call them)."""
         super().__init__(visit_tokens=False)
-        self.b = builder
+        self.source, self.env, self.funcs = source, env, funcs
         self.fname = fname
         self.arg = arg
         self.symbol = sympy.Symbol(arg)
 
     def _sp(self, meta: Any) -> Span | None:
-        return _span(self.b.source, meta)
+        return span_of(self.source, meta)
 
     def number(self, meta, children):
         text = str(children[0])
@@ -41,7 +42,7 @@ class SympyBuilder(Transformer_NonRecursive):
         span = self._sp(meta)
         if n == self.arg:
             return self.symbol
-        obj = self.b.env.get(n)
+        obj = self.env.get(n)
         if isinstance(obj, Parameter) and obj.shape == ():
             v = float(obj.value)
             return sympy.Integer(int(v)) if v.is_integer() else sympy.Float(v)
@@ -50,15 +51,15 @@ class SympyBuilder(Transformer_NonRecursive):
             return sympy.Integer(int(v)) if v.is_integer() else sympy.Float(v)
         if obj is not None:
             raise ModelError(
-                f"func {self.fname}({self.arg}) uses {n}, which is {_what(obj)}",
+                f"func {self.fname}({self.arg}) uses {n}, which is {what(obj)}",
                 span,
                 f"a func is a scalar function of its argument {self.arg}; it may use scalar params and numbers",
             )
-        params = [k for k, v in self.b.env.items() if isinstance(v, Parameter)]
+        params = [k for k, v in self.env.items() if isinstance(v, Parameter)]
         raise NameResolutionError(
             f"'{n}' in func {self.fname}({self.arg}) is neither its argument nor a param",
             span,
-            _did_you_mean(n, [self.arg, *params]) + f"the argument is {self.arg}",
+            did_you_mean(n, [self.arg, *params]) + f"the argument is {self.arg}",
         )
 
     def add(self, meta, children):
@@ -109,9 +110,9 @@ class SympyBuilder(Transformer_NonRecursive):
         span = self._sp(meta)
         fname = str(children[0])
         args = [c for c in children[1:] if c is not None]
-        known = sorted(set(SYMPY_FUNCTIONS) | set(self.b.funcs))
-        if fname in self.b.funcs:
-            f = self.b.funcs[fname]
+        known = sorted(set(SYMPY_FUNCTIONS) | set(self.funcs))
+        if fname in self.funcs:
+            f = self.funcs[fname]
             self._arity(fname, args, span)
             return f.body.subs(f.z, args[0])
         if fname in SYMPY_FUNCTIONS:
@@ -120,7 +121,7 @@ class SympyBuilder(Transformer_NonRecursive):
         raise NameResolutionError(
             f"unknown function '{fname}' in the body of func {self.fname}",
             span,
-            _did_you_mean(fname, known) + f"a func body may call: {', '.join(known)}",
+            did_you_mean(fname, known) + f"a func body may call: {', '.join(known)}",
         )
 
     def _arity(self, fname: str, args: list[Any], span: Span | None) -> None:

@@ -49,24 +49,15 @@ from ..model.expr import (
     fmt_shape,
 )
 from ..model.names import names_of
-from ..model.problem import Objective
+from ..model.objective import Objective
 from ..model.userfunc import FuncDef
 from ..problem import Problem
+from ..util import did_you_mean
 from .data import _UNSET, bind_data
 from .directives import Directives
-from .expressions import (
-    ExprBuilder,
-    _AxisWord,
-    _callable_signature,
-    _did_you_mean,
-    _number,
-    _span,
-    _structural_name,
-    _Text,
-    _unquote,
-    _what,
-)
+from .expressions import ExprBuilder
 from .syntax import BUILTIN_FUNCTIONS, CONSTRAINT_FUNCTIONS, _end_position, parse_tree
+from .tokens import AxisWord, Text, callable_signature, number, span_of, structural_name, unquote, what
 
 
 class ModelBuilder(Directives):
@@ -92,7 +83,7 @@ class ModelBuilder(Directives):
         self.in_subject = False
         self.solve_with: tuple[str, dict[str, Any], Span | None] | None = None
         self.compare_with: dict[str, Any] | None = None
-        self.exprs = ExprBuilder(self)
+        self.exprs = ExprBuilder(self.source, self.env, self.lookup, self.call)
         self.k_range: tuple[str, Span | None] | None = None
 
     # ------------------------------------------------------------------ entry
@@ -125,7 +116,7 @@ class ModelBuilder(Directives):
         for stmt in tree.children:
             if stmt.data in ("data_stmt", "param_stmt", "let_stmt", "var_stmt", "func_stmt"):
                 tok = stmt.children[0]
-                self.later.setdefault(str(tok), _span(self.source, tok))
+                self.later.setdefault(str(tok), span_of(self.source, tok))
                 if stmt.data == "data_stmt":
                     data_names.append(str(tok))
                 elif stmt.data == "param_stmt":
@@ -138,7 +129,7 @@ class ModelBuilder(Directives):
         if not unknown:
             return
         listing = ", ".join(declared) if declared else "(none)"
-        hint = "".join(_did_you_mean(k, declared) for k in unknown[:1])
+        hint = "".join(did_you_mean(k, declared) for k in unknown[:1])
         err = DataError if what == "data" else NameResolutionError
         raise err(
             f"{what}= rebinds {', '.join(repr(k) for k in unknown)}, which {self.source.name} does not declare",
@@ -148,7 +139,7 @@ class ModelBuilder(Directives):
 
     # ------------------------------------------------------------------ names
     def span(self, node: Any) -> Span | None:
-        return _span(self.source, node)
+        return span_of(self.source, node)
 
     def declare(self, tok: Token, obj: Any) -> None:
         name = str(tok)
@@ -195,7 +186,7 @@ class ModelBuilder(Directives):
         raise NameResolutionError(
             f"'{name}' is not defined",
             span,
-            f"{_did_you_mean(name, names)}names defined so far: {listing}",
+            f"{did_you_mean(name, names)}names defined so far: {listing}",
         )
 
     def expr(self, tree: Tree) -> Any:
@@ -217,9 +208,9 @@ class ModelBuilder(Directives):
         v = self.expr(tree)
         if isinstance(v, Expr):
             return v
-        if isinstance(v, _AxisWord):
+        if isinstance(v, AxisWord):
             return self.exprs._operand(v, what, v.span)  # raises: rows(...) is called, not named
-        s = _structural_name(v)
+        s = structural_name(v)
         raise ConstraintError(
             f"{what} cannot be {s}" if s else f"{what} must be an expression",
             self.span(tree),
@@ -246,23 +237,23 @@ class ModelBuilder(Directives):
         elif fname in CONSTRAINT_FUNCTIONS:
             fn = CONSTRAINT_FUNCTIONS[fname]
         elif fname in self.env:
-            raise ModelError(f"{fname} is {_what(self.env[fname])}, not a function", span)
+            raise ModelError(f"{fname} is {what(self.env[fname])}, not a function", span)
         else:
             known = sorted(set(BUILTIN_FUNCTIONS) | set(self.funcs))
             raise NameResolutionError(
                 f"unknown function '{fname}'",
                 span,
-                f"{_did_you_mean(fname, known)}the functions are: {', '.join(known)} (and funcs defined with func)",
+                f"{did_you_mean(fname, known)}the functions are: {', '.join(known)} (and funcs defined with func)",
             )
-        sig = _callable_signature(fn)
+        sig = callable_signature(fn)
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
             raise ModelError(f"{fname}(): {exc}", span, f"usage: {fname}{sig}") from None
         for pname, value in list(bound.arguments.items()):
-            if isinstance(value, _Text) or isinstance(sig.parameters[pname].default, str):
+            if isinstance(value, Text) or isinstance(sig.parameters[pname].default, str):
                 bound.arguments[pname] = self._text_argument(fname, sig, pname, value, span)
-            elif fname == "nnz" and pname == "groups" and isinstance(value, _AxisWord):
+            elif fname == "nnz" and pname == "groups" and isinstance(value, AxisWord):
                 bound.arguments[pname] = value.word  # nnz(W, groups = rows)
             elif pname == "axis":
                 bound.arguments[pname] = self.exprs._int_value(value, "axis", span)
@@ -280,7 +271,7 @@ class ModelBuilder(Directives):
                 value.span or span,
                 f"usage: {fname}{sig}",
             )
-        if not isinstance(value, _Text):
+        if not isinstance(value, Text):
             raise ModelError(
                 f'{fname}()\'s {pname} takes a word in quotes, like {pname} = "{default}"',
                 span,
@@ -297,27 +288,27 @@ class ModelBuilder(Directives):
             raise ParseError(
                 f"unknown data kind '{kind}'",
                 self.span(kind_tok),
-                f"{_did_you_mean(kind, list(smio.KINDS))}the kinds are: {', '.join(smio.KINDS)}",
+                f"{did_you_mean(kind, list(smio.KINDS))}the kinds are: {', '.join(smio.KINDS)}",
             )
-        exclude = [_unquote(t) for t in except_clause.children] if except_clause is not None else []
+        exclude = [unquote(t) for t in except_clause.children] if except_clause is not None else []
         mapping: dict[Any, float] = {}
         if map_clause is not None:
             for item in map_clause.children:
                 if item is None:
                     continue
                 key_node, val_node = item.children
-                key = _unquote(key_node) if isinstance(key_node, Token) else self._signed(key_node)
+                key = unquote(key_node) if isinstance(key_node, Token) else self._signed(key_node)
                 if key in mapping:
                     raise ModelError(f"map lists {key!r} twice", self.span(item))
                 mapping[key] = float(self._signed(val_node))
-        path_spec = (_unquote(path_tok), self.span(path_tok)) if path_tok is not None else None
+        path_spec = (unquote(path_tok), self.span(path_tok)) if path_tok is not None else None
         d = bind_data(
             name, kind, path_spec, self.base_dir, exclude, mapping, span, self.data_overrides.get(name, _UNSET)
         )
         self.declare(name_tok, d)
 
     def _signed(self, node: Tree) -> int | float:
-        return _number(node.children[0], negative=node.data == "negative_number")
+        return number(node.children[0], negative=node.data == "negative_number")
 
     def _param_stmt(self, stmt: Tree) -> None:
         name_tok, body = stmt.children
@@ -388,7 +379,7 @@ class ModelBuilder(Directives):
         span = self.span(stmt)
         if arg in self.env:
             raise ModelError(
-                f"the argument '{arg}' of func {name} has the name of {_what(self.env[arg])} declared earlier",
+                f"the argument '{arg}' of func {name} has the name of {what(self.env[arg])} declared earlier",
                 self.span(arg_tok),
                 "give the argument a fresh name (z, u, t, ...)",
             )
@@ -397,7 +388,7 @@ class ModelBuilder(Directives):
         from .funcbody import SympyBuilder
 
         try:
-            sym_body = SympyBuilder(self, name, arg).transform(body)
+            sym_body = SympyBuilder(self.source, self.env, self.funcs, name, arg).transform(body)
         except VisitError as exc:
             raise self._visit_error(exc) from None
         bspan = self.span(body)

@@ -95,7 +95,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..errors import ModelError, NoBoundError
-from ..numerics.lstsq import lstsq
+from ..numerics.lstsq import lstsq, lstsq_normal
 from ..numerics.newton import newton
 from ..numerics.qp import Polyhedron, constrained_newton, dense_design, infeasible, solve_qp
 from ..numerics.smooth import box_newton
@@ -127,19 +127,6 @@ def h_values(v: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np
         with np.errstate(invalid="ignore"):
             out[~pos] = np.where(vz > 0, vz * lz, np.where(vz < 0, vz * hz, 0.0))
     return out
-
-
-def spd_solve(M: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """M u = b for a symmetric positive semidefinite M: Cholesky, least squares when singular
-    (any u gives a valid bound; this one is only a good dual point)."""
-    try:
-        c = sla.cho_factor(M, check_finite=False)
-        d = np.abs(np.diag(c[0]))
-        if d.min() > 1e-7 * d.max():
-            return sla.cho_solve(c, b, check_finite=False)
-    except (np.linalg.LinAlgError, ValueError):
-        pass
-    return np.linalg.lstsq(M, b, rcond=None)[0]
 
 
 def top_sum(s: np.ndarray, m: int) -> float:
@@ -571,7 +558,7 @@ class Relaxation:
             xc = np.zeros(len(self.C))
             if len(pos) and q["direct"]:
                 M = q["P"][np.ix_(pos, pos)] + np.diag(0.5 * q["r"][pos] / zc)
-                xc[pos] = spd_solve(M, q["h"][pos])
+                xc[pos] = lstsq_normal(M, q["h"][pos])
             elif len(pos) or self.rows is not None:  # the rows and the box (scaled by z) kept: a QP
                 M = 2.0 * q["P"][np.ix_(pos, pos)] + np.diag(q["r"][pos] / zc)
                 P = self._polyhedron(pos, self.C[pos], zc)
@@ -838,6 +825,5 @@ __all__ = [
     "lower_bound",
     "relaxation",
     "shift_pays",
-    "spd_solve",
     "top_sum",
 ]

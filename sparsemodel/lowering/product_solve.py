@@ -28,8 +28,10 @@ from scipy.sparse.linalg import LinearOperator
 from ..errors import SolverError
 from ..numerics.lstsq import lstsq
 from ..numerics.newton import newton
-from ..numerics.smooth import lbfgs
 from ..objective.terms import Reduced
+from .backend import Request, Solved, subspace_lbfgs
+from .constants import stored_columns
+from .data import LoweredData
 
 MATERIALIZE_LIMIT = 4_000_000  # entries of the reduced design J E (rows x dim) formed for a product solve
 
@@ -81,13 +83,13 @@ def _value(rd: Reduced, u: np.ndarray) -> float:
     return f
 
 
-def _reduced(lp: Any, sub: Any) -> tuple[Reduced, bool]:
+def _reduced(lp: LoweredData, sub: Any) -> tuple[Reduced, bool]:
     """The composite design on the subspace: J_t E for each term (materialized when small and
     every term's Jacobian is stored, kept sparse when it is, else matrix free), and whether it is
     materialized."""
     d = lp.design
     size = sum(t.map.size for t in d.terms)
-    stored = [lp.stored_columns(i) for i in range(len(d.terms))] if sub.dim * size <= MATERIALIZE_LIMIT else []
+    stored = [stored_columns(lp, i) for i in range(len(d.terms))] if sub.dim * size <= MATERIALIZE_LIMIT else []
     if stored and all(s is not None for s in stored):
         E = sub.embedding()
         Js = [J @ E for J, _ in stored]
@@ -104,10 +106,9 @@ def _reduced(lp: Any, sub: Any) -> tuple[Reduced, bool]:
     return Reduced(d.terms, Js, [t.map.b for t in d.terms], np.asarray(lin, dtype=float), d.const), small
 
 
-def product_minimize(
-    lp: Any, sub: Any, x0: np.ndarray | None, method: str, tol: float
-) -> tuple[np.ndarray, float | None, int, bool, str]:
-    """min f over the product subspace ``sub``: (x, f or None, iterations, converged, method)."""
+def product_solve(lp: LoweredData, sub: Any, req: Request) -> Solved:
+    """min f over the product subspace ``sub``."""
+    x0, method, tol = req.x0, req.method, req.tol
     if lp.precision is not None:
         raise SolverError(
             "restricted solves of a precision-matrix objective (-logdet(O) + trace(S @ O)) over several bounded "
@@ -126,7 +127,7 @@ def product_minimize(
             )
         u, its = restricted_cvxpy(lp.objective, lp.layout, None, embed=sub.embedding().toarray())
         lp.oracle.charge(ifo=lp.n_samples * its)
-        return sub.embed(u), None, its, True, "cvxpy"
+        return Solved(sub.embed(u), None, its, True, "cvxpy")
     if lp.design is not None and method in ("lstsq", "newton"):
         rd, small = _reduced(lp, sub)
         if method == "lstsq":
@@ -140,17 +141,5 @@ def product_minimize(
             res = newton(rd.dense() if small else rd, u0[None, :], tol=tol)
             u, its, ok, f = res.U[0], res.iterations, bool(res.converged[0]), float(res.values[0])
         lp.oracle.charge(grads=its, ifo=lp.n_samples * its)
-        return sub.embed(u), f, its, ok, method
-    calls = [0]
-    value_and_grad = lp.design.value_and_grad if lp.design is not None else lp.ev.value_and_grad
-
-    def fun(u: np.ndarray) -> tuple[float, np.ndarray]:
-        calls[0] += 1
-        f, g = value_and_grad(sub.embed(u))
-        if not np.isfinite(f):
-            return np.inf, np.zeros_like(u)
-        return f, sub.restrict(g)
-
-    u, its, ok, f = lbfgs(fun, u0, tol=tol)
-    lp.oracle.charge(grads=calls[0], ifo=lp.n_samples * calls[0])
-    return sub.embed(u), f, its, ok, "lbfgs"
+        return Solved(sub.embed(u), f, its, ok, method)
+    return subspace_lbfgs(lp, sub, u0, tol, (lp.design if lp.design is not None else lp.ev).value_and_grad)

@@ -10,30 +10,14 @@ from typing import Any
 import numpy as np
 
 from ..numerics.spca import leading
+from .backend import Request, Solved
+from .data import LoweredData
 
 
-class SparsePCAData:
-    """What the sparse PCA solvers read: S (the form maximized, p x p), the flat coordinates of w,
-    the radius, and the bound k (the problem's set carries the bound used)."""
-
-    def __init__(self, form: Any, layout: Any):
-        self.form = form
-        self.S = form.S
-        self.coords = layout.coords(form.variable)
-        self.radius = form.radius
-        self.spelling = form.spelling
-
-    def embed(self, w: np.ndarray, n: int) -> np.ndarray:
-        x = np.zeros(n)
-        x[self.coords] = w
-        return x
-
-
-def spca_backend(lp: Any, sub: Any, x0: Any, ridge: Any, method: str, tol: float, give_up: Any, hint: Any) -> tuple:
-    """min -w'Sw over the subspace's coordinates and the ball (the restricted-solve signature)."""
+def spca_solve(lp: LoweredData, sub: Any, req: Request) -> Solved:
+    """min -w'Sw over the subspace's coordinates and the ball."""
     d = lp.spca
     pos = np.flatnonzero(np.isin(d.coords, sub.cols))
     lam, w = leading(d.S, pos)
     r = d.radius
-    x = d.embed(r * w, lp.n)
-    return x, -(r * r) * lam, 1, True, "eigen", 0.0, None, None
+    return Solved(d.embed(r * w, lp.n), -(r * r) * lam, 1, True, "eigen")

@@ -56,7 +56,6 @@ class SwapModel:
         pool: int | None = None,
         jitter: float = 1e-10,
     ):
-        d = lp.design
         sps = lp.sparsity
         C, F = sps.coords, sps.free
         members = np.asarray(members, dtype=np.int64).reshape(len(members), -1)
@@ -72,108 +71,27 @@ class SwapModel:
             seen = rows.entering(g) if rows is not None else g
             units_out = np.sort(units_out[_screen(lp, x, seen, C[members[units_out]], m)[:pool]])
         Icols = C[members[units_out].ravel()]
-        nb, ni, nI, nJ = len(B), len(Icols), len(units_out), len(units_in)
-        HBB = np.zeros((nb, nb))
-        HBI = np.zeros((nb, ni))
-        HII = np.zeros((nI, m, m))  # the diagonal blocks of the candidate units
-        Hc = (
-            lp.hessian_columns(B)
-            if m == 1 and gram_pays(lp, nb + len(Icols)) and not any(v.symmetric for v in lp.layout.variables)
-            else None
-        )
-        if Hc is not None:  # a constant Hessian: its columns for B are cached, the diagonal comes from the squares
-            HBB, HBI = Hc[B], Hc[Icols].T
-            HII[:, 0, 0] = lp.hessian_diagonal()[Icols]
-        for ti, t in enumerate(d.terms if Hc is None else ()):
-            ridge = d.separable_diagonal(ti)
-            if ridge is not None:  # a separable ridge: diagonal, no coupling between coordinates
-                HBB[np.arange(nb), np.arange(nb)] += ridge[B]
-                HII[:, np.arange(m), np.arange(m)] += ridge[Icols].reshape(nI, m)
-                continue
-            z = t.map.value(x)
-            stored = lp.stored_columns(ti)
-            if stored is not None and t.diagonal and not sp.issparse(stored[0]) and 4 * len(Icols) > lp.n:
-                # most columns are candidates: products with the whole stored Jacobian (contiguous,
-                # no gather of the candidates' columns), the diagonal from its stored squares
-                J, sq = stored
-                w2 = t.coef * t.derivs(z, 2)[2]
-                LB = J[:, B] * w2[:, None]
-                HBB += J[:, B].T @ LB
-                HBI += (LB.T @ J)[:, Icols]
-                HII[:, np.arange(m), np.arange(m)] += (sq.T @ w2)[Icols].reshape(nI, m)
-                if m > 1:  # the off-diagonal entries within each candidate unit
-                    J3 = J[:, Icols].reshape(J.shape[0], nI, m)
-                    L3 = J3 * w2[:, None, None]
-                    for a_ in range(m):
-                        for b_ in range(a_ + 1, m):
-                            HII[:, a_, b_] += np.einsum("ru,ru->u", J3[:, :, a_], L3[:, :, b_])
-                            HII[:, b_, a_] = HII[:, a_, b_]
-                continue
-            JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
-            slots = None  # a row-wise loss whose every stored column reads one class: blocks from the values
-            if t.rowwise and not t.diagonal and stored is not None:
-                slots = _one_slot_of(lp, ti, stored)
-            JI = None  # the candidates' columns: not gathered where the blocks come from the values (Khan: 5%)
-            if slots is None:
-                JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)
-            if t.diagonal:  # H_t = J' diag(c w phi'') J, sparse columns kept sparse (a ridge's identity)
-                w2 = t.coef * t.derivs(z, 2)[2]
-                if sp.issparse(JB) or sp.issparse(JI):
-                    JB, JI = sp.csc_matrix(JB), sp.csc_matrix(JI)
-                    LI = sp.diags(w2) @ JI
-                    HBB += (JB.T @ (sp.diags(w2) @ JB)).toarray()
-                    HBI += (JB.T @ LI).toarray()
-                    if m == 1:
-                        HII[:, 0, 0] += np.asarray(JI.multiply(LI).sum(axis=0)).ravel()
-                    else:
-                        G = (JI.T @ LI).tocsr()
-                        r_ = np.arange(ni).reshape(nI, m)
-                        ra = np.broadcast_to(r_[:, :, None], (nI, m, m)).ravel()
-                        rb = np.broadcast_to(r_[:, None, :], (nI, m, m)).ravel()
-                        HII += np.asarray(G[ra, rb]).reshape(nI, m, m)
-                    continue
-                JB, JI = np.asarray(JB, dtype=float), np.asarray(JI, dtype=float)
-                LB = JB * w2[:, None]
-                HBB += JB.T @ LB
-                HBI += LB.T @ JI
-                LI = JI * w2[:, None]
-            else:  # the row-wise softmax, a whole-vector loss: its Hessian applied to the columns
-                JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
-                LB = t.coef * t.hessian_apply(z, JB)
-                HBB += JB.T @ LB
-                if t.rowwise and stored is None:
-                    slots = _one_slot(JI, t.map.shape[1])
-                if slots is not None:  # every column reads one class (Z = X W + b): blocks from the values
-                    V, cls = slots
-                    if stored is not None:
-                        V, cls = V[:, Icols], cls[Icols]
-                    mc = t.map.shape[1]
-                    Lam = t.coef * t.row_hessians(z)  # (n, mc, mc): each row's loss Hessian
-                    for c_ in range(mc):
-                        on = np.flatnonzero(cls == c_)
-                        if len(on):
-                            HBI[:, on] += LB[c_::mc].T @ V[:, on]
-                    V3, cls3 = V.reshape(V.shape[0], nI, m), cls.reshape(nI, m)
-                    for a_ in range(m):
-                        for b_ in range(a_, m):
-                            lam_ab = Lam[:, cls3[:, a_], cls3[:, b_]]  # (n, nI)
-                            HII[:, a_, b_] += np.einsum("iu,iu->u", V3[:, :, a_] * lam_ab, V3[:, :, b_])
-                            if b_ != a_:
-                                HII[:, b_, a_] = HII[:, a_, b_]
-                    continue
-                JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
-                HBI += LB.T @ JI
-                LI = t.coef * t.hessian_apply(z, JI)
-            if m == 1:
-                HII[:, 0, 0] += np.einsum("ru,ru->u", JI, LI)
-            else:
-                J3, L3 = JI.reshape(JI.shape[0], nI, m), LI.reshape(LI.shape[0], nI, m)
-                for a_ in range(m):
-                    for b_ in range(a_, m):
-                        HII[:, a_, b_] += np.einsum("ru,ru->u", J3[:, :, a_], L3[:, :, b_])
-                        if b_ != a_:
-                            HII[:, b_, a_] = HII[:, a_, b_]
-        HBB = 0.5 * (HBB + HBB.T)
+        HBB, HBI, HII = hessian_blocks(lp, x, B, Icols, m)
+        self._lp, self.rows, self.exact = lp, rows, model_exact(lp)
+        self.units_in, self.units_out, self.m = units_in, units_out, m
+        self.x, self.g, self.B, self.Icols = x, g, B, Icols
+        self.HBB, self.HBI, self.HII = 0.5 * (HBB + HBB.T), HBI, HII
+        self._rank_in = np.full(nunits, -1, dtype=np.int64)
+        self._rank_in[units_in] = np.arange(len(units_in))
+        self._rank_out = np.full(nunits, -1, dtype=np.int64)
+        self._rank_out[units_out] = np.arange(len(units_out))
+        self._floor_parts: Any = None
+        self._single_swaps(jitter)
+        self._choose_candidates(candidates, widen=lp.design.quadratic)
+
+    def _single_swaps(self, jitter: float) -> None:
+        """The bordered inverse's pieces: A = H_BB^-1 (the KKT matrix of the working rows in its place
+        under linear constraints), A H_BI, each candidate's Schur complement sigma_I and sigma_I^-1 g_I,
+        and from them ``gain`` (insertion), ``removal`` and ``gain2`` (the gain without the entering
+        coordinate's bound); ``jitter`` keeps the inverses finite on a singular Hessian."""
+        HBB, HBI, HII, rows, x, g = self.HBB, self.HBI, self.HII, self.rows, self.x, self.g
+        B, Icols, m = self.B, self.Icols, self.m
+        nb, nI, nJ = len(B), len(self.units_out), len(self.units_in)
         lam = jitter * max(float(np.trace(HBB)) / max(nb, 1), 1e-300)
         if rows is None:
             A = _inverse_pd(HBB, lam)
@@ -208,8 +126,6 @@ class SwapModel:
             removal = 0.5 * np.einsum("ja,ja->j", xJ, _batched_solve(AJJ, xJ)) if nJ else np.zeros(0)
         gain = 0.5 * np.einsum("ua,ua->u", gI, v)
         gain = np.where(np.isfinite(gain), np.maximum(gain, 0.0), 0.0)
-        self.rows = rows
-        self.exact = model_exact(lp)
         # the gain of the model without the entering coordinate's bound (the pair formula's, and the
         # bound delta[J, I] >= -gain2[I] that widening relies on), and the gain its bound allows
         gain2 = gain
@@ -219,22 +135,19 @@ class SwapModel:
             allowed = (self._side == 0) | (self._side == step_sign)
             gain = np.where(allowed & ~self._blocked, gain2, 0.0)
             self._pinned = xJ[:, 0] == 0
-        self.units_in, self.units_out, self.m = units_in, units_out, m
         self.gain, self.removal, self.gain2 = gain, removal, gain2
-        self.x, self.g, self.B, self.Icols = x, g, B, Icols
-        self.HBB, self.HBI, self.HII = HBB, HBI, HII
-        self._rank_in = np.full(nunits, -1, dtype=np.int64)
-        self._rank_in[units_in] = np.arange(nJ)
-        self._rank_out = np.full(nunits, -1, dtype=np.int64)
-        self._rank_out[units_out] = np.arange(nI)
         self._parts = (AB, sigma, v, xJ, AJJ, nJ, m)
         self._kkt = (A, HBIa, gI)  # what the double swaps read
-        self._lp = lp
-        self._floor_parts: Any = None
+
+    def _choose_candidates(self, candidates: int, widen: bool) -> None:
+        """``delta`` for the ``candidates`` unselected units of largest gain, widened (``widen``: where
+        the model is f, a quadratic objective; elsewhere up to four times as many) until none left out
+        can beat the best swap found."""
+        nI, nJ, gain2 = len(self.units_out), len(self.units_in), self.gain2
         order = np.argsort(-gain2, kind="stable")
         take = min(nI, max(candidates, 1))
         # widen only where the model is f (a quadratic objective): elsewhere its best is a guess anyway
-        widest = nI if d.quadratic else min(nI, 4 * take)
+        widest = nI if widen else min(nI, 4 * take)
         # the pairs of every candidate up to the widest set at once (one vectorized pass instead of
         # a pass per widening), the set then chosen by the widening rule
         every = self._pairs(order[:widest]) if nJ else None
@@ -468,6 +381,150 @@ class SwapModel:
         w[self.B[keep]] += step[:nk]
         w[self.Icols[in_cols]] = step[nk:]
         return w
+
+
+def hessian_blocks(
+    lp: LoweredProblem, x: np.ndarray, B: np.ndarray, Icols: np.ndarray, m: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Hessian of f at x in the blocks the swap model reads: H_BB, H_BI (B the selected and free
+    coordinates, I the candidates' coordinates) and the m x m diagonal block of each candidate unit:
+    from the cached columns of a constant Hessian, else summed term by term (:func:`_add_term`)."""
+    nb, ni = len(B), len(Icols)
+    nI = ni // m
+    HBB = np.zeros((nb, nb))
+    HBI = np.zeros((nb, ni))
+    HII = np.zeros((nI, m, m))  # the diagonal blocks of the candidate units
+    Hc = (
+        lp.hessian_columns(B)
+        if m == 1 and gram_pays(lp, nb + len(Icols)) and not any(v.symmetric for v in lp.layout.variables)
+        else None
+    )
+    if Hc is not None:  # a constant Hessian: its columns for B are cached, the diagonal comes from the squares
+        HBB, HBI = Hc[B], Hc[Icols].T
+        HII[:, 0, 0] = lp.hessian_diagonal()[Icols]
+        return HBB, HBI, HII
+    for ti in range(len(lp.design.terms)):
+        _add_term(lp, ti, x, B, Icols, m, HBB, HBI, HII)
+    return HBB, HBI, HII
+
+
+def _add_term(
+    lp: LoweredProblem,
+    ti: int,
+    x: np.ndarray,
+    B: np.ndarray,
+    Icols: np.ndarray,
+    m: int,
+    HBB: np.ndarray,
+    HBI: np.ndarray,
+    HII: np.ndarray,
+) -> None:
+    """Add design term ti's Hessian at x to the blocks: a separable ridge on the diagonal; an
+    elementwise loss J' diag(c w phi'') J (from the whole stored Jacobian when most columns are
+    candidates); the row-wise softmax or a whole-vector loss by its Hessian applied to the columns
+    (a row-wise term whose every column reads one class from the values: :func:`_add_class_blocks`)."""
+    d = lp.design
+    t = d.terms[ti]
+    nb, ni = len(B), len(Icols)
+    nI = HII.shape[0]
+    ridge = d.separable_diagonal(ti)
+    if ridge is not None:  # a separable ridge: diagonal, no coupling between coordinates
+        HBB[np.arange(nb), np.arange(nb)] += ridge[B]
+        HII[:, np.arange(m), np.arange(m)] += ridge[Icols].reshape(nI, m)
+        return
+    z = t.map.value(x)
+    stored = lp.stored_columns(ti)
+    if stored is not None and t.diagonal and not sp.issparse(stored[0]) and 4 * len(Icols) > lp.n:
+        # most columns are candidates: products with the whole stored Jacobian (contiguous,
+        # no gather of the candidates' columns), the diagonal from its stored squares
+        J, sq = stored
+        w2 = t.coef * t.derivs(z, 2)[2]
+        LB = J[:, B] * w2[:, None]
+        HBB += J[:, B].T @ LB
+        HBI += (LB.T @ J)[:, Icols]
+        HII[:, np.arange(m), np.arange(m)] += (sq.T @ w2)[Icols].reshape(nI, m)
+        if m > 1:  # the off-diagonal entries within each candidate unit
+            J3 = J[:, Icols].reshape(J.shape[0], nI, m)
+            L3 = J3 * w2[:, None, None]
+            for a_ in range(m):
+                for b_ in range(a_ + 1, m):
+                    HII[:, a_, b_] += np.einsum("ru,ru->u", J3[:, :, a_], L3[:, :, b_])
+                    HII[:, b_, a_] = HII[:, a_, b_]
+        return
+    JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
+    slots = None  # a row-wise loss whose every stored column reads one class: blocks from the values
+    if t.rowwise and not t.diagonal and stored is not None:
+        slots = _one_slot_of(lp, ti, stored)
+    JI = None  # the candidates' columns: not gathered where the blocks come from the values (Khan: 5%)
+    if slots is None:
+        JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)
+    if t.diagonal:  # H_t = J' diag(c w phi'') J, sparse columns kept sparse (a ridge's identity)
+        w2 = t.coef * t.derivs(z, 2)[2]
+        if sp.issparse(JB) or sp.issparse(JI):
+            JB, JI = sp.csc_matrix(JB), sp.csc_matrix(JI)
+            LI = sp.diags(w2) @ JI
+            HBB += (JB.T @ (sp.diags(w2) @ JB)).toarray()
+            HBI += (JB.T @ LI).toarray()
+            if m == 1:
+                HII[:, 0, 0] += np.asarray(JI.multiply(LI).sum(axis=0)).ravel()
+            else:
+                G = (JI.T @ LI).tocsr()
+                r_ = np.arange(ni).reshape(nI, m)
+                ra = np.broadcast_to(r_[:, :, None], (nI, m, m)).ravel()
+                rb = np.broadcast_to(r_[:, None, :], (nI, m, m)).ravel()
+                HII += np.asarray(G[ra, rb]).reshape(nI, m, m)
+            return
+        JB, JI = np.asarray(JB, dtype=float), np.asarray(JI, dtype=float)
+        LB = JB * w2[:, None]
+        HBB += JB.T @ LB
+        HBI += LB.T @ JI
+        LI = JI * w2[:, None]
+    else:  # the row-wise softmax, a whole-vector loss: its Hessian applied to the columns
+        JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
+        LB = t.coef * t.hessian_apply(z, JB)
+        HBB += JB.T @ LB
+        if t.rowwise and stored is None:
+            slots = _one_slot(JI, t.map.shape[1])
+        if slots is not None:  # every column reads one class (Z = X W + b): blocks from the values
+            V, cls = slots
+            if stored is not None:
+                V, cls = V[:, Icols], cls[Icols]
+            _add_class_blocks(t, z, LB, V, cls, m, HBI, HII)
+            return
+        JI = JI.toarray() if sp.issparse(JI) else np.asarray(JI, dtype=float)
+        HBI += LB.T @ JI
+        LI = t.coef * t.hessian_apply(z, JI)
+    if m == 1:
+        HII[:, 0, 0] += np.einsum("ru,ru->u", JI, LI)
+    else:
+        J3, L3 = JI.reshape(JI.shape[0], nI, m), LI.reshape(LI.shape[0], nI, m)
+        for a_ in range(m):
+            for b_ in range(a_, m):
+                HII[:, a_, b_] += np.einsum("ru,ru->u", J3[:, :, a_], L3[:, :, b_])
+                if b_ != a_:
+                    HII[:, b_, a_] = HII[:, a_, b_]
+
+
+def _add_class_blocks(
+    t: Any, z: np.ndarray, LB: np.ndarray, V: np.ndarray, cls: np.ndarray, m: int, HBI: np.ndarray, HII: np.ndarray
+) -> None:
+    """H_BI and the candidates' blocks of a row-wise term whose every candidate column reads one
+    class (Z = X W + b: column j of class c holds V[:, j] in slot c of each row), from the values and
+    each row's loss Hessian, without forming the columns."""
+    nI = HII.shape[0]
+    mc = t.map.shape[1]
+    Lam = t.coef * t.row_hessians(z)  # (n, mc, mc): each row's loss Hessian
+    for c_ in range(mc):
+        on = np.flatnonzero(cls == c_)
+        if len(on):
+            HBI[:, on] += LB[c_::mc].T @ V[:, on]
+    V3, cls3 = V.reshape(V.shape[0], nI, m), cls.reshape(nI, m)
+    for a_ in range(m):
+        for b_ in range(a_, m):
+            lam_ab = Lam[:, cls3[:, a_], cls3[:, b_]]  # (n, nI)
+            HII[:, a_, b_] += np.einsum("iu,iu->u", V3[:, :, a_] * lam_ab, V3[:, :, b_])
+            if b_ != a_:
+                HII[:, b_, a_] = HII[:, a_, b_]
 
 
 def model_exact(lp: LoweredProblem) -> bool:

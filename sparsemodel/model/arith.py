@@ -24,7 +24,7 @@ from .dcp import (
     negate_sign,
     scale_curvature,
 )
-from .expr import Expr, _join, broadcast_shapes, dense, fmt_shape, unbroadcast
+from .expr import OPERATORS, Expr, _join, broadcast_shapes, dense, fmt_shape, unbroadcast
 
 
 class Add(Expr):
@@ -416,5 +416,8 @@ class Concat(Expr):
             res.append((part.reshape(a.shape) if a.shape else float(part[0])) if need else None)
         return res
 
+
+# what Expr's operators build: + - * / @, unary minus, indexing, .T
+OPERATORS.update(add=Add, sub=Sub, mul=Mul, div=Div, matmul=MatMul, neg=Neg, index=Index, transpose=Transpose)
 
 __all__ = ["Add", "Sub", "Neg", "Mul", "Div", "MatMul", "Transpose", "Index", "Concat", "matmul_shape"]

@@ -79,6 +79,12 @@ def scale_curvature(c: str, sign: str) -> str:
     return UNKNOWN
 
 
+def magnitude_monotonicity(sign: str) -> str:
+    """The monotonicity of a function that grows with |z| (square, sum_squares, huber) at an
+    argument of this sign: increasing where it is nonnegative, decreasing where nonpositive."""
+    return INCREASING if sign == NONNEG else DECREASING if sign == NONPOS else NONMONOTONE
+
+
 def mul_sign(a: str, b: str) -> str:
     if ANYSIGN in (a, b):
         return ANYSIGN

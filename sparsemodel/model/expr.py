@@ -8,14 +8,14 @@ these over the tree; solvers never see nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DataError, ModelError, ShapeError, Span
-from ..util import is_dask_array
+from ..errors import ConstraintError, DataError, ModelError, ShapeError, Span
+from ..util import frame_names, is_dask_array
 from .dcp import AFFINE, ANYSIGN, CONCAVE, CONSTANT, CONVEX, NONNEG, NONPOS, Shape, _ids, value_sign
 
 
@@ -118,11 +118,14 @@ def dense(v: Any) -> np.ndarray:
     return v.toarray() if sp.issparse(v) else np.asarray(v, dtype=float)
 
 
-def _arith() -> Any:
-    """The arithmetic nodes (model/arith.py builds on Expr, so Expr's operators load it on use)."""
-    from . import arith
-
-    return arith
+# ---------------------------------------------------------------------- what the operators build
+OPERATORS: dict[str, Callable[..., Any]] = {}
+"""The constructors behind Expr's operators, by name: ``add sub mul div matmul neg index transpose``
+(+ - * / @, unary minus, indexing and .T: the arithmetic nodes of model/arith.py), ``square``
+(x ** 2: the atom), ``equality`` and ``bound`` (== and <= / >=: model/constraints). They are defined
+above this module, each puts its entries here when it is imported, and the model package imports all
+of them (model/__init__.py) before anything builds an expression: expr.py, the floor every node
+stands on, imports nothing above it."""
 
 
 class Expr:
@@ -260,56 +263,54 @@ class Expr:
 
     # ---------- operators ----------
     def __add__(self, other: Any) -> Expr:
-        return _arith().Add(self, as_expr(other))
+        return OPERATORS["add"](self, as_expr(other))
 
     def __radd__(self, other: Any) -> Expr:
-        return _arith().Add(as_expr(other), self)
+        return OPERATORS["add"](as_expr(other), self)
 
     def __sub__(self, other: Any) -> Expr:
-        return _arith().Sub(self, as_expr(other))
+        return OPERATORS["sub"](self, as_expr(other))
 
     def __rsub__(self, other: Any) -> Expr:
-        return _arith().Sub(as_expr(other), self)
+        return OPERATORS["sub"](as_expr(other), self)
 
     def __mul__(self, other: Any) -> Expr:
-        return _arith().Mul(self, as_expr(other))
+        return OPERATORS["mul"](self, as_expr(other))
 
     def __rmul__(self, other: Any) -> Expr:
-        return _arith().Mul(as_expr(other), self)
+        return OPERATORS["mul"](as_expr(other), self)
 
     def __truediv__(self, other: Any) -> Expr:
-        return _arith().Div(self, as_expr(other))
+        return OPERATORS["div"](self, as_expr(other))
 
     def __rtruediv__(self, other: Any) -> Expr:
-        return _arith().Div(as_expr(other), self)
+        return OPERATORS["div"](as_expr(other), self)
 
     def __matmul__(self, other: Any) -> Expr:
-        return _arith().MatMul(self, as_expr(other))
+        return OPERATORS["matmul"](self, as_expr(other))
 
     def __rmatmul__(self, other: Any) -> Expr:
-        return _arith().MatMul(as_expr(other), self)
+        return OPERATORS["matmul"](as_expr(other), self)
 
     def __neg__(self) -> Expr:
-        return _arith().Neg(self)
+        return OPERATORS["neg"](self)
 
     def __pos__(self) -> Expr:
         return self
 
     def __pow__(self, p: Any) -> Expr:
         if p == 2:
-            from .atoms import square
-
-            return square(self)
+            return OPERATORS["square"](self)
         if p == 1:
             return self
         raise ModelError(f"only the power 2 is supported ({self} ** {p}); use exp/log or a func for others")
 
     def __getitem__(self, key: Any) -> Expr:
-        return _arith().Index(self, key)
+        return OPERATORS["index"](self, key)
 
     @property
     def T(self) -> Expr:
-        return _arith().Transpose(self)
+        return OPERATORS["transpose"](self)
 
     def __hash__(self) -> int:
         return self.uid
@@ -323,9 +324,7 @@ class Expr:
             other, (Expr, int, float, np.integer, np.floating, np.ndarray, list, tuple)
         ):
             return NotImplemented
-        from .constraints import equality
-
-        return equality(self, other)
+        return OPERATORS["equality"](self, other)
 
     def __ne__(self, other: object) -> bool:
         return self is not other
@@ -339,14 +338,10 @@ class Expr:
         return _bound(self, other, ">=")
 
     def __lt__(self, other: Any) -> Any:
-        from .constraints.counting import _strict
-
-        return _strict(self, "<", other, "<=")
+        return refuse_strict(self, "<", other, "<=")
 
     def __gt__(self, other: Any) -> Any:
-        from .constraints.counting import _strict
-
-        return _strict(self, ">", other, ">=")
+        return refuse_strict(self, ">", other, ">=")
 
     def __bool__(self) -> bool:
         return True
@@ -430,8 +425,6 @@ class Data(Leaf):
         names: Any = None,
     ):
         if type(value).__module__.split(".")[0] == "pandas":
-            from .names import frame_names
-
             value, got = frame_names(value)
             names = names if names is not None else got
         if is_dask_array(value):
@@ -626,12 +619,10 @@ class Constant(Leaf):
 def _bound(a: Expr, other: Any, op: str) -> Any:
     if not isinstance(other, (Expr, int, float, np.integer, np.floating, np.ndarray, list, tuple)):
         return NotImplemented  # nnz(w), rank(W), eig(O) answer the reflected comparison
-    from .constraints import bound
-
     b = as_expr(other)
     if a.is_constant() and not b.is_constant():
         a, b, op = b, a, (">=" if op == "<=" else "<=")
-    return bound(a, op, b)
+    return OPERATORS["bound"](a, op, b)
 
 
 def _join(a: Expr, b: Expr) -> Span | None:
@@ -642,7 +633,23 @@ def _join(a: Expr, b: Expr) -> Span | None:
     return Span(sa.source, sa.line, sa.column, sb.end_line, sb.end_column)
 
 
+def refuse_strict(target: Any, op: str, value: Any, instead: str) -> Any:
+    """``nnz(w) < 3``, ``w > 0`` in Python: a constraint error naming the comparison to write
+    (Python would otherwise raise a TypeError without a word about the model)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating, np.ndarray, list, tuple, Expr)
+    ):
+        return NotImplemented
+    shown = value if isinstance(value, (int, float, np.integer, np.floating, Expr)) else "..."
+    raise ConstraintError(
+        f"{target} {op} {shown}: a strict inequality is not a constraint",
+        getattr(target, "span", None),
+        f"write {target} {instead} {shown} (constraints read nnz(w) <= k, rank(W) <= r, w >= 0, lo <= w <= hi)",
+    )
+
+
 __all__ = [
+    "OPERATORS",
     "Expr",
     "Variable",
     "Data",

@@ -19,19 +19,17 @@ bound, an extra constraint, an indefinite matrix) is refused with the reason, at
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConstraintError, ConvexityError, ModelError
 from .arith import Add, Div, MatMul, Mul
-from .constraints import BallConstraint, NnzConstraint
+from .constraints import BallConstraint, Constraint, NnzConstraint
 from .dcp import CONVEX
 from .expr import Expr, Variable, dense
-
-if TYPE_CHECKING:
-    from .problem import Model
+from .objective import Objective
 
 FORM_TEXT = (
     "the one non-convex form sparsemodel recognises is sparse PCA: maximize quad_form(w, S) (S positive "
@@ -99,11 +97,11 @@ def quadratic(e: Expr) -> tuple[Variable, np.ndarray, str] | None:
     return None
 
 
-def recognise(model: Model) -> tuple[SparsePCA | None, ModelError | None]:
-    """(the sparse PCA form, None) when ``model`` is one; (None, the reason) when it is almost one
-    or uses the ball elsewhere; (None, None) when it has nothing to do with the form."""
-    o = model.objective
-    balls = [c for c in model.constraints if isinstance(c, BallConstraint)]
+def recognise(o: Objective, constraints: Sequence[Constraint]) -> tuple[SparsePCA | None, ModelError | None]:
+    """(the sparse PCA form, None) when a model of this objective and these constraints is one;
+    (None, the reason) when it is almost one or uses the ball elsewhere; (None, None) when it has
+    nothing to do with the form."""
+    balls = [c for c in constraints if isinstance(c, BallConstraint)]
     q = quadratic(o.stated) if o.maximize else None
     if q is None:
         if balls:
@@ -120,8 +118,8 @@ def recognise(model: Model) -> tuple[SparsePCA | None, ModelError | None]:
             o.stated.span,
             "sparse PCA maximizes w'Sw for a positive semidefinite S (a covariance: cov(X), or X'X); " + FORM_TEXT,
         )
-    others = [c for c in model.constraints if not isinstance(c, (BallConstraint, NnzConstraint))]
-    nnzs = [c for c in model.constraints if isinstance(c, NnzConstraint)]
+    others = [c for c in constraints if not isinstance(c, (BallConstraint, NnzConstraint))]
+    nnzs = [c for c in constraints if isinstance(c, NnzConstraint)]
     for c in others + [c for c in nnzs if c.kind != "nnz"] + [c for c in nnzs + balls if c.variable is not w]:
         return None, ConstraintError(
             f"{c}: the sparse PCA form takes norm({w}) <= 1 and nnz({w}) <= k only",
@@ -151,6 +149,6 @@ def recognise(model: Model) -> tuple[SparsePCA | None, ModelError | None]:
     return SparsePCA(w, S, nnzs[0], balls[0], spelling), None
 
 
-def sparse_pca(model: Model) -> SparsePCA | None:
-    """The sparse PCA form of ``model`` (see the module docstring), or None when it is not one."""
-    return recognise(model)[0]
+def sparse_pca(o: Objective, constraints: Sequence[Constraint]) -> SparsePCA | None:
+    """The sparse PCA form of a model (see the module docstring), or None when it is not one."""
+    return recognise(o, constraints)[0]

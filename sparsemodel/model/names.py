@@ -37,20 +37,6 @@ AxisNames = tuple[tuple[str, ...] | None, ...]
 INTERCEPT = "(intercept)"
 
 
-def frame_names(value: Any) -> tuple[Any, AxisNames | None]:
-    """A pandas DataFrame or Series as (a float array, its axis names); anything else unchanged
-    (names None). pandas is never imported here: a frame is recognized by its type's module."""
-    mod = type(value).__module__.split(".")[0]
-    if mod != "pandas":
-        return value, None
-    if hasattr(value, "columns") and getattr(value, "ndim", 0) == 2:
-        arr = value.to_numpy(dtype=float)
-        return arr, (None, tuple(str(c) for c in value.columns))
-    if getattr(value, "ndim", 0) == 1 and hasattr(value, "to_numpy"):
-        return value.to_numpy(dtype=float), None
-    return value, None
-
-
 def clean(names: Any, length: int) -> tuple[str, ...] | None:
     """Names as a tuple of ``length`` strings, or None when they do not fit."""
     if names is None:
@@ -294,4 +280,4 @@ def _intercepts(node: Add, here: AxisNames, out: dict[str, VariableNames]) -> No
             vn.intercept.setdefault(int(p), cols[j] if cols is not None and a.ndim == 1 else None)
 
 
-__all__ = ["INTERCEPT", "VariableNames", "coordinate_names", "flat_positions", "frame_names", "names_of", "view_of"]
+__all__ = ["INTERCEPT", "VariableNames", "coordinate_names", "flat_positions", "names_of", "view_of"]

@@ -206,54 +206,13 @@ def logdet_box_newton(
     binds on data whose covariance has condition number 1e5). ``Theta0``: a start (any matrix on
     the support, pulled into the box's interior toward a multiple of the identity)."""
     p = S.shape[0]
-    eye = np.eye(p)
     I, J = np.nonzero(np.triu(mask | np.eye(p, dtype=bool)))
     w = np.where(I == J, 1.0, 2.0)
     ww = 0.5 * np.outer(w, w)
-    lower, upper = alpha > 0, np.isfinite(beta)
-    nu = p * (int(lower) + int(upper))  # the barriers' parameter: the gap at mu is at most mu * nu
-    # a strictly feasible start: O = t Theta0 + (1 - t) c I with the largest t in [0, 1] that keeps
-    # the eigenvalues a little inside [alpha, beta]
-    c = np.sqrt(alpha * beta) if lower and upper else (2.0 * alpha if lower else (beta / 2.0 if upper else 1.0))
-    if not lower and not upper:
-        c = 1.0 / max(float(np.mean(np.diag(S))), 1e-300)
-    lo_t = alpha + 1e-3 * (c - alpha) if lower else 0.0
-    hi_t = beta - 1e-3 * (beta - c) if upper else np.inf
-    O = c * eye
-    if Theta0 is not None and np.all(np.isfinite(Theta0)):
-        T = np.where(mask | np.eye(p, dtype=bool), (Theta0 + Theta0.T) / 2, 0.0)
-        lam = np.linalg.eigvalsh(T)
-        t = 1.0
-        if lam[0] < lo_t:
-            t = min(t, (c - lo_t) / (c - lam[0]))
-        if lam[-1] > hi_t:
-            t = min(t, (hi_t - c) / (lam[-1] - c))
-        if lam[0] <= 0 and not lower:
-            t = min(t, 0.5 * c / (c - lam[0]))
-        O = t * T + (1.0 - t) * c * eye
-
-    def parts(M: np.ndarray, mu: float) -> tuple[float, list[tuple[float, np.ndarray]]] | None:
-        """phi_mu(M) and the (weight, inverse) of each logdet term, or None outside the domain."""
-        one = _pd_inverse(M)
-        if one is None:
-            return None
-        val = -one[0] + float(np.sum(S * M))
-        invs = [(1.0, one[1])]
-        if lower:
-            two = _pd_inverse(M - alpha * eye)
-            if two is None:
-                return None
-            val -= mu * two[0]
-            invs.append((mu, two[1]))
-        if upper:
-            three = _pd_inverse(beta * eye - M)
-            if three is None:
-                return None
-            val -= mu * three[0]
-            invs.append((-mu, three[1]))  # d/dM of -mu logdet(beta I - M) is +mu (beta I - M)^{-1}
-        return val, invs
-
-    f0 = parts(O, 0.0)
+    bar = _Barrier(S, alpha, beta)
+    nu = p * (int(bar.lower) + int(bar.upper))  # the barriers' parameter: the gap at mu is at most mu * nu
+    O = bar.start(mask, Theta0)
+    f0 = bar.parts(O, 0.0)
     scale = 1.0 + (abs(f0[0]) if f0 is not None else 1.0)
     mu = mu0 * scale / max(nu, 1)
     mu_final = tol * scale / max(nu, 1)
@@ -261,24 +220,12 @@ def logdet_box_newton(
         mu = mu_final = 0.0
     it = 0
     converged = False
-    cur = parts(O, mu)
+    cur = bar.parts(O, mu)
     if cur is None:
         return BarrierResult(O, 0, False, np.inf)
     while it < max_iter:
         val, invs = cur
-        G = S.copy()
-        H = np.zeros((len(I), len(I)))
-        for weight, A in invs:
-            G -= weight * A
-            H += abs(weight) * (A[np.ix_(J, I)] * A[np.ix_(I, J)] + A[np.ix_(J, J)] * A[np.ix_(I, I)])
-        H *= ww
-        g = w * G[I, J]
-        try:
-            cf = sla.cho_factor(H, lower=True, check_finite=False)
-            d = -sla.cho_solve(cf, g, check_finite=False)
-        except (np.linalg.LinAlgError, ValueError):
-            d = -np.linalg.lstsq(H, g, rcond=None)[0]
-        dec = float(-g @ d)  # the Newton decrement squared of phi_mu
+        d, dec = _barrier_newton_step(S, invs, I, J, w, ww)  # dec: the Newton decrement squared of phi_mu
         # phi_mu / mu = f / mu + barriers is self-concordant (f is, and 1 / mu >= 1), so its own decrement,
         # dec / mu, says how far from the centre of this mu the point is; rounding limits dec to ~1e-13 |phi|
         final = mu <= mu_final
@@ -288,7 +235,7 @@ def logdet_box_newton(
                 converged = bool(np.isfinite(dec))
                 break
             mu = max(mu / shrink, mu_final)
-            cur = parts(O, mu)
+            cur = bar.parts(O, mu)
             if cur is None:
                 break
             continue
@@ -298,7 +245,7 @@ def logdet_box_newton(
         D[J, I] = d
         step = 1.0
         while step > 1e-12:
-            trial = parts(O + step * D, mu)
+            trial = bar.parts(O + step * D, mu)
             if trial is not None and trial[0] <= val - 0.25 * step * dec:
                 break
             step /= 2.0
@@ -312,11 +259,93 @@ def logdet_box_newton(
             converged = final and dec <= max(mu, 1e3 * floor)
             if not final:
                 mu = max(mu / shrink, mu_final)
-                cur = parts(O, mu)
+                cur = bar.parts(O, mu)
                 if cur is not None:
                     continue
             break
     return BarrierResult((O + O.T) / 2, it, converged, mu * nu)
+
+
+class _Barrier:
+    """phi_mu(O) = -logdet(O) + <S, O> - mu logdet(O - alpha I) - mu logdet(beta I - O) of
+    :func:`logdet_box_newton` (a bound that is absent, alpha <= 0 or beta = inf, has no barrier),
+    and its strictly feasible start."""
+
+    def __init__(self, S: np.ndarray, alpha: float, beta: float):
+        self.S, self.alpha, self.beta = S, alpha, beta
+        self.eye = np.eye(S.shape[0])
+        self.lower, self.upper = alpha > 0, np.isfinite(beta)
+
+    def start(self, mask: np.ndarray, Theta0: np.ndarray | None) -> np.ndarray:
+        """O = t Theta0 + (1 - t) c I with the largest t in [0, 1] that keeps the eigenvalues a
+        little inside [alpha, beta] (c I without a start)."""
+        S, alpha, beta, lower, upper, eye = self.S, self.alpha, self.beta, self.lower, self.upper, self.eye
+        p = S.shape[0]
+        c = np.sqrt(alpha * beta) if lower and upper else (2.0 * alpha if lower else (beta / 2.0 if upper else 1.0))
+        if not lower and not upper:
+            c = 1.0 / max(float(np.mean(np.diag(S))), 1e-300)
+        lo_t = alpha + 1e-3 * (c - alpha) if lower else 0.0
+        hi_t = beta - 1e-3 * (beta - c) if upper else np.inf
+        O = c * eye
+        if Theta0 is not None and np.all(np.isfinite(Theta0)):
+            T = np.where(mask | np.eye(p, dtype=bool), (Theta0 + Theta0.T) / 2, 0.0)
+            lam = np.linalg.eigvalsh(T)
+            t = 1.0
+            if lam[0] < lo_t:
+                t = min(t, (c - lo_t) / (c - lam[0]))
+            if lam[-1] > hi_t:
+                t = min(t, (hi_t - c) / (lam[-1] - c))
+            if lam[0] <= 0 and not lower:
+                t = min(t, 0.5 * c / (c - lam[0]))
+            O = t * T + (1.0 - t) * c * eye
+        return O
+
+    def parts(self, M: np.ndarray, mu: float) -> tuple[float, list[tuple[float, np.ndarray]]] | None:
+        """phi_mu(M) and the (weight, inverse) of each logdet term, or None outside the domain."""
+        one = _pd_inverse(M)
+        if one is None:
+            return None
+        val = -one[0] + float(np.sum(self.S * M))
+        invs = [(1.0, one[1])]
+        if self.lower:
+            two = _pd_inverse(M - self.alpha * self.eye)
+            if two is None:
+                return None
+            val -= mu * two[0]
+            invs.append((mu, two[1]))
+        if self.upper:
+            three = _pd_inverse(self.beta * self.eye - M)
+            if three is None:
+                return None
+            val -= mu * three[0]
+            invs.append((-mu, three[1]))  # d/dM of -mu logdet(beta I - M) is +mu (beta I - M)^{-1}
+        return val, invs
+
+
+def _barrier_newton_step(
+    S: np.ndarray,
+    invs: list[tuple[float, np.ndarray]],
+    I: np.ndarray,
+    J: np.ndarray,
+    w: np.ndarray,
+    ww: np.ndarray,
+) -> tuple[np.ndarray, float]:
+    """The Newton step on the free entries (I, J) of phi_mu from its logdet terms' inverses, and
+    the decrement squared: gradient w G[I, J] with G = S - sum weight A, Hessian sum |weight|
+    (A (x) A) at the entries, by Cholesky (least squares when singular)."""
+    G = S.copy()
+    H = np.zeros((len(I), len(I)))
+    for weight, A in invs:
+        G -= weight * A
+        H += abs(weight) * (A[np.ix_(J, I)] * A[np.ix_(I, J)] + A[np.ix_(J, J)] * A[np.ix_(I, I)])
+    H *= ww
+    g = w * G[I, J]
+    try:
+        cf = sla.cho_factor(H, lower=True, check_finite=False)
+        d = -sla.cho_solve(cf, g, check_finite=False)
+    except (np.linalg.LinAlgError, ValueError):
+        d = -np.linalg.lstsq(H, g, rcond=None)[0]
+    return d, float(-g @ d)
 
 
 def shift_into_box(O: np.ndarray, alpha: float, beta: float) -> np.ndarray:

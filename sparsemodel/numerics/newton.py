@@ -35,6 +35,25 @@ class NewtonResult:
     hessian: tuple[np.ndarray, Any] | None = None  # m = 1: the last Hessian formed (ridge out) and its curvatures
 
 
+@dataclass(frozen=True)
+class NewtonOptions:
+    """What the loop is asked besides the design and the starts (the keywords of :func:`newton`): a
+    ridge, an l1 penalty and the box it keeps, coordinates held at their start, the stopping rules
+    (``tol`` on the Newton decrement, ``kkt_tol`` on the l1 subgradient, ``max_iter``, ``give_up``)
+    and an earlier solve's Hessian to start from."""
+
+    ridge: np.ndarray | None = None
+    l1: np.ndarray | None = None
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+    fixed: np.ndarray | None = None
+    tol: float = 1e-12
+    kkt_tol: float | None = None
+    max_iter: int = 100
+    give_up: float | None = None
+    hint: tuple[np.ndarray, np.ndarray, Any] | None = None
+
+
 def newton(
     rd: Reduced,
     U0: np.ndarray,
@@ -76,11 +95,12 @@ def newton(
     40% fewer Hessians on warm-started solves. ``hint`` (such a problem): the last Hessian of a
     previous solve on other columns, to start from (:func:`_factor_from_hint`).
     """
+    opts = NewtonOptions(ridge, l1, lower, upper, fixed, tol, kkt_tol, max_iter, give_up, hint)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # steps outside the domain give inf
         U0 = np.atleast_2d(np.asarray(U0, dtype=float))
         if U0.shape[0] == 1 and extra is None and fixed is None and l1 is None and lower is None and upper is None:
-            return _newton_one(rd, U0, ridge, tol, max_iter, give_up, hint)
-        return _newton(rd, U0, extra, fixed, ridge, l1, tol, kkt_tol, max_iter, give_up, extra_lin, lower, upper, hint)
+            return _newton_one(rd, U0, opts)
+        return _Batch(rd, U0, extra, extra_lin, opts).run()
 
 
 _ONE = np.zeros(1, dtype=np.int64)  # the index of the one problem of a single solve
@@ -89,23 +109,16 @@ _ONE = np.zeros(1, dtype=np.int64)  # the index of the one problem of a single s
 _ROUNDING = 4 * np.finfo(float).eps
 
 
-def _newton_one(
-    rd: Reduced,
-    U0: np.ndarray,
-    ridge: np.ndarray | None,
-    tol: float,
-    max_iter: int,
-    give_up: float | None,
-    hint: tuple[np.ndarray, np.ndarray, Any] | None,
-) -> NewtonResult:
+def _newton_one(rd: Reduced, U0: np.ndarray, opts: NewtonOptions) -> NewtonResult:
     """The damped-Newton loop of one smooth problem (a restricted solve; see :func:`newton`): the
-    iteration of :func:`_newton` with scalars in place of its per-problem index arrays, since most
+    iteration of :class:`_Batch` with scalars in place of its per-problem index arrays, since most
     calls are small single solves whose cost is bookkeeping. Steps from a Cholesky factorization of
     the Hessian, from the last factorization while it is certified (:func:`_stale_direction`), or
     by conjugate gradients for large or matrix-free problems (:func:`_cg_direction`); Armijo
     backtracking; the step that meets the stopping test is taken too when it does not increase f
     (:func:`_polish`), so the coefficients are accurate to rounding."""
-    st = _State(rd, U0, None, ridge)
+    tol, max_iter, give_up, hint = opts.tol, opts.max_iter, opts.give_up, opts.hint
+    st = _State(rd, U0, None, opts.ridge)
     D = st.U.shape[1]
     matrix_free = D > MATRIX_FREE_DIM or any(map(is_operator, rd.Js))
     reuse = not matrix_free and D >= STALE_MIN_DIM
@@ -171,112 +184,140 @@ def _newton_one(
     return NewtonResult(np.array([f]), st.U, iters, np.array([conv]), st.d1(0), last)
 
 
-def _newton(
-    rd: Reduced,
-    U0: np.ndarray,
-    extra: list[np.ndarray] | None,
-    fixed: np.ndarray | None,
-    ridge: np.ndarray | None,
-    l1: np.ndarray | None,
-    tol: float,
-    kkt_tol: float | None,
-    max_iter: int,
-    give_up: float | None = None,
-    extra_lin: np.ndarray | None = None,
-    lower: np.ndarray | None = None,
-    upper: np.ndarray | None = None,
-    hint: tuple[np.ndarray, np.ndarray, Any] | None = None,
-) -> NewtonResult:
-    U0 = np.atleast_2d(np.asarray(U0, dtype=float))
-    m, D = U0.shape
-    st = _State(rd, U0, extra, ridge, extra_lin)
-    done = np.zeros(m, dtype=bool)
-    conv = np.zeros(m, dtype=bool)
-    vals = np.full(m, np.inf)
-    iters = 0
-    pen = np.zeros(D) if l1 is None else np.asarray(l1, dtype=float)
-    factor = None  # single problem: (Cholesky factor of the last Hessian, the curvatures it was formed from)
-    prev_dec = np.full(m, np.inf)  # each problem's last Newton decrement
-    everyone = np.arange(m)
-    matrix_free = m == 1 and l1 is None and fixed is None and (D > MATRIX_FREE_DIM or any(map(is_operator, rd.Js)))
-    single = m == 1 and l1 is None and not matrix_free  # a restricted solve (polished below)
-    reuse = single and fixed is None and D >= STALE_MIN_DIM  # Hessians worth avoiding (see _stale_direction)
-    quad_finish = rd.quadratic and l1 is None and fixed is None and not matrix_free
-    last = None  # (the last Hessian formed without its ridge, the curvatures it was formed from)
-    if reuse and hint is not None:
-        made = _factor_from_hint(st, hint)
-        if made is not None:
-            factor, last = made
-    for _ in range(max_iter):
-        iters += 1
-        idx = np.flatnonzero(~done) if done.any() else everyone
-        if len(idx) == 0:
-            break
-        f, g = st.fg(idx if len(idx) < m else slice(None))
-        if fixed is not None:
-            g[fixed[idx]] = 0.0
-        vals[idx] = f
-        bad = ~np.isfinite(f)
-        done[idx[bad]] = True
-        if D == 0:
-            done[idx] = True
-            conv[idx] = True
-            break
+class _Batch:
+    """The damped-Newton loop of m problems at once (see :func:`newton`): the problems still running
+    are the index ``idx`` of each iteration; each gets a direction (a Cholesky or eigen step, a
+    proximal step with ``l1``, CG when matrix free, a certified step from the last factorization of
+    a single solve), the stopping test, and a backtracking line search."""
+
+    def __init__(self, rd: Reduced, U0: np.ndarray, extra: Any, extra_lin: Any, opts: NewtonOptions):
+        U0 = np.atleast_2d(np.asarray(U0, dtype=float))
+        m, D = U0.shape
+        l1, fixed = opts.l1, opts.fixed
+        self.opts, self.m, self.D = opts, m, D
+        self.st = st = _State(rd, U0, extra, opts.ridge, extra_lin)
+        self.done = np.zeros(m, dtype=bool)
+        self.conv = np.zeros(m, dtype=bool)
+        self.vals = np.full(m, np.inf)
+        self.iters = 0
+        self.pen = np.zeros(D) if l1 is None else np.asarray(l1, dtype=float)
+        self.factor: Any = (
+            None  # single problem: (Cholesky factor of the last Hessian, the curvatures it was formed from)
+        )
+        self.prev_dec = np.full(m, np.inf)  # each problem's last Newton decrement
+        self.matrix_free = (
+            m == 1 and l1 is None and fixed is None and (D > MATRIX_FREE_DIM or any(map(is_operator, rd.Js)))
+        )
+        self.single = m == 1 and l1 is None and not self.matrix_free  # a restricted solve (polished below)
+        self.reuse = (
+            self.single and fixed is None and D >= STALE_MIN_DIM
+        )  # Hessians worth avoiding (see _stale_direction)
+        self.quad_finish = rd.quadratic and l1 is None and fixed is None and not self.matrix_free
+        self.last: Any = None  # (the last Hessian formed without its ridge, the curvatures it was formed from)
+        if self.reuse and opts.hint is not None:
+            made = _factor_from_hint(st, opts.hint)
+            if made is not None:
+                self.factor, self.last = made
+
+    def run(self) -> NewtonResult:
+        st, m, fixed = self.st, self.m, self.opts.fixed
+        everyone = np.arange(m)
+        for _ in range(self.opts.max_iter):
+            self.iters += 1
+            idx = np.flatnonzero(~self.done) if self.done.any() else everyone
+            if len(idx) == 0:
+                break
+            f, g = st.fg(idx if len(idx) < m else slice(None))
+            if fixed is not None:
+                g[fixed[idx]] = 0.0
+            self.vals[idx] = f
+            bad = ~np.isfinite(f)
+            self.done[idx[bad]] = True
+            if self.D == 0:
+                self.done[idx] = True
+                self.conv[idx] = True
+                break
+            step, dec = self._direction(idx, f, g, bad)
+            stop = self._stopped(idx, f, g, dec, bad, step)
+            go = np.flatnonzero(~stop)
+            if len(go) == 0:
+                break
+            self._line_search(idx, go, f, step, dec)
+        d1 = st.d1(0) if m == 1 else None
+        return NewtonResult(self.vals, st.U, self.iters, self.conv, d1, self.last)
+
+    def _direction(
+        self, idx: np.ndarray, f: np.ndarray, g: np.ndarray, bad: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each running problem's step and Newton decrement."""
+        st, o = self.st, self.opts
         lazy = (
-            _stale_direction(st, factor, g[0], float(f[0]), 2 * tol * (1.0 + abs(float(f[0]))))
-            if single and factor is not None and not bad[0]
+            _stale_direction(st, self.factor, g[0], float(f[0]), 2 * o.tol * (1.0 + abs(float(f[0]))))
+            if self.single and self.factor is not None and not bad[0]
             else None
         )
-        if matrix_free:
+        if self.matrix_free:
             step, dec = _cg_direction(st, g[0])
-            step, dec = step[None, :], np.array([dec])
-        elif lazy is not None:  # a certified step from an earlier factorization: no new Hessian
-            step, dec = lazy[0][None, :], np.array([lazy[1]])  # the caller's test: dec <= bound stops
-        else:
-            factor = None
-            H = st.hessians(idx)
-            if fixed is not None:
-                ii, qq = np.nonzero(fixed[idx])
-                H[ii, qq, :] = 0.0
-                H[ii, :, qq] = 0.0
-                H[ii, qq, qq] = 1.0
-            if l1 is not None:
-                step = np.empty_like(g)
-                dec = np.empty(len(idx))
-                for a in range(len(idx)):
-                    u = st.U[idx[a]]
-                    z = cd_quadratic_l1(u, g[a], H[a], pen, lo=lower, hi=upper)
-                    step[a] = z - u
-                    dec[a] = -float(g[a] @ step[a] + pen @ (np.abs(z) - np.abs(u)))
-            elif single:
-                step, dec, c = _single_direction(H, g)
-                if c is not None and reuse:
-                    factor = (c, _curvatures(st))
-                    last = (H[0] - np.diag(st.ridge) if st.ridge is not None else H[0], factor[1])
-            else:
-                step, dec = _newton_direction(H, g)
-        if l1 is not None:
+            return step[None, :], np.array([dec])
+        if lazy is not None:  # a certified step from an earlier factorization: no new Hessian
+            return lazy[0][None, :], np.array([lazy[1]])  # the caller's test: dec <= bound stops
+        self.factor = None
+        H = st.hessians(idx)
+        if o.fixed is not None:
+            ii, qq = np.nonzero(o.fixed[idx])
+            H[ii, qq, :] = 0.0
+            H[ii, :, qq] = 0.0
+            H[ii, qq, qq] = 1.0
+        if o.l1 is not None:
+            step = np.empty_like(g)
+            dec = np.empty(len(idx))
+            for a in range(len(idx)):
+                u = st.U[idx[a]]
+                z = cd_quadratic_l1(u, g[a], H[a], self.pen, lo=o.lower, hi=o.upper)
+                step[a] = z - u
+                dec[a] = -float(g[a] @ step[a] + self.pen @ (np.abs(z) - np.abs(u)))
+            return step, dec
+        if self.single:
+            step, dec, c = _single_direction(H, g)
+            if c is not None and self.reuse:
+                self.factor = (c, _curvatures(st))
+                self.last = (H[0] - np.diag(st.ridge) if st.ridge is not None else H[0], self.factor[1])
+            return step, dec
+        return _newton_direction(H, g)
+
+    def _stopped(
+        self, idx: np.ndarray, f: np.ndarray, g: np.ndarray, dec: np.ndarray, bad: np.ndarray, step: np.ndarray
+    ) -> np.ndarray:
+        """The stopping test of each running problem (the decrement, or the l1 subgradient; a value
+        that is not finite; give_up), marking those that stop; a single solve that stops is polished."""
+        o, st = self.opts, self.st
+        if o.l1 is not None:
             stop = np.array(
                 [
-                    kkt_residual(st.U[i], g[a], pen, lower, upper) <= (kkt_tol if kkt_tol is not None else 0.0)
+                    kkt_residual(st.U[i], g[a], self.pen, o.lower, o.upper)
+                    <= (o.kkt_tol if o.kkt_tol is not None else 0.0)
                     for a, i in enumerate(idx)
                 ]
             )
-            stop |= dec <= tol * tol * (1.0 + np.abs(f))
+            stop |= dec <= o.tol * o.tol * (1.0 + np.abs(f))
         else:
-            stop = dec <= 2 * tol * (1.0 + np.abs(f))
+            stop = dec <= 2 * o.tol * (1.0 + np.abs(f))
         stop |= bad
-        done[idx[stop]] = True
-        conv[idx[stop & ~bad]] = True
-        if single and stop[0] and not bad[0]:  # one solve whose coefficients are used (not scoring)
-            _polish(st, idx[stop & ~bad], step[stop & ~bad], f[stop & ~bad], vals)
-        if give_up is not None and l1 is None:
-            hopeless = ~stop & (f - 2.0 * dec > give_up)
-            done[idx[hopeless]] = True
+        self.done[idx[stop]] = True
+        self.conv[idx[stop & ~bad]] = True
+        if self.single and stop[0] and not bad[0]:  # one solve whose coefficients are used (not scoring)
+            _polish(st, idx[stop & ~bad], step[stop & ~bad], f[stop & ~bad], self.vals)
+        if o.give_up is not None and o.l1 is None:
+            hopeless = ~stop & (f - 2.0 * dec > o.give_up)
+            self.done[idx[hopeless]] = True
             stop |= hopeless
-        go = np.flatnonzero(~stop)
-        if len(go) == 0:
-            break
+        return stop
+
+    def _line_search(self, idx: np.ndarray, go: np.ndarray, f: np.ndarray, step: np.ndarray, dec: np.ndarray) -> None:
+        """Armijo backtracking for the problems ``idx[go]`` still running, then the finishes that need
+        no more Hessians (a full step on a quadratic; batched scoring whose next decrement is
+        predicted under the test)."""
+        st, l1, pen, done, conv = self.st, self.opts.l1, self.pen, self.done, self.conv
         rows = idx[go]
         Ug = st.U[rows]
         obj = f[go] + (np.abs(Ug) @ pen if l1 is not None else 0.0)
@@ -297,7 +338,7 @@ def _newton(
                     Z = Ug[pending] + step[go[pending]]
                     Ua = np.where(full[:, None] & (Z == 0.0), 0.0, Ut)
                 st.accept(r, Ut if Ua is None else Ua, keep, ok)
-                vals[r[ok]] = fs[ok]
+                self.vals[r[ok]] = fs[ok]
                 accepted_full[acc] = steps[acc] == 1.0
             pending = pending[~ok]
             if len(pending) == 0:
@@ -306,23 +347,21 @@ def _newton(
         # no decrease along the direction: at the optimum up to rounding
         done[rows[pending]] = True
         conv[rows[pending]] = True
-        if quad_finish:
+        if self.quad_finish:
             # one full Newton step solves a quadratic exactly
             fin = rows[accepted_full]
             done[fin] = True
             conv[fin] = True
-        elif l1 is None and not matrix_free and m > 1:
+        elif l1 is None and not self.matrix_free and self.m > 1:
             # batched scoring (values only; a single solve's coefficients are used, so it confirms and
             # polishes): a full step after which the next decrement, predicted at the last rate as dec * (dec / dec_prev)
             # (an overestimate when convergence is quadratic), is under the stopping test: skip the Hessian
             # that would only confirm it
-            dg, bound = dec[go], 2 * tol * (1.0 + np.abs(f[go]))
-            quad = accepted_full & np.isfinite(prev_dec[rows]) & (dg * dg <= bound * prev_dec[rows])
+            dg, bound = dec[go], 2 * self.opts.tol * (1.0 + np.abs(f[go]))
+            quad = accepted_full & np.isfinite(self.prev_dec[rows]) & (dg * dg <= bound * self.prev_dec[rows])
             done[rows[quad]] = True
             conv[rows[quad]] = True
-        prev_dec[rows] = dec[go]
-    d1 = st.d1(0) if m == 1 else None
-    return NewtonResult(vals, st.U, iters, conv, d1, last)
+        self.prev_dec[rows] = dec[go]
 
 
 def _polish(st: _State, rows: np.ndarray, step: np.ndarray, f: np.ndarray, vals: np.ndarray) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.linalg as la
@@ -116,18 +117,7 @@ def feasible_point(P: Polyhedron, x0: np.ndarray | None = None) -> np.ndarray | 
     x, empty = _nnls_point(P)
     if x is not None or empty:
         return x
-    from scipy.optimize import linprog
-
-    bounds = [(None if not np.isfinite(a) else a, None if not np.isfinite(c) else c) for a, c in zip(P.lo, P.hi)]
-    res = linprog(
-        np.zeros(P.d),
-        A_ub=P.G if len(P.h) else None,
-        b_ub=P.h if len(P.h) else None,
-        A_eq=P.A if len(P.b) else None,
-        b_eq=P.b if len(P.b) else None,
-        bounds=bounds,
-        method="highs",
-    )
+    res = _feasibility_lp(P)
     if res.status != 0 or res.x is None:
         return None
     x = np.clip(np.asarray(res.x, dtype=float), P.lo, P.hi)
@@ -194,6 +184,11 @@ def infeasible(P: Polyhedron) -> bool:
     solver proved it (a branch and bound prunes on it)."""
     if P.d == 0:
         return not P.contains(np.zeros(0))
+    return _feasibility_lp(P).status == 2
+
+
+def _feasibility_lp(P: Polyhedron) -> Any:
+    """min 0 over P by HiGHS (scipy's linprog): its status says whether P is empty (2), its x a point."""
     from scipy.optimize import linprog
 
     bounds = [(None if not np.isfinite(a) else a, None if not np.isfinite(c) else c) for a, c in zip(P.lo, P.hi)]
@@ -206,7 +201,7 @@ def infeasible(P: Polyhedron) -> bool:
         bounds=bounds,
         method="highs",
     )
-    return res.status == 2
+    return res
 
 
 @dataclass

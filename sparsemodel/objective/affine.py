@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub
 from ..model.expr import Data, Expr, Variable, dense, unbroadcast
+from .data import as_operator
 from .evaluator import Evaluator, Layout
 from .operators import DataOperator
 from .structure import jacobian_columns
@@ -511,9 +512,9 @@ def linearize(e: Expr, layout: Layout) -> AffineMap:
             D = a.constant_value()
             vb = _view(b, layout)
             if vb is not None and np.ndim(D) == 2 and b.ndim in (1, 2):
-                return AffineMap([Block(vb[0], vb[1], DataOperator(D), shape)], 0.0, shape, n)
+                return AffineMap([Block(vb[0], vb[1], as_operator(D), shape)], 0.0, shape, n)
             if vb is not None and np.ndim(D) == 1 and b.ndim == 1:
-                return AffineMap([Block(vb[0], vb[1], DataOperator(D), shape, scalar_out=True)], 0.0, shape, n)
+                return AffineMap([Block(vb[0], vb[1], as_operator(D), shape, scalar_out=True)], 0.0, shape, n)
             if np.ndim(D) == 2 and b.ndim == 1:  # constant matrix @ (affine vector): fold into the blocks
                 inner = linearize(b, layout)
                 Dd = dense(D)

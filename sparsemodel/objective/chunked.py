@@ -32,7 +32,8 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .operators import DataOperator, _dense_row_top_sq, is_dask_array
+from ..util import is_dask_array
+from .operators import DataOperator, dense_row_top_sq
 
 FAN_IN = 8  # partial sums combined per task of the tree reduction
 BLOCK_BYTES = 128 * 2**20  # target size of a row block when the matrix must be re-chunked
@@ -360,7 +361,7 @@ class DaskOperator(DataOperator):
         return vg[0], vg[1], np.concatenate(zs)
 
     def row_top_sq(self, top: int | None) -> np.ndarray:
-        return self._concat(_dense_row_top_sq, top)
+        return self._concat(dense_row_top_sq, top)
 
     def left_multiply(self, U: np.ndarray) -> DataOperator:
         return DataOperator(self._concat(_b_matvec, None, np.asarray(U, dtype=float)))

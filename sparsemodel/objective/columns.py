@@ -294,8 +294,8 @@ class DesignColumns:
         ``n_free``: the design has n_free more coordinates after C (an intercept, other variables);
         blocks that read only those are left out of G and H (terms that read only them are skipped;
         they may have weights), so that G is the C-C block of the Hessian / 2 and -2 H the gradient
-        in C at C = 0, free coordinates 0 (:meth:`LoweredProblem._lowrank_free_lstsq` eliminates the
-        free coordinates with them). With n_free = 0 (the default) nothing else may be there."""
+        in C at C = 0, free coordinates 0 (``lowering/lowrank_solve.free_lstsq`` eliminates the free
+        coordinates with them). With n_free = 0 (the default) nothing else may be there."""
         qk = q * k
         if self.n != qk + n_free or self.lin.any() or not self.terms:
             return None

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..model.arith import Index, MatMul
 from ..model.expr import Data, Expr, Variable
+from .data import as_operator
 from .operators import DataOperator
 
 
@@ -43,6 +44,12 @@ class Layout:
         """Flat positions in x of (some coordinates of) variable v."""
         o = self.offsets[v.uid]
         return o + (np.arange(v.size) if local is None else np.asarray(local))
+
+    def complement(self, coords: np.ndarray) -> np.ndarray:
+        """The flat positions not in ``coords`` (a set's free coordinates), in order."""
+        mask = np.ones(self.n, dtype=bool)
+        mask[coords] = False
+        return np.flatnonzero(mask)
 
     def locate(self, j: int) -> tuple[str, str]:
         """The variable name and the index (as the language writes it) of flat coordinate j."""
@@ -105,7 +112,7 @@ class Evaluator:
             if isinstance(n, MatMul) and isinstance(n.args[0], Data) and n.args[0].ndim == 2:
                 view = _var_view(n.args[1])
                 if view is not None and n.args[1].ndim == 1:
-                    self.ops[i] = (DataOperator(n.args[0].value), view[0], layout.coords(view[0], view[1]))
+                    self.ops[i] = (as_operator(n.args[0].value), view[0], layout.coords(view[0], view[1]))
         self._const_vals: dict[int, Any] = {}
 
     def _forward(self, x: np.ndarray) -> list[Any]:

@@ -15,8 +15,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..util import is_dask_array
-
 SPARSE_INPUT_FRACTION = 0.25  # use the column subset when at most this fraction of x is nonzero
 _BLOCK = 4_000_000  # entries per block of rows or columns in the square sums
 
@@ -24,17 +22,10 @@ _BLOCK = 4_000_000  # entries per block of rows or columns in the square sums
 class DataOperator:
     """A data matrix ``A`` (dense or sparse) with the operations solvers need.
 
-    ``DataOperator(A)`` with a dask array ``A`` builds the chunked implementation,
-    :class:`~sparsemodel.objective.chunked.DaskOperator` (same interface; dask imported only then)."""
+    :func:`~sparsemodel.objective.data.as_operator` builds the chunked implementation,
+    :class:`~sparsemodel.objective.chunked.DaskOperator` (same interface), for a dask array."""
 
     chunked = False  # the data lives in row blocks (a dask array): each product is a pass over them
-
-    def __new__(cls, A: Any = None, rows_only: bool = False):
-        if cls is DataOperator and (is_dask_array(A) or getattr(A, "chunked", False)):
-            from .chunked import DaskOperator
-
-            return super().__new__(DaskOperator)
-        return super().__new__(cls)
 
     def __init__(self, A: Any, rows_only: bool = False):
         if isinstance(A, DataOperator):
@@ -206,7 +197,7 @@ class DataOperator:
                 d = A2.data[A2.indptr[r] : A2.indptr[r + 1]]
                 out[r] = d.sum() if len(d) <= top else np.partition(d, len(d) - top)[-top:].sum()
             return out
-        return _dense_row_top_sq(self.A, top)
+        return dense_row_top_sq(self.A, top)
 
     def left_multiply(self, U: np.ndarray) -> DataOperator:
         """The operator ``A @ U`` (U a dense (q, r) basis): the data of a reduced problem."""
@@ -216,7 +207,8 @@ class DataOperator:
         return self.A.toarray() if self.sparse else self.A
 
 
-def _dense_row_top_sq(A: np.ndarray, top: int | None) -> np.ndarray:
+def dense_row_top_sq(A: np.ndarray, top: int | None) -> np.ndarray:
+    """Per row of a dense A, the sum of its ``top`` largest squared entries (all of them for None)."""
     A2 = A * A
     q = A2.shape[1]
     if top is None or top >= q:
@@ -224,4 +216,4 @@ def _dense_row_top_sq(A: np.ndarray, top: int | None) -> np.ndarray:
     return np.partition(A2, q - top, axis=1)[:, -top:].sum(axis=1)
 
 
-__all__ = ["DataOperator", "SPARSE_INPUT_FRACTION", "is_dask_array"]
+__all__ = ["DataOperator", "SPARSE_INPUT_FRACTION", "dense_row_top_sq"]

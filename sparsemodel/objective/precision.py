@@ -8,13 +8,13 @@ constant. :func:`logdet_form` finds S; the restricted problem (13) on a support 
 box is then solved by covsel, a barrier Newton method (:func:`sparsemodel.numerics.logdet.logdet_box_newton`)
 or the ADMM of Appendix D.2 (:func:`sparsemodel.numerics.logdet.admm_logdet`),
 the graphical LASSO by the same ADMM with soft thresholding, and single-edge line searches
-(:func:`edge_gains`) in closed form.
+(:func:`edge_gains`) in closed form (the moves of the greedy baselines:
+:class:`sparsemodel.lowering.forms.PrecisionEdges`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -141,55 +141,4 @@ def edge_gains(
     return best, best_t
 
 
-class EdgeMoves:
-    """Single-edge moves on the precision matrix of a lowered problem whose sparsity set is the
-    symmetric off-diagonal in pairs: the greedy baselines (forward selection, FoBa) of paper 000,
-    Section 6.3, score candidate edges with these and refit with the restricted solve.
-
-    Units are the pairs of the sparsity set (``sps.unit_of``); ``positions(units)`` gives the
-    positions into C of both entries, the state a restricted solve takes."""
-
-    def __init__(self, lp: Any):
-        sps, pf = lp.sparsity, lp.precision
-        self.lp, self.sps, self.form = lp, sps, pf
-        self.W = lp.layout.coords(pf.var)
-        local = sps.coords - self.W[0]
-        i, j = np.divmod(local, pf.p)
-        first = np.zeros(sps.n_units, dtype=np.int64)
-        up = i < j
-        first[sps.unit_of[up]] = np.flatnonzero(up)
-        self.i, self.j = i[first], j[first]  # the upper-triangle entry of each unit
-        self.n_units = sps.n_units
-
-    def matrix(self, x: np.ndarray) -> np.ndarray:
-        return x[self.W].reshape(self.form.p, self.form.p)
-
-    def positions(self, units: np.ndarray) -> np.ndarray:
-        return np.flatnonzero(np.isin(self.sps.unit_of, units))
-
-    def units_of(self, x: np.ndarray) -> np.ndarray:
-        O = self.matrix(x)
-        return np.flatnonzero(O[self.i, self.j] != 0)
-
-    def add_values(self, x: np.ndarray, f: float, units: np.ndarray) -> np.ndarray:
-        """f after the best single move O_ij = O_ji = O_ij + t for each unit (exact line search
-        with the other entries fixed, :func:`edge_gains`)."""
-        O = self.matrix(x)
-        Sigma = np.linalg.inv((O + O.T) / 2)
-        gain, _ = edge_gains(self.form.S, Sigma, O, (self.i[units], self.j[units]))
-        self.lp.oracle.charge(funcs=1)
-        return f + self.form.scale * gain
-
-    def zero_values(self, x: np.ndarray, units: np.ndarray) -> np.ndarray:
-        """f with the edge of each unit set to zero (the others fixed): Zhang's backward score."""
-        O = self.matrix(x)
-        out = np.empty(len(units))
-        for n, u in enumerate(units):
-            Z = O.copy()
-            Z[self.i[u], self.j[u]] = Z[self.j[u], self.i[u]] = 0.0
-            out[n] = self.form.value(Z)
-        self.lp.oracle.charge(funcs=len(units))
-        return out
-
-
-__all__ = ["EdgeMoves", "LogdetForm", "edge_gains", "logdet_form"]
+__all__ = ["LogdetForm", "edge_gains", "logdet_form"]

@@ -68,60 +68,78 @@ class _NotComposite(Exception):
 
 def decompose(objective: Expr, layout: Layout) -> Composite | None:
     """The composite form of a scalar objective, or None when it has none."""
-    terms: list[RawTerm] = []
-    const = [0.0]
-
-    def scalar_const(e: Expr) -> float | None:
-        if e.is_constant() and e.shape == ():
-            return float(e.constant_value())
+    walk = _Decomposition()
+    walk.todo("v", objective, 1.0)
+    try:
+        while walk.work:
+            kind, e, c, w = walk.work.pop()
+            (walk.visit if kind == "v" else walk.summand)(e, c, w)
+    except _NotComposite:
         return None
+    return Composite(walk.terms, walk.const)
 
-    work: list[tuple[str, Expr, float, np.ndarray | None]] = []  # an explicit stack: no recursion per term
 
-    def todo(kind: str, e: Expr, c: float, w: np.ndarray | None = None) -> None:
-        work.append((kind, e, c, w))
+def _scalar_const(e: Expr) -> float | None:
+    if e.is_constant() and e.shape == ():
+        return float(e.constant_value())
+    return None
 
-    def visit(e: Expr, c: float, w: np.ndarray | None = None) -> None:
+
+class _Decomposition:
+    """The walk of :func:`decompose` over the objective: an explicit stack of (``"v"``: a term c * e
+    of the objective, or ``"s"``: an argument of sum(), c * sum(w * e)) (no recursion per term),
+    collecting the raw terms and the constant; any node outside the composite form raises
+    _NotComposite."""
+
+    def __init__(self) -> None:
+        self.terms: list[RawTerm] = []
+        self.const = 0.0
+        self.work: list[tuple[str, Expr, float, np.ndarray | None]] = []
+
+    def todo(self, kind: str, e: Expr, c: float, w: np.ndarray | None = None) -> None:
+        self.work.append((kind, e, c, w))
+
+    def visit(self, e: Expr, c: float, w: np.ndarray | None = None) -> None:
         if e.is_constant():
-            const[0] += c * float(np.sum(dense(e.constant_value())))
+            self.const += c * float(np.sum(dense(e.constant_value())))
             return
         if isinstance(e, Sub):
-            todo("v", e.args[1], -c)
-            todo("v", e.args[0], c)
+            self.todo("v", e.args[1], -c)
+            self.todo("v", e.args[0], c)
             return
         if isinstance(e, Add):
             if e.args[0].shape != e.shape or e.args[1].shape != e.shape:
                 raise _NotComposite
-            todo("v", e.args[1], c)
-            todo("v", e.args[0], c)
+            self.todo("v", e.args[1], c)
+            self.todo("v", e.args[0], c)
             return
         if isinstance(e, Neg):
-            todo("v", e.args[0], -c)
+            self.todo("v", e.args[0], -c)
             return
         if isinstance(e, Div):
-            s = scalar_const(e.args[1])
+            s = _scalar_const(e.args[1])
             if s is None:
                 raise _NotComposite
-            todo("v", e.args[0], c / s)
+            self.todo("v", e.args[0], c / s)
             return
         if isinstance(e, Mul):
             for i in (0, 1):
-                s = scalar_const(e.args[i])
+                s = _scalar_const(e.args[i])
                 if s is not None:
-                    todo("v", e.args[1 - i], c * s)
+                    self.todo("v", e.args[1 - i], c * s)
                     return
             raise _NotComposite
         if e.shape != ():
             raise _NotComposite
         if e.curvature == AFFINE:
-            terms.append(RawTerm(c, None, e))
+            self.terms.append(RawTerm(c, None, e))
             return
         if isinstance(e, (A.sum, A.mean)) and e.axis is None:
             scale = c / (e.args[0].size if isinstance(e, A.mean) else 1)
-            todo("s", e.args[0], scale)
+            self.todo("s", e.args[0], scale)
             return
         if isinstance(e, A.sum_squares) and e.args[0].curvature == AFFINE:
-            terms.append(RawTerm(c, A.square(e.args[0]), e.args[0]))
+            self.terms.append(RawTerm(c, A.square(e.args[0]), e.args[0]))
             return
         if isinstance(e, A.quad_form) and e.args[0].curvature == AFFINE:
             # c a'Pa = |c| ||R a||^2 with R'R = sign(c) (P + P')/2 (positive semidefinite for a convex term)
@@ -131,40 +149,40 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
                 raise _NotComposite  # a concave (or indefinite) term is no square: clipping would drop it
             R = np.sqrt(np.maximum(lam, 0.0))[:, None] * Q.T
             affine = MatMul(Data(R), e.args[0])
-            terms.append(RawTerm(abs(c), A.square(affine), affine))
+            self.terms.append(RawTerm(abs(c), A.square(affine), affine))
             return
         if getattr(e, "loss_form", None) == "elementwise" and e.args[0].curvature == AFFINE:
-            terms.append(RawTerm(c, e, e.args[0]))
+            self.terms.append(RawTerm(c, e, e.args[0]))
             return
         if getattr(e, "loss_form", None) == "whole":  # one number of a whole vector: cox, ordinal, ...
             arg = loss_argument(e)
             if arg is None:
                 raise _NotComposite
-            terms.append(RawTerm(c, e, arg, whole=True))
+            self.terms.append(RawTerm(c, e, arg, whole=True))
             return
         raise _NotComposite
 
-    def summand(e: Expr, c: float, w: np.ndarray | None) -> None:
+    def summand(self, e: Expr, c: float, w: np.ndarray | None) -> None:
         """e is the argument of sum(); collect c * sum(w * e)."""
         if e.curvature == AFFINE:
-            terms.append(RawTerm(c, None, e, weights=w))
+            self.terms.append(RawTerm(c, None, e, weights=w))
             return
         form = getattr(e, "loss_form", None)  # the atom says whether (and how) it is a loss
         if form == "elementwise" and e.args[0].curvature == AFFINE and e.args[0].shape == e.shape:
-            terms.append(RawTerm(c, e, e.args[0], weights=w))
+            self.terms.append(RawTerm(c, e, e.args[0], weights=w))
             return
         if form == "rowwise" and e.args[0].curvature == AFFINE:  # the softmax loss: one logsumexp per row
-            terms.append(RawTerm(c, e, e.args[0], weights=w, rowwise=True))
+            self.terms.append(RawTerm(c, e, e.args[0], weights=w, rowwise=True))
             return
         if form == "whole" and e.shape == ():  # sum(w * cox(...)): a scalar weight
-            todo("v", e, c * (float(w[0]) if w is not None else 1.0))
+            self.todo("v", e, c * (float(w[0]) if w is not None else 1.0))
             return
         if isinstance(e, (Add, Sub)) and e.args[0].shape == e.shape and e.args[1].shape == e.shape:
-            todo("s", e.args[1], -c if isinstance(e, Sub) else c, w)
-            todo("s", e.args[0], c, w)
+            self.todo("s", e.args[1], -c if isinstance(e, Sub) else c, w)
+            self.todo("s", e.args[0], c, w)
             return
         if isinstance(e, Neg):
-            todo("s", e.args[0], -c, w)
+            self.todo("s", e.args[0], -c, w)
             return
         if isinstance(e, (Mul, Div)):
             a, b = e.args
@@ -180,23 +198,14 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
             else:
                 raise _NotComposite
             if np.ndim(k) == 0:
-                todo("s", other, c * float(k), w)
+                self.todo("s", other, c * float(k), w)
                 return
             if other.shape != e.shape:
                 raise _NotComposite
             kk = np.broadcast_to(k, e.shape).ravel()
-            todo("s", other, c, kk if w is None else w * kk)
+            self.todo("s", other, c, kk if w is None else w * kk)
             return
         raise _NotComposite
-
-    todo("v", objective, 1.0)
-    try:
-        while work:
-            kind, e, c, w = work.pop()
-            (visit if kind == "v" else summand)(e, c, w)
-    except _NotComposite:
-        return None
-    return Composite(terms, const[0])
 
 
 # ----------------------------------------------------------------- Jacobian columns

@@ -40,6 +40,13 @@ from ..model.constraints import (
     Constraint,
 )
 from ..objective.evaluator import Layout
+from .views import View
+
+
+def ht_verdict(stationary: bool, stable: bool) -> str:
+    """The words of a certificate's verdict (paper 001, Definition 4): a fixed point of the projected
+    step (HT-stable), a stationary point that is not one (HT-unstable), or neither."""
+    return "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
 
 
 @dataclass
@@ -121,6 +128,8 @@ class ConstraintSet(ABC):
     coordinate: bool = False  # offers the coordinate API (coords, free, select, support, units, ...)
     relaxation: str | None = None  # the convex relaxation that stands for it: "l1", "nuclear", "glasso"
     counts_units: bool = True  # criteria that price the selected units (EBIC, GIC) apply
+    view: View = View()  # how a Result shows what the set selected (sets/views.py)
+    projects_start: bool = False  # a solver's start is projected onto it (the eigenvalue box: 0 -> alpha I)
 
     def __init__(self, constraint: Constraint, layout: Layout, budget: int | None):
         self.constraint = constraint
@@ -258,6 +267,23 @@ class ConstraintSet(ABC):
         """A start the set admits near x (``g``: the gradient at x, ``step``: a step size, ``h``: the
         Hessian's diagonal at x when known): x itself unless the set overrides it."""
         return x
+
+    def box_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The coordinate box composed into the set's projection, as (lo, hi) over every flat
+        coordinate (``w >= 0``: lo 0 on w's coordinates, -inf elsewhere), or None without one."""
+        return None
+
+    def sparse_directions(self, units: int) -> int | None:
+        """At most how many nonzero coordinates a direction within ``units`` units of the set has
+        (the coordinates of the largest units), or None when the set counts no coordinates (a
+        rank, changes): what per-sample smoothness bounds over sparse directions read."""
+        return None
+
+    def free_count(self) -> int:
+        """How many free coordinates (an intercept) a fit on any support of a set of coordinates
+        estimates beside its units; 0 for a set that selects no coordinates. What ``select``'s
+        default range of k leaves for the residual."""
+        return 0
 
     def swap_members(self) -> np.ndarray | None:
         """Positions into C of each unit's coordinates (units x size) when the budget is spent on

@@ -11,7 +11,8 @@ from ..datasets import spiked_covariance
 from ..model import atoms as A
 from ..model.constraints import diff, eig, nnz, norm, offdiag, rank
 from ..model.expr import Variable
-from ..model.problem import Model, maximize, minimize
+from ..model.objective import maximize, minimize
+from ..model.problem import Model
 
 
 def _regression(seed: int = 3, n: int = 60, p: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

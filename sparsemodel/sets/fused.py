@@ -18,7 +18,8 @@ import scipy.sparse as sp
 
 from ..model.constraints import FusedConstraint
 from ..objective.evaluator import Layout
-from .base import ConstraintSet
+from .base import ConstraintSet, ht_verdict
+from .views import ChangeView
 
 DENSE_DP = 2000  # entries up to which the dynamic program keeps every segment's cost in one matrix
 
@@ -129,13 +130,12 @@ class FusedSparsity(ConstraintSet):
     kind = "fused"
     unit = "changes"
     relaxation = "tv"
+    view = ChangeView()
 
     def __init__(self, constraint: FusedConstraint, layout: Layout, budget: int | None = None):
         super().__init__(constraint, layout, constraint.k if budget is None else None)
         self.coords = layout.coords(constraint.variable, constraint.coords)
-        mask = np.ones(layout.n, dtype=bool)
-        mask[self.coords] = False
-        self.free = np.flatnonzero(mask)
+        self.free = layout.complement(self.coords)
         if budget is not None:
             self.budget = self.check_budget(budget)
 
@@ -188,7 +188,7 @@ class FusedSparsity(ConstraintSet):
         step, _ = self.project(x - gamma * g)
         moved = float(np.max(np.abs(step[self.coords] - x[self.coords]), initial=0.0))
         stable = stationary and moved <= 1e-8 * max(1.0, float(np.max(np.abs(x), initial=0.0)))
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": f"|grad| on the pieces {grad_on:.2e}, the projected step moves x by {moved:.2e}",
             "definition": "paper 001, Definition 4 (fixed point of the projected step onto k changes)",

@@ -55,7 +55,7 @@ from ..numerics.qp import Polyhedron, feasible_point
 from ..numerics.qp import project as qp_project
 from ..objective.evaluator import Evaluator, Layout
 from ..objective.structure import jacobian_columns
-from .base import ConstraintSet, SideSet
+from .base import ConstraintSet, SideSet, ht_verdict
 from .side import Box
 from .sparsity import CoordinateSparsity
 
@@ -596,7 +596,7 @@ class SparseLinear(CoordinateSparsity):
             "step_inf": full,
             "stationary": bool(stationary),
             "ht_stable": bool(fixed),
-            "verdict": "HT-stable" if fixed else ("HT-unstable" if stationary else "not stationary"),
+            "verdict": ht_verdict(stationary, fixed),
         }
 
     def describe(self) -> str:

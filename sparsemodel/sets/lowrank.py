@@ -14,7 +14,8 @@ from ..model.constraints import (
     RankConstraint,
 )
 from ..objective.evaluator import Layout
-from .base import ConstraintSet
+from .base import ConstraintSet, ht_verdict
+from .views import RankView
 
 SVD_FULL_LIMIT = 200  # min(p, m) up to which the truncated SVD is a full LAPACK SVD
 
@@ -208,6 +209,7 @@ class LowRank(ConstraintSet):
     kind = "rank"
     unit = "rank"
     relaxation = "nuclear"
+    view = RankView()
     counts_units = False  # a rank has no units to price (EBIC, GIC)
 
     def __init__(
@@ -221,9 +223,7 @@ class LowRank(ConstraintSet):
         super().__init__(constraint, layout, constraint.r if budget is None else None)
         self.shape = tuple(constraint.variable.shape)
         self.W = layout.coords(constraint.variable)
-        mask = np.ones(layout.n, dtype=bool)
-        mask[self.W] = False
-        self.free = np.flatnonzero(mask)
+        self.free = layout.complement(self.W)
         self.coords = self.W
         self.side = side
         self.svd = svd
@@ -325,7 +325,7 @@ class LowRank(ConstraintSet):
         scale = max(float(np.linalg.norm(G, 2)), float(st.s[0]) / max(gamma, 1e-300) if st.rank else 0.0, 1e-300)
         stationary = grad_on <= rtol * scale * max(1.0, np.sqrt(on.size))
         stable = stationary and smin >= gamma * grad_off * (1 - 1e-12)
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": f"|projected grad| on the subspace {grad_on:.2e}, sigma_r(W) {smin:.4g} vs gamma * sigma_1(grad off "
             f"it) {gamma * grad_off:.4g}",

@@ -35,8 +35,10 @@ import scipy.sparse as sp
 from ..errors import ConstraintError
 from ..model.constraints import ProductConstraint
 from ..objective.evaluator import Layout
-from ..util import closest, k_text
-from .base import ConstraintSet
+from ..util import closest
+from .base import ConstraintSet, ht_verdict
+from .units import k_text
+from .views import ProductView
 
 
 class Budgets(Mapping):
@@ -248,6 +250,10 @@ class ProductSet(ConstraintSet):
             b = self.check_budget(budget)
             self.parts = [p.with_budget(b[n]).within(self.free) for p, n in zip(self.parts, self.names)]
         self.budget = self._budgets(p.budget for p in self.parts)
+        self.view = ProductView(
+            {n: p.view for n, p in zip(self.names, self.parts)},
+            {n: p.variable.name for n, p in zip(self.names, self.parts)},
+        )
 
     def _budgets(self, values: Any) -> Budgets:
         return Budgets(dict(zip(self.names, values)), {n: p.unit for n, p in zip(self.names, self.parts)})
@@ -354,7 +360,7 @@ class ProductSet(ConstraintSet):
         parts = {n: p.certificate(x, g, gamma, rtol) for n, p in zip(self.names, self.parts)}
         stationary = all(c.get("stationary", False) for c in parts.values())
         stable = all(c.get("ht_stable", False) for c in parts.values())
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": "; ".join(f"{n}: {c.get('detail', c.get('verdict', ''))}" for n, c in parts.items()),
             "definition": "paper 001, Definition 4, for each part of the product",

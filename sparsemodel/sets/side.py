@@ -25,6 +25,7 @@ class EigBox(SideSet):
     clips the eigenvalues; it has no budget and no thresholding (it constrains restricted solves)."""
 
     kind = "eig_box"
+    projects_start = True  # Algorithm 2 of paper 000 starts at Omega(0), the projection of 0 (alpha I)
 
     def __init__(self, constraint: EigBoxConstraint, layout: Layout, S: np.ndarray | None = None):
         super().__init__(constraint, layout, None)
@@ -33,9 +34,7 @@ class EigBox(SideSet):
         self.lu = lu_box(S, constraint.xi) if self.auto and S is not None else None  # the paper's box, for describe
         self.shape = tuple(constraint.variable.shape)
         self.W = layout.coords(constraint.variable)
-        mask = np.ones(layout.n, dtype=bool)
-        mask[self.W] = False
-        self.free = np.flatnonzero(mask)
+        self.free = layout.complement(self.W)
         self.coords = self.W
 
     def project(self, z: np.ndarray, budget: int | None = None, warm: Any = None) -> tuple[np.ndarray, Any]:

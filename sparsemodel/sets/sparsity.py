@@ -15,8 +15,9 @@ from ..model.constraints import (
     NnzConstraint,
 )
 from ..objective.evaluator import Layout
-from .base import BoundUnits, ConstraintSet, CoordSubspace
+from .base import BoundUnits, ConstraintSet, CoordSubspace, ht_verdict
 from .side import Box
+from .views import EdgeView, GroupView, View
 
 
 def top_k(z: np.ndarray, k: int, groups: np.ndarray | None = None) -> np.ndarray:
@@ -57,9 +58,7 @@ class CoordinateSparsity(ConstraintSet):
         self.size = len(self.coords)
         self.unit_size = c.unit_size
         self.pairs = c.unit_size == 2
-        mask = np.ones(layout.n, dtype=bool)
-        mask[self.coords] = False
-        self.free = np.flatnonzero(mask)
+        self.free = layout.complement(self.coords)
         if c.groups is not None:
             _, self.unit_of = np.unique(c.groups, return_inverse=True)
             self.n_units = int(self.unit_of.max()) + 1 if len(self.unit_of) else 0
@@ -72,6 +71,8 @@ class CoordinateSparsity(ConstraintSet):
         self.unit = (
             "groups" if (c.groups is not None and not self.pairs) else ("edges" if self.pairs else "coordinates")
         )
+        # the free coordinates a slice leaves (an intercept w[0]) lead the coefficient table
+        self.view = EdgeView() if self.pairs else GroupView(True) if c.groups is not None else View(True)
         if budget is not None:
             self.budget = self.check_budget(budget)
 
@@ -260,6 +261,15 @@ class CoordinateSparsity(ConstraintSet):
         unit_of = self.unit_of if self.unit_of is not None else np.arange(self.size, dtype=np.int64)
         return BoundUnits(self.coords, np.asarray(unit_of, dtype=np.int64), self.n_units, self.budget, self.free)
 
+    def box_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return (self.box.lo, self.box.hi) if self.box is not None else None
+
+    def sparse_directions(self, units: int) -> int | None:
+        return self.power_units(units)
+
+    def free_count(self) -> int:
+        return len(self.free)
+
     def swap_members(self) -> np.ndarray | None:
         if self.pairs or self.variable.symmetric:
             return None
@@ -302,7 +312,7 @@ class CoordinateSparsity(ConstraintSet):
         stationary = grad_on <= rtol * scale
         stable = stationary and xmin >= gamma * grad_off * (1 - 1e-12)
         strict = stationary and xmin > gamma * grad_off
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": f"|grad| on support {grad_on:.2e}, min |x| top-k {xmin:.4g} vs gamma*max|grad| off "
             f"{gamma * grad_off:.4g}",
@@ -343,7 +353,7 @@ class CoordinateSparsity(ConstraintSet):
         )
         stationary = grad_on <= rtol * scale
         stable = stationary and kept >= off * (1 - 1e-12)
-        verdict = "HT-stable" if stable else ("HT-unstable" if stationary else "not stationary")
+        verdict = ht_verdict(stationary, stable)
         return {
             "detail": f"|projected grad| on support {grad_on:.2e}, min gain kept {kept:.4g} vs max gain off {off:.4g}",
             "definition": "paper 001, Definition 4 (fixed point of the projected step onto {nnz <= k} ∩ box)",

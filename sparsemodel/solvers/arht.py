@@ -124,7 +124,7 @@ def rho_2_plus(lp: LoweredProblem, starts: int = 3, iters: int = 100) -> float:
     regularized, and an unscaled intercept column (norm^2 = number of samples) would otherwise set
     rho (on Caravan 1456 instead of 0.49 with unit-norm feature columns)."""
     hv = lp.hessian_operator()
-    C = lp.sparsity.coords
+    C = lp.set.coords
     nC = len(C)
     full = lp.zeros()
     if nC * max(lp.n_samples, 1) * lp.n <= EXACT_RHO_BUDGET:
@@ -210,21 +210,54 @@ class ARHT(Solver):
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
-        if lp.sparsity is None:
+        if lp.set is None:
             return solve_unconstrained(lp, self, o["restricted"])
         clock = Clock()
-        sps = lp.sparsity
-        C = sps.coords
-        s = sps.k
-        theory = o["settings"] == "theory"
         feng = ActiveSet(lp, method=o["restricted"])  # f-minimizers on supports (line 12, polish)
         geng = ActiveSet(lp, method=o["restricted"])  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
         xb, fb = feng.solve(sel0)
         hist = self.history(lp, clock)
         hist.log(fb)
+        B, b_note, eps, span, log_ratio = self._bracket(lp, o, fb, how)
+        runs = _CoreRuns(lp, o, feng, geng, sel0, *self._settings(lp, o, log_ratio))
 
-        # ---- the bracket [B, f(b)] of Algorithm 6, lines 17-20
+        # ---- the binary search on opt of Algorithm 6, lines 21-31
+        l, r, xbest = B, fb, xb
+        rounds, max_rounds = 0, 10 + math.ceil(6 * max(math.log(max(span, eps) / eps), 1.0))
+        status = CONVERGED
+        while r - l > eps:
+            if rounds >= max_rounds:
+                status = MAX_ITER
+                break
+            rounds += 1
+            m = 0.5 * (l + r)  # line 22
+            res = runs.robust(m)  # line 23
+            if res.f > m + eps / 3:  # line 24
+                l = m
+            else:
+                xbest, r = res.x, res.f
+            hist.log(r, lower=l, target=m)
+        extra = {
+            "init": how,
+            "init_objective": fb,
+            "lower_bound": B,
+            "lower_bound_note": b_note,
+            "final_lower": l,
+            "eps": eps,
+            "rho": runs.rho,
+            "progress": runs.c,
+            "settings": o["settings"],
+            "T": runs.T,
+            "restarts": runs.restarts,
+            "rounds": rounds,
+            **runs.stats,
+        }
+        return finish(lp, self, xbest, status, rounds, clock, hist, f=r, extra=extra)
+
+    def _bracket(self, lp: LoweredProblem, o: dict, fb: float, how: str) -> tuple[float, str, float, float, float]:
+        """The bracket [B, f(b)] of Algorithm 6, lines 17-20, and its scale: (B, how B was found,
+        eps, the span of the bracket, log(span / (eps / 3)))."""
         B, b_note = self._lower_bound(lp, o, fb)
         if not np.isfinite(fb):
             raise SolverError(
@@ -250,7 +283,13 @@ class ARHT(Solver):
         top = f_zero if np.isfinite(f_zero) else fb
         span = max(top - B, fb - B)
         log_ratio = math.log(span / (eps / 3)) if span > eps / 3 > 0 else 1.0
-        T = o["max_iter"] if o["max_iter"] is not None else max(1, math.ceil(2 * s * log_ratio))
+        return B, b_note, eps, span, log_ratio
+
+    def _settings(self, lp: LoweredProblem, o: dict, log_ratio: float) -> tuple[int, int, float, float]:
+        """T (iterations per core run), the core runs per ARHT_robust call, the progress constant c
+        and rho, from the ``settings`` (Algorithms 5-6 or Section 6.3.2) and the options."""
+        theory = o["settings"] == "theory"
+        T = o["max_iter"] if o["max_iter"] is not None else max(1, math.ceil(2 * lp.set.k * log_ratio))
         if o["restarts"] is not None:
             restarts = max(1, o["restarts"])
         elif theory:
@@ -264,179 +303,14 @@ class ARHT(Solver):
             rho = float(o["rho"])
         if not np.isfinite(rho) or rho <= 0:
             raise SolverError(f"arht: rho must be positive and finite; got {rho}", hint="give rho=<a positive number>")
-        # one random stream per restart index, the same in every round of the binary search (common
-        # random numbers): restart q of every round is an independent draw of Algorithm 5, and a round
-        # whose target lies where a recorded run of restart q made the same decisions reuses that run
-        base_seed = o["seed"] if o["seed"] is not None else int(np.random.SeedSequence().entropy % (1 << 62))
-
-        fcache: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}  # support -> nonzeros of its f-minimizer
-        gcache: dict[bytes, tuple[np.ndarray, np.ndarray, float, np.ndarray]] = {}  # (S, R ∩ S) -> g_R-minimizer
-        gcache_cap = max(256, int(GCACHE_ENTRIES // max(len(C), 1)))
-
-        def fmin(sel: np.ndarray, warm: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-            key = sel.tobytes()
-            if key not in fcache:
-                x_, f_ = feng.solve(sel, x0=warm)
-                nz = np.flatnonzero(x_)
-                fcache[key] = (nz, x_[nz], f_)
-            nz, vals, f_ = fcache[key]
-            x_ = lp.zeros()
-            x_[nz] = vals
-            return x_, f_
-
-        latest: list = [None]  # the cache entry of geng's last solve (its gradient comes cheaply from it)
-
-        def gmin(sel: np.ndarray, R: np.ndarray, warm: np.ndarray | None) -> tuple[np.ndarray, float, list]:
-            """The g_R-minimizer on sel, its value, and its cache entry (for :func:`grad_f`). It
-            depends on R only through R ∩ sel: solved once per (sel, R ∩ sel)."""
-            key = sel.tobytes() + np.packbits(R[sel]).tobytes()
-            hit = gcache.get(key)
-            if hit is None:
-                x_, g_ = geng.solve(sel, x0=warm, ridge=(rho, np.flatnonzero(R)))
-                nz = np.flatnonzero(x_)
-                if len(gcache) >= gcache_cap:
-                    gcache.clear()
-                hit = gcache[key] = [nz, x_[nz], g_, None]
-                latest[0] = hit
-                stats["g_solves"] += 1
-            nz, vals, g_, _ = hit
-            x_ = lp.zeros()
-            x_[nz] = vals
-            return x_, g_, hit
-
-        def grad_f(hit: list, x_: np.ndarray) -> np.ndarray:
-            """grad f on C at a g_R-minimizer, computed when line 15 first needs it (a minimizer
-            rejected by the progress test, or after which line 12 ends the run, never needs it):
-            from the restricted solve's loss derivatives when it is geng's last solve, else by a
-            full evaluation."""
-            if hit[3] is None:
-                hit[3] = geng.grad()[C] if hit is latest[0] else lp.value_and_grad(x_)[1][C]
-            return hit[3]
-
-        stats = {"core_runs": 0, "core_iterations": 0, "type2": 0, "replayed_runs": 0, "g_solves": 0}
-        runs: dict[int, list[tuple[float, float, _Core]]] = {}  # restart -> (lo, hi, run): same run for lo <= opt < hi
-
-        def core(opt: float, q: int) -> _Core:
-            """Algorithm 5 (with the Section 6.3.2 stopping rule in the practical setting), the
-            q-th restart's random stream. Only two tests read opt (line 12, f <= opt, and the
-            progress test of line 19); the run records the interval of targets for which each test
-            would come out the same, and a later call inside it returns the same run."""
-            for lo_, hi_, run_ in runs.get(q, ()) if REPLAY else ():
-                if lo_ <= opt < hi_:
-                    stats["replayed_runs"] += 1
-                    return run_
-            rng = np.random.default_rng([base_seed, q if o["reuse_runs"] else stats["core_runs"]])
-            lo, hi = -np.inf, np.inf
-            R = np.ones(sps.size, dtype=bool)
-            S = sel0
-            x, g, gx = gmin(S, R, None)
-            it = t2 = 0
-            sampled = False
-            stop = "max_iter"
-            xf = None
-            while it < T:
-                xf, ff = fmin(S, x if xf is None else _blend(xf, x, C, S))
-                if ff <= opt:  # line 12
-                    lo = max(lo, ff)
-                    stop = "reached opt"
-                    break
-                hi = min(hi, ff)
-                it += 1
-                grad_c = grad_f(gx, x) + rho * R * x[C]  # grad g_R = grad f + rho x_R
-                score = np.abs(grad_c)
-                score[S] = -np.inf
-                i = int(np.argmax(score))  # line 15
-                j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
-                S1 = np.union1d(np.setdiff1d(S, [j]), [i])  # line 17
-                warm = x.copy()
-                warm[C[j]] = 0.0
-                x1, g1, gx1 = gmin(S1, R, warm)  # line 18
-                type1 = g - g1 >= c / s * (g - opt)
-                if c > 0:  # the test is opt >= tau
-                    tau = g - (g - g1) * s / c
-                    lo, hi = (max(lo, tau), hi) if type1 else (lo, min(hi, tau))
-                elif c < 0:  # a negative c reverses the test: such runs are not reused
-                    lo, hi = np.inf, -np.inf
-                if type1:  # Type 1
-                    S, x, g, gx = S1, x1, g1, gx1
-                    continue
-                t2 += 1  # Type 2 (line 19 true)
-                if not theory and np.count_nonzero(~R[S]) >= len(S) / 2:
-                    stop = "half of the support unregularized (Section 6.3.2)"
-                    break
-                pool = S[R[S]]
-                wts = x[C[pool]] ** 2
-                if len(pool) == 0 or not wts.sum() > 0:
-                    stop = "no regularized nonzero coordinate left to sample"
-                    break
-                cdf = np.cumsum(wts)
-                pick = int(pool[min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(pool) - 1)])
-                sampled = True  # line 21: i with probability x_i^2 / ||x_R||^2
-                R[pick] = False  # line 22
-                x, g, gx = gmin(S, R, x)  # line 23
-            stats["core_runs"] += 1
-            stats["core_iterations"] += it
-            stats["type2"] += t2
-            if stop == "reached opt":
-                run = _Core(xf, ff, True, it, t2, sampled, stop)
-            elif o["polish"]:
-                xf, ff = fmin(S, x)
-                run = _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
-            else:
-                run = _Core(x, lp.f(x), False, it, t2, sampled, stop)
-            if o["reuse_runs"]:
-                runs.setdefault(q, []).append((lo, hi, run))
-            return run
-
-        def robust(opt: float) -> _Core:
-            """ARHT_robust: the best of `restarts` core runs."""
-            best = None
-            for q in range(restarts):
-                run = core(opt, q)
-                if best is None or run.f < best.f:
-                    best = run
-                if not o["all_restarts"] and (run.f <= opt or not run.sampled):
-                    break
-            return best
-
-        l, r, xbest = B, fb, xb
-        rounds, max_rounds = 0, 10 + math.ceil(6 * max(math.log(max(span, eps) / eps), 1.0))
-        status = CONVERGED
-        while r - l > eps:
-            if rounds >= max_rounds:
-                status = MAX_ITER
-                break
-            rounds += 1
-            m = 0.5 * (l + r)  # line 22
-            res = robust(m)  # line 23
-            if res.f > m + eps / 3:  # line 24
-                l = m
-            else:
-                xbest, r = res.x, res.f
-            hist.log(r, lower=l, target=m)
-        extra = {
-            "init": how,
-            "init_objective": fb,
-            "lower_bound": B,
-            "lower_bound_note": b_note,
-            "final_lower": l,
-            "eps": eps,
-            "rho": rho,
-            "progress": c,
-            "settings": o["settings"],
-            "T": T,
-            "restarts": restarts,
-            "rounds": rounds,
-            **stats,
-        }
-        return finish(lp, self, xbest, status, rounds, clock, hist, f=r, extra=extra)
+        return T, restarts, c, rho
 
     @staticmethod
     def _lower_bound(lp: LoweredProblem, o: dict, fb: float) -> tuple[float, str]:
         """B of Algorithm 6, line 17: min_x f(x) over every coordinate (or the user's lower)."""
         if not isinstance(o["lower"], str):
             return float(o["lower"]), "given"
-        res = lp.restricted_minimize(np.arange(lp.sparsity.size), method=o["restricted"])
+        res = lp.restricted_minimize(np.arange(lp.set.size), method=o["restricted"])
         B = float(res.f)
         if not np.isfinite(B):
             raise SolverError(
@@ -454,6 +328,164 @@ class ARHT(Solver):
                 hint="give lower=<a lower bound on the optimal value>",
             )
         return B, "min_x f(x)" + ("" if res.converged else " (restricted solve not fully converged)")
+
+
+class _CoreRuns:
+    """The runs of ARHT_core (Algorithm 5) and ARHT_robust (Algorithm 6) of one ARHT call: the
+    f-minimizers and g_R-minimizers on supports (cached), one random stream per restart index, and
+    the record of each run's interval of targets (see the module docstring)."""
+
+    def __init__(
+        self,
+        lp: LoweredProblem,
+        o: dict,
+        feng: ActiveSet,
+        geng: ActiveSet,
+        sel0: np.ndarray,
+        T: int,
+        restarts: int,
+        c: float,
+        rho: float,
+    ):
+        self.lp, self.o, self.feng, self.geng, self.sel0 = lp, o, feng, geng, sel0
+        self.T, self.restarts, self.c, self.rho = T, restarts, c, rho
+        self.C, self.s = lp.set.coords, lp.set.k
+        self.theory = o["settings"] == "theory"
+        # one random stream per restart index, the same in every round of the binary search (common
+        # random numbers): restart q of every round is an independent draw of Algorithm 5, and a round
+        # whose target lies where a recorded run of restart q made the same decisions reuses that run
+        self.base_seed = o["seed"] if o["seed"] is not None else int(np.random.SeedSequence().entropy % (1 << 62))
+        self.fcache: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}  # support -> nonzeros of its f-minimizer
+        self.gcache: dict[bytes, list] = {}  # (S, R ∩ S) -> g_R-minimizer
+        self.gcache_cap = max(256, int(GCACHE_ENTRIES // max(len(self.C), 1)))
+        self.latest: list | None = None  # the cache entry of geng's last solve (its gradient comes cheaply from it)
+        self.stats = {"core_runs": 0, "core_iterations": 0, "type2": 0, "replayed_runs": 0, "g_solves": 0}
+        self.runs: dict[
+            int, list[tuple[float, float, _Core]]
+        ] = {}  # restart -> (lo, hi, run): same run for lo <= opt < hi
+
+    def fmin(self, sel: np.ndarray, warm: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """The f-minimizer on the support sel and its value (solved once per support)."""
+        key = sel.tobytes()
+        if key not in self.fcache:
+            x_, f_ = self.feng.solve(sel, x0=warm)
+            nz = np.flatnonzero(x_)
+            self.fcache[key] = (nz, x_[nz], f_)
+        nz, vals, f_ = self.fcache[key]
+        x_ = self.lp.zeros()
+        x_[nz] = vals
+        return x_, f_
+
+    def gmin(self, sel: np.ndarray, R: np.ndarray, warm: np.ndarray | None) -> tuple[np.ndarray, float, list]:
+        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`). It
+        depends on R only through R ∩ sel: solved once per (sel, R ∩ sel)."""
+        key = sel.tobytes() + np.packbits(R[sel]).tobytes()
+        hit = self.gcache.get(key)
+        if hit is None:
+            x_, g_ = self.geng.solve(sel, x0=warm, ridge=(self.rho, np.flatnonzero(R)))
+            nz = np.flatnonzero(x_)
+            if len(self.gcache) >= self.gcache_cap:
+                self.gcache.clear()
+            hit = self.gcache[key] = [nz, x_[nz], g_, None]
+            self.latest = hit
+            self.stats["g_solves"] += 1
+        nz, vals, g_, _ = hit
+        x_ = self.lp.zeros()
+        x_[nz] = vals
+        return x_, g_, hit
+
+    def grad_f(self, hit: list, x_: np.ndarray) -> np.ndarray:
+        """grad f on C at a g_R-minimizer, computed when line 15 first needs it (a minimizer
+        rejected by the progress test, or after which line 12 ends the run, never needs it):
+        from the restricted solve's loss derivatives when it is geng's last solve, else by a
+        full evaluation."""
+        if hit[3] is None:
+            hit[3] = self.geng.grad()[self.C] if hit is self.latest else self.lp.value_and_grad(x_)[1][self.C]
+        return hit[3]
+
+    def core(self, opt: float, q: int) -> _Core:
+        """Algorithm 5 (with the Section 6.3.2 stopping rule in the practical setting), the
+        q-th restart's random stream. Only two tests read opt (line 12, f <= opt, and the
+        progress test of line 19); the run records the interval of targets for which each test
+        would come out the same, and a later call inside it returns the same run."""
+        o, C, s, c, rho = self.o, self.C, self.s, self.c, self.rho
+        for lo_, hi_, run_ in self.runs.get(q, ()) if REPLAY else ():
+            if lo_ <= opt < hi_:
+                self.stats["replayed_runs"] += 1
+                return run_
+        rng = np.random.default_rng([self.base_seed, q if o["reuse_runs"] else self.stats["core_runs"]])
+        lo, hi = -np.inf, np.inf
+        R = np.ones(len(C), dtype=bool)
+        S = self.sel0
+        x, g, gx = self.gmin(S, R, None)
+        it = t2 = 0
+        sampled = False
+        stop = "max_iter"
+        xf = None
+        while it < self.T:
+            xf, ff = self.fmin(S, x if xf is None else _blend(xf, x, C, S))
+            if ff <= opt:  # line 12
+                lo = max(lo, ff)
+                stop = "reached opt"
+                break
+            hi = min(hi, ff)
+            it += 1
+            grad_c = self.grad_f(gx, x) + rho * R * x[C]  # grad g_R = grad f + rho x_R
+            score = np.abs(grad_c)
+            score[S] = -np.inf
+            i = int(np.argmax(score))  # line 15
+            j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
+            S1 = np.union1d(np.setdiff1d(S, [j]), [i])  # line 17
+            warm = x.copy()
+            warm[C[j]] = 0.0
+            x1, g1, gx1 = self.gmin(S1, R, warm)  # line 18
+            type1 = g - g1 >= c / s * (g - opt)
+            if c > 0:  # the test is opt >= tau
+                tau = g - (g - g1) * s / c
+                lo, hi = (max(lo, tau), hi) if type1 else (lo, min(hi, tau))
+            elif c < 0:  # a negative c reverses the test: such runs are not reused
+                lo, hi = np.inf, -np.inf
+            if type1:  # Type 1
+                S, x, g, gx = S1, x1, g1, gx1
+                continue
+            t2 += 1  # Type 2 (line 19 true)
+            if not self.theory and np.count_nonzero(~R[S]) >= len(S) / 2:
+                stop = "half of the support unregularized (Section 6.3.2)"
+                break
+            pool = S[R[S]]
+            wts = x[C[pool]] ** 2
+            if len(pool) == 0 or not wts.sum() > 0:
+                stop = "no regularized nonzero coordinate left to sample"
+                break
+            cdf = np.cumsum(wts)
+            pick = int(pool[min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(pool) - 1)])
+            sampled = True  # line 21: i with probability x_i^2 / ||x_R||^2
+            R[pick] = False  # line 22
+            x, g, gx = self.gmin(S, R, x)  # line 23
+        self.stats["core_runs"] += 1
+        self.stats["core_iterations"] += it
+        self.stats["type2"] += t2
+        if stop == "reached opt":
+            run = _Core(xf, ff, True, it, t2, sampled, stop)
+        elif o["polish"]:
+            xf, ff = self.fmin(S, x)
+            run = _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
+        else:
+            run = _Core(x, self.lp.f(x), False, it, t2, sampled, stop)
+        if o["reuse_runs"]:
+            self.runs.setdefault(q, []).append((lo, hi, run))
+        return run
+
+    def robust(self, opt: float) -> _Core:
+        """ARHT_robust: the best of ``restarts`` core runs."""
+        best = None
+        for q in range(self.restarts):
+            run = self.core(opt, q)
+            if best is None or run.f < best.f:
+                best = run
+            if not self.o["all_restarts"] and (run.f <= opt or not run.sampled):
+                break
+        return best
 
 
 def _blend(xf: np.ndarray, x: np.ndarray, C: np.ndarray, S: np.ndarray) -> np.ndarray:

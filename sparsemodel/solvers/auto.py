@@ -71,12 +71,13 @@ import numpy as np
 
 from ..errors import ModelError
 from ..lowering.active import ActiveSet
+from ..lowering.forms import edges
 from ..lowering.lowered import LoweredProblem
 from ..lowering.swaps import SwapModel, model_exact
 from ..util import Clock
 from .base import Solver, initial_point, register
 from .grahtp import FGraHTP, GraHTP
-from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, edge_problem, omp_steps
+from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, omp_steps
 from .options import Option
 from .result import CONVERGED, DIVERGED, MAX_ITER, History, Result, finish
 
@@ -152,9 +153,8 @@ class Auto(Solver):
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
         clock = Clock()
-        if edge_problem(lp):  # a sparse precision matrix: several starts, each refined by GraHTP
+        if edges(lp) is not None:  # a sparse precision matrix: several starts, each refined by GraHTP
             return edge_pipeline(self, lp, clock)
-        sps = lp.sparsity
         searchable = _searchable(lp) and o["search"]
         if not searchable and _several_parts(lp):
             return self._truncate_then_debias(lp, clock)
@@ -165,7 +165,7 @@ class Auto(Solver):
             if not _searchable(lp):
                 start.extra["note"] = self.plan(lp)
             return start
-        members = sps.swap_members()
+        members = lp.set.swap_members()
         starts = self._starts(lp)
         hist = self.history(lp, clock)
         best: dict[str, Any] | None = None
@@ -225,10 +225,10 @@ class Auto(Solver):
             return ["init"]
         start = self.opts["start"]
         if start != "auto":
-            return [start if (start != "omp" or lp.sparsity.unit_of is None) else "grahtp"]
+            return [start if (start != "omp" or lp.set.unit_of is None) else "grahtp"]
         if lp.linear is not None:  # (with inequalities or bounds its dense QP is an active-set method)
-            one_solve = lp.box is None and len(lp.linear.h) == 0
-            return ["grahtp", "relaxed"] if one_solve or lp.sparsity.size <= RELAXED_LIMIT else ["grahtp"]
+            one_solve = lp.set.box_bounds() is None and len(lp.linear.h) == 0
+            return ["grahtp", "relaxed"] if one_solve or lp.set.size <= RELAXED_LIMIT else ["grahtp"]
         return ["grahtp", "screen"] if lp.design.quadratic else ["grahtp"]
 
     def _search_from(
@@ -236,7 +236,7 @@ class Auto(Solver):
     ) -> dict[str, Any] | None:
         """The swap search from one start; None when the start is not finite."""
         o = self.opts
-        sps = lp.sparsity
+        sps = lp.set  # coordinates or groups of one size (``_searchable``): the coordinate API
         t0 = clock()
         act = ActiveSet(lp, method=o["restricted"], gram=True)
         if how in ("grahtp", "fgrahtp"):  # GraHTP as it runs alone: auto never ends above grahtp
@@ -472,7 +472,7 @@ class Auto(Solver):
     @classmethod
     def plan(cls, lp: LoweredProblem, **opts: Any) -> str:
         """What the pipeline runs on this problem (``sparsemodel check`` prints it)."""
-        if edge_problem(lp):
+        if edges(lp) is not None:
             st = edge_starts(lp)
             return ", ".join(st[:-1]) + " and " + st[-1] + " starts, each refined by grahtp; the lowest objective kept"
         if _searchable(lp):
@@ -485,7 +485,12 @@ class Auto(Solver):
             return "fgrahtp, then grahtp from its end point (several bounded variables)"
         if lp.linear is not None and lp.set is not None and lp.design is not None and lp.set.swap_members() is not None:
             return "grahtp alone: the swap search under linear constraints exchanges coordinates, not groups"
-        if lp.box is not None and lp.design is not None and lp.set is not None and lp.set.swap_members() is not None:
+        if (
+            lp.set is not None
+            and lp.set.box_bounds() is not None
+            and lp.design is not None
+            and lp.set.swap_members() is not None
+        ):
             return "grahtp alone: the swap model knows no bounds (a box) without linear constraints"
         return "grahtp alone: the swap search needs coordinate sparsity or groups of one size, on a composite objective"
 
@@ -505,7 +510,7 @@ def edge_starts(lp: LoweredProblem) -> list[str]:
     forward selection one edge at a time (k refits: at p = 200 and k = 2080 it would cost more than
     ten GraHTP runs)."""
     starts = ["grahtp", "doubling forward"]
-    if lp.sparsity.k <= FORWARD_DEGREE * lp.precision.p:
+    if lp.set.k <= FORWARD_DEGREE * edges(lp).p:
         starts.append("forward")
     return starts
 
@@ -576,14 +581,14 @@ def _searchable(lp: LoweredProblem) -> bool:
         return False
     if lp.linear is not None:
         return members.shape[1] == 1
-    return lp.box is None
+    return lp.set.box_bounds() is None
 
 
 def _relaxed_start(lp: LoweredProblem) -> np.ndarray | None:
     """The minimizer over every coordinate (the bound dropped, the other constraints kept), projected
     onto the set (under linear constraints the projection keeps them: a feasible k-sparse point);
     None when that minimizer does not exist (an unbounded or undefined objective)."""
-    sps = lp.sparsity
+    sps = lp.set
     try:
         r = lp.restricted_minimize(None, cols=np.union1d(sps.coords, sps.free))
     except ModelError:

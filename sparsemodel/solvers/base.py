@@ -334,9 +334,13 @@ def divergence_message(
 
 
 def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
+    """The start of a run: ``init`` (an array of the primary variable or of every coordinate,
+    projected onto the set) or zero, moved into the side sets that take the start
+    (``projects_start``: the eigenvalue box), else into the loss's domain and the set."""
+    sides = [s for s in lp.side if s.projects_start]
     if init is None or (isinstance(init, str) and init == "zeros"):
-        if lp.eigbox is not None:
-            return _into_side_sets(lp, lp.zeros())
+        if sides:
+            return _into_side_sets(sides, lp.zeros())
         # zero, or zero with the free coordinates moved into the loss's domain; under constraints that
         # exclude it (sum(w) == 1), the projection of the gradient step from there
         return lp.feasible_start(lp.inside_domain())
@@ -356,20 +360,24 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
         )
     if lp.set is not None and lp.set.thresholds:
         x, _ = lp.project(x)
-    return _into_side_sets(lp, x)
+    return _into_side_sets(sides, x)
 
 
-def _into_side_sets(lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
-    """A start inside the eigenvalue box: its projection (zero becomes alpha I, Algorithm 2's
-    Omega(0) of paper 000), sparse whenever the start is diagonal."""
-    if lp.eigbox is not None and not lp.eigbox.contains(x):
-        x, _ = lp.eigbox.project(x)
+def _into_side_sets(sides: list[Any], x: np.ndarray) -> np.ndarray:
+    """A start inside the side sets that take it: its projection onto each that does not contain
+    it (the eigenvalue box: zero becomes alpha I, Algorithm 2's Omega(0) of paper 000, sparse
+    whenever the start is diagonal)."""
+    for s in sides:
+        if not s.contains(x):
+            x, _ = s.project(x)
     return x
 
 
 def require_sparsity(lp: LoweredProblem, solver: str) -> Any:
-    if lp.sparsity is None:
+    """The coordinate-sparsity set of a solver that takes only coordinate kinds (its ``handles``:
+    the set, when there is one, offers the coordinate API), or a SolverError when there is none."""
+    if lp.set is None:
         raise SolverError(
             f"{solver} solves sparsity-constrained problems; this problem has no nnz(...) <= k constraint"
         )
-    return lp.sparsity
+    return lp.set

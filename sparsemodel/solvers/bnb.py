@@ -16,6 +16,13 @@
   a candidate incumbent; a node with at most k units left is solved exactly.
 * **Stopping**: the gap (incumbent - the smallest open bound) / max(|incumbent|, 1) <= ``gap_tol``
   (status ``optimal``), or ``time_limit`` / ``node_limit`` (the gap reached is reported).
+* **The m best supports** (``top=m``): every support of k units the search evaluates exactly is
+  kept among the m best seen, and the m-th best objective takes the incumbent's place in pruning
+  and screening: a node is closed only when its bound reaches the m-th objective (or when every
+  support in it has been tried), and a node whose relaxation is tight stays open (its other
+  supports may still rank). At ``optimal`` no support outside the list is better than the m-th
+  (to ``gap_tol``). ``Result.extra["top_supports"]`` lists them (objective, units, names) and
+  ``extra["top_shares"]`` each unit's share among them.
 
 ``Result.lower_bound`` is the proved bound, ``Result.gap`` the gap; ``extra`` has ``nodes``,
 ``root_bound``, ``root_gap``, ``fixed_at_root`` and the incumbent's source.
@@ -33,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import NoBoundError
-from ..lowering.bound import Anchor, NodeBound, Relaxation, relaxation, shift_pays, spd_solve
+from ..lowering.bound import Anchor, NodeBound, Relaxation, relaxation, shift_pays
 from ..lowering.lowered import LoweredProblem
+from ..numerics.lstsq import lstsq_normal
 from ..util import Clock
 from .auto import Auto
 from .base import Solver, register
@@ -77,6 +85,9 @@ class BranchAndBound(Solver):
         "root_iters": Option(200, "Frank-Wolfe steps on the relaxation at the root", int, low=0),
         "node_iters": Option(20, "Frank-Wolfe steps per node (warm-started at the parent's weights)", int, low=0),
         "dive": Option(8, "depth-first steps into the better child before returning to best-first", int, low=0),
+        "top": Option(
+            1, "keep the m best supports at k and prove that no other support beats the m-th (near-optimal)", int, low=1
+        ),
         "init": Option(None, "a starting point for the incumbent (auto's init; a path passes its neighbour)", "any"),
     }
 
@@ -90,6 +101,7 @@ class BranchAndBound(Solver):
         search = Search(lp, rel, x_inc, float(start.objective), o, clock, hist)
         search.run()
         x_best = search.best_point()
+        extra = search.top_extra() if o["top"] > 1 else {}
         res = finish(
             lp,
             self,
@@ -106,10 +118,13 @@ class BranchAndBound(Solver):
                 "incumbent_from": "auto" if not search.improved else "the tree",
                 "auto_objective": float(start.objective),
                 "shift": rel.shift,
+                **extra,
             },
             message=search.message(),
         )
-        res.lower_bound = min(search.lower_bound(), res.objective)
+        res.lower_bound = min(search.lower_bound(best=True), res.objective)
+        if extra:
+            _name_supports(res, lp, search)
         res.gap = relative_gap(res.objective, res.lower_bound)
         res.bound_how = "bnb"
         res.bound_note = f"branch and bound over {search.nodes} nodes on the {rel.describe()}"
@@ -178,13 +193,51 @@ class Search:
         self.exact_cache: dict[bytes, float] = {}
         self.t0 = time.perf_counter()
         self.closed_lb = np.inf  # the smallest bound among nodes closed above the prune threshold
+        self.top = int(opts.get("top", 1))
+        self.tops: dict[bytes, tuple[float, np.ndarray]] = {}  # top > 1: the m best supports of k units seen
+        self.kth = np.inf  # ... and the m-th best objective among them
 
     # ------------------------------------------------------------------ incumbents
     def scale(self) -> float:
         return max(abs(self.f_inc), 1.0)
 
+    def ref(self) -> float:
+        """The objective a node must beat to matter: the incumbent's, or with ``top`` = m > 1 the
+        m-th best support's (infinite until m supports are known)."""
+        return self.f_inc if self.top == 1 else self.kth
+
     def threshold(self) -> float:
-        return self.f_inc - PRUNE_RTOL * self.scale()
+        r = self.ref()
+        return r - PRUNE_RTOL * max(abs(r), 1.0) if np.isfinite(r) else np.inf
+
+    def remember(self, key: bytes, units: np.ndarray, f: float) -> None:
+        """top > 1: keep a support of k units among the m best seen."""
+        if len(units) != self.k or key in self.tops:
+            return
+        if len(self.tops) >= self.top and f >= self.kth:
+            return
+        self.tops[key] = (f, units)
+        if len(self.tops) > self.top:
+            worst = max(self.tops, key=lambda key_: self.tops[key_][0])
+            del self.tops[worst]
+        if len(self.tops) >= self.top:
+            self.kth = max(v[0] for v in self.tops.values())
+
+    def top_list(self) -> list[tuple[float, np.ndarray]]:
+        return sorted(self.tops.values(), key=lambda v: (v[0], v[1].tolist()))
+
+    def top_extra(self) -> dict[str, Any]:
+        """``top_supports`` (objective and units, best first) and ``top_shares`` (each unit's share
+        among them), for the Result."""
+        tops = self.top_list()
+        units = sorted({int(u) for _, us in tops for u in us})
+        shares = {u: sum(1 for _, us in tops if u in us) / len(tops) for u in units} if tops else {}
+        return {
+            "top_supports": [{"objective": float(f), "units": [int(u) for u in us]} for f, us in tops],
+            "top_shares": shares,
+            "top_proved": bool(self.status == OPTIMAL),
+            "top_gap": float(self.gap()),  # no support outside the list beats the m-th by more (relative)
+        }
 
     def exact(self, units: np.ndarray) -> float:
         """The best objective on a set of units (at most k): a restricted solve, cached. A better
@@ -197,13 +250,15 @@ class Search:
         q = self.rel.quad
         if q is not None and q["direct"]:  # (no rows, no box: the closed form of the shifted form)
             if len(pos):
-                xs = spd_solve(q["S"][np.ix_(pos, pos)], q["h"][pos])
+                xs = lstsq_normal(q["S"][np.ix_(pos, pos)], q["h"][pos])
                 f = q["c"] - float(q["h"][pos] @ xs)
             else:
                 f = q["c"]
         else:
             f = float(self.lp.restricted_minimize(pos).f)
         self.exact_cache[key] = f
+        if self.top > 1:
+            self.remember(key, units, f)
         if f < self.f_inc - 1e-12 * self.scale():
             self.f_inc = f
             self.best_units = units
@@ -245,6 +300,8 @@ class Search:
         if m <= 0 or int(und.sum()) <= m:
             units = np.flatnonzero(fin) if m <= 0 else np.flatnonzero(fin | und)
             f = self.exact(units)
+            if self.top > 1 and len(units) < k:  # no support of k units lies in this node
+                f = np.inf
             return Node(f, fin, fout, z, depth, solved=True)
         if math.comb(int(und.sum()), m) <= ENUMERATE:
             return Node(self.enumerate(fin, und, m), fin, fout, z, depth, solved=True)
@@ -261,13 +318,16 @@ class Search:
             if m <= 0 or int(und.sum()) <= m:
                 units = np.flatnonzero(fin) if m <= 0 else np.flatnonzero(fin | und)
                 f = self.exact(units)
+                if self.top > 1 and len(units) < k:
+                    f = np.inf
                 return Node(max(f, nb.value), fin, fout, z, depth, solved=True)
             nb = self.rel.node_bound(nb.anchor, fin, fout, k)
         if math.comb(int((~fin & ~fout).sum()), k - int(fin.sum())) <= ENUMERATE:
             return Node(self.enumerate(fin, ~fin & ~fout, k - int(fin.sum())), fin, fout, z, depth, solved=True)
         counted = np.union1d(np.flatnonzero(fin), nb.top)
         f = self.exact(counted)
-        solved = f <= nb.value + PRUNE_RTOL * self.scale()  # the relaxation is tight here
+        # the relaxation is tight here: its best support is known (with top > 1 its others may still rank)
+        solved = f <= nb.value + PRUNE_RTOL * self.scale() and self.top == 1
         return Node(nb.value if not solved else f, fin, fout, z, depth, solved=solved, anchor=nb.anchor)
 
     def screen(self, nb: NodeBound, fin: np.ndarray, fout: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -308,12 +368,17 @@ class Search:
         return int(und[int(np.argmax(zu))])
 
     # ------------------------------------------------------------------ the search
-    def lower_bound(self) -> float:
+    def lower_bound(self, best: bool = False) -> float:
+        """The smallest bound of the open nodes (and of those closed near the reference): with
+        ``best``, a bound on the best objective; else on anything better than :meth:`ref`."""
         lbs = [n.lb for _, _, n in self.heap] + [n.lb for n in self.stack]
-        return float(min([self.f_inc, self.closed_lb] + lbs))
+        return float(min([self.f_inc if best else self.ref(), self.closed_lb] + lbs))
 
     def gap(self) -> float:
-        return relative_gap(self.f_inc, self.lower_bound())
+        r = self.ref()
+        if not np.isfinite(r):  # fewer than m supports seen yet (or than exist: then every one is listed)
+            return 0.0 if not (self.heap or self.stack) else np.inf
+        return relative_gap(r, self.lower_bound())
 
     def push(self, node: Node) -> None:
         self.counter += 1
@@ -323,7 +388,8 @@ class Search:
         """Whether a node stays open (its bound below the incumbent); a closed node's bound is
         remembered when it lies between the prune threshold and the incumbent."""
         if node.solved or node.lb >= self.threshold():
-            if node.lb < self.f_inc:
+            # a closed node's supports are in the list (solved, top > 1) or no better than its bound
+            if node.lb < self.ref() and not (node.solved and self.top > 1):
                 self.closed_lb = min(self.closed_lb, node.lb)
             return False
         return True
@@ -334,8 +400,10 @@ class Search:
         fin = np.zeros(nu, dtype=bool)
         fout = np.zeros(nu, dtype=bool)
         z0 = self.rel.support_weights(self.x_inc)
+        if self.top > 1:  # the incumbent's support is the first of the list
+            self.exact(np.flatnonzero(z0 > 0.5))
         root = self.evaluate(fin, fout, z0, 0, o["root_iters"])
-        self.root_bound = min(root.lb, self.f_inc)
+        self.root_bound = min(root.lb, self.f_inc) if self.top == 1 else min(root.lb, self.ref())
         self.root_gap = relative_gap(self.f_inc, self.root_bound)
         self.fixed_at_root = int(root.fin.sum() + root.fout.sum())
         if self.keep(root):
@@ -358,7 +426,7 @@ class Search:
                 node = heapq.heappop(self.heap)[2]
                 dive_left = o["dive"]
             if node.lb >= self.threshold():
-                if node.lb < self.f_inc:
+                if node.lb < self.ref():
                     self.closed_lb = min(self.closed_lb, node.lb)
                 continue
             u = self.branch_unit(node)
@@ -383,7 +451,28 @@ class Search:
 
     def message(self) -> str:
         gap = self.gap()
+        if self.status == OPTIMAL and self.top > 1:
+            return (
+                f"the {len(self.tops)} best supports, proved to gap {gap:.3g}: no other support beats the "
+                f"{len(self.tops)}-th ({self.nodes} nodes)"
+            )
         if self.status == OPTIMAL:
             return f"proved optimal to gap {gap:.3g} ({self.nodes} nodes)"
         limit = "time limit" if self.status == TIME_LIMIT else "node limit"
         return f"stopped at the {limit} after {self.nodes} nodes with gap {gap:.3g} (bound {self.lower_bound():.10g})"
+
+
+def _name_supports(res: Result, lp: LoweredProblem, search: Search) -> None:
+    """Each listed support's coordinates (positions in the variable) and names, and the shares by name."""
+    var = lp.layout.variables[0] if lp.set is None else lp.set.constraint.variable
+    base = lp.layout.slice(var).start
+    coords = search.units.coords
+    label = {}
+    for entry in res.extra["top_supports"]:
+        pos = coords[search.units.positions(np.asarray(entry["units"], dtype=np.int64))] - base
+        entry["support"] = [int(i) for i in pos]
+        entry["names"] = [res.label(int(i), var.name) for i in pos]
+        for u in entry["units"]:
+            first = coords[search.units.positions(np.array([u]))[0]] - base
+            label[u] = res.label(int(first), var.name)
+    res.extra["top_shares"] = {label[u]: share for u, share in res.extra["top_shares"].items()}

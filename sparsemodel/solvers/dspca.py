@@ -62,7 +62,7 @@ class DSPCA(TunedRelaxation):
         return float(np.max(np.diag(d.S))), lp.relaxation("dspca", self.opts["cvxpy_solver"]), "cvxpy"
 
     def snap(self, lp: LoweredProblem, x: np.ndarray) -> tuple[np.ndarray, int]:
-        d = lp.spca
+        d = spca_data(lp, self.name)
         v = x[d.coords]
         big = float(np.max(np.abs(v), initial=0.0))
         keep = np.abs(v) > self.opts["zero_tol"] * big if big > 0 else np.zeros(len(v), dtype=bool)
@@ -71,16 +71,18 @@ class DSPCA(TunedRelaxation):
         return d.embed(d.radius * u / nu if nu > 0 else u, lp.n), int(keep.sum())
 
     def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
-        v = x[lp.spca.coords] / lp.spca.radius
+        d = spca_data(lp, self.name)
+        v = x[d.coords] / d.radius
         return float(np.sum(np.abs(v)) ** 2)  # 1'|Z|1 at the rank-one Z = vv'
 
     def ending(self, lp: LoweredProblem, search: Search) -> dict[str, Any]:
-        v = search.x[lp.spca.coords] / lp.spca.radius
-        return {"extra": {"relaxed_explained_variance": float(v @ lp.spca.S @ v)}}  # Z's eigenvector, truncated
+        d = spca_data(lp, self.name)
+        v = search.x[d.coords] / d.radius
+        return {"extra": {"relaxed_explained_variance": float(v @ d.S @ v)}}  # Z's eigenvector, truncated
 
     def run(self, lp: LoweredProblem) -> Any:
         r = super().run(lp)
-        d = lp.spca
+        d = spca_data(lp, self.name)
         w = r.x[d.coords] / d.radius
         r.extra.update(explained(d.S, w[:, None], [float(w @ d.S @ w)]))
         return r

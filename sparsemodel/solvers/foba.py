@@ -43,12 +43,13 @@ step. nu = 0.5 is Zhang's choice.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import SolverError
 from ..lowering.active import ActiveSet
+from ..lowering.forms import PrecisionEdges, edges
 from ..lowering.lowered import LoweredProblem
 from ..numerics.newton import newton
 from ..util import Clock
@@ -109,49 +110,39 @@ class FoBa(Solver):
         o = self.opts
         clock = Clock()
         sps = require_sparsity(lp, self.name)
-        if sps.pairs:  # (the precision matrix's: pairs of another objective are refused by ``unfit``)
-            return self._run_edges(lp, clock)
         nu, eps = o["nu"], o["eps"]
         if not 0 < nu < 1:
             raise SolverError(f"option nu={nu} of {self.name} must be in (0, 1)", hint="Zhang's choice is nu = 0.5")
         if eps < 0:
             raise SolverError(f"option eps={eps} of {self.name} must be >= 0")
-        k, size, method = sps.k, sps.size, o["restricted"]
-        exact = o["scoring"] == "exact"
-
-        act = ActiveSet(lp, method=method)  # follows the support: every refit, and the exact scores
-
-        def refit(sel: np.ndarray) -> tuple[np.ndarray, float]:
-            x, f = act.solve(sel)
-            return x.copy(), float(f)
-
-        sel = np.empty(0, dtype=np.int64)
-        x, f = act.solve(sel, x0=initial_point(lp, o["init"]))  # min over the free coordinates only
-        x = x.copy()
+        pe = edges(lp)  # the edges of a precision matrix (pairs of another objective are refused by ``unfit``)
+        moves: _Moves = (
+            _EdgeMoves(lp, pe, o["restricted"])
+            if pe is not None
+            else _CoordinateMoves(lp, ActiveSet(lp, method=o["restricted"]), o["scoring"], sps.coords)
+        )
+        x, f = moves.start(o["init"])
         hist = self.history(lp, clock)
         hist.log(f, size=0, step=0)
         if not np.isfinite(f):
             return finish(lp, self, x, DIVERGED, 0, clock, hist, f=f, message=outside_domain(f))
+        sel = np.empty(0, dtype=np.int64)
         gains: list[float] = []  # gains[s-1]: forward gain recorded when level s was reached
         last_gain = np.inf
         forward = backward = 0
         status, message = MAX_ITER, ""
         while forward < o["max_iter"]:
             # forward step
-            mask = np.ones(size, dtype=bool)
-            mask[sel] = False
-            cand = np.flatnonzero(mask)
-            q = act.insertion_values(cand) if exact else _line_search_values(lp, x, sps.coords[cand])
-            i = int(cand[int(np.argmin(q))])
+            cand = np.setdiff1d(np.arange(moves.n_units), sel)
+            if len(cand) == 0:
+                status = CONVERGED
+                break
+            i = int(cand[int(np.argmin(moves.forward_values(x, f, cand)))])
             sel_new = np.union1d(sel, [i])
-            x_new, f_new = refit(sel_new)
+            x_new, f_new = moves.refit(sel_new, x)
             gain = f - f_new
             if not gain > eps:
-                status = CONVERGED
-                message = (
-                    f"stopped with {len(sel)} of k={k} coordinates: no forward step decreases f by more than "
-                    f"eps={eps:g} (best decrease {gain:.3g})"
-                )
+                status, message = CONVERGED, moves.stopped(len(sel), lp.set.k, eps, gain)
                 break
             forward += 1
             sel, x, f = sel_new, x_new, f_new
@@ -161,91 +152,105 @@ class FoBa(Solver):
             hist.log(f, size=len(sel), step=1)
             # backward steps
             while len(sel) > 0:
-                if exact:
-                    r = act.removal_values()
-                else:
-                    r = np.array([_zeroed_value(lp, x, sps.coords[j]) for j in sel])
+                r = moves.backward_values(x, sel)
                 jpos = int(np.argmin(r))
-                increase = float(r[jpos]) - f
                 limit = nu * (gains[-1] if o["threshold"] == "level" else last_gain)
-                if increase > limit:
+                if float(r[jpos]) - f > limit:
                     break
                 sel = np.delete(sel, jpos)
-                x, f = refit(sel)
+                x, f = moves.refit(sel, x)
                 gains.pop()
                 backward += 1
                 hist.log(f, size=len(sel), step=-1)
-            if len(sel) >= k:
+            if len(sel) >= lp.set.k:
                 status = CONVERGED
                 break
-        extra: dict[str, Any] = {
-            "forward_steps": forward,
-            "backward_steps": backward,
-            "scoring": o["scoring"],
-        }
+        extra: dict[str, Any] = {"forward_steps": forward, "backward_steps": backward, "scoring": moves.scoring}
         return finish(lp, self, x, status, forward + backward, clock, hist, f=f, message=message, extra=extra)
 
-    def _run_edges(self, lp: LoweredProblem, clock: Clock) -> Result:
-        """FoBa on the edges of a precision matrix (the baseline of paper 000, Section 6.3; Jalali
-        et al. 2011 for graphs): forward, the edge of the best single-edge exact line search
-        (:class:`~sparsemodel.objective.precision.EdgeMoves`), then the refit (ADMM of Appendix D.2,
-        in the box); backward, while zeroing the cheapest edge raises f by at most nu times the
-        gain recorded at that level, remove it and refit. Both scores are Zhang's (``scoring`` does
-        not apply: an exact score would be one ADMM per candidate)."""
-        from ..objective.precision import EdgeMoves
 
-        o = self.opts
-        moves = EdgeMoves(lp)
-        k, method, nu, eps = lp.sparsity.k, o["restricted"], o["nu"], o["eps"]
+class _Moves(Protocol):
+    """One step of FoBa on the units of a set (positions ``sel`` of the selected units): the start
+    (the free coordinates fitted), the refit on a support, the forward and backward scores, and
+    the words of the results."""
 
-        def refit(units: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, float]:
-            r = lp.restricted_minimize(moves.positions(units), x0=x0, method=method)
-            return r.x, r.f
+    n_units: int
+    scoring: str
 
-        units = np.empty(0, dtype=np.int64)
-        x, f = refit(units, initial_point(lp, "zeros"))
-        hist = self.history(lp, clock)
-        hist.log(f, size=0, step=0)
-        gains: list[float] = []
-        forward = backward = 0
-        status, message, last_gain = MAX_ITER, "", np.inf
-        while forward < o["max_iter"]:
-            cand = np.setdiff1d(np.arange(moves.n_units), units)
-            if len(cand) == 0:
-                status = CONVERGED
-                break
-            best = int(cand[int(np.argmin(moves.add_values(x, f, cand)))])
-            new = np.union1d(units, [best])
-            x_new, f_new = refit(new, x)
-            gain = f - f_new
-            if not gain > eps:
-                status = CONVERGED
-                message = (
-                    f"stopped with {len(units)} of k={k} edges: no forward step decreases f by more than eps={eps:g}"
-                )
-                break
-            forward += 1
-            units, x, f = new, x_new, f_new
-            gains.append(gain)
-            last_gain = gain
-            lp.oracle.thresholded()
-            hist.log(f, size=len(units), step=1)
-            while len(units) > 0:
-                z = moves.zero_values(x, units)
-                jpos = int(np.argmin(z))
-                limit = nu * (gains[-1] if o["threshold"] == "level" else last_gain)
-                if float(z[jpos]) - f > limit:
-                    break
-                units = np.delete(units, jpos)
-                x, f = refit(units, x)
-                gains.pop()
-                backward += 1
-                hist.log(f, size=len(units), step=-1)
-            if len(units) >= k:
-                status = CONVERGED
-                break
-        extra = {"forward_steps": forward, "backward_steps": backward, "scoring": "edge moves (Zhang)"}
-        return finish(lp, self, x, status, forward + backward, clock, hist, f=f, message=message, extra=extra)
+    def start(self, init: Any) -> tuple[np.ndarray, float]: ...
+
+    def refit(self, sel: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]: ...
+
+    def forward_values(self, x: np.ndarray, f: float, cand: np.ndarray) -> np.ndarray: ...
+
+    def backward_values(self, x: np.ndarray, sel: np.ndarray) -> np.ndarray: ...
+
+    def stopped(self, n: int, k: int, eps: float, gain: float) -> str: ...
+
+
+class _CoordinateMoves:
+    """FoBa on single coordinates of C (Zhang's setting). ``exact`` scoring: Q_i = min f over
+    F ∪ {i} and R_j = min f over F \\ {j}, the fully corrective values of the ActiveSet, which also
+    does every refit (a Cholesky factor updated as coordinates enter and leave, on least squares);
+    ``paper``: Zhang's single-coordinate line search forward and zeroing backward."""
+
+    def __init__(self, lp: LoweredProblem, act: ActiveSet, scoring: str, coords: np.ndarray):
+        self.lp, self.act, self.scoring, self.C = lp, act, scoring, coords
+        self.exact = scoring == "exact"
+        self.n_units = len(coords)
+
+    def start(self, init: Any) -> tuple[np.ndarray, float]:
+        x, f = self.act.solve(np.empty(0, dtype=np.int64), x0=initial_point(self.lp, init))  # the free coordinates
+        return x.copy(), f
+
+    def refit(self, sel: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
+        x, f = self.act.solve(sel)  # (the active set warm-starts from its own last solve)
+        return x.copy(), float(f)
+
+    def forward_values(self, x: np.ndarray, f: float, cand: np.ndarray) -> np.ndarray:
+        return self.act.insertion_values(cand) if self.exact else _line_search_values(self.lp, x, self.C[cand])
+
+    def backward_values(self, x: np.ndarray, sel: np.ndarray) -> np.ndarray:
+        if self.exact:
+            return self.act.removal_values()
+        return np.array([_zeroed_value(self.lp, x, self.C[j]) for j in sel])
+
+    def stopped(self, n: int, k: int, eps: float, gain: float) -> str:
+        return (
+            f"stopped with {n} of k={k} coordinates: no forward step decreases f by more than "
+            f"eps={eps:g} (best decrease {gain:.3g})"
+        )
+
+
+class _EdgeMoves:
+    """FoBa on the edges of a precision matrix (the baseline of paper 000, Section 6.3; Jalali et
+    al. 2011 for graphs): forward, the edge of the best single-edge exact line search
+    (:class:`~sparsemodel.lowering.forms.PrecisionEdges`), then the refit (ADMM of Appendix D.2, in
+    the box); backward, the edge whose zeroing raises f least. Both scores are Zhang's (``scoring``
+    does not apply: an exact score would be one ADMM per candidate); the start is alpha I (the
+    ``init`` option does not apply either)."""
+
+    scoring = "edge moves (Zhang)"
+
+    def __init__(self, lp: LoweredProblem, moves: PrecisionEdges, method: str):
+        self.lp, self.moves, self.method = lp, moves, method
+        self.n_units = moves.n_units
+
+    def start(self, init: Any) -> tuple[np.ndarray, float]:
+        return self.refit(np.empty(0, dtype=np.int64), initial_point(self.lp, "zeros"))
+
+    def refit(self, sel: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
+        r = self.lp.restricted_minimize(self.moves.positions(sel), x0=x, method=self.method)
+        return r.x, r.f
+
+    def forward_values(self, x: np.ndarray, f: float, cand: np.ndarray) -> np.ndarray:
+        return self.moves.add_values(x, f, cand)
+
+    def backward_values(self, x: np.ndarray, sel: np.ndarray) -> np.ndarray:
+        return self.moves.zero_values(x, sel)
+
+    def stopped(self, n: int, k: int, eps: float, gain: float) -> str:
+        return f"stopped with {n} of k={k} edges: no forward step decreases f by more than eps={eps:g}"
 
 
 def _zeroed_value(lp: LoweredProblem, x: np.ndarray, j: int) -> float:

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
+from ..lowering.forms import PrecisionEdges, edges
 from ..lowering.lowered import LoweredProblem
 from ..numerics.logdet import ADMMResult, admm_logdet, shift_into_box, soft_offdiag_prox
-from ..objective.precision import EdgeMoves
 from .base import register
 from .options import Option, restricted_option, subproblem13_options
 from .tuning import Search, TunedRelaxation, search_options
@@ -83,8 +83,7 @@ class GLasso(TunedRelaxation):
 
     @classmethod
     def unfit(cls, lp: LoweredProblem) -> SolverError | None:
-        sps = lp.sparsity
-        if lp.precision is None or sps is None or not sps.pairs:
+        if edges(lp) is None:
             return SolverError(
                 "glasso solves the sparse precision-matrix problem: minimize -logdet(O) + trace(S @ O) "
                 "subject to nnz(offdiag(O)) <= 2 * k (O symmetric)",
@@ -94,9 +93,10 @@ class GLasso(TunedRelaxation):
 
     def start(self, lp: LoweredProblem) -> tuple[float, Any, str]:
         o = self.opts
-        S, p = lp.precision.S, lp.precision.p
+        pe = self._edges(lp)
+        S, p = pe.S, pe.p
         keep = self._keep(lp)
-        alpha, beta = (lp.eigbox.alpha, lp.eigbox.beta) if keep else (0.0, np.inf)
+        alpha, beta = pe.box if keep else (0.0, np.inf)
         lam_max = float(np.abs(S[~np.eye(p, dtype=bool)]).max()) if p > 1 else 0.0
         if not lam_max > 0:
             raise SolverError("S has no nonzero off-diagonal entry: every lambda gives the diagonal solution")
@@ -104,39 +104,41 @@ class GLasso(TunedRelaxation):
         relax: Any = (
             _GlassoADMM(S, alpha, beta, o["tol"], o["max_iter"], lp)
             if backend == "numpy"
-            else _GlassoCvxpy(lp, o["cvxpy_solver"], keep)
+            else _GlassoCvxpy(lp, pe, o["cvxpy_solver"], keep)
         )
         return lam_max, relax, backend
 
-    def _keep(self, lp: LoweredProblem) -> bool:
-        return self.opts["box"] == "keep" and lp.eigbox is not None
+    @staticmethod
+    def _edges(lp: LoweredProblem) -> PrecisionEdges:
+        """The precision-matrix form (``unfit`` refused every problem without it)."""
+        pe = edges(lp)
+        assert pe is not None
+        return pe
 
-    def _matrix(self, lp: LoweredProblem, x: np.ndarray) -> np.ndarray:
-        p = lp.precision.p
-        return x[lp.layout.coords(lp.precision.var)].reshape(p, p)
+    def _keep(self, lp: LoweredProblem) -> bool:
+        return self.opts["box"] == "keep" and self._edges(lp).box is not None
 
     def snap(self, lp: LoweredProblem, O: np.ndarray) -> tuple[np.ndarray, int]:
-        p = lp.precision.p
-        off = ~np.eye(p, dtype=bool)
-        big = np.abs(O[off]).max() if p > 1 else 0.0
+        pe = self._edges(lp)
+        off = ~np.eye(pe.p, dtype=bool)
+        big = np.abs(O[off]).max() if pe.p > 1 else 0.0
         O = np.where(off & (np.abs(O) <= self.opts["zero_tol"] * big), 0.0, O)
-        x = lp.zeros()
-        x[lp.layout.coords(lp.precision.var)] = ((O + O.T) / 2).ravel()
-        return x, len(EdgeMoves(lp).units_of(x))
+        x = pe.point(O)
+        return x, len(pe.units_of(x))
 
     def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
-        O = self._matrix(lp, x)
-        return lp.precision.scale * float(np.abs(O[~np.eye(len(O), dtype=bool)]).sum())
+        pe = self._edges(lp)
+        O = pe.matrix(x)
+        return pe.scale * float(np.abs(O[~np.eye(len(O), dtype=bool)]).sum())
 
     def ending(self, lp: LoweredProblem, search: Search) -> dict[str, Any]:
-        moves = EdgeMoves(lp)
-        O_g = self._matrix(lp, search.x)
-        W = lp.layout.coords(lp.precision.var)
+        moves = self._edges(lp)
+        O_g = moves.matrix(search.x)
 
         def into_box(x_g: np.ndarray) -> tuple[np.ndarray, float]:
             x = x_g.copy()
-            if lp.eigbox is not None:
-                x[W] = shift_into_box(O_g, lp.eigbox.alpha, lp.eigbox.beta).ravel()
+            if moves.box is not None:
+                x[moves.W] = shift_into_box(O_g, *moves.box).ravel()
             return x, lp.oracle.peek(x)
 
         return {
@@ -188,11 +190,10 @@ class _GlassoADMM:
 class _GlassoCvxpy:
     """(G) built from the model in cvxpy (relax kind 'glasso'), re-solved per lambda."""
 
-    def __init__(self, lp: LoweredProblem, solver: str, keep_box: bool):
+    def __init__(self, lp: LoweredProblem, pe: PrecisionEdges, solver: str, keep_box: bool):
         self.lp = lp
         self.relax = lp.relaxation("glasso", solver, eigbox=keep_box)
-        pf = lp.precision
-        self.W, self.p, self.scale = lp.layout.coords(pf.var), pf.p, pf.scale
+        self.W, self.p, self.scale = pe.W, pe.p, pe.scale
 
     @property
     def solves(self) -> int:

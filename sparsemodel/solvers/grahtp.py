@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
+from ..lowering.forms import divergence_advice
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
 from .base import Solver, divergence_message, initial_point, register
@@ -126,11 +127,7 @@ class GraHTP(Solver):
         s = lp.set
         debias = o["debias"]
         search = o["search"] and debias
-        rule = o["eta"] if isinstance(o["eta"], str) else "fixed"
-        if rule == "auto":
-            rule = self.default_eta
-        if rule == "local" and lp.design is not None and lp.design.quadratic:
-            rule = "htp"  # a constant Hessian: the step at the start is the step at every iterate
+        rule = self._rule(lp)
         x = initial_point(lp, o["init"])
         hist = self.history(lp, clock)
         st_prev = s.state(x)
@@ -152,14 +149,7 @@ class GraHTP(Solver):
                 f=f,
                 message=f"the objective is not finite at the starting point ({f})",
             )
-        if rule == "fixed":
-            eta = float(o["eta"])
-            if eta <= 0:
-                raise SolverError(f"eta must be positive; got {eta}")
-        elif rule == "rss":
-            eta = 1.0 / (2.0 * lp.safe_curvature(lp.smoothness(lp.power_budget(2 * s.k), x=x), x, g))
-        else:  # local, bb, htp: the unit step at the start
-            eta = self._curvature_step(lp, x, g)
+        eta = self._first_step(lp, rule, x, g)
         hist.log(f, eta=eta)
         status, it, grow, searches = MAX_ITER, 0, 0, 0
         x_old = g_old = None
@@ -178,19 +168,7 @@ class GraHTP(Solver):
             xt = x - eta * g  # S1
             warm, st = lp.project(xt)  # S2: the projection, and F(t)
             same_support = s.same(st, st_prev)
-            if debias and same_support:
-                # F(t) = F(t-1): x is already the minimizer on F(t) (S3 of the last iteration), so S3 would
-                # return x again; a re-solve could differ from it only by the restricted solve's tolerance,
-                # which must not count as an increase of f (it made the backtracking below halve eta
-                # ~50 times down to 1e-14 and end in a false 'diverged' on an ill-conditioned precision
-                # matrix whose solves stopped 1e-9 short)
-                xn, fn, gn = x, f, g
-            elif debias:  # S3: debias on F(t), warm-started at the gradient step restricted to F(t)
-                r = lp.restricted_minimize(st, x0=warm, method=o["restricted"], grad=True)
-                xn, fn, gn = r.x, r.f, r.g
-            else:  # S3': truncate
-                xn = warm
-                fn, gn = lp.value_and_grad(xn)
+            xn, fn, gn = self._s3(lp, x, f, g, warm, st, same_support)
             increased = not np.isfinite(fn) or fn > f + 1e-12 * max(1.0, abs(f))
             if increased and o["backtracking"]:
                 eta /= 2.0
@@ -246,6 +224,52 @@ class GraHTP(Solver):
             extra={"eta": eta, "step_rule": rule, "support_searches": searches},
         )
 
+    def _rule(self, lp: LoweredProblem) -> str:
+        """The step rule: the option, ``auto`` this solver's default, ``local`` on a constant
+        Hessian the same as ``htp`` (the step at the start is the step at every iterate)."""
+        o = self.opts
+        rule = o["eta"] if isinstance(o["eta"], str) else "fixed"
+        if rule == "auto":
+            rule = self.default_eta
+        if rule == "local" and lp.design is not None and lp.design.quadratic:
+            rule = "htp"
+        return rule
+
+    def _first_step(self, lp: LoweredProblem, rule: str, x: np.ndarray, g: np.ndarray) -> float:
+        """eta at the start: the given number, the paper's 1/(2 M_2k), or the unit step at x."""
+        if rule == "fixed":
+            eta = float(self.opts["eta"])
+            if eta <= 0:
+                raise SolverError(f"eta must be positive; got {eta}")
+            return eta
+        if rule == "rss":
+            return 1.0 / (2.0 * lp.safe_curvature(lp.smoothness(lp.power_budget(2 * lp.set.k), x=x), x, g))
+        return self._curvature_step(lp, x, g)  # local, bb, htp: the unit step at the start
+
+    def _s3(
+        self,
+        lp: LoweredProblem,
+        x: np.ndarray,
+        f: float,
+        g: np.ndarray,
+        warm: np.ndarray,
+        st: Any,
+        same_support: bool,
+    ) -> tuple[np.ndarray, float, np.ndarray]:
+        """Step S3 on F(t) (the projection ``warm`` and its state ``st``): (x, f, grad f)."""
+        if self.opts["debias"] and same_support:
+            # F(t) = F(t-1): x is already the minimizer on F(t) (S3 of the last iteration), so S3 would
+            # return x again; a re-solve could differ from it only by the restricted solve's tolerance,
+            # which must not count as an increase of f (it made the backtracking halve eta ~50 times
+            # down to 1e-14 and end in a false 'diverged' on an ill-conditioned precision matrix whose
+            # solves stopped 1e-9 short)
+            return x, f, g
+        if self.opts["debias"]:  # S3: debias on F(t), warm-started at the gradient step restricted to F(t)
+            r = lp.restricted_minimize(st, x0=warm, method=self.opts["restricted"], grad=True)
+            return r.x, r.f, r.g
+        fn, gn = lp.value_and_grad(warm)  # S3': truncate
+        return warm, fn, gn
+
     def _support_change(
         self, lp: LoweredProblem, x: np.ndarray, g: np.ndarray, f: float, eta: float, st_now: Any
     ) -> tuple[np.ndarray, float, np.ndarray, Any] | None:
@@ -280,9 +304,7 @@ def stalled_message(solver: str, f_start: float, f_now: float, f_tried: float, e
 
 def _advice(lp: LoweredProblem) -> str | None:
     """The divergence hint for this problem: rescaling the data is no advice for a precision matrix."""
-    if lp.precision is not None:
-        return "or leave eta='auto' with backtracking=true"
-    return None
+    return divergence_advice(lp)
 
 
 @register

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import SolverError
 from ..lowering.active import ActiveSet
+from ..lowering.forms import edges, unpaired
 from ..lowering.lowered import LoweredProblem
 from ..util import Clock
 from .base import Solver, initial_point, register
@@ -75,12 +76,12 @@ def omp_steps(
 ) -> tuple[np.ndarray, float, np.ndarray]:
     """Algorithm 2 of paper 003 from the empty support: k times add argmax_{i not in S} |grad_i f|
     and re-solve on S ∪ {i} (warm started). Returns (x, f, S)."""
-    C = lp.sparsity.coords
+    C = lp.set.coords
     sel = np.empty(0, dtype=np.int64)
     x, f = act.solve(sel)
     for _ in range(k):
         g = act.grad()
-        score = lp.sparsity.descent_scores(g[C])
+        score = lp.set.descent_scores(g[C])
         score[sel] = -np.inf
         i = int(np.argmax(score))
         sel = np.union1d(sel, [i])
@@ -98,7 +99,7 @@ def forward_steps(
     x, f = act.solve(sel)
     for _ in range(k):
         vals = act.insertion_values()
-        cand = np.setdiff1d(np.arange(lp.sparsity.size), sel)
+        cand = np.setdiff1d(np.arange(lp.set.size), sel)
         i = int(cand[int(np.argmin(vals))])
         sel = np.union1d(sel, [i])
         x, f = act.solve(sel, x0=x)
@@ -109,7 +110,7 @@ def forward_steps(
 
 def start_support(lp: LoweredProblem, act: ActiveSet, init: Any, solver: str) -> tuple[np.ndarray, str]:
     """S0 for OMPR / ELS / ARHT: (positions into C, a description)."""
-    sps = lp.sparsity
+    sps = lp.set  # coordinate sparsity: the greedy solvers take no other kind (handles)
     k = sps.k
     if isinstance(init, str):
         if init == "omp":
@@ -137,12 +138,11 @@ def start_support(lp: LoweredProblem, act: ActiveSet, init: Any, solver: str) ->
 def edges_only(name: str, lp: LoweredProblem) -> SolverError | None:
     """The refusal of a greedy solver that moves whole edges (forward, foba) on symmetric pairs of
     an objective other than the precision matrix's, or None."""
-    sps = lp.sparsity
-    if sps is not None and sps.pairs and not edge_problem(lp):
+    if unpaired(lp):
         return SolverError(
             f"{name} selects symmetric off-diagonal pairs only on the precision-matrix objective "
             "-logdet(O) + trace(S @ O)",
-            sps.span,
+            lp.set.span,
             "use grahtp, grasp or iht for other objectives",
         )
     return None
@@ -162,9 +162,9 @@ class _GreedyBase(Solver):
         """What every greedy run checks first: no sparsity constraint (one restricted solve), the
         edges of a precision matrix (forward selection's own path); None when the run proper goes
         ahead (pairs on another objective were refused before the run: ``unfit``)."""
-        if lp.sparsity is None:
+        if lp.set is None:
             return solve_unconstrained(lp, self, self.opts["restricted"])
-        if self.name == "forward" and edge_problem(lp):
+        if self.name == "forward" and edges(lp) is not None:
             return edge_forward(lp, self)
         return None
 
@@ -185,19 +185,13 @@ class _Stepwise(_GreedyBase):
         act = self._setup(lp)
         clock = Clock()
         hist = self.history(lp, clock)
-        x, f, sel = self.steps(lp, act, lp.sparsity.k, hist)
+        x, f, sel = self.steps(lp, act, lp.set.k, hist)
         return finish(lp, self, x, CONVERGED, len(sel), clock, hist, f=f)
-
-
-def edge_problem(lp: LoweredProblem) -> bool:
-    """A sparse precision matrix (paper 000, Section 5.3): the Gaussian log-likelihood with the
-    off-diagonal bounded in pairs; the greedy baselines then move whole edges."""
-    return lp.precision is not None and lp.sparsity is not None and lp.sparsity.pairs
 
 
 def edge_forward(lp: LoweredProblem, solver: Solver, growth: float = 0.0) -> Result:
     """Forward selection of edges (FBS, the baseline of paper 000, Section 6.3): k times add the
-    edge whose single-edge exact line search lowers f the most (:class:`EdgeMoves`; scoring every
+    edge whose single-edge exact line search lowers f the most (:class:`~sparsemodel.lowering.forms.PrecisionEdges`; scoring every
     candidate by a full refit would cost one ADMM per candidate), then refit on the support with
     the restricted solve (covsel, in the eigenvalue box when there is one). ``growth`` > 0 adds the
     max(1, ceil(growth |F|)) best edges per step instead of one (:func:`edge_forward_path`)."""
@@ -213,20 +207,18 @@ def edge_forward_path(
     """The steps of :func:`edge_forward`: (x, f, steps). ``growth`` > 0 adds the
     max(1, ceil(growth |F|)) best edges per step (a graph of k edges in about
     log(k) / log(1 + growth) steps; a start of ``auto``)."""
-    from ..objective.precision import EdgeMoves
-
-    moves = EdgeMoves(lp)
+    moves = edges(lp)
     units = np.empty(0, dtype=np.int64)
     r = lp.restricted_minimize(moves.positions(units), x0=initial_point(lp, "zeros"), method=method)
     x, f = r.x, r.f
     if hist is not None:
         hist.log(f)
     steps = 0
-    while len(units) < lp.sparsity.k:
+    while len(units) < lp.set.k:
         cand = np.setdiff1d(np.arange(moves.n_units), units)
         if len(cand) == 0:
             break
-        b = min(lp.sparsity.k - len(units), max(1, int(np.ceil(growth * len(units)))))
+        b = min(lp.set.k - len(units), max(1, int(np.ceil(growth * len(units)))))
         best = cand[np.argsort(moves.add_values(x, f, cand), kind="stable")[:b]]
         units = np.union1d(units, best)
         steps += 1
@@ -285,7 +277,7 @@ class _SwapSearch(_GreedyBase, ABC):
             return early
         act = self._setup(lp)
         clock = Clock()
-        C = lp.sparsity.coords
+        C = lp.set.coords
         sel, how = start_support(lp, act, self.opts["init"], self.name)
         x, f = act.solve(sel)
         f0 = f
@@ -314,7 +306,7 @@ class OMPR(_SwapSearch):
     options = _swap_options("maximum number of swaps (a safeguard; Algorithm 3 loops until no decrease)")
 
     def propose(self, act, C, x, sel):
-        score = act.lp.sparsity.descent_scores(act.grad()[C])
+        score = act.lp.set.descent_scores(act.grad()[C])
         score[sel] = -np.inf
         i = int(np.argmax(score))  # line 8
         j = int(sel[np.argmin(np.abs(x[C[sel]]))])  # line 9

@@ -104,9 +104,9 @@ class Lasso(TunedRelaxation):
         if not np.isfinite(r0.f):  # x = 0 outside the domain (e.g. logdet): cvxpy needs no start
             r0 = lp.restricted_minimize(np.empty(0, dtype=np.int64), method="cvxpy")
         _, g0 = lp.value_and_grad(r0.x)
-        box = lp.box  # with bounds, only the directions they allow count (w >= 0: -g_j)
+        box = sps.box_bounds()  # with bounds, only the directions they allow count (w >= 0: -g_j)
         lam_max = float(
-            np.max(entering(g0[C], 0.0, box.lo[C] if box else None, box.hi[C] if box else None), initial=0.0)
+            np.max(entering(g0[C], 0.0, box[0][C] if box else None, box[1][C] if box else None), initial=0.0)
         )
         if not np.isfinite(lam_max):
             raise SolverError(
@@ -123,13 +123,13 @@ class Lasso(TunedRelaxation):
         return lam_max, relax, backend
 
     def snap(self, lp: LoweredProblem, x: np.ndarray) -> tuple[np.ndarray, int]:
-        C = lp.sparsity.coords
+        C = lp.set.coords
         xc = np.abs(x[C])
         x[C[xc <= self.opts["zero_tol"] * float(xc.max(initial=0.0))]] = 0.0
         return x, int(np.count_nonzero(x[C]))
 
     def penalty(self, lp: LoweredProblem, x: np.ndarray) -> float:
-        return float(np.sum(np.abs(x[lp.sparsity.coords])))
+        return float(np.sum(np.abs(x[lp.set.coords])))
 
 
 class _ProxNewton:

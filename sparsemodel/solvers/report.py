@@ -1,30 +1,34 @@
 """Summaries of results: the text ``sparsemodel solve`` prints and the HTML a notebook shows.
 
 Both read the same pieces of a :class:`~sparsemodel.solvers.result.Result`: the bound with its unit,
-the selection by name (coordinates, groups, edges) or, for a rank bound, the rank and the singular
-values, the certificate where it means something, and the coefficient table.
+the selection in the words of its set's view (coordinates, groups, edges by name, or the rank and
+the singular values of a rank bound), the certificate where it means something, and the
+coefficient table. :class:`ResultText` is the part of ``Result`` that shows it (``summary()``,
+the notebook's HTML): ``Result`` inherits it, so this module needs nothing of ``result.py``.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .result import Result
+from typing import Any
 
 MAX_ROWS = 30  # coefficient rows printed before "... N more"
 
 
-def _fmt_list(items: list[str], max_items: int) -> str:
-    if len(items) <= max_items:
-        return ", ".join(items)
-    head = ", ".join(items[: max_items - 3])
-    return f"{head}, ..., {', '.join(items[-2:])} ({len(items)} in all)"
+class ResultText:
+    """How a :class:`~sparsemodel.solvers.result.Result` shows itself (``Result`` inherits this):
+    the text of :func:`format_result` and the notebook's HTML, read from the Result's fields."""
+
+    def summary(self, max_support: int = 30) -> str:
+        """The text ``sparsemodel solve`` prints (at most ``max_support`` names per selection line)."""
+        return format_result(self, max_support=max_support)
+
+    def _repr_html_(self) -> str:
+        return result_html(self)
 
 
-def bound_line(r: Result) -> str:
+def bound_line(r: ResultText) -> str:
     """``nnz(w[1:]) <= 10: k = 10 coordinates``."""
     if r.k is None:
         return "(no sparsity or rank bound)"
@@ -33,31 +37,15 @@ def bound_line(r: Result) -> str:
     return f"{r.bound}: {r.k_text}" if r.bound else r.k_text
 
 
-def selection_lines(r: Result, max_items: int = 30) -> list[tuple[str, str]]:
-    """What the solution selected, as (label, text) lines: the rank and singular values of a rank
-    bound, the edges of a symmetric matrix, the selected coordinates otherwise (by name); with
-    several bounds, one line per part."""
-    if r.blocks:
-        return [(name, _block_text(r, b, max_items)) for name, b in r.blocks.items()]
-    if r.unit == "rank":
-        sv = [float(v) for v in r.extra.get("singular_values", [])]
-        rank = r.extra.get("rank", len([v for v in sv if v > 0]))
-        shown = ", ".join(f"{v:.6g}" for v in sv[: min(rank, max_items)])
-        return [("rank", f"{rank} of at most {r.k}; singular values {shown or '(none)'}")]
-    names = r.support_names
-    if r.symmetric and r.unit == "edges":
-        pos = r.support_positions
-        edges = [n for n, p in zip(names, pos) if len(p) == 2 and p[0] < p[1]]
-        return [("edges", f"{len(edges)} (k = {r.k}): {_fmt_list(edges, max_items)}" if edges else "none")]
-    if r.unit == "groups":
-        return [
-            ("groups", f"{len(r.groups)} kept: {_fmt_list(r.groups, max_items)}"),
-            ("selected", f"{len(names)} coordinates: {_fmt_list(names, max_items)}"),
-        ]
-    return [("selected", f"{len(names)}: {_fmt_list(names, max_items)}" if names else "0 (only the free coordinates)")]
+def selection_lines(r: ResultText, max_items: int = 30) -> list[tuple[str, str]]:
+    """What the solution selected, as (label, text) lines, in the words of its set's view
+    (:mod:`sparsemodel.sets.views`): the rank and singular values of a rank bound, the edges of a
+    symmetric matrix, the kept groups, the selected coordinates otherwise (by name); with several
+    bounds, one line per part."""
+    return r.view.lines(r, max_items)
 
 
-def gap_line(r: Result) -> str:
+def gap_line(r: ResultText) -> str:
     """``1.2e-05 (lower bound 12.7826 from the tight bound: perspective relaxation (...))``, or
     ``none: <why>``: what the lower bound says of the answer (issue 18)."""
     if r.gap is None:
@@ -70,18 +58,7 @@ def gap_line(r: Result) -> str:
     return f"{r.gap:.3g}{verdict}  (lower bound {r.lower_bound:.10g} from {how}{note})"
 
 
-def _block_text(r: Result, b: dict[str, Any], max_items: int) -> str:
-    """One part of several bounds: its rank and singular values, or its selection by name."""
-    if b["unit"] == "rank":
-        sv = [float(v) for v in b.get("singular_values", [])]
-        shown = ", ".join(f"{v:.6g}" for v in sv[: min(b.get("rank", 0), max_items)])
-        return f"rank {b.get('rank')} of at most {b['k']}; singular values {shown or '(none)'}"
-    names = [r.label(int(i), b["variable"]) for i in b["support"]]
-    what = {"changes": "changepoints"}.get(b["unit"], "selected")
-    return f"{len(names)} {what} ({b['k_text']}): {_fmt_list(names, max_items)}" if names else f"none ({b['k_text']})"
-
-
-def certificate_line(r: Result) -> str | None:
+def certificate_line(r: ResultText) -> str | None:
     """Paper 001's Definition 4 in the set's terms, or None where it says nothing (no step, a
     solver that does not threshold, values that are not finite)."""
     c = r.certificate
@@ -95,17 +72,17 @@ def certificate_line(r: Result) -> str | None:
     return f"{c['verdict']} for gamma = {g:.4g} ({detail}; {c.get('definition', '')})"
 
 
-def coefficient_rows(r: Result, max_rows: int = MAX_ROWS) -> tuple[list[tuple[str, str]], int]:
+def coefficient_rows(r: ResultText, max_rows: int = MAX_ROWS) -> tuple[list[tuple[str, str]], int]:
     """(name, value) rows of the coefficient table (at most ``max_rows``) and how many were left
     out. A rank bound gives none: its matrix is dense (``Result.to_frame(all=True)``)."""
-    if r.unit == "rank":
+    if r.view.dense:
         return [], 0
     rows = r.coefficients()
     shown = [(row["name"], f"{row['value']:.6g}") for row in rows[:max_rows]]
     return shown, max(0, len(rows) - max_rows)
 
 
-def objective_text(r: Result) -> str:
+def objective_text(r: ResultText) -> str:
     """The objective as the user wrote it: a maximized model shows its maximum f (solved as
     minimize -f, whose value ``Result.objective`` holds)."""
     if "maximum" in r.extra:
@@ -113,7 +90,7 @@ def objective_text(r: Result) -> str:
     return f"{r.objective:.10g}"
 
 
-def format_result(r: Result, max_support: int = 30) -> str:
+def format_result(r: ResultText, max_support: int = 30) -> str:
     lines = [
         f"solver      {r.solver}",
         f"status      {r.status}" + (f"  ({r.message})" if r.message else ""),
@@ -135,16 +112,17 @@ def format_result(r: Result, max_support: int = 30) -> str:
         lines += [f"  {n:<{width}}  {v:>12}" for n, v in rows]
         if more:
             lines.append(f"  ... {more} more (all of them: --json, --csv FILE or Result.to_frame())")
-    elif r.unit == "rank":
+    elif r.view.dense:
         shape = " x ".join(map(str, r.shape))
         lines.append(
             f"coefficients {r.variable} is a dense {shape} matrix of rank {r.extra.get('rank')} (--json or Result.to_frame(all=True))"
         )
     lines += component_lines(r)
+    lines += near_optimal_lines(r)
     details = [
         (k, v)
         for k, v in r.extra.items()
-        if isinstance(v, (int, float, str)) and k not in ("rank", "maximum", "bound_s")
+        if isinstance(v, (int, float, str)) and k not in ("rank", "maximum", "bound_s", "top_gap", "top_proved")
     ]
     if details:
         lines.append(
@@ -153,7 +131,28 @@ def format_result(r: Result, max_support: int = 30) -> str:
     return "\n".join(lines)
 
 
-def component_lines(r: Result) -> list[str]:
+def near_optimal_lines(r: ResultText, shown: int = 10) -> list[str]:
+    """bnb's m best supports (``-o top=m``): each with its objective, and each unit's share among
+    them (a unit in the best support and in none of the next is a firmer finding than one that
+    swaps in and out)."""
+    tops = r.extra.get("top_supports")
+    if not tops:
+        return []
+    proved = "proved: no other support is better than the last" if r.extra.get("top_proved") else "not proved"
+    lines = [f"top         {len(tops)} best supports ({proved}; gap {r.extra.get('top_gap', float('nan')):.3g})"]
+    for j, e in enumerate(tops[:shown]):
+        names = ", ".join(e.get("names", map(str, e["units"])))
+        lines.append(f"  #{j + 1:<3} {e['objective']:.10g}  {names}")
+    if len(tops) > shown:
+        lines.append(f"  ... {len(tops) - shown} more (--json)")
+    shares = sorted(r.extra.get("top_shares", {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    lines.append(
+        "shares      " + ", ".join(f"{n} {s:.2g}" for n, s in shares[:20]) + (" ..." if len(shares) > 20 else "")
+    )
+    return lines
+
+
+def component_lines(r: ResultText) -> list[str]:
     """Sparse PCA with several components: each one's variance w'Sw, its adjusted variance (Zou,
     Hastie & Tibshirani 2006) and support, and the share of the total variance they explain."""
     comps = r.extra.get("components")
@@ -182,7 +181,7 @@ def html_table(headers: list[str], rows: list[list[Any]], caption: str | None = 
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def result_html(r: Result) -> str:
+def result_html(r: ResultText) -> str:
     info = [
         ["solver", r.solver],
         ["status", r.status + (f" ({r.message})" if r.message else "")],

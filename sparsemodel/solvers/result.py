@@ -8,15 +8,18 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..util import jsonable, k_text
+from ..lowering.forms import point_facts
+from ..sets.units import k_text
+from ..sets.views import View
+from ..util import jsonable
+from .report import ResultText
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only
     from ..lowering.lowered import LoweredProblem
-    from .base import Solver
 
 CONVERGED = "converged"
 MAX_ITER = "max_iter"
@@ -31,8 +34,17 @@ USABLE = (CONVERGED, MAX_ITER, OPTIMAL, TIME_LIMIT, NODE_LIMIT)
 STATUSES = (CONVERGED, MAX_ITER, OPTIMAL, TIME_LIMIT, NODE_LIMIT, DIVERGED, INFEASIBLE, UNBOUNDED)
 
 
+class Ran(Protocol):
+    """What :func:`finish` reads of the solver that ran (every :class:`~sparsemodel.solvers.base.Solver`
+    is one): its name and its options. Stated here so that the results need nothing of base.py,
+    which builds on them."""
+
+    name: str
+    opts: dict[str, Any]
+
+
 @dataclass
-class Result:
+class Result(ResultText):
     """The outcome of one solve, the same for every solver.
 
     ``x`` is the constrained (primary) variable in its own shape, ``support`` the 0-based indices
@@ -89,6 +101,8 @@ class Result:
     # several bounded variables (a product of sets): per part, by name, its variable, bound as
     # solved, k, unit, k_text and support (positions into its variable), and what its set reports
     blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # how the reports show what the set selected (the set's facts: sets/views.py); not in to_dict
+    view: View = field(default_factory=View, repr=False, compare=False)
 
     # ------------------------------------------------------------------ names
     @property
@@ -144,20 +158,19 @@ class Result:
         intercepts). Free coordinates of the primary variable (an intercept w[0]) come first."""
         rows: list[dict[str, Any]] = []
         free_first: list[dict[str, Any]] = []
-        bounded = {b["variable"]: b["unit"] for b in self.blocks.values()}  # several bounds: each part as its nonzeros
+        bounded = {b["variable"] for b in self.blocks.values()}  # several bounds: each part as its nonzeros
+        hidden = set() if all else self.view.hidden()  # dense parts (a low-rank matrix: its rank is in blocks)
         for var, value in [(self.variable, self.x)] + [(n, v) for n, v in self.values.items() if n != self.variable]:
             v = np.asarray(value, dtype=float)
             flat = v.ravel()
+            if var in hidden:
+                continue  # a dense low-rank matrix (its rank and singular values are in blocks)
             if var in bounded and var != self.variable:
-                if bounded[var] == "rank" and not all:
-                    continue  # a dense low-rank matrix (its rank and singular values are in blocks)
                 for i in np.flatnonzero(flat) if not all else range(flat.size):
                     pos = tuple(int(p) for p in np.unravel_index(int(i), v.shape)) if v.ndim else ()
                     rows.append(
                         {"variable": var, "position": pos, "name": self.label(int(i), var), "value": float(flat[i])}
                     )
-                continue
-            if var == self.variable and bounded.get(var) == "rank" and not all:
                 continue
             primary = var == self.variable
             on = set(int(i) for i in self.support) if primary else set()
@@ -167,7 +180,7 @@ class Result:
                 if primary and not all and self.symmetric and len(pos) == 2 and pos[0] > pos[1]:
                     continue
                 row = {"variable": var, "position": pos, "name": self.label(i, var), "value": float(flat[i])}
-                if primary and self.unit in ("coordinates", "groups") and i not in on and flat[i] != 0:
+                if primary and self.view.free_first and i not in on and flat[i] != 0:
                     free_first.append(row)  # w[0] of nnz(w[1:]) <= k: always in the model
                 else:
                     rows.append(row)
@@ -214,7 +227,7 @@ class Result:
             "names": jsonable(self.axis_names()),
             "coefficients": [
                 {**r, "position": list(r["position"]), "value": jsonable(r["value"])}
-                for r in (self.coefficients() if self.unit != "rank" else [])
+                for r in (self.coefficients() if not self.view.dense else [])
             ],
             "x": jsonable(np.asarray(self.x).tolist()),
             "values": {k: jsonable(np.asarray(v).tolist()) for k, v in self.values.items()},
@@ -235,15 +248,12 @@ class Result:
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
-    def summary(self, max_support: int = 30) -> str:
-        from .report import format_result
-
-        return format_result(self, max_support=max_support)
-
-    def _repr_html_(self) -> str:
-        from .report import result_html
-
-        return result_html(self)
+    @property
+    def top_supports(self) -> list[dict[str, Any]]:
+        """bnb's m best supports (``top=m``), best first: each with ``objective``, ``support``
+        (positions in the variable), ``names`` and ``units``; ``extra["top_shares"]`` gives each
+        unit's share among them. Empty for every other run."""
+        return list(self.extra.get("top_supports", []))
 
     @property
     def gap_text(self) -> str:
@@ -300,7 +310,7 @@ def ht_certificate(
 
 def finish(
     lp: LoweredProblem,
-    solver: Solver,
+    solver: Ran,
     x: np.ndarray,
     status: str,
     iterations: int,
@@ -342,22 +352,8 @@ def finish(
     if getattr(lp.problem.objective, "maximize", False):
         extra.setdefault("maximum", -float(f))  # maximize g is solved as minimize -g: f = -g(x)
     support = s.nonzeros(x) if s is not None else np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
-    if lp.eigbox is not None or lp.precision is not None:  # a precision matrix: its spectrum and its graph
-        O = lp.layout.get(x, (lp.eigbox or lp.precision).variable if lp.eigbox else lp.precision.var)
-        lam = np.linalg.eigvalsh((O + O.T) / 2)
-        iu = np.triu_indices(O.shape[0], 1)
-        nz = np.flatnonzero(O[iu] != 0)
-        extra.setdefault("edges", int(len(nz)))
-        extra.setdefault("eig_min", float(lam[0]))
-        extra.setdefault("eig_max", float(lam[-1]))
-        extra.setdefault("symmetric", bool(np.array_equal(O, O.T)))
-        if lp.eigbox is not None:
-            extra.setdefault("eig_box", [lp.eigbox.alpha, lp.eigbox.beta])
-            extra.setdefault("in_box", bool(lp.eigbox.contains(x)))
-        if lp.oracle.counters.eig_decomps:
-            extra.setdefault("eig_decomps", lp.oracle.counters.eig_decomps)
-        if lp.oracle.counters.newton_steps:
-            extra.setdefault("newton_steps", lp.oracle.counters.newton_steps)
+    for key, v in point_facts(lp, x).items():  # a precision matrix: its spectrum and its graph
+        extra.setdefault(key, v)
     names = problem_names(lp.problem)
     said = s.report(x, support, names.get(var.name)) if s is not None else {}
     for key, v in said.get("extra", {}).items():
@@ -390,6 +386,7 @@ def finish(
         symmetric=bool(getattr(var, "symmetric", False)),
         groups=kept,
         blocks=blocks,
+        view=s.view if s is not None else View(),
     )
 
 

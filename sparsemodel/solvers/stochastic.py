@@ -141,7 +141,7 @@ class _Stochastic(Solver):
         d = lp.design
         x = initial_point(lp, self.opts["init"])
         s = lp.set
-        top = lp.power_budget(2 * s.k) if s is not None and s.coordinate else None
+        top = s.sparse_directions(2 * s.k) if s is not None else None
         L = lp.restricted_smoothness(2 * s.k) if s is not None else lp.smoothness(None)
         L = lp.safe_curvature(L, x)  # ~0 on a flat loss is rounding, not a verdict
         ls = d.sample_smoothness(top)

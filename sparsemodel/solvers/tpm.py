@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import SolverError
+from ..lowering.forms import sparse_pca
 from ..numerics.spca import DEFLATIONS, Component, adjusted_variance, deflate, htp, tpm
 from ..util import Clock
 from .base import Solver, register, zero_budget
@@ -30,23 +31,24 @@ from .result import CONVERGED, MAX_ITER, Result, finish
 
 if TYPE_CHECKING:
     from ..lowering.lowered import LoweredProblem
+    from ..lowering.spca_solve import SparsePCAData
 
 FORM_HINT = "sparse PCA reads: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k (docs/language.md)"
 
 
 def spca_unfit(name: str, lp: LoweredProblem) -> SolverError | None:
     """The refusal of a sparse PCA solver on a problem of another form, or None."""
-    if lp.spca is None:
+    if sparse_pca(lp) is None:
         return SolverError(f"{name} solves sparse PCA only; this problem is a {lp.structure}", hint=FORM_HINT)
     return None
 
 
-def spca_data(lp: LoweredProblem, name: str) -> Any:
+def spca_data(lp: LoweredProblem, name: str) -> SparsePCAData:
     """The sparse PCA form of the problem, or a SolverError saying this solver needs it."""
-    err = spca_unfit(name, lp)
-    if err is not None:
-        raise err
-    return lp.spca
+    d = sparse_pca(lp)
+    if d is None:
+        raise spca_unfit(name, lp)
+    return d
 
 
 def explained(S: np.ndarray, W: np.ndarray, deflated: list[float]) -> dict[str, Any]:

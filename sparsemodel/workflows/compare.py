@@ -43,8 +43,9 @@ from ..lowering.lowered import LoweredProblem
 from ..model.expr import Parameter
 from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..sets.units import bound_letter, k_header
 from ..solvers import get_solver
-from ..util import jsonable, k_header
+from ..util import jsonable
 from .metrics import Scorer, bound_cells, dof, make_scorer, metric_names, with_metric_columns
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ def support_cells(res: Result) -> dict[str, str]:
     """The support of a result as two CSV cells: positions (``3 17 42``, or ``(0,1) (2,3)`` for a
     matrix) and names (``MOSTYPE; MAUT1``). Empty for a rank bound (the matrix is dense; its rank
     and singular values are in the JSON)."""
-    if res.unit == "rank":
+    if res.view.dense:
         return {"support": "", "support_names": ""}
     return _cells(res.support_positions, res.support_names)
 
@@ -272,7 +273,7 @@ def point_support_cells(lp: LoweredProblem, x: np.ndarray) -> dict[str, str]:
     """The support cells of a flat point that no solver of ours returned (an outside method's
     answer), its coordinates named as a result's are (:func:`~sparsemodel.solvers.result.coordinate_label`)."""
     s = lp.set
-    if s is None or s.unit == "rank":
+    if s is None or s.view.dense:
         return {"support": "", "support_names": ""}
     from ..solvers.result import coordinate_label, problem_names
 
@@ -502,7 +503,9 @@ class Comparison:
         elif self.param_swept:
             first = f"{self.column} (param)"
         elif self.unit:
-            first = k_header(self.unit) if self.column == "k" or self.unit == "rank" else f"{self.column} ({self.unit})"
+            first = (
+                k_header(self.unit) if self.column in ("k", bound_letter(self.unit)) else f"{self.column} ({self.unit})"
+            )
         head = [first] + ([bound[0]] if bound else []) + self.solvers
         body = []
         for i, k in enumerate(self.values):

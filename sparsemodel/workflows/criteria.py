@@ -145,7 +145,9 @@ def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
 
 
 def _fixed(lp: LoweredProblem) -> np.ndarray:
-    return lp.box.lo == lp.box.hi if lp.box is not None else np.zeros(lp.n, dtype=bool)
+    """The coordinates a box fixes (lo == hi), which no criterion counts."""
+    box = lp.set.box_bounds()
+    return box[0] == box[1] if box is not None else np.zeros(lp.n, dtype=bool)
 
 
 def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:

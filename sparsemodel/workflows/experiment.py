@@ -97,6 +97,36 @@ class External:
 
 
 @dataclass
+class Selector(External):
+    """A method that chooses its units itself, with an error guarantee: the inference layer's
+    knockoff filter and stability selection (:mod:`sparsemodel.inference.methods`), run on the same
+    replications as the solvers. :meth:`select` returns the chosen units of the problem's
+    constraint set (and what to report: ``time_s``, ``message``); the row's point is the model
+    refitted on them (a restricted solve), so every metric of a solution applies, and with a truth
+    its ``fdr`` and ``power``. Each replication gets its own seed, drawn from (``seed``, its index)."""
+
+    fit: Any = None
+    chooses_k: bool = True
+    seed: int | None = 0
+
+    def select(self, problem: Model, lp: LoweredProblem, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+        raise NotImplementedError  # pragma: no cover - every selector defines it
+
+    def refit(self, problem: Model, lp: LoweredProblem, index: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The values of the model refitted on the selected units, and the report (the whole
+        selection's time)."""
+        t0 = time.perf_counter()
+        seed = int(np.random.SeedSequence([int(self.seed or 0), int(index)]).generate_state(1)[0])
+        units, info = self.select(problem, lp, seed)
+        s = lp.set
+        x0 = np.zeros(lp.n)
+        chosen = np.asarray(units, dtype=np.int64)
+        x0[s.coords[chosen] if s.unit_of is None else s.coords[np.isin(s.unit_of, chosen)]] = 1.0
+        r = lp.fresh().restricted_minimize(s.state(x0))
+        return lp.layout.unpack(r.x), {**info, "time_s": time.perf_counter() - t0}
+
+
+@dataclass
 class Replication:
     """One replication: its index, design values, training model, held-out and true values."""
 
@@ -515,7 +545,12 @@ def _external(
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
-        out = m.fit(rep.data, rep.test_data) if m.chooses_k else m.fit(rep.data, kv)
+        if isinstance(m, Selector):
+            out = m.refit(rep.train, lp, rep.index)
+        else:
+            out = m.fit(rep.data, rep.test_data) if m.chooses_k else m.fit(rep.data, kv)
+    except ModelError as exc:  # a selector refused this replication's model: said in its row
+        return {"k": kv, "status": ERROR, "time_s": time.perf_counter() - t0, "message": exc.message}
     except Exception as exc:  # an outside library's failure is that run's, not the study's
         return {"k": kv, "status": ERROR, "time_s": time.perf_counter() - t0, "message": f"{type(exc).__name__}: {exc}"}
     elapsed = time.perf_counter() - t0
@@ -546,14 +581,15 @@ def _external(
     units = len(_units(lp.set, x)) if coordinate(lp.set) else None
     f = lp.fresh().oracle.f(x)
     row = {
-        "k": kv if kv is not None else units,
+        # a selector's replications form one group (its FDR is their mean): the units it chose are nnz
+        "k": kv if kv is not None else (None if isinstance(m, Selector) else units),
         "budget": kv,
         "unit": lp.set.unit if lp.set is not None else "",
         "objective": float(f) if math.isfinite(f) else None,
         **_external_bound(lp, x, f),
         "nnz": int(np.count_nonzero(x[lp.set.coords])) if coordinate(lp.set) else None,
         "df": dof(lp, x),
-        "status": "external",
+        "status": "selected" if isinstance(m, Selector) else "external",
         "time_s": elapsed,
         "iterations": None,
         **point_support_cells(lp, x),
@@ -566,4 +602,4 @@ def _external(
     return row
 
 
-__all__ = ["External", "Study", "experiment"]
+__all__ = ["External", "Selector", "Study", "experiment"]

@@ -47,7 +47,8 @@ import scipy.sparse as sp
 from ..errors import DataError, ModelError, ShapeError
 from ..lowering.lowered import LoweredProblem
 from ..model.expr import Data
-from ..model.problem import Model, Objective
+from ..model.objective import Objective
+from ..model.problem import Model
 from ..model.samples import data_named, rebind_data, rebind_rows
 from ..objective.evaluator import Evaluator
 from .classification import CLASS_METRICS, Classifier, class_labels_of
@@ -77,12 +78,14 @@ METRICS: dict[str, str] = {
     "covers": "1 when every true unit is selected (T ⊆ S: paper 000's relaxed recovery)",
     "fp": "false positives |S \\ T|",
     "fn": "false negatives |T \\ S|",
+    "fdr": "the false discovery proportion |S \\ T| / max(|S|, 1) (its mean over replications is the FDR)",
+    "power": "|S ∩ T| / |T|: the share of true units selected (as recall; the name the inference literature uses)",
     "error": "||x - x_true|| (Euclidean; Frobenius for a matrix) over the coordinates the truth gives",
     "penalty": "the convex relaxation's penalty (lambda) at its chosen k",
     "lower_s": "seconds to lower the replication's problem and build its caches (shared by its solvers and k)",
 }
-TRUTH_METRICS = ("precision", "recall", "f1", "exact", "exact_top", "covers", "fp", "fn", "error")
-HIGHER_IS_BETTER = {"precision", "recall", "f1", "exact", "exact_top", "covers", "accuracy", "auc"}
+TRUTH_METRICS = ("precision", "recall", "f1", "exact", "exact_top", "covers", "fp", "fn", "fdr", "power", "error")
+HIGHER_IS_BETTER = {"precision", "recall", "f1", "exact", "exact_top", "covers", "power", "accuracy", "auc"}
 ZERO_TOL = 1e-12  # a unit of an outside method's answer counts when its magnitude > ZERO_TOL * the largest
 
 
@@ -482,6 +485,8 @@ class Truth:
         out["covers"] = float(T <= S)
         out["fp"] = len(S - T)
         out["fn"] = len(T - S)
+        out["fdr"] = len(S - T) / max(len(S), 1)
+        out["power"] = out["recall"]
         return out
 
 

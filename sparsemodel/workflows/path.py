@@ -43,9 +43,10 @@ from ..errors import ConstraintError, ModelError
 from ..lowering.lowered import LoweredProblem
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..sets.units import k_header
 from ..solvers.base import blas_threads
 from ..solvers.result import USABLE
-from ..util import jsonable, k_header
+from ..util import jsonable
 from .compare import ERROR, _ks, support_cells
 from .metrics import Scorer, bound_cells, dof, metric_names, with_metric_columns
 

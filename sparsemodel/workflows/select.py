@@ -45,14 +45,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lowering.lowered import LoweredProblem
-from ..model.problem import Model, Objective
+from ..model.objective import Objective
+from ..model.problem import Model
 from ..model.samples import rebind_rows
 from ..objective.evaluator import Evaluator
 from ..objective.samplewise import SampleValues, sample_values
 from ..outputs import check_output, protected_paths, write_output
 from ..progress import progress_bar
+from ..sets.units import k_header, k_text
 from ..solvers.base import blas_threads
-from ..util import jsonable, k_header, k_text
+from ..util import jsonable
 from .compare import _ks
 from .criteria import (
     CRITERIA,
@@ -259,7 +261,7 @@ def run_select(
             "command line (a name left out keeps its bound)",
         )
     if k is None:
-        free = int(len(lp.set.free)) if lp.set.coordinate else 0
+        free = lp.set.free_count()
         k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
     ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
     if by in CRITERIA and (dt.scale is None or dt.scale <= 0):

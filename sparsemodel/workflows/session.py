@@ -21,9 +21,10 @@ from ..model.expr import Parameter
 from ..model.expr import fmt_shape as _fmt_shape
 from ..model.problem import Model
 from ..progress import SolveProgress
+from ..sets.units import k_text, written_bound
 from ..solvers import REGISTRY, auto_solver, get_solver, solvers_for
 from ..solvers.result import Result
-from ..util import fmt_number, k_text
+from ..util import fmt_number
 from .scheduler import use_scheduler
 
 
@@ -389,7 +390,7 @@ def bound_notes(lp: LoweredProblem | None) -> list[str]:
         expr = getattr(c, "k_expr", None) or getattr(c, "r_expr", None)
         for node in expr.walk() if expr is not None else []:
             if isinstance(node, Parameter) and node.name in ("k", "r") and float(node.value) != part.budget:
-                want = "2 * k" if part.unit == "edges" else node.name
+                want = written_bound(node.name, part.unit)
                 out.append(
                     f"param {node.name} = {float(node.value):g} but the bound {part.bound_text()} is "
                     f"{k_text(part.budget, part.unit)}: --k, k= and Result.k count the bound in {part.unit}; "

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..model.problem import Model
 from ..outputs import RowSink, check_output, protected_paths, write_output
-from ..util import jsonable, k_header
+from ..sets.units import k_header
+from ..util import jsonable
 from .compare import ERROR
 from .metrics import (
     HIGHER_IS_BETTER,

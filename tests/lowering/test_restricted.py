@@ -212,3 +212,19 @@ def test_stale_factor_steps_match_fresh_hessians(monkeypatch):
     act = ActiveSet(lp)
     act.solve(sels[0][:1])
     assert rel_gap(act.removal_values()[0], lp.restricted_minimize(np.empty(0, dtype=np.int64)).f) < 1e-12
+
+
+@pytest.mark.parametrize("method", ["auto", "covsel", "admm", "newton", "lbfgs"])
+def test_every_method_solves_the_precision_subproblem_under_the_eigenvalue_box(method):
+    """Under alpha <= eig(O) <= beta each method a solver's options accept reaches the minimum of
+    subproblem (13) (paper 000) that cvxpy finds; 'lbfgs', which cannot keep the box, is run by the
+    ADMM (it used to end in a raw LinAlgError)."""
+    from sparsemodel.sets import examples
+
+    m = examples.eigenvalue_box()
+    lp = sm.Problem(m.objective, m.constraints).lower()
+    _, st = lp.project(np.eye(int(np.sqrt(lp.n))).ravel() + 0.3)
+    ref = lp.restricted_minimize(st, method="cvxpy")
+    got = lp.restricted_minimize(st, method=method)
+    assert got.method in ("covsel", "admm", "newton")
+    assert rel_gap(got.f, ref.f) <= REL

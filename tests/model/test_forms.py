@@ -40,7 +40,7 @@ def refused(body: str) -> ModelError:
 )
 def test_every_spelling_is_the_same_form(objective, ball):
     prob = parse(f"maximize {objective}\nsubject to\n    {ball}\n    nnz(w) <= 4\n")
-    form = sparse_pca(prob)
+    form = sparse_pca(prob.objective, prob.constraints)
     assert form is not None and prob.convexity_error() is None
     scale = 2.0 if objective.startswith("2") else 1.0
     assert np.allclose(form.S, scale * np.cov(X, rowvar=False, bias=True))
@@ -49,7 +49,7 @@ def test_every_spelling_is_the_same_form(objective, ball):
 
 def test_the_radius_is_read_from_either_ball():
     prob = parse("maximize quad_form(w, cov(X))\nsubject to\n    sum_squares(w) <= 4\n    nnz(w) <= 3\n")
-    assert sparse_pca(prob).radius == 2.0
+    assert sparse_pca(prob.objective, prob.constraints).radius == 2.0
     r = prob.solve()
     assert np.isclose(np.linalg.norm(r.x), 2.0)
 

@@ -75,7 +75,8 @@ def test_the_projection_onto_the_simplex_is_the_known_one():
 def test_constrained_newton_on_a_logistic_loss_agrees_with_cvxpy(eq):
     from sparsemodel.model import atoms as A
     from sparsemodel.model.expr import Variable
-    from sparsemodel.model.problem import Model, minimize
+    from sparsemodel.model.objective import minimize
+    from sparsemodel.model.problem import Model
     from sparsemodel.objective.design import Design
     from sparsemodel.objective.evaluator import Layout
     from sparsemodel.objective.structure import decompose

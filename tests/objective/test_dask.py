@@ -17,6 +17,7 @@ import sparsemodel as sm  # noqa: E402
 from sparsemodel.cli import main  # noqa: E402
 from sparsemodel.errors import DataError, ModelError  # noqa: E402
 from sparsemodel.objective.chunked import DaskOperator, as_dask  # noqa: E402
+from sparsemodel.objective.data import as_operator  # noqa: E402
 from sparsemodel.objective.operators import DataOperator  # noqa: E402
 
 N, P, K = 120, 30, 4
@@ -104,7 +105,7 @@ def test_local_cluster_gives_the_same_answer(data):
 
 def test_operator_products_match_numpy(data):
     X, y, _ = data
-    op = DataOperator(as_dask(X, 17))  # uneven last block
+    op = as_operator(as_dask(X, 17))  # uneven last block
     assert isinstance(op, DaskOperator) and op.chunked and op.shape == X.shape
     rng = np.random.default_rng(0)
     x = np.zeros(P)

@@ -113,7 +113,7 @@ def test_free_coordinates_eliminated_exactly_in_low_rank_least_squares(side, ext
     """Free coordinates next to rank(W) <= r on least squares (an intercept b, and another variable
     beta read through its own data): the Schur-complement solve equals the generic solve over the
     whole reduced design to 1e-10, also with an all-zero feature (a singular Gram matrix)."""
-    from sparsemodel.lowering.lowered import LoweredProblem
+    from sparsemodel.lowering import lowrank_solve
 
     rng = np.random.default_rng(5)
     n, p, m, q = 60, 7, 5, 3
@@ -126,17 +126,17 @@ def test_free_coordinates_eliminated_exactly_in_low_rank_least_squares(side, ext
     lp = lp.with_set(lp.set.with_options(side=side))
     x0 = rng.standard_normal(lp.n)
     _, st = lp.set.project(x0)
-    real = LoweredProblem._lowrank_free_lstsq
+    real = lowrank_solve.free_lstsq
     used = []
-    monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", lambda self, *a: used.append(real(self, *a)) or used[-1])
+    monkeypatch.setattr(lowrank_solve, "free_lstsq", lambda *a: used.append(real(*a)) or used[-1])
     got = lp.restricted_minimize(st, x0=x0)
     assert used and used[0] is not None  # the elimination solved it
     calls = []
-    monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", lambda self, *a: calls.append(1) or None)
+    monkeypatch.setattr(lowrank_solve, "free_lstsq", lambda *a: calls.append(1) or None)
     ref = lp.restricted_minimize(st, x0=x0)  # the whole reduced design (a dense QR)
     assert calls  # the generic solve ran, not the elimination
     zero_ref = lp.restricted_minimize(lp.set.empty())  # rank 0: the free coordinates alone
-    monkeypatch.setattr(LoweredProblem, "_lowrank_free_lstsq", real)
+    monkeypatch.setattr(lowrank_solve, "free_lstsq", real)
     assert got.f == pytest.approx(ref.f, rel=1e-12, abs=1e-12)
     assert np.linalg.norm(got.x - ref.x) <= 1e-10 * np.linalg.norm(ref.x)
     zero = lp.restricted_minimize(lp.set.empty())

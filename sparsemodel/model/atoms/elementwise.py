@@ -11,13 +11,10 @@ from ...errors import ModelError, Span
 from ..dcp import (
     CONCAVE,
     CONVEX,
-    DECREASING,
-    INCREASING,
-    NONMONOTONE,
     NONNEG,
-    NONPOS,
+    magnitude_monotonicity,
 )
-from ..expr import as_expr
+from ..expr import OPERATORS, as_expr
 from .base import Elementwise, expit
 
 
@@ -34,8 +31,7 @@ class square(Elementwise):
     conjugate_interval = (-np.inf, np.inf, False, False)
 
     def monotonicity(self, i):
-        s = self.args[0].sign
-        return INCREASING if s == NONNEG else DECREASING if s == NONPOS else NONMONOTONE
+        return magnitude_monotonicity(self.args[0].sign)
 
     def _sign_of(self):
         return NONNEG
@@ -170,8 +166,7 @@ class huber(Elementwise):
         return f"M={self.M:g}"
 
     def monotonicity(self, i):
-        s = self.args[0].sign
-        return INCREASING if s == NONNEG else DECREASING if s == NONPOS else NONMONOTONE
+        return magnitude_monotonicity(self.args[0].sign)
 
     def _sign_of(self):
         return NONNEG
@@ -188,3 +183,6 @@ class huber(Elementwise):
 
     def _conjugate(self, s):
         return 0.25 * s * s
+
+
+OPERATORS["square"] = square  # x ** 2

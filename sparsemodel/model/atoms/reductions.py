@@ -12,11 +12,8 @@ from ...errors import ShapeError, Span
 from ..dcp import (
     AFFINE,
     CONVEX,
-    DECREASING,
-    INCREASING,
-    NONMONOTONE,
     NONNEG,
-    NONPOS,
+    magnitude_monotonicity,
 )
 from ..expr import Expr, dense, fmt_shape
 from .base import Atom, _lse
@@ -100,8 +97,7 @@ class sum_squares(Atom):
     curvature_kind = CONVEX
 
     def monotonicity(self, i):
-        s = self.args[0].sign
-        return INCREASING if s == NONNEG else DECREASING if s == NONPOS else NONMONOTONE
+        return magnitude_monotonicity(self.args[0].sign)
 
     def _sign_of(self):
         return NONNEG

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ConstraintError, Span
-from ..expr import Variable, as_expr
+from ..expr import OPERATORS, Variable, as_expr
 from .ball import BallConstraint, NormExpr
 from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
@@ -37,31 +37,8 @@ def constrain(target: Any, op: str, value: Any, span: Span | None = None) -> Con
     ``eig(...)`` and expressions call it; the model language calls it with the whole constraint's
     ``span``. A variable (or a slice of one) against constants is a box; any other affine
     comparison (``A @ w <= b``, ``sum(w) == 1``, ``w[0] >= w[1]``) is a linear constraint."""
-    if isinstance(target, (NnzExpr, RankExpr)):
-        if op != "<=":
-            what = (
-                "sparsity constraints read nnz(...) <= k"
-                if isinstance(target, NnzExpr)
-                else "rank constraints read rank(W) <= r"
-            )
-            said = (
-                f"{target} == {value} asks for exactly that count"
-                if op == "=="
-                else f"{target} >= ... bounds {target} from below"
-            )
-            raise ConstraintError(said, span or target.span, what)
-        if isinstance(target, NnzExpr):
-            cls = FusedConstraint if target.fused else NnzConstraint
-            return cls(target, as_expr(value), span=span or target.span)
-        return RankConstraint(target.var, as_expr(value), span=span or target.span)
-    if isinstance(target, EigExpr):
-        if op == "==":
-            raise ConstraintError(
-                f"{target} == ... fixes every eigenvalue", span or target.span, "write alpha <= eig(O) <= beta"
-            )
-        v = target._bound(value)
-        lower, upper = (v, None) if op == ">=" else (None, v)
-        return EigBoxConstraint(target.var, lower=lower, upper=upper, span=span or target.span, xi=target.xi)
+    if isinstance(target, (NnzExpr, RankExpr, EigExpr)):
+        return target.constraint(op, value, span)
     if op not in ("<=", ">=", "=="):
         raise ConstraintError(f"unknown comparison {op!r} in a constraint", span)
     ball = _ball(target, op, value, span)
@@ -81,13 +58,7 @@ def _ball(target: Any, op: str, value: Any, span: Span | None) -> BallConstraint
     from ..atoms import sum_squares
 
     if isinstance(target, NormExpr):
-        if op == ">=":
-            raise ConstraintError(
-                f"{target} >= ... bounds the norm from below (a non-convex set)",
-                span or target.span,
-                "write norm(w) <= 1 (sparse PCA: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k)",
-            )
-        return BallConstraint(target.var, value, span=span or target.span, sphere=op == "==")
+        return target.constraint(op, value, span)
     if isinstance(target, sum_squares) and isinstance(target.args[0], Variable) and target.args[0].ndim == 1:
         v = as_expr(value)
         if op == "<=" and v.is_constant() and v.shape == ():
@@ -141,6 +112,9 @@ def diff(w: Any, span: Span | None = None) -> Diff:
     """``sm.nnz(sm.diff(w)) <= k``: at most k changes between consecutive entries of w."""
     return Diff(w, span=span)
 
+
+# what Expr's comparison operators build: == (a linear equality), <= and >= (a box or a linear constraint)
+OPERATORS.update(equality=equality, bound=bound)
 
 # the words of the constraint language, read by the model language's parser (a new target or
 # constraint function is added here, not in the grammar)

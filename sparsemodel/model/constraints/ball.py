@@ -26,10 +26,18 @@ class NormExpr:
         self.var = e
         self.span = span
 
-    def __le__(self, r: Any) -> BallConstraint:
-        from . import constrain
+    def constraint(self, op: str, value: Any, span: Span | None = None) -> BallConstraint:
+        """``norm(w) <= r`` (or ``== r``, the sphere, with the same maximizers in sparse PCA)."""
+        if op == ">=":
+            raise ConstraintError(
+                f"{self} >= ... bounds the norm from below (a non-convex set)",
+                span or self.span,
+                "write norm(w) <= 1 (sparse PCA: maximize quad_form(w, S) subject to norm(w) <= 1, nnz(w) <= k)",
+            )
+        return BallConstraint(self.var, value, span=span or self.span, sphere=op == "==")
 
-        return constrain(self, "<=", r)
+    def __le__(self, r: Any) -> BallConstraint:
+        return self.constraint("<=", r)
 
     def __str__(self) -> str:
         return f"norm({self.var})"

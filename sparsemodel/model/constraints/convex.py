@@ -41,15 +41,21 @@ class EigExpr:
     def _bound(self, v: Any) -> Any:
         return AUTO if isinstance(v, str) and v == AUTO else as_expr(v)
 
-    def __ge__(self, alpha: Any) -> EigBoxConstraint:
-        from . import constrain  # the one constructor (the package: it knows every kind)
+    def constraint(self, op: str, value: Any, span: Span | None = None) -> EigBoxConstraint:
+        """``eig(O) >= alpha`` or ``eig(O) <= beta``: one side of the eigenvalue box (``==`` refused)."""
+        if op == "==":
+            raise ConstraintError(
+                f"{self} == ... fixes every eigenvalue", span or self.span, "write alpha <= eig(O) <= beta"
+            )
+        v = self._bound(value)
+        lower, upper = (v, None) if op == ">=" else (None, v)
+        return EigBoxConstraint(self.var, lower=lower, upper=upper, span=span or self.span, xi=self.xi)
 
-        return constrain(self, ">=", alpha)
+    def __ge__(self, alpha: Any) -> EigBoxConstraint:
+        return self.constraint(">=", alpha)
 
     def __le__(self, beta: Any) -> EigBoxConstraint:
-        from . import constrain  # the one constructor (the package: it knows every kind)
-
-        return constrain(self, "<=", beta)
+        return self.constraint("<=", beta)
 
     def between(self, alpha: Any, beta: Any, span: Span | None = None) -> EigBoxConstraint:
         return EigBoxConstraint(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConstraintError, ShapeError, Span
-from ..expr import Constant, Data, Expr, Variable, as_expr, dense, fmt_shape
+from ..expr import Constant, Data, Expr, Variable, as_expr, dense, fmt_shape, refuse_strict
 from .base import AXIS_GROUPS, Bounded, Constraint, _bound_value, _variable_view
 
 
@@ -189,31 +189,33 @@ class NnzExpr:
         else:
             self.free_text = text
 
-    def __le__(self, k: Any) -> NnzConstraint:
-        from . import constrain  # the one constructor (the package: it knows every kind)
+    def constraint(self, op: str, value: Any, span: Span | None = None) -> NnzConstraint:
+        """``nnz(...) <= k`` (what :func:`~sparsemodel.model.constraints.constrain` builds for this
+        target): a sparsity constraint, fused for ``nnz(diff(w))``; any other comparison refused."""
+        if op != "<=":
+            _refuse_count_comparison(self, op, value, span, "sparsity constraints read nnz(...) <= k")
+        cls = FusedConstraint if self.fused else NnzConstraint
+        return cls(self, as_expr(value), span=span or self.span)
 
-        return constrain(self, "<=", k)
+    def __le__(self, k: Any) -> NnzConstraint:
+        return self.constraint("<=", k)
 
     def __ge__(self, k: Any) -> NnzConstraint:
-        from . import constrain  # the one constructor (the package: it knows every kind)
-
-        return constrain(self, ">=", k)
+        return self.constraint(">=", k)
 
     def __eq__(self, k: object) -> Any:
         """``nnz(w) == k`` in Python: refused as the model language refuses it (not False)."""
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, float, np.integer, np.floating, Expr)):
             return NotImplemented
-        from . import constrain
-
-        return constrain(self, "==", k)
+        return self.constraint("==", k)
 
     __hash__ = object.__hash__
 
     def __lt__(self, k: Any) -> Any:
-        return _strict(self, "<", k, "<=")
+        return refuse_strict(self, "<", k, "<=")
 
     def __gt__(self, k: Any) -> Any:
-        return _strict(self, ">", k, "<=")
+        return refuse_strict(self, ">", k, "<=")
 
     def __str__(self) -> str:
         g = f", groups={self.groups_text}" if self.groups_text else ""
@@ -268,6 +270,13 @@ class NnzConstraint(Bounded, Constraint):
         return self.n_units
 
     @property
+    def selects_coefficients(self) -> bool:
+        """Whether the units it counts are coefficients (coordinates of the variable, or groups of
+        them) that a design multiplies: what variable selection (knockoffs) selects. The edges of
+        offdiag(O) and the changes of diff(w) are not."""
+        return not self.nnz.offdiag
+
+    @property
     def target_text(self) -> str:
         return self.nnz.target_text
 
@@ -299,6 +308,10 @@ class FusedConstraint(NnzConstraint):
         return "changes"
 
     @property
+    def selects_coefficients(self) -> bool:
+        return False
+
+    @property
     def n_units(self) -> int:
         return len(self.coords) - 1
 
@@ -311,21 +324,23 @@ class RankExpr:
         self.var = e
         self.span = span
 
-    def __le__(self, r: Any) -> RankConstraint:
-        from . import constrain  # the one constructor (the package: it knows every kind)
+    def constraint(self, op: str, value: Any, span: Span | None = None) -> RankConstraint:
+        """``rank(W) <= r``; any other comparison refused."""
+        if op != "<=":
+            _refuse_count_comparison(self, op, value, span, "rank constraints read rank(W) <= r")
+        return RankConstraint(self.var, as_expr(value), span=span or self.span)
 
-        return constrain(self, "<=", r)
+    def __le__(self, r: Any) -> RankConstraint:
+        return self.constraint("<=", r)
 
     def __lt__(self, r: Any) -> Any:
-        return _strict(self, "<", r, "<=")
+        return refuse_strict(self, "<", r, "<=")
 
     def __gt__(self, r: Any) -> Any:
-        return _strict(self, ">", r, "<=")
+        return refuse_strict(self, ">", r, "<=")
 
     def __ge__(self, r: Any) -> RankConstraint:
-        from . import constrain  # the one constructor (the package: it knows every kind)
-
-        return constrain(self, ">=", r)
+        return self.constraint(">=", r)
 
     def __str__(self) -> str:
         return f"rank({self.var})"
@@ -369,16 +384,11 @@ class RankConstraint(Bounded, Constraint):
         return f"rank({self.W}) <= {self.r_expr}"
 
 
-def _strict(target: Any, op: str, value: Any, instead: str) -> Any:
-    """``nnz(w) < 3``, ``w > 0`` in Python: a constraint error naming the comparison to write
-    (Python would otherwise raise a TypeError without a word about the model)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating, np.ndarray, list, tuple, Expr)
-    ):
-        return NotImplemented
-    shown = value if isinstance(value, (int, float, np.integer, np.floating, Expr)) else "..."
-    raise ConstraintError(
-        f"{target} {op} {shown}: a strict inequality is not a constraint",
-        getattr(target, "span", None),
-        f"write {target} {instead} {shown} (constraints read nnz(w) <= k, rank(W) <= r, w >= 0, lo <= w <= hi)",
+def _refuse_count_comparison(target: Any, op: str, value: Any, span: Span | None, what: str) -> None:
+    """``nnz(w) == k`` or ``rank(W) >= r``: a count is bounded from above only."""
+    said = (
+        f"{target} == {value} asks for exactly that count"
+        if op == "=="
+        else f"{target} >= ... bounds {target} from below"
     )
+    raise ConstraintError(said, span or target.span, what)
