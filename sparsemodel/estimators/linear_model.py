@@ -116,7 +116,9 @@ class LinearModel(SparseEstimator):
         if isinstance(self.alpha, str):
             auto = self._auto_alpha()
             if self.alpha != "auto" or auto is None:
-                raise ValueError(f"alpha={self.alpha!r}: give a number >= 0" + (" or 'auto'" if auto is not None else ""))
+                raise ValueError(
+                    f"alpha={self.alpha!r}: give a number >= 0" + (" or 'auto'" if auto is not None else "")
+                )
             return auto
         return self.alpha
 

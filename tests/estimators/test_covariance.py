@@ -31,7 +31,9 @@ def test_the_scores_are_scikit_learn_s():
     Z, _ = sparse_precision(8, n=150, seed=2)
     m = SparsePrecision(k=6).fit(Z[:100])
     test = Z[100:]
-    assert m.score(test) == pytest.approx(log_likelihood(empirical_covariance(test - m.location_, assume_centered=True), m.precision_))
+    assert m.score(test) == pytest.approx(
+        log_likelihood(empirical_covariance(test - m.location_, assume_centered=True), m.precision_)
+    )
     d = test - m.location_
     assert np.allclose(m.mahalanobis(test), np.einsum("ij,jk,ik->i", d, m.precision_, d))
 
