@@ -19,7 +19,7 @@ from .linear_model import LinearModel
 
 class SparseOrdinalRegression(ClassifierMixin, LinearModel):
     """Ordinal regression with at most k nonzero coefficients:
-    min [ordinal(X w, theta, y) + alpha/2 ||w||^2] / n  s.t.  nnz(w, free=always_select) <= k,
+    min [ordinal(X w, theta, y, weights=s) + alpha/2 ||w||^2] / sum_i s_i  s.t.  nnz(w, free=always_select) <= k,
     with the J - 1 cut-points theta free (never counted) and kept in order by the loss itself.
 
     The classes are ordered as ``np.unique`` sorts them (``classes_``); a larger x'w moves y up
@@ -28,8 +28,8 @@ class SparseOrdinalRegression(ClassifierMixin, LinearModel):
     probabilities, ``cutpoints_`` theta; ``score`` is the accuracy (x'w is no decision function in
     scikit-learn's sense: with two classes its threshold is theta, not 0).
     ``alpha="auto"`` is 1e-4: as for logistic regression, separable data (common at small n) has no
-    maximum likelihood, and this ridge gives it one without moving the choice of k. The loss has no
-    sample weights, so ``fit`` takes none."""
+    maximum likelihood, and this ridge gives it one without moving the choice of k. Sample weights
+    are case weights (an integer weight is the sample repeated)."""
 
     def __init__(
         self,
@@ -63,14 +63,14 @@ class SparseOrdinalRegression(ClassifierMixin, LinearModel):
     def _auto_alpha(self) -> float:
         return 1e-4
 
-    def fit(self, X: Any, y: Any) -> SparseOrdinalRegression:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SparseOrdinalRegression:
         """Fit on X and the ordered labels y (their sorted distinct values are the levels)."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if len(self.classes_) < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes; got 1 class")
-        w, _ = self._fit(X, np.searchsorted(self.classes_, y), None)
+        w, _ = self._fit(X, np.searchsorted(self.classes_, y), sample_weight)
         self.coef_ = w
         self.cutpoints_ = np.asarray(self.result_.values["theta"], dtype=float).ravel()
         self._set_support(w)
@@ -80,8 +80,9 @@ class SparseOrdinalRegression(ClassifierMixin, LinearModel):
         n, p = X.shape
         w = Variable(p, name="w")
         theta = Variable(len(self.classes_) - 1, name="theta")
-        loss = A.ordinal(Data(X, name="X") @ w, theta, Data(codes.astype(float), name="y"))
-        return loss / float(n), w, None, []
+        weights = None if np.all(sw == 1.0) else Data(sw, name="sample_weight")
+        loss = A.ordinal(Data(X, name="X") @ w, theta, Data(codes.astype(float), name="y"), weights=weights)
+        return loss / float(sw.sum()), w, None, []
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """P(y = class j | x) = sigmoid(theta_j - x'w) - sigmoid(theta_{j-1} - x'w), one column per class."""

@@ -59,3 +59,17 @@ def test_the_labels_are_ordered_as_sorted():
     assert np.array_equal(b.predict(X), words[a.predict(X).astype(int)])
     c = SparseOrdinalRegression(k=5).fit(X, -y)
     assert np.allclose(c.coef_, -a.coef_, atol=1e-6)
+
+
+def test_sample_weights_are_repeated_samples():
+    """Case weights: integer weights (0 leaves a sample out) give the fit of the samples repeated, at a
+    fixed k and for the k EBIC chooses (the criteria count sum(w) observations)."""
+    X, y, _, _ = example()
+    X, y = X[:150], y[:150]
+    sw = np.random.default_rng(0).integers(0, 4, len(y))
+    rX, ry = np.repeat(X, sw, axis=0), np.repeat(y, sw)
+    for est in (SparseOrdinalRegression(k=5, alpha=0.0), SparseOrdinalRegression()):
+        a = est.fit(X, y, sample_weight=sw)
+        coef, cuts, k = a.coef_.copy(), a.cutpoints_.copy(), a.k_
+        b = est.fit(rX, ry)
+        assert k == b.k_ and coef == pytest.approx(b.coef_, abs=1e-6) and cuts == pytest.approx(b.cutpoints_, abs=1e-6)
