@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from .guards import DOMAIN_TRIALS
 
 if TYPE_CHECKING:
-    from .lowered import LoweredProblem
+    from .data import LoweredData
 
 ATOM_NAMES = ("square", "logistic", "exp", "log")  # the losses the kernels evaluate (numerics/_lean.ATOM_CODES)
 
@@ -64,7 +64,7 @@ def kernels() -> Any:
     return _KERNELS[0]
 
 
-def lean_data(lp: LoweredProblem) -> LeanData | None:
+def lean_data(lp: LoweredData) -> LeanData | None:
     """The lean arrays of ``lp`` (built on the first call for its design and coordinates, then
     shared by every copy and bound), or None when the problem is outside the lean class."""
     s, d = lp.set, lp.design
@@ -92,7 +92,7 @@ def lean_data(lp: LoweredProblem) -> LeanData | None:
     return per[key]
 
 
-def _arrays(lp: LoweredProblem) -> dict[str, Any] | None:
+def _arrays(lp: LoweredData) -> dict[str, Any] | None:
     """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class."""
     d, s = lp.design, lp.set
     data_term = None
@@ -145,7 +145,7 @@ def _arrays(lp: LoweredProblem) -> dict[str, Any] | None:
     }
 
 
-def _build(lp: LoweredProblem) -> LeanData | None:
+def _build(lp: LoweredData) -> LeanData | None:
     a = _arrays(lp)
     if a is None:
         return None
@@ -176,7 +176,7 @@ def _build(lp: LoweredProblem) -> LeanData | None:
     return LeanData(P, a["quad"], len(C))
 
 
-def move(old: LoweredProblem, new: LoweredProblem) -> None:
+def move(old: LoweredData, new: LoweredData) -> None:
     """Rebinding (lowering/rebind.py): the kernel problems of ``old``'s design take ``new``'s numbers
     in place (the same arrays, no allocation) and serve ``new``'s design; ``old``'s design forgets
     them (it builds its own if solved again). Its Gram rows and start are forgotten."""
@@ -198,7 +198,7 @@ def move(old: LoweredProblem, new: LoweredProblem) -> None:
         _CACHE[new.design] = kept
 
 
-def lean_start(lp: LoweredProblem, data: LeanData) -> np.ndarray:
+def lean_start(lp: LoweredData, data: LeanData) -> np.ndarray:
     """The start of GraHTP and of the screening start (``solvers.base.initial_point``: zero, or the
     free coordinates moved into the loss's domain), computed once per design."""
     if data.start is None:

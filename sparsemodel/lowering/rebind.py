@@ -26,10 +26,10 @@ from ..objective.structure import decompose
 from . import lean
 
 if TYPE_CHECKING:
-    from .lowered import LoweredProblem
+    from .data import LoweredData
 
 
-def rebind(lp: LoweredProblem, values: dict[str, Any]) -> LoweredProblem:
+def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     """``lp``'s lowering of its model with the objective's data named in ``values`` replaced by
     arrays of the same shapes. Located errors for an unknown name, a name the constraints read
     (their sets are kept: lower the new model instead), another shape, or a value that is not finite.
@@ -72,9 +72,7 @@ def rebind(lp: LoweredProblem, values: dict[str, Any]) -> LoweredProblem:
     problem = copy.copy(model)
     problem.objective = objective
     if lp.precision is not None or getattr(lp, "spca", None) is not None or lp.design is None:
-        from .lowered import LoweredProblem  # the forms read their matrix at lowering: lower again
-
-        return LoweredProblem(problem, lp.budget)
+        return type(lp)(problem, lp.budget)  # the forms read their matrix at lowering: lower again
     expr = objective.expr
     out = copy.copy(lp)
     out.problem = problem
@@ -82,9 +80,7 @@ def rebind(lp: LoweredProblem, values: dict[str, Any]) -> LoweredProblem:
     out.ev = Evaluator(expr, lp.layout)
     comp = decompose(expr, lp.layout)
     if comp is None:  # (the same tree with other numbers has the same form)  # pragma: no cover
-        from .lowered import LoweredProblem
-
-        return LoweredProblem(problem, lp.budget)
+        return type(lp)(problem, lp.budget)
     out.design = Design(comp, lp.layout)
     out.oracle = Oracle(out.ev, out.design, lp.layout)
     out.forget_numbers()
