@@ -1,4 +1,4 @@
-"""Certified answers (issue 18): bnb against OKRidge and L0BnB, and the gap beside ``auto``'s answers.
+"""Certified answers (docs/certify.md): bnb against OKRidge and L0BnB, and the gap beside ``auto``'s answers.
 
 Cases (one run prints them all):
 

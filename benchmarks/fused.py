@@ -1,4 +1,4 @@
-"""Fused sparsity, nnz(diff(w)) <= k (issue 17's proof of the set protocol).
+"""Fused sparsity, nnz(diff(w)) <= k (the kind that first proved the set protocol: docs/architecture.md).
 
 1. **Denoising** (X the identity, least squares): GraHTP's objective against the exact optimum of
    the k-changepoint segmentation, computed by ruptures' exact ``Dynp`` with the l2 cost when

@@ -1,4 +1,4 @@
-"""`import sparsemodel` against `import numpy, scipy.sparse` (issue 16: within 1.3 times).
+"""`import sparsemodel` against `import numpy, scipy.sparse` (the target: within 1.3 times).
 
 Each import runs in a fresh interpreter (``python -X importtime`` is not used: it adds its own
 cost); the two commands alternate, ``--runs`` times each, and the medians of the wall times are

@@ -1,4 +1,4 @@
-"""Sparse minimum-variance portfolios (issue 20, item 2): sum(w) == 1 beside nnz(w) <= k.
+"""Sparse minimum-variance portfolios: sum(w) == 1 beside nnz(w) <= k.
 
     python benchmarks/portfolio.py [--repeats 3] [--no-skscope]
 

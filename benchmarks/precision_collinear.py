@@ -1,4 +1,4 @@
-"""Issue 21: a sparse precision matrix on collinear data, the automatic eigenvalue box.
+"""A sparse precision matrix on collinear data, the automatic eigenvalue box.
 
 Standardized breast-cancer features (scikit-learn's ``load_breast_cancer``, 569 x 30; the
 covariance S = cov(X) with 1/n has condition number 1e5), the model
@@ -9,7 +9,7 @@ for k in ``--edges``, solved by ``forward`` (FBS), ``grahtp`` (paper 000, Algori
 default ``auto``; medians of ``--reps`` runs in one process, BLAS pinned to ``--threads``.
 Reported per k and solver: objective, status, time, the ratio of the time to forward's, the
 eigen-decompositions and barrier Newton steps of the restricted solves, and whether the answer's
-eigenvalues lie in the box (to 1e-8). The target of issue 21: the default solves without
+eigenvalues lie in the box (to 1e-8). The target: the default solves without
 ``diverged`` in at most 5 times forward's time with an objective at most forward's.
 
     python benchmarks/precision_collinear.py

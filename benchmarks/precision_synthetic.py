@@ -22,7 +22,7 @@ over the replications (``--reps``, default 20; ``--full``: 100). Verdict of the 
 GraHTP best or near best (within one standard error of the best mean) in error and F-score, and
 faster than the other greedy methods (GraSP, forward, FoBa) over the tuning.
 
-The speed target of issue 8 is measured apart (``--speed-p``, default 200, seed 0, k = the true
+The speed target (GraHTP within twice scikit-learn's time) is measured apart (``--speed-p``, default 200, seed 0, k = the true
 edge count): GraHTP's time against scikit-learn's GraphicalLasso at the lambda that gives the same
 number of edges (found by our glasso's search), medians of 3 runs, in the same process.
 
@@ -128,7 +128,7 @@ def sklearn_fit(data: dict[str, np.ndarray], test: dict[str, np.ndarray]) -> Any
 
 
 def speed(p: int, repeat: int = 3) -> dict[str, Any]:
-    """Issue 8's target: GraHTP at the true edge count against scikit-learn at the same edges."""
+    """The speed target: GraHTP at the true edge count against scikit-learn at the same edges."""
     Z, O = sparse_precision(p, n=100, seed=0)
     S = mle_cov(Z)
     m = len(edge_set(O))

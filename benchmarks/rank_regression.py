@@ -1,12 +1,12 @@
 """Rank-constrained multi-task regression: GraHTP's cost per iteration, and GraHTP against the
 nuclear-norm relaxation.
 
-Part 1 (issue 6's speed figure): W is 2000 x 500 (X: n x 2000, Y = X W* + noise, rank(W*) = 10),
+Part 1 (the speed figure): W is 2000 x 500 (X: n x 2000, Y = X W* + noise, rank(W*) = 10),
 rank(W) <= 10. Reported: GraHTP's wall time per iteration (median over its iterations, from the
 run's history) against one full LAPACK SVD of a 2000 x 500 matrix (median of repetitions), in the
 same process with the same BLAS threads.
 
-Part 3 (issue 21): a free intercept next to the rank. Digits (scikit-learn's 8 x 8 images, the
+Part 3: a free intercept next to the rank. Digits (scikit-learn's 8 x 8 images, the
 first 1300; without scikit-learn a synthetic stand-in of the same shape): the bottom 32 pixels Y
 regressed on the top 32 pixels X, W 32 x 32 of rank 2, with a free intercept (X @ W + b) and
 centered without it (Xc @ W - Yc, the same W); GraHTP's time per iteration for both (median of

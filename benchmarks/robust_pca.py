@@ -1,4 +1,4 @@
-"""Robust PCA, X = L + S with rank(L) <= r and nnz(S) <= s (issue 20, item 4): sparsemodel's solvers of
+"""Robust PCA, X = L + S with rank(L) <= r and nnz(S) <= s: sparsemodel's solvers of
 the product of sets against abess's RobustPCA, in the same process, one BLAS thread for everyone.
 
 1. **abess's own test problem** (python/pytest test_RPCA: n = 100, p = 20, r = 5, s = 30, seed 2,

@@ -1,5 +1,5 @@
 """Scale: time and peak memory of grahtp on NumPy, scipy.sparse and dask data against abess and
-scikit-learn; the cost per stored nonzero; the dask overhead; an out-of-core solve (issue 10).
+scikit-learn; the cost per stored nonzero; the dask overhead; an out-of-core solve (docs/scale.md).
 
 Every run is a fresh subprocess (peak RSS from ``resource.getrusage``, data generated inside it
 from a seed), with the BLAS threads of every method pinned to ``--threads`` by threadpoolctl and

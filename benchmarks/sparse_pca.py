@@ -1,4 +1,4 @@
-"""Sparse PCA (issue 20, item 3): explained variance and time of ``tpm`` (the default, what
+"""Sparse PCA (docs/language.md, "Sparse PCA"): explained variance and time of ``tpm`` (the default, what
 ``auto`` runs) and ``spca_htp`` against abess's ``SparsePCA`` at the same k.
 
 Problems (each: S, the covariance with divisor n of centered X, is the one yardstick; every answer

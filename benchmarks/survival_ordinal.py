@@ -1,4 +1,4 @@
-"""`auto` on the whole-vector losses (issue 20): the Cox partial likelihood against abess's
+"""`auto` on the whole-vector losses: the Cox partial likelihood against abess's
 ``CoxPHSurvivalAnalysis`` and the cumulative logit against abess's ``OrdinalRegression``, on data
 from abess's own generator (``abess.datasets.make_glm_data``, seeded by ``np.random.seed`` as
 abess's tests do).
@@ -17,7 +17,7 @@ of abess's support (the best abess's support can give) -- and the median times o
 (lowering included, as a user runs it) and of abess's ``fit``, over ``--repeat`` runs after one
 warm-up each, everyone in this process with one BLAS thread (benchmarks/pinning.py).
 
-Target (issue 20): on abess's Cox test problem ``auto`` recovers the support in at most 3 times
+Target: on abess's Cox test problem ``auto`` recovers the support in at most 3 times
 abess's time. The script prints the verdict.
 
     python benchmarks/survival_ordinal.py

@@ -1,4 +1,5 @@
-"""`auto` (the default solver) against abess, and skscope when installed, on the problems of issue 9.
+"""`auto` (the default solver) against abess, and skscope when installed, on the generalized linear problems
+listed below.
 
 Problems (every one a sparsity-constrained model written with the builder, solved by
 ``Solver.solve`` on the lowered problem):
@@ -37,7 +38,7 @@ problem (the lowering, shared by every k of a problem, is reported per problem);
 ``fit``; skscope's is ``ScopeSolver.solve`` with ``jit=True`` (its JAX compilation included, as a
 user pays it). abess gets the same ridge (``alpha``) and intercept as our model.
 
-Targets (issue 16): no failure; objective ratio <= 1 + 1e-9 in at least 95 % of cases; median time
+Targets: no failure; objective ratio <= 1 + 1e-9 in at least 95 % of cases; median time
 ratio <= 1, and at most 1.5 in every problem family. The script prints each verdict.
 
     python benchmarks/vs_abess.py                      # the small size (a few minutes)
@@ -426,7 +427,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
     return out, statistics.median(times)
 
 
-def run_case(c: Case, repeat: int) -> dict[str, Any]:
+def run_case(c: Case, repeat: int, check_lean: bool = False) -> dict[str, Any]:
     auto = get_solver("auto")()
     res, t_auto = timed(lambda: auto.solve(c.lp), repeat)
     row = {
@@ -437,7 +438,13 @@ def run_case(c: Case, repeat: int) -> dict[str, Any]:
         "t_auto": t_auto,
         "status": res.status,
         "swaps": res.extra.get("swaps"),
+        "lean": res.extra.get("kernel") == "compiled",
     }
+    if check_lean:  # the Python pipeline (lean=false) on the same case: the same steps, the same objective
+        py, t_py = timed(lambda: get_solver("auto")(lean=False).solve(c.lp), 1)
+        row.update(
+            f_python=py.objective, t_python=t_py, lean_diff=(res.objective - py.objective) / max(1.0, abs(py.objective))
+        )
     if c.abess is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -491,6 +498,11 @@ def main() -> None:
     ap.add_argument("--data", default=os.environ.get("SPARSEMODEL_DATA", "/work/shared/data"))
     ap.add_argument("--no-skscope", dest="skscope", action="store_false")
     ap.add_argument("--csv", default=None)
+    ap.add_argument(
+        "--check-lean",
+        action="store_true",
+        help="also run auto's Python pipeline (lean=false) on every case and compare the objectives",
+    )
     args = ap.parse_args()
     args.seeds = args.seeds or (2 if args.size == "small" else 5)
     repeat = args.repeat or (1 if args.size == "small" else 3)
@@ -511,7 +523,7 @@ def main() -> None:
                         warnings.simplefilter("ignore")
                         cases[0].abess()
             for c in cases:
-                row = run_case(c, repeat)
+                row = run_case(c, repeat, args.check_lean)
                 rows.append(row)
                 print(
                     f"  {c.label:28s} auto {row['f_auto']:.9g} ({1e3 * row['t_auto']:.1f} ms)"
@@ -526,7 +538,13 @@ def main() -> None:
                         if "f_skscope" in row
                         else ""
                     )
-                    + (f"  skscope failed: {row['skscope_error']}" if "skscope_error" in row else ""),
+                    + (f"  skscope failed: {row['skscope_error']}" if "skscope_error" in row else "")
+                    + (
+                        f"  python pipeline {row['f_python']:.9g} ({1e3 * row['t_python']:.1f} ms, "
+                        f"{'lean' if row['lean'] else 'not lean'}, diff {row['lean_diff']:+.1e})"
+                        if "f_python" in row
+                        else ""
+                    ),
                     flush=True,
                 )
     headers = [
@@ -565,7 +583,7 @@ def main() -> None:
         worst = max(
             ((statistics.median(r["time_ratio"] for r in timed_rows if r["problem"] == f_), f_) for f_ in fams),
         )
-        print("\ntargets (issue 16):")
+        print("\ntargets:")
         print(f"  no failure: {'holds' if all(r['status'] != 'diverged' for r in rows) else 'fails'}")
         print(
             f"  objective at most abess's in >= 95 % of cases: {100 * ok / len(timed_rows):.1f} % "
@@ -575,6 +593,15 @@ def main() -> None:
         print(
             f"  median time ratio <= 1.5 in every problem family: worst {worst[1]} {worst[0]:.2f} "
             f"({'holds' if worst[0] <= 1.5 else 'fails'})"
+        )
+    checked = [r for r in rows if "lean_diff" in r]
+    if checked:
+        lean = [r for r in checked if r["lean"]]
+        differ = [r for r in checked if abs(r["lean_diff"]) > TOL]
+        print(
+            f"\nthe compiled lean path against the Python pipeline: {len(lean)} of {len(checked)} cases ran the kernel; "
+            f"objectives differing by more than {TOL:g} (relative, absolute below 1): {len(differ)}"
+            + "".join(f"\n  {r['problem']} {r['case']}: {r['lean_diff']:+.2e}" for r in differ)
         )
     if args.csv:
         keys = sorted({k for r in rows for k in r})

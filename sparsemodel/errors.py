@@ -109,7 +109,7 @@ class SolverError(ModelError):
 
 
 class NoBoundError(SolverError):
-    """No finite lower bound exists for this model (issue 18): the words say why (no ridge and no
+    """No finite lower bound exists for this model (docs/certify.md): the words say why (no ridge and no
     box on the constrained coordinates, a loss without a conjugate, a constraint the perspective
     relaxation does not cover)."""
 

@@ -70,13 +70,19 @@ class Problem(Model):
         solvers: Iterable[str],
         k: Iterable[int] | int | None = None,
         options: dict[str, dict[str, Any]] | None = None,
+        sweep: Any = None,
         **kw: Any,
     ):
         """Run several solvers on this problem, optionally over a range of the bound ``k`` or of
-        a param (``sweep={"lam": [...]}``); see :func:`sparsemodel.workflows.session.compare`."""
+        a param (``sweep={"lam": [...]}``); ``options``: per-solver options. Other keywords: the
+        study's (:class:`~sparsemodel.workflows.options.StudyOptions`: ``progress``, ``csv``,
+        ``overwrite``, ``scheduler``, ``test``, ``truth``). See
+        :func:`sparsemodel.workflows.compare.compare`."""
         from .workflows import session
+        from .workflows.options import StudyOptions
 
-        return session.compare(self, list(solvers), k=k, options=options, **kw)
+        study = StudyOptions.merged(None, kw, "compare", progress=None)
+        return session.compare(self, list(solvers), k, options, sweep, study)
 
     def path(
         self,
@@ -89,10 +95,14 @@ class Problem(Model):
         """A warm-started path over the bound: ``solver`` at every k (one lowering), each point
         started from its neighbour's solution; ``start`` = ``best`` (also solve cold, keep the lower
         objective: never worse than ``solve(k=k)``), ``cold`` (identical to ``solve(k=k)``) or
-        ``warm``. Returns a :class:`sparsemodel.workflows.path.SolutionPath`; see docs/selection.md."""
+        ``warm``. Keywords of :class:`~sparsemodel.workflows.options.StudyOptions` (``test``,
+        ``truth``, ``scheduler``) are the study's, the others the solver's options. Returns a
+        :class:`sparsemodel.workflows.path.SolutionPath`; see docs/selection.md."""
         from .workflows import session
+        from .workflows.options import StudyOptions
 
-        return session.path(self, k, solver=solver, start=start, progress=progress, **options)
+        study, options = StudyOptions.split(options, progress=progress)
+        return session.path(self, k, solver, start, study, **options)
 
     def select(
         self,
@@ -110,15 +120,19 @@ class Problem(Model):
         fixed ``seed``, or the user's ``fold_ids``; the held-out loss is the model's own data term
         on the held-out rows); ``rule`` = ``min`` or ``1se`` (cross-validation's default). The path
         is warm-started and stops once the curve has clearly turned. Other keywords: ``gamma``
-        (EBIC), ``early_stop``, ``patience``, ``margin`` (the early stop), ``start`` and
-        ``progress`` (the path), ``n_jobs`` (cross-validation's folds on that many workers, -1:
-        every core, the same curve as serially; ``scheduler=`` a dask ``Client`` or address runs
-        them on its cluster), solver options. Returns a
-        :class:`sparsemodel.workflows.select.Selection` (``.k``, ``.result``, ``.curve``); see
-        docs/selection.md."""
+        (EBIC), ``early_stop``, ``patience``, ``margin`` (the early stop), ``start`` (the path;
+        :class:`~sparsemodel.workflows.options.SelectOptions`), the study's ``progress``, ``test``,
+        ``truth``, ``scheduler``, ``n_jobs`` (cross-validation's folds on that many workers, -1:
+        every core, the same curve as serially; with ``scheduler=`` a dask ``Client`` or address on
+        its cluster; :class:`~sparsemodel.workflows.options.StudyOptions`), and the solver's
+        options. Returns a :class:`sparsemodel.workflows.select.Selection` (``.k``,
+        ``.result``, ``.curve``); see docs/selection.md."""
         from .workflows import session
+        from .workflows.options import StudyOptions
 
-        return session.select(self, k, by=by, solver=solver, folds=folds, seed=seed, fold_ids=fold_ids, rule=rule, **kw)
+        given = dict(kw, by=by, folds=folds, seed=seed, fold_ids=fold_ids, rule=rule)
+        study, options = StudyOptions.split(given, selecting=True)
+        return session.select(self, k, solver, study, **options)
 
     # ------------------------------------------------------------------ inference (sparsemodel.inference)
     def knockoffs(self, fdr: float = 0.1, statistic: str = "path", k: int | None = None, **kw: Any):

@@ -1,4 +1,4 @@
-"""Certified answers (issue 18): the lower bound never exceeds the best objective (every subset
+"""Certified answers (docs/certify.md): the lower bound never exceeds the best objective (every subset
 enumerated), bnb returns that optimum with status optimal and a zero gap, on least squares and
 logistic regression with a free intercept and a ridge, group sparsity, a box (big-M, no ridge),
 least squares without a ridge (the Gram's smallest eigenvalue), Poisson and Huber losses; where no

@@ -71,6 +71,7 @@ def test_solvers_registry(capsys):
         "linear_eq",
         "linear_ineq",
         "nnz",
+        "nnz_caps",
         "nnz_groups",
         "nnz_pairs",
         "product",

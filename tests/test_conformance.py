@@ -158,7 +158,7 @@ def check_solver_on_kind(solver: str, kind: str) -> None:
     x = np.concatenate([np.ravel(r.values[v.name]) for v in lp.layout.variables])
     assert np.isclose(lp.f(x), r.objective, rtol=1e-8, atol=1e-10), "objective is not f(x)"
     assert np.array_equal(np.sort(r.support), np.sort(lp.set.nonzeros(x)))
-    # the lower bound beside the answer (issue 18), where one exists, lies below it
+    # the lower bound beside the answer (docs/certify.md), where one exists, lies below it
     if r.lower_bound is not None:
         assert r.lower_bound <= r.objective and 0 <= r.gap and r.bound_how
     else:

@@ -1,4 +1,4 @@
-"""Issue 11, case by case: valid large models, bad input caught where it is written, results never
+"""Hardening, case by case: valid large models, bad input caught where it is written, results never
 lost or overwritten, wrong answers never called converged, and the CLI's last net."""
 
 from __future__ import annotations

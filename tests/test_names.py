@@ -1,5 +1,4 @@
-"""Names from the data in results (issue 21, item 7), row/column groups (item 8), the notebook
-display (item 10) and the examples printing named supports."""
+"""Names from the data in results, row/column groups, the notebook display and the examples printing named supports."""
 
 from __future__ import annotations
 

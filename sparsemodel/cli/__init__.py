@@ -39,75 +39,123 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sparsity-, rank- and spectrum-constrained learning: model files, l0 solvers, convex baselines.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command(sub)
+    return p
 
+
+def _model_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("model", help="model file (.sm), or a Python model module (.py) defining problem")
+    q.add_argument("--data", action="append", metavar="NAME=PATH", help="rebind a data name to another file")
+    q.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a param")
+    q.add_argument(
+        "--scheduler",
+        metavar="WHERE",
+        help="where passes over dask data run: threads (default), synchronous, local (an embedded "
+        "LocalCluster) or a scheduler address such as tcp://host:8786",
+    )
+
+
+def _jobs_arg(q: argparse.ArgumentParser, what: str) -> None:
+    """--jobs N: a study's independent tasks on workers (sparsemodel.workflows.runner)."""
+    q.add_argument(
+        "--jobs",
+        type=parse_jobs,
+        default=1,
+        metavar="N",
+        help=f"run {what} on N worker processes (joblib; -1: one per core; default 1: serially), the same "
+        "results as serially; with --scheduler ADDRESS (or local) on that dask cluster's workers",
+    )
+
+
+def _metric_args(q: argparse.ArgumentParser) -> None:
+    """--test and --truth: metrics beside the objective (docs/comparisons.md)."""
+    q.add_argument(
+        "--test",
+        action="append",
+        metavar="NAME=FILE,...",
+        help="held-out data for the model's data names (X=Xt.npy,y=yt.npy): adds test_loss, the model's own "
+        "loss per held-out sample",
+    )
+    q.add_argument(
+        "--truth",
+        action="append",
+        metavar="NAME=FILE",
+        help="the true value of a variable (w=w_true.npy): adds precision, recall, f1, exact, exact_top, covers, "
+        "fp, fn, fdr, power and error",
+    )
+
+
+def _output_args(q: argparse.ArgumentParser, what: str, table: bool = True) -> None:
+    """The outputs every command that solves takes, with one meaning everywhere."""
+    q.add_argument("--json", action="store_true", help=f"print the {what} as one JSON object instead of the text")
+    q.add_argument("--out", metavar="FILE", help=f"also write the {what} as JSON to FILE")
+    if table:
+        q.add_argument("--csv", metavar="FILE", help=f"write the {what} as CSV (with the supports)")
+        q.add_argument(
+            "--plot",
+            metavar="[METRICS=]FILE",
+            help=f"write the {what} as a PNG plot; test_loss,time_s=FILE plots those metrics (one panel each)",
+        )
+    q.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
+    loud = q.add_mutually_exclusive_group()
+    loud.add_argument("--quiet", action="store_true", help="no progress bar")
+    loud.add_argument(
+        "--progress", action="store_true", help="a progress bar even when standard error is not a terminal"
+    )
+
+
+def _report_args(q: argparse.ArgumentParser, what: str, k_required: bool = True) -> None:
+    _metric_args(q)
+    q.add_argument(
+        "--k",
+        required=k_required,
+        help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5 (several bounds by name: S=10:50:10)"
+        + ("" if k_required else " (default 0 to n / (log(log n) log p))"),
+    )
+    q.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
+    q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
+    _output_args(q, what)
+
+
+def _inference_args(q: argparse.ArgumentParser, what: str) -> None:
+    """What knockoffs and stability share (docs/inference.md)."""
+    q.add_argument("--solver", help="solver of the l0 fits (default: the model's `solve with`, else auto)")
+    q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
+    q.add_argument(
+        "--start",
+        choices=("warm", "best", "cold"),
+        default="warm",
+        help="how the path's points start (default warm: from the previous k's solution)",
+    )
+    q.add_argument("--seed", type=int, default=0, help="random seed (default 0): the same seed, the same answer")
+    _jobs_arg(q, "the replicates (knockoff draws, stability's half-samples)")
+    q.add_argument(
+        "--truth",
+        action="append",
+        metavar="NAME=FILE",
+        help="the true value of the selected variable (w=w_true.npy): adds the false discoveries and the power",
+    )
+    _output_args(q, what)
+
+
+def _demo_parser(sub: Any) -> None:
     d = sub.add_parser("demo", help="solve the paper-000 Section 6.1 problem with GraHTP and FGraHTP")
     d.add_argument("--n", type=int, default=250, help="number of samples (default 250)")
     d.add_argument("--seed", type=int, default=0, help="random seed of the simulated data")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=cmd_demo)
 
-    def model_args(q: argparse.ArgumentParser) -> None:
-        q.add_argument("model", help="model file (.sm), or a Python model module (.py) defining problem")
-        q.add_argument("--data", action="append", metavar="NAME=PATH", help="rebind a data name to another file")
-        q.add_argument("--param", action="append", metavar="NAME=VALUE", help="set a param")
-        q.add_argument(
-            "--scheduler",
-            metavar="WHERE",
-            help="where passes over dask data run: threads (default), synchronous, local (an embedded "
-            "LocalCluster) or a scheduler address such as tcp://host:8786",
-        )
 
+def _check_parser(sub: Any) -> None:
     c = sub.add_parser("check", help="parse, shapes, convexity, and which solvers apply")
-    model_args(c)
+    _model_args(c)
     c.set_defaults(func=cmd_check)
 
-    def jobs_arg(q: argparse.ArgumentParser, what: str) -> None:
-        q.add_argument(
-            "--jobs",
-            type=parse_jobs,
-            default=1,
-            metavar="N",
-            help=f"run {what} on N worker processes (joblib; -1: one per core; default 1: serially), the same "
-            "results as serially; with --scheduler ADDRESS (or local) on that dask cluster's workers",
-        )
 
-    def metric_args(q: argparse.ArgumentParser) -> None:
-        """--test and --truth: metrics beside the objective (docs/comparisons.md)."""
-        q.add_argument(
-            "--test",
-            action="append",
-            metavar="NAME=FILE,...",
-            help="held-out data for the model's data names (X=Xt.npy,y=yt.npy): adds test_loss, the model's own "
-            "loss per held-out sample",
-        )
-        q.add_argument(
-            "--truth",
-            action="append",
-            metavar="NAME=FILE",
-            help="the true value of a variable (w=w_true.npy): adds precision, recall, f1, exact, exact_top, covers, "
-            "fp, fn, fdr, power and error",
-        )
-
-    def output_args(q: argparse.ArgumentParser, what: str, table: bool = True) -> None:
-        """The outputs every command that solves takes, with one meaning everywhere."""
-        q.add_argument("--json", action="store_true", help=f"print the {what} as one JSON object instead of the text")
-        q.add_argument("--out", metavar="FILE", help=f"also write the {what} as JSON to FILE")
-        if table:
-            q.add_argument("--csv", metavar="FILE", help=f"write the {what} as CSV (with the supports)")
-            q.add_argument(
-                "--plot",
-                metavar="[METRICS=]FILE",
-                help=f"write the {what} as a PNG plot; test_loss,time_s=FILE plots those metrics (one panel each)",
-            )
-        q.add_argument("--force", action="store_true", help="allow outputs to replace existing files")
-        loud = q.add_mutually_exclusive_group()
-        loud.add_argument("--quiet", action="store_true", help="no progress bar")
-        loud.add_argument(
-            "--progress", action="store_true", help="a progress bar even when standard error is not a terminal"
-        )
-
+def _solve_parser(sub: Any) -> None:
     s = sub.add_parser("solve", help="solve a model file")
-    model_args(s)
+    _model_args(s)
     s.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
     s.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     s.add_argument(
@@ -115,12 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the bound of the sparsity or rank constraint, in its unit (coordinates, groups, edges, rank); "
         "several bounds by name: --k L=2,S=30",
     )
-    output_args(s, "result", table=False)
+    _output_args(s, "result", table=False)
     s.add_argument("--csv", metavar="FILE", help="write the coefficient table (every coordinate, by name) as CSV")
     s.set_defaults(func=cmd_solve, plot=None)
 
+
+def _compare_parser(sub: Any) -> None:
     m = sub.add_parser("compare", help="run several solvers on one model, optionally over a range of k")
-    model_args(m)
+    _model_args(m)
     m.add_argument(
         "--solvers",
         help="comma-separated solver names (default: the model's `compare with`); knockoffs and stability choose "
@@ -133,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--at", metavar="NAME=VALUES", help="sweep a param instead: lam=0.001,0.01,0.1 or lam=1:3")
     m.add_argument("--option", "-o", action="append", metavar="SOLVER:KEY=VALUE", help="solver option, repeatable")
-    metric_args(m)
+    _metric_args(m)
     m.add_argument(
         "--splits",
         type=int,
@@ -166,25 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="--select computes every k of --k (default: each path stops once its curve has clearly turned)",
     )
-    jobs_arg(m, "the replications of --splits (or of --select)")
-    output_args(m, "comparison (every run's solution)")
+    _jobs_arg(m, "the replications of --splits (or of --select)")
+    _output_args(m, "comparison (every run's solution)")
     m.set_defaults(func=cmd_compare)
 
-    def report_args(q: argparse.ArgumentParser, what: str, k_required: bool = True) -> None:
-        metric_args(q)
-        q.add_argument(
-            "--k",
-            required=k_required,
-            help="values of the bound, in its unit: 1:40 (inclusive), 1:40:2 or 1,2,5 (several bounds by name: S=10:50:10)"
-            + ("" if k_required else " (default 0 to n / (log(log n) log p))"),
-        )
-        q.add_argument("--solver", help="solver name, or auto (default: the model's `solve with`, else auto)")
-        q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-        output_args(q, what)
 
+def _path_parser(sub: Any) -> None:
     pa = sub.add_parser("path", help="a warm-started path over the bound k with one solver")
-    model_args(pa)
-    report_args(pa, "path")
+    _model_args(pa)
+    _report_args(pa, "path")
     pa.add_argument(
         "--start",
         choices=("best", "cold", "warm"),
@@ -193,9 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pa.set_defaults(func=cmd_path)
 
+
+def _select_parser(sub: Any) -> None:
     se = sub.add_parser("select", help="choose k: an information criterion or cross-validation over a path")
-    model_args(se)
-    report_args(se, "curve", k_required=False)
+    _model_args(se)
+    _report_args(se, "curve", k_required=False)
     se.add_argument(
         "--by",
         choices=("ebic", "aic", "bic", "ebic_cc", "gic", "cv"),
@@ -228,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="compute every k (default: stop once the curve has clearly turned)",
     )
-    jobs_arg(se, "cross-validation's folds (--by cv)")
+    _jobs_arg(se, "cross-validation's folds (--by cv)")
     se.add_argument("--patience", type=int, help="early stop: consecutive k above the minimum + margin (default 5)")
     se.add_argument(
         "--margin",
@@ -237,28 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     se.set_defaults(func=cmd_select)
 
-    def inference_args(q: argparse.ArgumentParser, what: str) -> None:
-        """What knockoffs and stability share (docs/inference.md)."""
-        q.add_argument("--solver", help="solver of the l0 fits (default: the model's `solve with`, else auto)")
-        q.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-        q.add_argument(
-            "--start",
-            choices=("warm", "best", "cold"),
-            default="warm",
-            help="how the path's points start (default warm: from the previous k's solution)",
-        )
-        q.add_argument("--seed", type=int, default=0, help="random seed (default 0): the same seed, the same answer")
-        jobs_arg(q, "the replicates (knockoff draws, stability's half-samples)")
-        q.add_argument(
-            "--truth",
-            action="append",
-            metavar="NAME=FILE",
-            help="the true value of the selected variable (w=w_true.npy): adds the false discoveries and the power",
-        )
-        output_args(q, what)
 
+def _knockoffs_parser(sub: Any) -> None:
     ko = sub.add_parser("knockoffs", help="the knockoff filter: variables selected with the FDR controlled")
-    model_args(ko)
+    _model_args(ko)
     ko.add_argument("--fdr", type=float, default=0.1, help="the target false discovery rate q (default 0.1)")
     ko.add_argument(
         "--statistic",
@@ -290,11 +314,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="your own knockoff copy of the design (n x p, one column per constrained unit), repeatable",
     )
-    inference_args(ko, "knockoff report (one row per unit)")
+    _inference_args(ko, "knockoff report (one row per unit)")
     ko.set_defaults(func=cmd_knockoffs)
 
+
+def _stability_parser(sub: Any) -> None:
     st = sub.add_parser("stability", help="stability selection: complementary pairs and a bound on false selections")
-    model_args(st)
+    _model_args(st)
     st.add_argument("--k", help="the path's bounds: K (1..K), 1:20 or 1,2,5 (default 1..the model's bound)")
     st.add_argument(
         "--pairs", dest="n_pairs", type=int, default=50, help="complementary pairs of halves B (default 50)"
@@ -303,14 +329,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--threshold", type=float, default=0.6, help="selection probability a unit needs (default 0.6, above 0.5)"
     )
     st.add_argument("--at-k", type=int, help="select at this k instead of over the whole path")
-    inference_args(st, "stability report (one row per unit)")
+    _inference_args(st, "stability report (one row per unit)")
     st.set_defaults(func=cmd_stability)
 
+
+def _solvers_parser(sub: Any) -> None:
     v = sub.add_parser("solvers", help="the solver registry: names, constraint kinds, options")
     v.add_argument("--json", action="store_true", help="print the registry as JSON")
     v.add_argument("-v", "--verbose", action="store_true", help="list every option")
     v.set_defaults(func=cmd_solvers)
-    return p
+
+
+# one function per command, each adding its subparser (in the order `sparsemodel --help` lists them)
+COMMANDS = (
+    _demo_parser,
+    _check_parser,
+    _solve_parser,
+    _compare_parser,
+    _path_parser,
+    _select_parser,
+    _knockoffs_parser,
+    _stability_parser,
+    _solvers_parser,
+)
 
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:

@@ -27,7 +27,8 @@ from ..lowering.lowered import LoweredProblem
 from ..model.problem import Model
 from ..outputs import protected_paths
 from ..progress import progress_bar
-from ..workflows.path import new_figure, run_path
+from ..workflows.figures import new_figure
+from ..workflows.path import run_path
 from ..workflows.session import _refuse_bad_models, _with_default_solver, solver_class
 from . import filter as F
 from .augment import Plan, plan

@@ -11,7 +11,8 @@ from typing import Any
 
 from ..outputs import check_output, write_output
 from ..util import jsonable
-from ..workflows.path import png_bytes, report_html
+from ..workflows.figures import png_bytes
+from ..workflows.report import report_html
 
 
 class Report:

@@ -42,8 +42,9 @@ from ..sets.sparsity import group_names
 from ..sets.units import k_header
 from ..solvers.result import coordinate_label, problem_names
 from ..workflows.criteria import SelectionError, data_term
+from ..workflows.figures import new_figure
 from ..workflows.metrics import coordinate, train_model
-from ..workflows.path import new_figure, run_path
+from ..workflows.path import run_path
 from ..workflows.session import _refuse_bad_models, _with_default_solver, solver_class
 from .base import InferenceError, check_level, replicates
 from .report import Report

@@ -1,4 +1,4 @@
-"""Certified answers (issue 18): a lower bound on the best objective of a sparsity-constrained
+"""Certified answers (docs/certify.md): a lower bound on the best objective of a sparsity-constrained
 composite problem, from the Fenchel dual of its perspective relaxation. docs/certify.md explains
 how to read it; this docstring is the derivation the code follows.
 
@@ -110,6 +110,8 @@ TIGHT_ITERS = 30  # Frank-Wolfe steps of bound="tight"
 # x(z) only picks the dual point (any x gives a valid bound): a few warm-started Newton steps suffice
 PHI_TOL = 1e-8
 PHI_ITERS = 10
+HESS_REFRESH = 4  # Frank-Wolfe steps of bnb's nodes reuse a Hessian this many times (Relaxation.newton_point)
+HESS_FRESH_STEPS = 10  # ... except the first steps of a schedule (z moves by 2 / (t + 2)), which form their own
 LINE_ITERS = (
     10  # golden-section steps of the fast bound's search over t theta (t to ~1e-2: lb is concave, flat near its top)
 )
@@ -150,6 +152,15 @@ class Anchor:
     x: np.ndarray
     thetas: list[np.ndarray] | None = None  # theta per loss term (None in the shifted form)
     rows_base: float = 0.0  # -(mu'b + nu'h): the linear constraints' multipliers' part of ``base``
+    # the gradient of the loss terms (and the linear one) at x, before the free coordinates' correction:
+    # what a Newton step of x(z) needs (Relaxation.newton_point); None in the shifted form
+    grad: np.ndarray | None = None
+    # each loss term's curvatures coef * phi''(A x + b) at x, when asked for (Relaxation.newton_point)
+    curv: list[np.ndarray] | None = None
+    # (the Hessian of f on some coordinates at this or an earlier point of the same Frank-Wolfe run, each
+    # coordinate's position in it or -1, its age in steps): the next Newton step of x(z) uses it
+    # (Relaxation.newton_point)
+    hess: tuple[np.ndarray, np.ndarray, int] | None = None
 
 
 @dataclass
@@ -223,6 +234,8 @@ class Relaxation:
             self.lo, self.hi = lin.implied_bounds(self.lo, self.hi)
         self.quad: dict[str, Any] | None = None
         self.shift = 0.0
+        self._steps: bool | None = None  # whether Newton steps may stand in for x(z) (steps_apply)
+        self._Js: list[np.ndarray] | None = None  # the loss terms' dense Jacobians (newton_point)
         if shift and shift_pays(lp):
             self._quadratic()
         if self.quad is None:
@@ -326,10 +339,11 @@ class Relaxation:
         return "perspective relaxation (" + ", ".join(parts) + ")" if parts else "perspective relaxation"
 
     # ------------------------------------------------------------------ dual points
-    def anchor(self, x: np.ndarray, z: np.ndarray | None = None) -> Anchor:
+    def anchor(self, x: np.ndarray, z: np.ndarray | None = None, curv: bool = False) -> Anchor:
         """The dual point theta = grad G at x (a flat point; in the shifted form its C part), with
         the multipliers of the linear constraints at x (:meth:`multipliers`; z: the unit weights x
-        minimizes the relaxation at, default its support's indicator)."""
+        minimizes the relaxation at, default its support's indicator). ``curv``: keep the loss
+        terms' curvatures at x too (the next Newton step of :meth:`newton_point`)."""
         if self.quad is not None:
             q = self.quad
             xc = x[self.C] if len(x) == self.n else x
@@ -342,21 +356,33 @@ class Relaxation:
             return Anchor(base + rows_base, v, xc, rows_base=rows_base)
         d = self.design
         v = d.lin.copy()
-        zs, thetas = [], []
-        for i in self.loss:
+        zs, thetas, curvs, pre = [], [], [], []
+        dense_J = self._Js if curv and self._Js is not None else None  # (the steps' dense columns: same products)
+        for a_, i in enumerate(self.loss):
             t = d.terms[i]
-            zt = t.map.value(x)
-            d1 = t.derivs(zt, 1)[1]
+            zt = dense_J[a_] @ x + t.map.b if dense_J is not None else t.map.value(x)
+            der = t.derivs(zt, 2 if curv else 1)
+            d1 = der[1]
+            if curv:
+                curvs.append(t.coef * np.asarray(der[2], dtype=float).reshape(-1))
             th = t.coef * np.asarray(d1, dtype=float).reshape(zt.shape)
-            v += t.map.vjp(th)
+            if dense_J is not None and len(self.E) and self.rows is None:
+                # A'theta and the free columns' Hessian block A' diag(c) A_E in one pass over the columns
+                HJ = curvs[-1][:, None] * dense_J[a_][:, self.E]
+                T = dense_J[a_].T @ np.column_stack([th.reshape(-1), HJ])
+                v += T[:, 0]
+                pre.append((HJ, T[:, 1:]))
+            else:
+                v += dense_J[a_].T @ th if dense_J is not None else t.map.vjp(th)
             zs.append(zt)
             thetas.append(th)
+        raw = v.copy()
         rows_base = 0.0
         if self.rows is not None:
             v, rows_base = self.multipliers(x, v, z)
         corrected = False
         if len(self.E) and np.any(v[self.E] != 0):
-            v, thetas = self._correct_free(x, v, zs, thetas)
+            v, thetas = self._correct_free(x, v, zs, thetas, pre if len(pre) == len(self.loss) else None)
             corrected = True
         base = float(d.const)
         for i, z, th in zip(self.loss, zs, thetas):
@@ -370,7 +396,7 @@ class Relaxation:
                     )
                 conj = np.where(np.isfinite(conj), conj, self._fenchel_young(t, z, th))
             base += float(th.reshape(-1) @ np.asarray(t.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
-        return Anchor(base + rows_base, v, x, thetas, rows_base)
+        return Anchor(base + rows_base, v, x, thetas, rows_base, grad=raw, curv=curvs if curv else None)
 
     def multipliers(self, x: np.ndarray, v: np.ndarray, z: np.ndarray | None) -> tuple[np.ndarray, float]:
         """v + A'mu + G'nu and -(mu'b + nu'h): the linear constraints' multipliers added to the dual
@@ -435,21 +461,33 @@ class Relaxation:
         return prod - vals
 
     def _correct_free(
-        self, x: np.ndarray, v: np.ndarray, zs: list[np.ndarray], thetas: list[np.ndarray]
+        self,
+        x: np.ndarray,
+        v: np.ndarray,
+        zs: list[np.ndarray],
+        thetas: list[np.ndarray],
+        pre: list[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """theta += H_loss A_E Delta with A_E' H_loss A_E Delta = -v_E: the free coordinates'
-        dual condition v_E = 0, exact to rounding (the module docstring)."""
+        dual condition v_E = 0, exact to rounding (the module docstring). ``pre``: per loss term,
+        H_loss A_E and A' H_loss A_E, computed already (:meth:`anchor` with the steps' dense
+        columns: the same products, in the pass that gave A'theta)."""
         d, E = self.design, self.E
-        H = np.zeros((len(E), len(E)))
-        HJs = []
-        for i, z in zip(self.loss, zs):
-            t = d.terms[i]
-            J = d.term_columns(i, E)
-            J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
-            HJ = t.coef * np.asarray(t.hessian_apply(z.reshape(-1), J.reshape(-1, len(E))), dtype=float)
-            HJ = HJ.reshape(-1, len(E))
-            H += J.reshape(-1, len(E)).T @ HJ
-            HJs.append(HJ)
+        if pre is not None:
+            HJs = [hj for hj, _ in pre]
+            HE = sum(he for _, he in pre)
+            H = HE[E]
+        else:
+            H = np.zeros((len(E), len(E)))
+            HJs = []
+            for i, z in zip(self.loss, zs):
+                t = d.terms[i]
+                J = d.term_columns(i, E)
+                J = J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float)
+                HJ = t.coef * np.asarray(t.hessian_apply(z.reshape(-1), J.reshape(-1, len(E))), dtype=float)
+                HJ = HJ.reshape(-1, len(E))
+                H += J.reshape(-1, len(E)).T @ HJ
+                HJs.append(HJ)
         delta = np.linalg.lstsq(H, -v[E], rcond=None)[0]
         new_v = v.copy()
         new_thetas = []
@@ -457,7 +495,10 @@ class Relaxation:
             t = d.terms[i]
             dth = (HJ @ delta).reshape(th.shape)
             new_thetas.append(th + dth)
-            new_v += t.map.vjp(dth)
+            if pre is None:
+                new_v += t.map.vjp(dth)
+        if pre is not None:
+            new_v += HE @ delta
         scale = 1.0 + float(np.max(np.abs(new_v), initial=0.0)) + float(np.max(np.abs(v), initial=0.0))
         if float(np.max(np.abs(new_v[E]), initial=0.0)) > FREE_TOL * scale:
             raise NoBoundError(
@@ -498,13 +539,7 @@ class Relaxation:
         m = k - int(fin.sum())
         with np.errstate(invalid="ignore"):
             val = a.base + self.free_part(a.v) - float(np.sum(S[fin]))
-            su = S[und]
-            if m <= 0 or len(su) == 0:
-                top = np.empty(0, dtype=np.int64)
-            elif m >= len(su):
-                top = und
-            else:
-                top = und[np.argpartition(-su, m - 1)[:m]]
+            top = self.units.top(S, und, m, fin)  # the supports' best (the m largest, or the set's rule)
             val -= float(np.sum(np.maximum(S[top], 0.0)))  # (scores are >= 0 while the box holds 0)
         if not np.isfinite(val):
             val = -np.inf
@@ -642,13 +677,21 @@ class Relaxation:
         target: float | None = None,
         warm: int = 0,
         seed: Anchor | None = None,
+        inner: str = "exact",
     ) -> tuple[NodeBound, np.ndarray]:
         """The best bound over ``iters`` Frank-Wolfe steps on z, from the point x (the minimizer
         on its support: the answer of a solver) or from the weights ``z`` (a parent node's), and the
         weights of that best bound. Stops early once the bound reaches ``target`` (a node pruned).
         ``warm``: steps already taken towards this z (a parent's), so that the step sizes
         2 / (t + 2) continue from there instead of leaving a good start. ``seed``: a dual point
-        already known (a parent's), tried first at no cost: a node it prunes needs no solve."""
+        already known (a parent's), tried first at no cost: a node it prunes needs no solve.
+
+        ``inner``: how each step's x(z) is found. ``exact`` minimizes the relaxation at z (damped
+        Newton to PHI_TOL); ``step`` (bnb's nodes) takes one Newton step from the previous step's
+        point with a stored Hessian (:meth:`newton_point`), starting from the seed's point: every
+        x gives a valid bound (weak duality), and a point one step from the last one lags x(z) by
+        a second-order error, so the bounds are nearly the same at a fraction of the cost. Where
+        the step does not apply (:meth:`steps_apply`) ``exact`` is used."""
         k = self.units.budget if k is None else k
         nu = self.units.n_units
         fin = fixed_in if fixed_in is not None else np.zeros(nu, dtype=bool)
@@ -660,7 +703,11 @@ class Relaxation:
             z = self.support_weights(x)
         z = self.node_weights(z, fin, fout, k)
         za = z
-        if x is None or not np.array_equal(z, self.support_weights(x)):
+        stepping = inner == "step" and self.steps_apply()
+        hess = None
+        if stepping and seed is not None and seed.curv is not None:
+            x, hess = self.newton_point(seed, z, fresh=True)
+        elif x is None or not np.array_equal(z, self.support_weights(x)):
             x = self.phi_point(z, x if x is not None and len(x) == self.n else None)
         if x is None:  # linear constraints that no point on z's units satisfies: every unit not fixed out
             za = (~fout).astype(float)
@@ -669,7 +716,8 @@ class Relaxation:
                 if self.rows is not None and self._empty(fout):  # no feasible point in the node at all
                     return NodeBound(np.inf, np.zeros(nu), np.empty(0, dtype=np.int64), seed or self._nowhere()), z
                 return (seeded or NodeBound(-np.inf, np.zeros(nu), np.empty(0, dtype=np.int64), self._nowhere())), z
-        cur = self.node_bound(self.anchor(x, za), fin, fout, k)
+        cur = self.node_bound(self.anchor(x, za, curv=stepping), fin, fout, k)
+        cur.anchor.hess = hess
         best, zbest = cur, z  # the best of the steps (its z is where a child starts)
         xk = x
         for t in range(1 + warm, iters + 1 + warm):
@@ -682,15 +730,84 @@ class Relaxation:
                 break  # z is the vertex the linearization picks: the relaxation's minimum (to FW's accuracy)
             gamma = 2.0 / (t + 2.0)
             z = (1 - gamma) * z + gamma * vertex
-            xk = self.phi_point(z, xk if len(xk) == self.n else None)
+            hess = None
+            if stepping and cur.anchor.curv is not None and np.isfinite(cur.value):
+                # z moves by gamma: the early steps of a schedule (large gamma) get a Hessian at their point
+                xk, hess = self.newton_point(cur.anchor, z, fresh=t < HESS_FRESH_STEPS)
+            else:
+                xk = self.phi_point(z, xk if len(xk) == self.n else None)
             if xk is None:  # (the box scaled by z left the rows no point)
                 break
-            cur = self.node_bound(self.anchor(xk, z), fin, fout, k)
+            cur = self.node_bound(self.anchor(xk, z, curv=stepping), fin, fout, k)
+            cur.anchor.hess = hess
             if cur.value > best.value:
                 best, zbest = cur, z
         if seeded is not None and seeded.value > best.value:
             best = seeded
         return best, zbest
+
+    def steps_apply(self) -> bool:
+        """Whether :meth:`newton_point` applies: the plain form of losses whose Hessian is
+        J' diag(c) J with J kept dense (not least squares, whose x(z) is one linear solve already),
+        and no box or linear constraint (they would need a constrained step)."""
+        if self._steps is None:
+            d = self.design
+            ok = (
+                self.quad is None
+                and self.rows is None
+                and not d.least_squares
+                and not np.isfinite(self.lo).any()
+                and not np.isfinite(self.hi).any()
+                and all(d.terms[i].diagonal for i in self.loss)
+            )
+            Js = [d.full_columns(i) for i in self.loss] if ok else []
+            self._steps = ok and all(isinstance(J, np.ndarray) for J in Js)
+            self._Js = Js if self._steps else None
+        return self._steps
+
+    def newton_point(self, a: Anchor, z: np.ndarray, fresh: bool = False) -> tuple[np.ndarray, tuple]:
+        """An approximation of x(z) (:meth:`phi_point`): one Newton step of the relaxation at the
+        weights z, min_x f(x) + sum_j (r_j / 2)(1 / z_u - 1) x_j^2, from the anchor's point, with the
+        gradient the anchor computed there and the Hessian of f kept from a step at most
+        HESS_REFRESH steps earlier (formed from the anchor's curvatures on the coordinates z
+        touches when older, missing, ``fresh``, or without a coordinate z now touches): no pass
+        over the data besides that product. Units with z = 0 are held at zero. Any point gives a
+        valid bound, so no line search guards the step (the caller keeps the best bound);
+        Frank-Wolfe's steps on z shrink as 2 / (t + 2), so each x(z) is one step from the last and
+        the points follow x(z). Returns the point and the Hessian (with its age) for the next step;
+        falls back to :meth:`phi_point` where the step is not finite."""
+        units = self.units
+        on = np.flatnonzero(z > 0)
+        pos = units.positions(on)
+        zc = z[units.unit_of[pos]]
+        cc = self.C[pos]
+        cols = np.concatenate([cc, self.F])
+        extra = np.concatenate([self.r[cc] * (1.0 / zc - 1.0), np.zeros(len(self.F))])
+        at = a.hess[1][cols] if a.hess is not None else None
+        if fresh or at is None or a.hess[2] >= HESS_REFRESH or (at < 0).any():
+            # formed on the coordinates z touches (they grow only when a unit enters a vertex)
+            H = np.diag(self.r[cols].astype(float))
+            for J, c in zip(self._Js, a.curv):
+                B = J[:, cols] * np.sqrt(np.maximum(c, 0.0))[:, None]
+                H += B.T @ B
+            where = np.full(self.n, -1, dtype=np.int64)
+            where[cols] = np.arange(len(cols))
+            hess = (H, where, 0)
+            M = H + np.diag(extra)
+        else:
+            hess = (a.hess[0], a.hess[1], a.hess[2] + 1)
+            M = a.hess[0][np.ix_(at, at)] + np.diag(extra)
+        g = a.grad[cols] + (self.r[cols] + extra) * a.x[cols]
+        try:
+            fac = sla.cho_factor(M, check_finite=False)
+            step = sla.cho_solve(fac, g, check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):
+            step = None
+        if step is None or not np.all(np.isfinite(step)):
+            return self.phi_point(z, a.x), hess
+        x = np.zeros(self.n)
+        x[cols] = a.x[cols] - step
+        return x, hess
 
     def _empty(self, fout: np.ndarray) -> bool:
         """Whether the linear constraints and the box have no point with the units ``fout`` at zero

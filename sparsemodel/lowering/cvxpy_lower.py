@@ -82,24 +82,24 @@ def _cox(node: A.cox, args: list[Any]) -> Any:
 
 
 def _ordinal(node: A.ordinal, args: list[Any]) -> Any:
-    """sum over the samples of softplus(-a) + softplus(b) - log(1 - exp(b - a)), a = theta_c - z and
-    b = theta_(c-1) - z (the first class without b, the last without a): DCP as logistic(.) and
-    -log(1 - exp(affine)) (log of a concave argument)."""
+    """sum over the samples of w_i (softplus(-a) + softplus(b) - log(1 - exp(b - a))), a = theta_c - z
+    and b = theta_(c-1) - z (the first class without b, the last without a), w the case weights (1
+    without): DCP as logistic(.) and -log(1 - exp(affine)) (log of a concave argument)."""
     cp = _cp()
     z, th = args[0], args[1]
-    c = node.cls
+    c, w = node.cls, node.w
     parts = []
     mid = np.flatnonzero(node.has_a & node.has_b)
     if len(mid):
         a = th[c[mid]] - z[mid]
         b = th[c[mid] - 1] - z[mid]
-        parts.append(cp.sum(cp.logistic(-a) + cp.logistic(b) - cp.log(1 - cp.exp(b - a))))
+        parts.append(w[mid] @ (cp.logistic(-a) + cp.logistic(b) - cp.log(1 - cp.exp(b - a))))
     first = np.flatnonzero(~node.has_b)
     if len(first):
-        parts.append(cp.sum(cp.logistic(z[first] - th[0])))
+        parts.append(w[first] @ cp.logistic(z[first] - th[0]))
     last = np.flatnonzero(~node.has_a)
     if len(last):
-        parts.append(cp.sum(cp.logistic(th[node.J - 2] - z[last])))
+        parts.append(w[last] @ cp.logistic(th[node.J - 2] - z[last]))
     return sum(parts[1:], parts[0])
 
 

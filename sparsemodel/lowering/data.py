@@ -92,8 +92,13 @@ class LoweredData:
         self.box, self.eigbox = sets.box, sets.eigbox
         self.linear = sets.linear  # every linear constraint (kept inside restricted solves), or None
         self.kinds = {c.kind for c in problem.requirements()}  # the product of several bounds too
-        self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
         self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument
+        self.forget_numbers()
+
+    def forget_numbers(self) -> None:
+        """New (empty) caches of what was computed from the data's numbers: at lowering, and after
+        new data of the same shape is bound (lowering/rebind.py; the old lowering keeps its own)."""
+        self._admm_warm: dict[str, Any] = {}  # the last ADMM multiplier (warm start; reset per run)
         self._lowrank_cache: dict[Any, Any] = {}
         self._free_cache: dict[bytes, Any] = {}  # (grad f(0), H[:, free]) of a quadratic objective
         self._sq_cache: dict[int, Any] = {}  # term -> (its Jacobian, the squares of its entries)

@@ -49,6 +49,14 @@ class LoweredProblem(LoweredData):
     inside_domain = guards.inside_domain
     feasible_start = guards.feasible_start
 
+    def rebind(self, **values: Any) -> LoweredProblem:
+        """This lowering with the objective's named data replaced by arrays of the same shapes
+        (``lp.rebind(X=X2, y=y2)``): the layout, the sets and the compiled kernel's problem are
+        kept, only the numbers are read again (:mod:`.rebind`)."""
+        from .rebind import rebind
+
+        return rebind(self, values)
+
     # ------------------------------------------------------------------ relaxations
     def cvxpy_missing(self) -> ModelError | None:
         """Why the objective cannot be written in cvxpy (a node without a counterpart, located), or

@@ -21,8 +21,8 @@ Every set over the flat vector x (all variables) says:
 
 The rest of the protocol (what ``finish``, ``Result``, the sweeps, ``select``, ``auto`` and the
 relaxations read) has defaults in :class:`ConstraintSet`. Adding a constraint kind is one set
-class in its own module plus one ``register_kind`` call in :mod:`.registry` (see
-docs/architecture.md, with fused sparsity, :mod:`.fused`, as the worked example)."""
+class in its own module that registers itself with ``register_kind``, its model constraint and its
+example (see docs/architecture.md, with per-group caps, :mod:`.caps`, as the worked example)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class CoordSubspace:
 
 @dataclass
 class BoundUnits:
-    """What the perspective relaxation (lowering/bound.py, issue 18) needs from a set: the
+    """What the perspective relaxation (lowering/bound.py, docs/certify.md) needs from a set: the
     constrained flat coordinates C, the unit of each (0..n_units-1; a coordinate is its own unit
     without groups), the budget k in units, and the free coordinates. The relaxation scores each
     coordinate; the set's part is to add the scores up by unit and to say which k units count."""
@@ -102,6 +102,18 @@ class BoundUnits:
         if self.n_units == len(self.coords) and np.array_equal(self.unit_of, np.arange(len(self.coords))):
             return np.asarray(per_coord, dtype=float)
         return np.bincount(self.unit_of, weights=per_coord, minlength=self.n_units)
+
+    def top(self, scores: np.ndarray, undecided: np.ndarray, m: int, fixed_in: np.ndarray) -> np.ndarray:
+        """The undecided units (ids in ``undecided``) a support with the units ``fixed_in`` (bool per
+        unit) adds to reach the largest sum of ``scores``, m at most: the relaxation's inner maximum
+        over the supports is attained there (the m largest; a set whose supports are not every
+        choice of k units, such as per-group caps, overrides it with its own exact rule)."""
+        su = scores[undecided]
+        if m <= 0 or len(su) == 0:
+            return np.empty(0, dtype=np.int64)
+        if m >= len(su):
+            return undecided
+        return undecided[np.argpartition(-su, m - 1)[:m]]
 
     def members(self, u: int) -> np.ndarray:
         """Positions into C of unit u's coordinates."""
@@ -130,6 +142,7 @@ class ConstraintSet(ABC):
     counts_units: bool = True  # criteria that price the selected units (EBIC, GIC) apply
     view: View = View()  # how a Result shows what the set selected (sets/views.py)
     projects_start: bool = False  # a solver's start is projected onto it (the eigenvalue box: 0 -> alpha I)
+    composes_linear: bool = False  # linear constraints compose into its projection (sets/linear.SparseLinear)
 
     def __init__(self, constraint: Constraint, layout: Layout, budget: int | None):
         self.constraint = constraint
@@ -291,12 +304,37 @@ class ConstraintSet(ABC):
         swap search); None otherwise."""
         return None
 
+    def vacuous(self) -> bool:
+        """Whether the set at its budget excludes no point (every unit allowed: k = the number of
+        coordinates, groups or edges, r = min(p, m)), so that a solve is the unconstrained one
+        (``full_budget``, the path's last point). Per-group caps still bind at their largest k."""
+        return bool(self.budget >= self.limit)
+
+    #: Whether every selection of at most ``budget`` units is a support the set admits (a uniform
+    #: matroid: the projection keeps the largest units). False where some are excluded (per-group
+    #: caps), which keeps a set out of the compiled lean path (lowering/lean.py).
+    uniform: bool = True
+
+    def linear_rows(self) -> tuple[int, int] | None:
+        """The numbers of equality and inequality rows of the linear constraints the set keeps with
+        its selection (``A w == b``, ``A w <= b``: its projections and restricted solves hold them),
+        or None when it keeps none: what auto's swap search asks to keep their working set in its
+        model and to check a one-swap minimum by pair exchanges."""
+        return None
+
+    def feasible_units(self, units: np.ndarray) -> bool:
+        """Whether the units ``units`` (ids of ``swap_members`` rows) together are a support the set
+        admits: what auto's swap search asks of every candidate before solving it, so that a swap
+        leaving the set (a fourth asset of a sector capped at three) is never taken. Every
+        selection the search builds (it keeps at most k units), unless the set says otherwise."""
+        return True
+
     def zero_note(self) -> str:
         """Why a budget of 0 leaves nothing constrained (a bound too small for its unit)."""
         return ""
 
     def bound_units(self) -> BoundUnits:
-        """The units the perspective relaxation sums its scores over (issue 18's lower bound);
+        """The units the perspective relaxation sums its scores over (the lower bound of docs/certify.md);
         a set without a cardinality structure of independent units raises NoBoundError saying so."""
         raise NoBoundError(
             f"no lower bound for {self.constraint}: the perspective relaxation covers nnz(...) <= k on "

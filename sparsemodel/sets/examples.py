@@ -130,3 +130,17 @@ def product() -> Model:
     W = Variable((q, m), name="W")
     B = Variable((p, m), name="B")
     return Model(minimize(A.sum_squares(X @ W + Z @ B - Y) / (2 * n)), [rank(W) <= 2, nnz(B) <= 5])
+
+
+def caps() -> Model:
+    """At most 2 nonzeros in each of 4 sectors and 5 in all (nnz(w, per = sector, cap = 2) <= 5):
+    the truth has 3 in sector 0, so the caps bind."""
+    rng = np.random.default_rng(11)
+    n, p = 60, 16
+    sector = np.repeat(np.arange(4), 4)
+    X = rng.standard_normal((n, p))
+    w0 = np.zeros(p)
+    w0[[0, 1, 2, 5, 9]] = [3.0, -2.5, 2.0, 1.5, -2.0]
+    y = X @ w0 + 0.1 * rng.standard_normal(n)
+    w = Variable(p, name="w")
+    return Model(minimize(A.sum_squares(X @ w - y) / (2 * n)), [nnz(w, per=sector, cap=2) <= 5])

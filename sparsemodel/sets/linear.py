@@ -252,7 +252,7 @@ class LinearSet(SideSet):
 
     def compose(self, main: ConstraintSet, box: Box | None) -> ConstraintSet:
         """The thresholded set intersected with these constraints (only coordinate sparsity composes)."""
-        if not isinstance(main, CoordinateSparsity):
+        if not main.composes_linear:
             raise ConstraintError(
                 f"{self.constraints[0]} together with {main.constraint}: linear constraints combine with "
                 f"nnz(...) <= k, not with {main.kind} constraints",
@@ -350,6 +350,10 @@ class SparseLinear(CoordinateSparsity):
     the module docstring (exact for the simplex, the hyperplane and the capped budget, exact by
     enumeration on small problems, the documented candidate rule otherwise); every restricted solve
     keeps the constraints (lowering/linear_solve.py)."""
+
+    def linear_rows(self) -> tuple[int, int] | None:
+        """The linear constraints kept with the selection: (equalities, inequalities)."""
+        return len(self.linear.b), len(self.linear.h)
 
     def __init__(
         self,

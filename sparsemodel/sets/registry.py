@@ -1,16 +1,20 @@
 """The registry of constraint kinds: from a model constraint to its set, its description, and
 the assembly of a problem's constraints into the one thresholded set and the convex side sets.
 
-A new constraint kind is one set class (see :mod:`sparsemodel.sets.base` for the protocol), one
-:func:`register_kind` line below, and the model constraint that names the kind (its ``kind``
+A new constraint kind is one set class (see :mod:`sparsemodel.sets.base` for the protocol) with
+its :func:`register_kind` call (below, or at the end of its own module: every module of this
+package is imported here), and the model constraint that names the kind (its ``kind``
 attribute). Which solvers accept a kind is each solver's ``handles``; nothing outside this package
 reads a kind string to decide how to treat a constraint.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -242,3 +246,10 @@ register_kind(
     generic=True,
     examples={"product": ex.product},
 )
+
+
+# a kind may also register itself from its own module (sets/caps.py: the class, and its
+# register_kind call below it): every module of this package is imported once the registry
+# exists, so that a new kind needs no line here
+for _mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+    importlib.import_module(f"{__package__}.{_mod.name}")

@@ -50,6 +50,8 @@ class CoordinateSparsity(ConstraintSet):
     nonzero), ``units``, ``flat``, ``project``.
     """
 
+    composes_linear = True  # SparseLinear: the k-sparse projection with A w == b, A w <= b
+
     def __init__(self, constraint: NnzConstraint, layout: Layout, budget: int | None = None, box: Box | None = None):
         super().__init__(constraint, layout, constraint.k_units if budget is None else None)
         self.box = box  # a Box side set composed with the projection (None: no bounds)

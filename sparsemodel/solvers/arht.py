@@ -206,6 +206,14 @@ class ARHT(Solver):
             bool,
         ),
         "restricted": RESTRICTED,
+        "tol": Option(
+            1e-12,
+            "tolerance of the restricted solves (Newton decrement relative to 1 + |f|); the paper's experiments "
+            "use scikit-learn's L-BFGS, far looser",
+            float,
+            low=0,
+            open_low=True,
+        ),
     }
 
     def run(self, lp: LoweredProblem) -> Result:
@@ -213,8 +221,8 @@ class ARHT(Solver):
         if lp.set is None:
             return solve_unconstrained(lp, self, o["restricted"])
         clock = Clock()
-        feng = ActiveSet(lp, method=o["restricted"])  # f-minimizers on supports (line 12, polish)
-        geng = ActiveSet(lp, method=o["restricted"])  # g_R-minimizers
+        feng = ActiveSet(lp, method=o["restricted"], tol=o["tol"])  # f-minimizers on supports (line 12, polish)
+        geng = ActiveSet(lp, method=o["restricted"], tol=o["tol"])  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
         xb, fb = feng.solve(sel0)
         hist = self.history(lp, clock)

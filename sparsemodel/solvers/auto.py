@@ -146,6 +146,13 @@ class Auto(Solver):
             low=0,
         ),
         "max_iter": Option(1000, "maximum number of accepted swap steps (search=false: none)", int, low=1),
+        "lean": Option(
+            True,
+            "run this pipeline as one compiled call (a C extension built at install) where it applies: single-coordinate sparsity, one data "
+            "term of square, logistic, exp or log, ridges, no box or linear constraint; false: the Python pipeline "
+            "(the same steps)",
+            bool,
+        ),
         "min_decrease": MIN_DECREASE,
         "restricted": RESTRICTED,
     }
@@ -155,6 +162,12 @@ class Auto(Solver):
         clock = Clock()
         if edges(lp) is not None:  # a sparse precision matrix: several starts, each refined by GraHTP
             return edge_pipeline(self, lp, clock)
+        if o["lean"] and o["search"] and _searchable(lp):  # the same pipeline in one compiled call
+            from .lean import lean_auto
+
+            res = lean_auto(self, lp, clock)
+            if res is not None:
+                return res
         searchable = _searchable(lp) and o["search"]
         if not searchable and _several_parts(lp):
             return self._truncate_then_debias(lp, clock)
@@ -226,8 +239,9 @@ class Auto(Solver):
         start = self.opts["start"]
         if start != "auto":
             return [start if (start != "omp" or lp.set.unit_of is None) else "grahtp"]
-        if lp.linear is not None:  # (with inequalities or bounds its dense QP is an active-set method)
-            one_solve = lp.set.box_bounds() is None and len(lp.linear.h) == 0
+        rows = lp.set.linear_rows()
+        if rows is not None:  # (with inequalities or bounds its dense QP is an active-set method)
+            one_solve = lp.set.box_bounds() is None and rows[1] == 0
             return ["grahtp", "relaxed"] if one_solve or lp.set.size <= RELAXED_LIMIT else ["grahtp"]
         return ["grahtp", "screen"] if lp.design.quadratic else ["grahtp"]
 
@@ -260,13 +274,15 @@ class Auto(Solver):
             x, _ = act.solve(np.empty(0, dtype=np.int64), x0=lp.inside_domain())
             start_its = 1
         units = _units_of(sps, x)
+        if not sps.feasible_units(units):  # a start outside the set (omp, a given point): projected
+            x = lp.project(x)[0]
+            units = _units_of(sps, x)
         x, f = act.solve(_positions(units, members), x0=x)
         if not np.isfinite(f):
             return None
         if len(units) < sps.k:  # the start used less than the budget: add the units of largest gain
             model = SwapModel(lp, x, act.grad(), units, members, candidates=o["candidates"], pool=o["pool"])
-            add = model.units_out[np.argsort(-model.gain, kind="stable")[: sps.k - len(units)]]
-            units = np.sort(np.concatenate([units, add]))
+            units = _fill(sps, units, model.units_out[np.argsort(-model.gain, kind="stable")])
             x, f = act.solve(_positions(units, members), x0=x)
         f_start = f
         hist.log(f)
@@ -347,6 +363,8 @@ class Auto(Solver):
         (measured on Khan: a third of the exact solves), and counted as tried as before."""
         o = self.opts
         ranked = model.swaps(limit=4 * o["exchange"] + o["tries"] + 16)
+        sps = act.lp.set  # a swap that leaves the set (a cap broken) is no candidate
+        ranked = [r_ for r_ in ranked if sps.feasible_units(_swap(units, [r_[:2]]))]
         if exact_model:  # the model is f: a swap it rates >= 0 cannot lower f
             thr = -o["min_decrease"] * max(1.0, abs(f))
             ranked = [r_ for r_ in ranked if r_[2] < thr]
@@ -400,7 +418,7 @@ class Auto(Solver):
         if (
             self.opts["verify"]
             and not exact_model
-            and act.lp.linear is not None
+            and act.lp.set.linear_rows() is not None
             and len(model.units_out) + len(units) == len(members)
             and len(units) * len(model.units_out) <= self.opts["verify"]
         ):
@@ -415,7 +433,7 @@ class Auto(Solver):
                 if got is not None:
                     stats["verify_hits"] += 1
                     return got
-        if act.lp.linear is not None and len(model.units_out) + len(units) == len(members):
+        if act.lp.set.linear_rows() is not None and len(model.units_out) + len(units) == len(members):
             # a one-swap local minimum: exchanges of two units at once, by their joint model value
             # (exact on an equality-constrained quadratic: those it predicts to lower f); where the
             # model is not f, all of them when at most ``verify``, else the verify / 8 it rates best
@@ -454,7 +472,7 @@ class Auto(Solver):
         abandoned once it cannot end below ``bar``): (units, x, f, gradient) when it lowers f, else
         None; a support in ``rejected`` is not solved again, one that fails is added to it."""
         key = tuple(new)
-        if key in rejected:
+        if key in rejected or not act.lp.set.feasible_units(new):
             return None
         xn, fn = act.solve(_positions(new, members), x0=self._warm(act, model, pairs), give_up=bar)
         stats["solves"] += 1
@@ -477,13 +495,22 @@ class Auto(Solver):
             return ", ".join(st[:-1]) + " and " + st[-1] + " starts, each refined by grahtp; the lowest objective kept"
         if _searchable(lp):
             starts = cls(**opts)._starts(lp)
-            under = " under the linear constraints (the model keeps their working set)" if lp.linear is not None else ""
+            under = (
+                " under the linear constraints (the model keeps their working set)"
+                if lp.set.linear_rows() is not None
+                else ""
+            )
             return (
                 " and ".join(starts) + (" start" if len(starts) == 1 else " starts") + ", then the swap search" + under
             )
         if _several_parts(lp):
             return "fgrahtp, then grahtp from its end point (several bounded variables)"
-        if lp.linear is not None and lp.set is not None and lp.design is not None and lp.set.swap_members() is not None:
+        if (
+            lp.set is not None
+            and lp.set.linear_rows() is not None
+            and lp.design is not None
+            and lp.set.swap_members() is not None
+        ):
             return "grahtp alone: the swap search under linear constraints exchanges coordinates, not groups"
         if (
             lp.set is not None
@@ -579,7 +606,7 @@ def _searchable(lp: LoweredProblem) -> bool:
     members = lp.set.swap_members()
     if members is None:
         return False
-    if lp.linear is not None:
+    if lp.set.linear_rows() is not None:
         return members.shape[1] == 1
     return lp.set.box_bounds() is None
 
@@ -609,6 +636,18 @@ def _units_of(sps: Any, x: np.ndarray) -> np.ndarray:
     if sps.unit_of is None:
         return pos
     return np.unique(sps.unit_of[pos])
+
+
+def _fill(sps: Any, units: np.ndarray, ranked: np.ndarray) -> np.ndarray:
+    """``units`` filled to the budget from ``ranked`` (best first), each added only when the set
+    admits the selection with it (``feasible_units``: a capped group full is skipped)."""
+    out = [int(u) for u in units]
+    for u in ranked:
+        if len(out) >= sps.k:
+            break
+        if sps.feasible_units(np.array(out + [int(u)], dtype=np.int64)):
+            out.append(int(u))
+    return np.array(sorted(out), dtype=np.int64)
 
 
 def _positions(units: np.ndarray, members: np.ndarray) -> np.ndarray:

@@ -138,7 +138,7 @@ class Solver:
         the free part fitted by one restricted solve) and a budget that allows every unit (the
         constraint does nothing: the minimizer over every coordinate).
 
-        ``bound`` (issue 18): the lower bound put beside the answer, once here for every solver:
+        ``bound`` (docs/certify.md): the lower bound put beside the answer, once here for every solver:
         ``fast`` (the default: one dual point from the gradient at the answer), ``tight`` (a few
         Frank-Wolfe steps on the perspective relaxation) or ``none``."""
         check_bound_mode(bound)
@@ -152,7 +152,7 @@ class Solver:
         why = lp.unbounded_direction()
         if why is None and lp.set is not None and lp.set.thresholds and lp.set.k == 0:
             return zero_budget(lp, self)
-        if why is None and lp.set is not None and lp.set.thresholds and lp.set.budget >= lp.set.limit:
+        if why is None and lp.set is not None and lp.set.thresholds and lp.set.vacuous():
             return full_budget(lp, self)
         try:
             if why is not None:

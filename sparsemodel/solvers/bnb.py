@@ -1,4 +1,4 @@
-"""``bnb``: branch and bound that proves the optimum of a sparsity-constrained problem (issue 18).
+"""``bnb``: branch and bound that proves the optimum of a sparsity-constrained problem (docs/certify.md).
 
 * **Incumbent**: ``auto``'s answer (or ``init``'s, through auto).
 * **Bounds**: the perspective relaxation of :mod:`sparsemodel.lowering.bound` at every node, with
@@ -70,9 +70,7 @@ class BranchAndBound(Solver):
     name = "bnb"
     handles = frozenset({"nnz", "nnz_groups", "box", "linear_eq", "linear_ineq"})
     summary = "branch and bound on the perspective relaxation: proves the optimum (or reports the gap reached)"
-    reference = (
-        "issue 18: perspective relaxation and its Fenchel dual (OKRidge, Liu et al. 2023; L0BnB, Hazimeh et al. 2022)"
-    )
+    reference = "perspective relaxation and its Fenchel dual (OKRidge, Liu et al. 2023; L0BnB, Hazimeh et al. 2022)"
     fills_start = True
     needs = (
         "a finite lower bound (docs/certify.md): a composite convex loss with a ridge or a box on the counted "
@@ -89,6 +87,13 @@ class BranchAndBound(Solver):
             1, "keep the m best supports at k and prove that no other support beats the m-th (near-optimal)", int, low=1
         ),
         "init": Option(None, "a starting point for the incumbent (auto's init; a path passes its neighbour)", "any"),
+        "inner": Option(
+            "step",
+            "x(z) of each Frank-Wolfe step: 'step' (one Newton step from the last point, the Hessian kept; "
+            "every point gives a valid bound) or 'exact' (the relaxation's minimizer at z)",
+            str,
+            ("step", "exact"),
+        ),
     }
 
     def run(self, lp: LoweredProblem) -> Result:
@@ -306,7 +311,9 @@ class Search:
         if math.comb(int(und.sum()), m) <= ENUMERATE:
             return Node(self.enumerate(fin, und, m), fin, fout, z, depth, solved=True)
         warm = 0 if depth == 0 else WARM_STEPS
-        nb, z = self.rel.frank_wolfe(None, iters, fin, fout, k, z=z, target=self.threshold(), warm=warm, seed=seed)
+        nb, z = self.rel.frank_wolfe(
+            None, iters, fin, fout, k, z=z, target=self.threshold(), warm=warm, seed=seed, inner=self.o["inner"]
+        )
         if parent_lb > nb.value:
             nb.value = parent_lb
         fin, fout, changed = self.screen(nb, fin, fout)

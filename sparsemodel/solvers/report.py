@@ -47,7 +47,7 @@ def selection_lines(r: ResultText, max_items: int = 30) -> list[tuple[str, str]]
 
 def gap_line(r: ResultText) -> str:
     """``1.2e-05 (lower bound 12.7826 from the tight bound: perspective relaxation (...))``, or
-    ``none: <why>``: what the lower bound says of the answer (issue 18)."""
+    ``none: <why>``: what the lower bound says of the answer (docs/certify.md)."""
     if r.gap is None:
         return f"none: {r.bound_note}" if r.bound_note else "none"
     how = {"bnb": "bnb's proof", "fast": "the fast bound", "tight": "the tight bound"}.get(r.bound_how, r.bound_how)

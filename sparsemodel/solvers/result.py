@@ -91,7 +91,7 @@ class Result(ResultText):
     bound: str = ""  # the constraint as solved, nnz(w[1:]) <= 10
     symmetric: bool = False  # the primary variable is a symmetric matrix (an edge is one pair)
     groups: list[str] = field(default_factory=list)  # the kept groups, by name (group sparsity)
-    # issue 18: a lower bound on the best objective of the problem solved (None: none exists or not
+    # docs/certify.md: a lower bound on the best objective of the problem solved (None: none exists or not
     # asked for; ``bound_note`` says which relaxation gave it, or why there is none), and the gap
     # (f - lower_bound) / max(|f|, 1): 0 means the answer is certified optimal
     lower_bound: float | None = None
@@ -396,7 +396,7 @@ def relative_gap(f: float, lb: float) -> float:
 
 
 def certify(lp: LoweredProblem, res: Result, mode: str = "fast") -> Result:
-    """Attach the lower bound and the gap to a solver's answer (issue 18; ``mode``: fast, tight or
+    """Attach the lower bound and the gap to a solver's answer (docs/certify.md; ``mode``: fast, tight or
     none, Solver.solve's ``bound`` argument): the bound of the perspective relaxation at the
     answer (lowering/bound.py), or the solver's own proved bound (bnb) when that is higher; where
     no bound exists, ``bound_note`` says why."""

@@ -50,7 +50,7 @@ from ..model.checks import elementwise_factors
 from ..model.expr import Data
 
 if TYPE_CHECKING:
-    from ..lowering.lowered import LoweredProblem
+    from ..objective.sampleview import SampleView
     from ..objective.terms import Term
 
 CLASS_METRICS = ("accuracy", "auc", "brier")
@@ -74,13 +74,13 @@ def _dense(d: Data) -> np.ndarray:
     return np.asarray(d.value.toarray() if sp.issparse(d.value) else d.value, dtype=float)
 
 
-def classifier_term(lp: LoweredProblem) -> tuple[Term, int] | None:
+def classifier_term(view: SampleView) -> tuple[Term, int] | None:
     """(term, K): the one sample term of the design whose loss states logits (one loss value per
     sample, K classes), when it is the only loss term reading the samples; None otherwise."""
-    d = lp.design
+    d = view.design
     if d is None or d.n_samples is None:
         return None
-    x0 = np.zeros(lp.layout.n)
+    x0 = np.zeros(view.layout.n)
     found = None
     for i in d.sample_terms:
         t = d.terms[i]
@@ -91,12 +91,12 @@ def classifier_term(lp: LoweredProblem) -> tuple[Term, int] | None:
     return found
 
 
-def readings(lp: LoweredProblem, nodes: list[Data], term: tuple[Term, int] | None = None) -> list[Labels]:
+def readings(view: SampleView, nodes: list[Data], term: tuple[Term, int] | None = None) -> list[Labels]:
     """The candidate readings of the labels of a classifier (the module docstring), in order: ±1
     labels inside the loss's argument, then 0/1 labels or one-hot rows among the sample data
     ``nodes``. Empty when the model is not a classifier (``term``: its :func:`classifier_term`,
     when known)."""
-    got = term if term is not None else classifier_term(lp)
+    got = term if term is not None else classifier_term(view)
     if got is None:
         return []
     t, K = got
@@ -132,11 +132,11 @@ class Classifier:
         self.readings = readings
 
     @classmethod
-    def of(cls, lp: LoweredProblem, nodes: list[Data]) -> Classifier | None:
-        """The classifier of a held-out model (its lowering ``lp`` and sample data ``nodes``), or
+    def of(cls, view: SampleView, nodes: list[Data]) -> Classifier | None:
+        """The classifier of a held-out model (its sample view ``view`` and sample data ``nodes``), or
         None when it is not one."""
-        got = classifier_term(lp)
-        rs = readings(lp, nodes, got) if got is not None else []
+        got = classifier_term(view)
+        rs = readings(view, nodes, got) if got is not None else []
         return cls(got[0], rs) if got is not None and rs else None
 
     def probabilities(self, x: np.ndarray, value: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -199,10 +199,10 @@ def _auc(positive: np.ndarray, score: np.ndarray) -> float | None:
     return float((np.sum(ranks[positive]) - n1 * (n1 + 1) / 2.0) / (n1 * n0))
 
 
-def class_labels_of(lp: LoweredProblem, nodes: list[Data]) -> tuple[np.ndarray, Data] | None:
+def class_labels_of(view: SampleView, nodes: list[Data]) -> tuple[np.ndarray, Data] | None:
     """The label of every sample of a classifier (the first reading of its labels: the ±1 or 0/1
     values, or the one-hot column) and the label data, or None when the model is not a classifier."""
-    rs = readings(lp, nodes)
+    rs = readings(view, nodes)
     return (rs[0].values, rs[0].node) if rs else None
 
 

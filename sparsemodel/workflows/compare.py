@@ -26,9 +26,7 @@ every data file it read) and existing files unless ``overwrite=True``.
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 import math
 import statistics
 import time
@@ -46,32 +44,17 @@ from ..progress import progress_bar
 from ..sets.units import bound_letter, k_header
 from ..solvers import get_solver
 from ..util import jsonable
-from .metrics import Scorer, bound_cells, dof, make_scorer, metric_names, with_metric_columns
+from .metrics import Scorer, dof, make_scorer, metric_names, with_metric_columns
+from .options import StudyOptions, bounds_of
+from .report import ERROR, RUN_COLUMNS, SUPPORT_COLUMNS, Report, report_html, run_cells, support_cells
 from .runner import run_tasks
 
 if TYPE_CHECKING:
     from ..model.problem import Model
     from ..solvers.result import Result
 
-COLUMNS = (
-    "solver",
-    "k",
-    "budget",
-    "unit",
-    "objective",
-    "lower_bound",
-    "gap",
-    "nnz",
-    "df",
-    "status",
-    "time_s",
-    "iterations",
-    "support",
-    "support_names",
-    "message",
-)
+COLUMNS = ("solver", "k", "budget", "unit", *RUN_COLUMNS, "time_s", "iterations", *SUPPORT_COLUMNS, "message")
 BOUND_NAMES = ("k", "r")  # names that mean "the bound" when no param has them
-ERROR = "error"
 
 
 def compare(
@@ -79,14 +62,11 @@ def compare(
     solvers: Iterable[str] | str,
     k: Iterable[int] | int | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-    progress: bool | None = None,
     sweep: tuple[str, Iterable[float]] | dict[str, Iterable[float]] | None = None,
-    csv: str | Path | None = None,
-    overwrite: bool = False,
-    test: dict[str, Any] | None = None,
-    truth: dict[str, Any] | None = None,
+    study: StudyOptions | None = None,
     scorer: Scorer | None = None,
     lowered: LoweredProblem | None = None,
+    **kw: Any,
 ) -> Comparison:
     """Run every solver at every point of a sweep on ``problem``; returns a :class:`Comparison`.
 
@@ -102,9 +82,15 @@ def compare(
     own loss per held-out sample; ``truth`` (``{"w": w_true}``) adds precision, recall, f1, exact,
     exact_top, covers, fp, fn and error. ``scorer``: those metrics already built, and ``lowered``:
     the problem already lowered (a replication of :func:`sparsemodel.workflows.experiment.experiment`).
-    The points run through :func:`sparsemodel.workflows.runner.run_tasks` (serially: they share
-    one lowering; replications run on workers in ``experiment``).
+    ``study`` (:class:`~sparsemodel.workflows.options.StudyOptions`) holds ``progress``, ``csv``,
+    ``overwrite``, ``test`` and ``truth``, which may also be given as keywords. The runs go through
+    :func:`sparsemodel.workflows.runner.run_tasks` in this process (a sweep's points share one
+    lowering); a study's replications run on workers (``n_jobs`` of
+    :func:`sparsemodel.workflows.experiment.experiment`).
     """
+    study = StudyOptions.merged(study, kw, "compare", progress=None)
+    study.refuse_jobs("compare", "a comparison on the model's data runs its sweep in this process, in order")
+    progress, csv, overwrite, test, truth = study.progress, study.csv, study.overwrite, study.test, study.truth
     names = [solvers] if isinstance(solvers, str) else list(solvers)
     if not names:
         raise SolverError("no solvers to compare", hint="give a list of solver names, e.g. ['grahtp', 'lasso']")
@@ -280,7 +266,7 @@ def _sweep_spec(problem: Any, k: Any, sweep: Any) -> tuple[str, list[Any], Param
     if k is not None and sweep is not None:
         raise ConstraintError("give either k (the bound) or sweep (a param), not both")
     if sweep is None:
-        return "k", _ks(k), None
+        return "k", bounds_of(k), None
     if isinstance(sweep, dict):
         if len(sweep) != 1:
             raise ConstraintError(f"sweep one name at a time; got {', '.join(map(str, sweep))}")
@@ -289,7 +275,7 @@ def _sweep_spec(problem: Any, k: Any, sweep: Any) -> tuple[str, list[Any], Param
     param = find_param(problem, name)
     if param is None:
         if name in BOUND_NAMES:
-            return name, _ks(vals), None
+            return name, bounds_of(vals), None
         params = sorted(getattr(problem, "params", {}))
         raise ConstraintError(
             f"cannot sweep {name!r}: it is neither a param of the model nor the bound (k)",
@@ -306,70 +292,6 @@ def _sweep_spec(problem: Any, k: Any, sweep: Any) -> tuple[str, list[Any], Param
     return name, values, param
 
 
-def support_cells(res: Result) -> dict[str, str]:
-    """The support of a result as two CSV cells: positions (``3 17 42``, or ``(0,1) (2,3)`` for a
-    matrix) and names (``MOSTYPE; MAUT1``). Empty for a rank bound (the matrix is dense; its rank
-    and singular values are in the JSON)."""
-    if res.view.dense:
-        return {"support": "", "support_names": ""}
-    return _cells(res.support_positions, res.support_names)
-
-
-def point_support_cells(lp: LoweredProblem, x: np.ndarray) -> dict[str, str]:
-    """The support cells of a flat point that no solver of ours returned (an outside method's
-    answer), its coordinates named as a result's are (:func:`~sparsemodel.solvers.result.coordinate_label`)."""
-    s = lp.set
-    if s is None or s.view.dense:
-        return {"support": "", "support_names": ""}
-    from ..solvers.result import coordinate_label, problem_names
-
-    var = lp.primary
-    support = s.nonzeros(x)
-    names = problem_names(lp.problem).get(var.name)
-    shape = var.shape
-    pos = [tuple(int(v) for v in np.unravel_index(int(i), shape)) if shape else () for i in support]
-    return _cells(pos, [coordinate_label(names, var.name, shape, int(i)) for i in support])
-
-
-def _cells(positions: list[tuple[int, ...]], names: list[str]) -> dict[str, str]:
-    text = " ".join(str(p[0]) if len(p) == 1 else "(" + ",".join(map(str, p)) + ")" for p in positions)
-    return {"support": text, "support_names": "; ".join(names)}
-
-
-def _ks(k: Iterable[int] | int | None) -> list[Any]:
-    """The bounds of a sweep: integers, or one bound per name for several bounds (``{"S": 10,
-    "L": 2}``, checked by the set)."""
-    if k is None:
-        return [None]
-    items = [k] if isinstance(k, (int, np.integer, Mapping)) and not isinstance(k, bool) else k
-    try:
-        items = list(items)  # type: ignore[arg-type]
-    except TypeError:
-        raise ConstraintError(f"k={k!r} is not an integer or a list of integers") from None
-    out: list[int | None] = []
-    for v in items:
-        if isinstance(v, Mapping):  # several bounds by name: the set checks them
-            if v not in out:
-                out.append(v)
-            continue
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, (int, np.integer, float, np.floating))
-            or not np.isfinite(v)
-            or v != int(v)
-        ):
-            raise ConstraintError(
-                f"sparsity level k={v!r} is not an integer", hint="use k=10, k=[5, 10] or range(5, 55, 5)"
-            )
-        if v < 0:
-            raise ConstraintError(f"the bound k={int(v)} is negative", hint="bounds are integers >= 0")
-        if int(v) not in out:
-            out.append(int(v))
-    if not out:
-        raise ConstraintError("no sparsity levels to compare (k is empty)")
-    return out
-
-
 def _warm_up(lp: Any, classes: Iterable[Any]) -> None:
     """Build the lowered problem's cached Jacobian columns (and import cvxpy, when a convex
     relaxation is compared) before the first timed solver."""
@@ -382,7 +304,7 @@ def _warm_up(lp: Any, classes: Iterable[Any]) -> None:
         pass  # the solvers that need this will report it themselves
 
 
-class Comparison:
+class Comparison(Report):
     """Results of :func:`compare`: ``rows`` (one dict per solver and k, keys in ``COLUMNS``),
     ``results`` ({(solver, k): Result} for the runs that finished), writers and a table."""
 
@@ -433,11 +355,7 @@ class Comparison:
                 self.column: v,
                 "budget": res.k,
                 "unit": res.unit,
-                "objective": float(res.objective),
-                **bound_cells(res),
-                "nnz": int(len(res.support)),
-                "df": dof(lp, x) if lp is not None else None,
-                "status": res.status,
+                **run_cells(res, dof(lp, x) if lp is not None else None),
                 "time_s": float(elapsed),
                 "iterations": int(res.iterations),
                 **(self.scorer.score(lp, res) if self.scorer is not None and lp is not None else {}),
@@ -454,16 +372,11 @@ class Comparison:
                 self.column: v,
                 "budget": budget,
                 "unit": self.unit,
-                "objective": None,
-                **bound_cells(None),
-                "nnz": None,
-                "df": None,
-                "status": ERROR,
+                **run_cells(None),
                 "time_s": float(elapsed),
                 "iterations": None,
                 **dict.fromkeys(self.metric_columns),
-                "support": None,
-                "support_names": None,
+                **support_cells(None),
                 "message": msg,
             }
         )
@@ -631,7 +544,6 @@ class Comparison:
     def _repr_html_(self) -> str:
         """A notebook shows the objective table, the time summary and the plot."""
         from ..solvers.report import html_table
-        from .path import report_html
 
         summary = self.summary_rows()
         cols = list(summary[0]) if summary else []
@@ -657,17 +569,11 @@ class Comparison:
     def _write(self, path: str | Path, overwrite: bool, data: str | bytes) -> Path:
         return write_output(path, data, self.protected, overwrite)
 
-    def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
+    def table_rows(self) -> list[dict[str, Any]]:
         """One line per solver and k, columns ``COLUMNS`` (empty cells for failed runs): the bound
         and its unit, the support as positions (``3 17 42``; ``(0,1) (2,3)`` for a matrix) and as
         names (``MOSTYPE; MAUT1``)."""
-        buf = io.StringIO()
-        cols = list(self.columns)
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in self.rows:
-            w.writerow({c: ("" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in cols})
-        return self._write(path, overwrite, buf.getvalue())
+        return self.rows
 
     def to_dict(self) -> dict[str, Any]:
         """Rows, the per-solver summary and every run's result (``details``: the solution ``x``,
@@ -691,10 +597,6 @@ class Comparison:
                 "details": details,
             }
         )
-
-    def to_json(self, path: str | Path, overwrite: bool = False, indent: int | None = 2) -> Path:
-        """Rows, per-solver summary and per-run results (:meth:`to_dict`)."""
-        return self._write(path, overwrite, json.dumps(self.to_dict(), indent=indent, allow_nan=False) + "\n")
 
     def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
         """PNG: one panel per metric (default: the objective and the time) versus the swept value,

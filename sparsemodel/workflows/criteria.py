@@ -49,28 +49,18 @@ Rank constraints use df = r (p + m - r) + free coordinates and AIC or BIC only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import gammaln
 
-from ..errors import ModelError
 from ..lowering.lowered import LoweredProblem
 from ..model.problem import Model
-from ..model.samples import sample_nodes, split_data_term
-
-if TYPE_CHECKING:
-    from ..model.expr import Data, Expr
+from ..objective.sampleview import DataTerm, SelectionError, sample_view
 
 CRITERIA = ("ebic", "aic", "bic", "ebic_cc", "gic")
 
 
 METHODS = ("cv",) + CRITERIA
-
-
-class SelectionError(ModelError):
-    kind = "selection error"
 
 
 def log_binom(p: int, s: int) -> float:
@@ -100,48 +90,10 @@ def criterion(by: str, loss: float, n: float, df: int, p: int, s: int, gaussian:
     raise SelectionError(f"unknown criterion {by!r}", hint=f"choose one of: {', '.join(METHODS)}")
 
 
-@dataclass
-class DataTerm:
-    """The objective's data term and what the criteria need to read it as a likelihood."""
-
-    expr: Expr  # the data term over all n samples
-    nodes: list[Data]  # the sample data nodes (n rows)
-    n: int
-    scale: float | None  # c: data term = c * sum_i l_i (None when the sample terms disagree)
-    gaussian: bool
-    n_eff: float  # the rows, or the sum of the sample weights (the largest k tried)
-    n_obs: float  # n of the criteria: the loss values (n m for an n x m response), or their weights' sum
-    n_unit: str = "samples"  # what n_obs counts: "events" for the Cox partial likelihood
-
-
-def data_term(problem: Model, lp: LoweredProblem) -> DataTerm:
-    d = lp.design
-    if d is None or d.n_samples is None or not d.sample_terms:
-        raise SelectionError(
-            "choosing k needs a loss that is a sum over samples (rows of data), "
-            f"and this objective is a {lp.structure}",
-            hint="write the loss as mean(...) or sum(...) of a per-sample loss of affine maps of the data",
-        )
-    n = d.n_samples
-    nodes = sample_nodes(problem.objective.expr, n)
-    terms = [d.terms[i] for i in d.sample_terms]
-    # observations: one per loss value (an entry of an elementwise loss -- n m of them for a
-    # multi-response Y --, a row of a row-wise loss, a sample of a whole-vector loss), or the sum of
-    # their frequency weights; the rows (for the largest k tried) scale the same way
-    obs = [float(np.sum(t.weights)) if t.weights is not None else t.observations for t in terms]
-    per_row = [(float(np.sum(t.weights)) * n / t.out_size) if t.weights is not None else float(n) for t in terms]
-    agree = np.allclose(obs, obs[0], rtol=1e-10)
-    n_obs = obs[0] if agree else float(n)
-    units = {t.observations_unit for t in terms}
-    unit = units.pop() if agree and len(units) == 1 else "samples"
-    n_eff = per_row[0] if np.allclose(per_row, per_row[0], rtol=1e-10) else float(n)
-    expr, _ = split_data_term(problem.objective.expr, nodes)
-    if expr is None or not nodes:
-        raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
-    coefs = [d.terms[i].coef for i in d.sample_terms]
-    scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
-    gaussian = all(d.terms[i].quadratic for i in d.sample_terms)
-    return DataTerm(expr, nodes, n, scale, gaussian, n_eff, n_obs, unit)
+def data_term(problem: Model, lp: LoweredProblem | None = None) -> DataTerm:
+    """The data term of ``problem`` (:meth:`~sparsemodel.objective.sampleview.SampleView.term`),
+    read from the design of its lowering ``lp`` when one is at hand."""
+    return sample_view(problem, lp).term()
 
 
 def _fixed(lp: LoweredProblem) -> np.ndarray:

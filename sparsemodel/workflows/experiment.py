@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,10 +44,11 @@ import numpy as np
 from ..errors import ModelError
 from ..lowering.lowered import LoweredProblem
 from ..model.problem import Model
+from ..objective.sampleview import SelectionError, sample_view
 from ..outputs import RowSink, check_output
 from ..progress import progress_bar
 from ..solvers import get_solver
-from .compare import ERROR, _ks, _warm_up, compare, point_support_cells, support_cells
+from .compare import _warm_up, compare
 from .metrics import (
     TRUTH_METRICS,
     HeldOut,
@@ -66,17 +66,19 @@ from .metrics import (
     train_model,
     with_data,
 )
-from .runner import check_jobs, run_tasks, tick, workers
+from .options import Replications, SelectOptions, StudyOptions, bounds_of
+from .report import ERROR, RUN_COLUMNS, SUPPORT_COLUMNS, point_support_cells, support_cells
+from .runner import run_tasks, tick, workers
 from .scheduler import use_scheduler
 from .study import Study
 
 SELECT_BY = ("cv", "ebic", "aic", "bic", "ebic_cc", "gic")
 
 
-BASE = ("objective", "lower_bound", "gap", "nnz", "df", "status", "time_s", "iterations", "lower_s")
+BASE = (*RUN_COLUMNS, "time_s", "iterations", "lower_s")
 
 
-TAIL = ("support", "support_names", "message")
+TAIL = (*SUPPORT_COLUMNS, "message")
 
 
 EXTERNAL_INFO = ("time_s", "penalty", "iterations", "message")  # what an outside method may report
@@ -146,44 +148,109 @@ def experiment(
     problem: Model | Callable[..., Model],
     solvers: Iterable[str | External] | dict[str, str | External] | str,
     k: Iterable[int] | int | Callable[[int], Iterable[int]] | None = None,
-    data: Callable[..., Any] | None = None,
-    reps: int | None = None,
-    over: dict[str, Iterable[Any]] | None = None,
-    splits: int | None = None,
-    test_size: float = 0.3,
-    seed: int | None = 0,
-    stratify: bool | None = None,
-    select: str | None = None,
-    test: dict[str, Any] | None = None,
-    truth: dict[str, Any] | None = None,
     options: dict[str, dict[str, Any]] | None = None,
+    select: str | None = None,
     select_options: dict[str, Any] | None = None,
-    progress: bool | None = None,
-    csv: str | Path | None = None,
-    overwrite: bool = False,
-    n_jobs: int | None = 1,
-    scheduler: Any = None,
+    study: StudyOptions | None = None,
+    replications: Replications | None = None,
+    **kw: Any,
 ) -> Study:
     """Compare ``solvers`` over replications (see the module docstring); returns a :class:`Study`.
 
     ``k``: the bounds to compare at (default: the model's own), or with ``select`` the candidates
     (default: select's range); a function ``k(t)`` of the number t of true units of each
     replication gives bounds relative to the truth (``lambda t: [t // 2, t, 2 * t]``).
-    ``data``/``reps``/``over``: replications drawn by a generator; ``splits``/``test_size``/
-    ``stratify`` (default: stratified for classification losses): random splits of the model's
-    rows; ``seed`` fixes both. ``test``/``truth``: held-out data and true
-    values for the model as it is (or every split). ``options``: per-solver options;
-    ``select_options``: ``folds``, ``rule``, ``gamma``, ``start``, ``early_stop``, ``patience``,
-    ``margin`` of the selection. ``csv``: the tidy rows are written there as they finish.
-    ``n_jobs``: the replications on that many workers (joblib; -1: every core; None or 1:
-    serially), with ``scheduler`` a dask cluster's (a ``Client``, an address or ``"local"``); the
-    rows are the serial run's, seed for seed (:mod:`sparsemodel.workflows.runner`)."""
+    ``options``: per-solver options; ``select_options``: ``folds``, ``rule``, ``gamma``, ``start``,
+    ``early_stop``, ``patience``, ``margin`` of the selection
+    (:class:`~sparsemodel.workflows.options.SelectOptions`). ``replications``
+    (:class:`~sparsemodel.workflows.options.Replications`, or its keywords): ``data``/``reps``/
+    ``over``, replications drawn by a generator; ``splits``/``test_size``/``stratify`` (default:
+    stratified for classification losses), random splits of the model's rows; ``seed`` fixes both.
+    ``study`` (:class:`~sparsemodel.workflows.options.StudyOptions`, or its keywords): ``test``/
+    ``truth``, held-out data and true values for the model as it is (or every split); ``progress``;
+    ``csv``, where the tidy rows are written as they finish, and ``overwrite``; ``n_jobs``, the
+    replications on that many workers (joblib; -1: every core; None or 1: serially), with
+    ``scheduler`` a dask cluster's (a ``Client``, an address or ``"local"``): the rows are the
+    serial run's, seed for seed (:mod:`sparsemodel.workflows.runner`)."""
+    made, kw = Replications.split(kw, replications)
+    study_opts = StudyOptions.merged(study, kw, "experiment", progress=None)
+    labels, methods = _methods(solvers)
+    options = dict(options or {})
+    choose = _check_methods(problem, methods, options, select, select_options)
+    if made.seed is not None and (isinstance(made.seed, bool) or not isinstance(made.seed, numbers.Integral)):
+        raise MetricError(f"seed={made.seed!r} must be an integer (or None)")
+    ks: Any = bounds_of(k) if k is not None and not callable(k) else k
+    over_names, points = _grid(made.over, made.data)
+    how = _how(problem, made, over_names, study_opts)
+    specs = _specs(problem, points, made)
+    study = Study(
+        problem,
+        labels,
+        [],
+        over_names,
+        select,
+        {
+            "replications": how,
+            "reps_each": int(made.reps) if made.data is not None else int(made.splits or 1),
+            "seed": made.seed,
+            "test_size": made.test_size if made.splits else None,
+        },
+    )
+    n_reps = int(made.reps) * len(points) if made.data is not None else int(made.splits or 1)
+    if select or not callable(ks):
+        one = sum(
+            1 if select or (isinstance(m, External) and m.chooses_k) else len(ks or [None]) for m in methods.values()
+        )
+        study.total = n_reps * one
+    else:
+        study.total = None  # k depends on each replication's truth
+    progress, csv, overwrite = study_opts.progress, study_opts.csv, study_opts.overwrite
+    if csv is not None:
+        check_output(csv, study.protected, overwrite)  # before anything runs
+    job = _Job(problem, made, study_opts.test, study_opts.truth, methods, ks, select, options, choose, over_names)
+
+    def done(i: int, out: tuple[list[str], list[dict[str, Any]], str, list[str]]) -> None:
+        columns, rows, unit, notes = out
+        if study.columns == []:  # the first replication's metrics name the columns
+            study.columns = columns
+            if csv is not None:
+                study.sink = RowSink(csv, study.columns, study.protected, overwrite)
+        if unit and not study.unit:
+            study.unit = unit
+        for r in rows:
+            study._add(r)
+        study.notes += [n for n in notes if n not in study.notes]
+
+    bar = progress_bar(total=study.total, desc="experiment", unit="run", progress=progress)
+    n_jobs = study_opts.n_jobs
+    with use_scheduler(study_opts.scheduler, problem if isinstance(problem, Model) else None, workers(n_jobs)):
+        run_tasks(
+            partial(_replicate, job),
+            specs,
+            n_jobs,
+            done=done,
+            count=lambda out: len(out[1]),
+            bar=bar,
+            report=study,
+            name="study",
+            close=lambda: study.sink.close() if study.sink is not None else None,
+        )
+    return study
+
+
+def _check_methods(
+    problem: Any,
+    methods: dict[str, str | External],
+    options: dict[str, dict[str, Any]],
+    select: str | None,
+    select_options: dict[str, Any] | None,
+) -> SelectOptions | None:
+    """Every method's options and the way k is chosen, checked before anything runs; the options
+    of the selection (None without ``select``)."""
     if isinstance(problem, Model):
         from .session import _refuse_bad_models
 
         _refuse_bad_models(problem)
-    labels, methods = _methods(solvers)
-    options = dict(options or {})
     for name in options:
         if name not in methods or isinstance(methods[name], External):
             raise MetricError(f"options were given for {name!r}, which is not among the compared solvers")
@@ -202,10 +269,8 @@ def experiment(
                 hint="give it chooses_k=True (fit(data, test) choosing its own k), or compare over k",
             )
     if select is not None and isinstance(problem, Model):  # refused before anything runs
-        from .criteria import SelectionError, data_term
-
         try:
-            data_term(problem, LoweredProblem(problem))
+            sample_view(problem).term()
         except SelectionError as exc:
             raise SelectionError(
                 f"select={select}: {exc.message}",
@@ -213,10 +278,13 @@ def experiment(
                 "compare over k with held-out data and keep each replication's best k "
                 "(Study.best('test_loss')), as benchmarks/precision_synthetic.py does",
             ) from None
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
-        raise MetricError(f"seed={seed!r} must be an integer (or None)")
-    ks: Any = _ks(k) if k is not None and not callable(k) else k
-    over_names, points = _grid(over, data)
+    return SelectOptions.of({**(select_options or {}), "by": select}) if select is not None else None
+
+
+def _how(problem: Any, made: Replications, over_names: list[str], study: StudyOptions) -> str:
+    """The replications in words (the study's header), each way of making them checked against
+    the others."""
+    data, reps, splits, test, truth = made.data, made.reps, made.splits, study.test, study.truth
     if data is not None:
         if splits is not None or test is not None or truth is not None:
             raise MetricError(
@@ -240,61 +308,9 @@ def experiment(
             raise MetricError("give held-out data (test=) or random splits of the model's rows (splits=), not both")
         how = "the model's data"
         if splits is not None:
-            kind = "stratified " if stratify is not False and class_labels(problem) is not None else ""
-            how = f"{splits} {kind}random splits, {test_size:g} held out"
-    n_jobs = check_jobs(n_jobs, MetricError)
-    specs = _specs(problem, data, reps, points, splits, test_size, seed, stratify, test, truth)
-    study = Study(
-        problem,
-        labels,
-        [],
-        over_names,
-        select,
-        {
-            "replications": how,
-            "reps_each": int(reps) if data is not None else int(splits or 1),
-            "seed": seed,
-            "test_size": test_size if splits else None,
-        },
-    )
-    n_reps = int(reps) * len(points) if data is not None else int(splits or 1)
-    if select or not callable(ks):
-        one = sum(
-            1 if select or (isinstance(m, External) and m.chooses_k) else len(ks or [None]) for m in methods.values()
-        )
-        study.total = n_reps * one
-    else:
-        study.total = None  # k depends on each replication's truth
-    if csv is not None:
-        check_output(csv, study.protected, overwrite)  # before anything runs
-    job = _Job(problem, data, seed, test, truth, methods, ks, select, options, dict(select_options or {}), over_names)
-
-    def done(i: int, out: tuple[list[str], list[dict[str, Any]], str, list[str]]) -> None:
-        columns, rows, unit, notes = out
-        if study.columns == []:  # the first replication's metrics name the columns
-            study.columns = columns
-            if csv is not None:
-                study.sink = RowSink(csv, study.columns, study.protected, overwrite)
-        if unit and not study.unit:
-            study.unit = unit
-        for r in rows:
-            study._add(r)
-        study.notes += [n for n in notes if n not in study.notes]
-
-    bar = progress_bar(total=study.total, desc="experiment", unit="run", progress=progress)
-    with use_scheduler(scheduler, problem if isinstance(problem, Model) else None, workers(n_jobs)):
-        run_tasks(
-            partial(_replicate, job),
-            specs,
-            n_jobs,
-            done=done,
-            count=lambda out: len(out[1]),
-            bar=bar,
-            report=study,
-            name="study",
-            close=lambda: study.sink.close() if study.sink is not None else None,
-        )
-    return study
+            kind = "stratified " if made.stratify is not False and class_labels(problem) is not None else ""
+            how = f"{splits} {kind}random splits, {made.test_size:g} held out"
+    return how
 
 
 def _methods(solvers: Any) -> tuple[list[str], dict[str, str | External]]:
@@ -365,53 +381,39 @@ def _build(problem: Any, values: dict[str, Any], flag: str) -> Model:
     return out
 
 
-def _specs(
-    problem: Any,
-    data: Any,
-    reps: int | None,
-    points: list[dict[str, Any]],
-    splits: int | None,
-    test_size: float,
-    seed: int | None,
-    stratify: bool | None,
-    test: Any,
-    truth: Any,
-) -> list[tuple[Any, ...]]:
+def _specs(problem: Any, points: list[dict[str, Any]], made: Replications) -> list[tuple[Any, ...]]:
     """What makes each replication, small enough to send to a worker: a draw's index, design point
     and generator seed ``[seed, j, r]``; a split's index and rows; or the model's data as it is.
     The replication itself is built where it runs (:func:`_replication`)."""
-    if data is not None:
-        each = int(reps or 1)
+    if made.data is not None:
+        each = int(made.reps or 1)
         return [(j * each + r, point, (j, r)) for j, point in enumerate(points) for r in range(each)]
-    if splits is None:
+    if made.splits is None:
         return [(0, {}, None)]
-    from .criteria import data_term
-
-    n = data_term(problem, LoweredProblem(problem)).n
-    lab = class_labels(problem) if stratify is not False else None
-    if stratify and lab is None:
+    n = sample_view(problem).term().n
+    lab = class_labels(problem) if made.stratify is not False else None
+    if made.stratify and lab is None:
         raise MetricError(
             "stratify=True needs class labels: a logistic loss of +-1 labels or a softmax of one-hot labels",
             hint="drop stratify, or write the loss with labels",
         )
-    pairs = holdout_splits(n, splits, test_size, seed, lab[0] if lab else None, lab[1] if lab else None)
+    pairs = holdout_splits(n, made.splits, made.test_size, made.seed, lab[0] if lab else None, lab[1] if lab else None)
     return [(i, {}, (tr, te)) for i, (tr, te) in enumerate(pairs)]
 
 
 @dataclass
 class _Job:
-    """What every replication of one experiment shares (sent once with each task to a worker)."""
+    """What every replication of one experiment shares (sent with each task to a worker)."""
 
     problem: Any
-    data: Any
-    seed: int | None
+    made: Replications
     test: Any
     truth: Any
     methods: dict[str, Any]
     ks: Any
     select: str | None
     options: dict[str, dict[str, Any]]
-    select_options: dict[str, Any]
+    choose: SelectOptions | None
     over_names: list[str]
 
 
@@ -419,11 +421,11 @@ def _replication(job: _Job, spec: tuple[Any, ...]) -> Replication:
     """The replication of ``spec`` (see :func:`_specs`): its data drawn from its own seed, or its
     rows of the model's data, whichever process builds it."""
     index, point, how = spec
-    problem = job.problem
-    if job.data is not None:
+    problem, made = job.problem, job.made
+    if made.data is not None:
         j, r = how
-        rng = np.random.default_rng(None if job.seed is None else [int(job.seed), j, r])
-        values, tr, te = _draw(job.data(rng, **point))
+        rng = np.random.default_rng(None if made.seed is None else [int(made.seed), j, r])
+        values, tr, te = _draw(made.data(rng, **point))
         train = _build(problem, values, "the generator's data")
         held = None
         if te is not None:
@@ -447,7 +449,7 @@ def _replicate(job: _Job, spec: tuple[Any, ...]) -> tuple[list[str], list[dict[s
     """One task of the runner: build the replication, run every method on it; returns its columns,
     rows, the constraint's unit and the held-out data's notes."""
     rep = _replication(job, spec)
-    rows, unit = _run_replication(rep, job.methods, job.ks, job.select, job.options, job.select_options)
+    rows, unit = _run_replication(rep, job.methods, job.ks, job.select, job.options, job.choose)
     notes = list(rep.held.notes) if rep.held is not None else []
     return _columns(job.over_names, job.select, rep, job.methods), rows, unit, notes
 
@@ -469,7 +471,7 @@ def _run_replication(
     ks: list[int | None] | None,
     select: str | None,
     options: dict[str, dict[str, Any]],
-    select_options: dict[str, Any],
+    choose: SelectOptions | None,
 ) -> tuple[list[dict[str, Any]], str]:
     """The rows of every method on one replication, and the constraint's unit; :func:`tick` per
     run (compare's runs tick by themselves), so that a serial study's bar moves run by run."""
@@ -486,7 +488,7 @@ def _run_replication(
                 "the constrained variable",
                 hint="return (data, truth) from the generator, or give k as numbers",
             )
-        ks = _ks(ks(truth.n_true))
+        ks = bounds_of(ks(truth.n_true))
     scorer = Scorer(rep.held, truth) if (rep.held is not None or truth is not None) else None
     unit = lp.set.unit if lp.set is not None else ""
     base = {"rep": rep.index, **rep.point, "lower_s": lower_s}
@@ -522,16 +524,7 @@ def _run_replication(
             continue
         t1 = time.perf_counter()
         try:
-            sel = run_select(
-                rep.train,
-                lp,
-                solver_class(lp, m),
-                ks,
-                by=select,
-                options=options.get(label, {}),
-                scorer=scorer,
-                **select_options,
-            )
+            sel = run_select(rep.train, lp, solver_class(lp, m), ks, options.get(label, {}), choose, scorer=scorer)
         except ModelError as exc:
             rows.append(
                 {

@@ -4,9 +4,12 @@ replications. ``compare``, ``path``, ``select`` and ``experiment`` draw through 
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from .metrics import METRICS
 
@@ -36,6 +39,24 @@ def label(metric: str) -> tuple[str, str]:
     return metric, metric
 
 
+def new_figure(panels: int, width: float = 5.5, height: float = 4.2) -> tuple[Any, list[Any]]:
+    """A matplotlib Figure on the Agg canvas (pyplot's global backend untouched) with ``panels`` axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * panels, height))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels)
+    return fig, list(np.atleast_1d(axes))
+
+
+def png_bytes(fig: Any) -> bytes:
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
 # series: {line label: {metric: (xs, means, standard errors or None)}}
 Series = dict[str, dict[str, tuple[list[Any], list[float], list[float] | None]]]
 
@@ -55,8 +76,6 @@ def metric_figure(
     values are positive and span more than a decade (a time, an objective over k); ``mark`` =
     (x, text) draws a vertical line (the chosen k); ``xticks`` labels the points 0, 1, ... (several
     bounds by name, one tick per point)."""
-    from .path import new_figure
-
     fig, axes = new_figure(len(metrics), width=5.5 if len(metrics) > 1 else 6.5)
     for ax, m in zip(axes, metrics):
         values: list[float] = []
@@ -97,4 +116,4 @@ def metric_figure(
     return fig
 
 
-__all__ = ["LABELS", "label", "metric_figure"]
+__all__ = ["LABELS", "label", "metric_figure", "new_figure", "png_bytes"]

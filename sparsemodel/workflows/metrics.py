@@ -28,7 +28,7 @@ replications.
   A rank constraint has no support: only ``error``.
 * **Degrees of freedom** (``df``): the nonzeros of the constrained coordinates plus the free ones
   (:func:`sparsemodel.workflows.select.degrees_of_freedom`, what the information criteria count).
-* **Certificate** (``lower_bound``, ``gap``; every row, issue 18): the run's
+* **Certificate** (``lower_bound``, ``gap``; every row, docs/certify.md): the run's
   ``Result.lower_bound`` and ``Result.gap`` = (f - lower_bound) / max(|f|, 1), from the bound the
   solve computed (``fast`` by default; ``bnb`` its proof); None (an empty cell) where the model has
   no bound (:func:`bound_cells`).
@@ -49,8 +49,9 @@ from ..lowering.lowered import LoweredProblem
 from ..model.expr import Data
 from ..model.objective import Objective
 from ..model.problem import Model
-from ..model.samples import data_named, rebind_data, rebind_rows
+from ..model.samples import data_named, rebind_data
 from ..objective.evaluator import Evaluator
+from ..objective.sampleview import SelectionError, sample_view
 from .classification import CLASS_METRICS, Classifier, class_labels_of
 
 if TYPE_CHECKING:
@@ -261,24 +262,19 @@ class HeldOut:
     @classmethod
     def of_model(cls, test: Model, notes: list[str] | None = None) -> HeldOut:
         """The held-out loss of ``test``, the model bound to the held-out data."""
-        from .criteria import SelectionError, data_term
-
-        lp = LoweredProblem(test)
+        view = sample_view(test)
         try:
-            dt = data_term(test, lp)
+            dt = view.term()
         except SelectionError:  # not a sum over samples: the whole objective on the held-out data
-            return cls(Evaluator(test.objective.expr, lp.layout), 1.0, None, list(notes or []))
+            return cls(Evaluator(test.objective.expr, view.layout), 1.0, None, list(notes or []))
         scale = dt.scale if dt.scale is not None and dt.scale > 0 else 1.0 / dt.n
-        ev = Evaluator(dt.expr, lp.layout)
-        return cls(ev, scale * dt.n, dt.n, list(notes or []), Classifier.of(lp, dt.nodes))
+        ev = Evaluator(dt.expr, view.layout)
+        return cls(ev, scale * dt.n, dt.n, list(notes or []), Classifier.of(view, dt.nodes))
 
     @classmethod
     def of_rows(cls, problem: Model, rows: np.ndarray) -> HeldOut:
         """The held-out loss on rows ``rows`` of the model's own sample data."""
-        from .criteria import data_term
-
-        dt = data_term(problem, LoweredProblem(problem))
-        return cls.of_model(Model(Objective(rebind_rows(dt.expr, dt.nodes, rows)), source=problem.source))
+        return cls.of_model(Model(Objective(sample_view(problem).held_out(rows)), source=problem.source))
 
     @classmethod
     def of_data(cls, problem: Model, values: dict[str, Any], flag: str | dict[str, str] = "test") -> HeldOut:
@@ -310,13 +306,7 @@ def recomputed(old: Model, new: Model, values: dict[str, Any]) -> list[str]:
 
 def train_model(problem: Model, rows: np.ndarray) -> Model:
     """The model on rows ``rows`` of its sample data (every data node with n rows subset)."""
-    from .criteria import data_term
-
-    dt = data_term(problem, LoweredProblem(problem))
-    obj = rebind_rows(problem.objective.expr, dt.nodes, rows)
-    out = Model(Objective(obj, problem.objective.span), problem.constraints, source=problem.source)
-    out.symbols = problem.symbols  # the same inputs (files never written over)
-    return out
+    return sample_view(problem).train(rows)
 
 
 def rows_data(problem: Model, rows: np.ndarray | None) -> dict[str, Any]:
@@ -325,9 +315,7 @@ def rows_data(problem: Model, rows: np.ndarray | None) -> dict[str, Any]:
     known = model_data_names(problem)
     if rows is None:
         return {n: d.value for n, d in known.items()}
-    from .criteria import data_term
-
-    n = data_term(problem, LoweredProblem(problem)).n
+    n = sample_view(problem).term().n
     return {name: (d.value[rows] if d.ndim >= 1 and d.shape[0] == n else d.value) for name, d in known.items()}
 
 
@@ -339,14 +327,11 @@ def class_labels(problem: Model) -> tuple[np.ndarray, Data] | None:
     classes, :mod:`~sparsemodel.workflows.classification`: ±1 labels multiplying the argument of
     ``logistic(...)``, 0/1 labels of ``logistic(z) - y .* z``, or one-hot rows read with
     ``logsumexp``), and the label data. None for other losses."""
-    from .criteria import SelectionError, data_term
-
-    lp = LoweredProblem(problem)
+    view = sample_view(problem)
     try:
-        dt = data_term(problem, lp)
+        return class_labels_of(view, view.term().nodes)
     except SelectionError:
         return None
-    return class_labels_of(lp, dt.nodes)
 
 
 def held_out_columns(problem: Model | None) -> list[str]:

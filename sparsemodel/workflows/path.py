@@ -27,9 +27,6 @@ cannot take the model's constraints is refused before the first point, as ``solv
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -41,14 +38,16 @@ import numpy as np
 
 from ..errors import ConstraintError, ModelError
 from ..lowering.lowered import LoweredProblem
-from ..outputs import check_output, protected_paths, write_output
+from ..outputs import protected_paths
 from ..progress import progress_bar
 from ..sets.units import k_header
 from ..solvers.base import blas_threads
 from ..solvers.result import USABLE
 from ..util import jsonable
-from .compare import ERROR, _ks, support_cells
-from .metrics import Scorer, bound_cells, dof, metric_names, with_metric_columns
+from .figures import new_figure
+from .metrics import Scorer, dof, metric_names, with_metric_columns
+from .options import bounds_of
+from .report import RUN_COLUMNS, SUPPORT_COLUMNS, Report, report_html, run_cells, support_cells
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -59,18 +58,12 @@ STARTS = ("best", "cold", "warm")
 PATH_COLUMNS = (
     "k",
     "unit",
-    "objective",
-    "lower_bound",
-    "gap",
-    "nnz",
-    "df",
-    "status",
+    *RUN_COLUMNS,
     "start",
     "cold_objective",
     "warm_objective",
     "time_s",
-    "support",
-    "support_names",
+    *SUPPORT_COLUMNS,
     "message",
 )
 
@@ -101,21 +94,16 @@ class PathPoint:
 
     def row(self) -> dict[str, Any]:
         r = self.result
-        cells = support_cells(r) if r is not None else {"support": None, "support_names": None}
         return {
             "k": self.k,
             "unit": r.unit if r is not None else None,
-            "objective": float(r.objective) if r is not None else None,
-            **bound_cells(r),
-            "nnz": int(len(r.support)) if r is not None else None,
-            "df": self.metrics.get("df"),
-            "status": r.status if r is not None else ERROR,
+            **run_cells(r, self.metrics.get("df")),
             "start": self.start,
             "cold_objective": self.cold_objective,
             "warm_objective": self.warm_objective,
             "time_s": self.time_s,
             **{c: v for c, v in self.metrics.items() if c != "df"},
-            **cells,
+            **support_cells(r),
             "message": self.message or (r.message if r is not None else ""),
         }
 
@@ -214,7 +202,7 @@ def run_path(
     is asked after every point; when it returns a reason the path ends there and records it
     (``path.stopped``). ``scorer`` adds the held-out loss and the truth's metrics to every point."""
     run = PathRun(problem, lp, cls, options, start, scorer)
-    ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]  # every bound checked before anything runs
+    ks = [lp.set.check_budget(v) for v in bounds_of(k) if v is not None]  # every bound checked before anything runs
     bar = progress_bar(total=len(ks), desc=f"path {cls.name}", unit="k", progress=progress)
     try:
         with blas_threads(lp):  # one BLAS thread limit around every point (a solve inside it sets none)
@@ -241,7 +229,7 @@ def _solve_point(
     start: str,
     bound: str = "fast",
 ) -> PathPoint:
-    if lp.set.budget >= lp.set.limit:  # every unit allowed: the constraint does nothing
+    if lp.set.vacuous():  # every unit allowed: the constraint does nothing
         return PathPoint(k, full_model(lp, cls(**options), bound), "cold", None, None, 0.0)
     cold = warm = None
     if start in ("cold", "best") or prev is None:
@@ -280,7 +268,7 @@ def _better(a: Result, b: Result) -> bool:
     return a.objective < b.objective - 1e-12 * max(1.0, abs(b.objective))
 
 
-class SolutionPath:
+class SolutionPath(Report):
     """The points of :func:`run_path`: ``points`` (one :class:`PathPoint` per k), ``at(k)`` (the
     Result at k), a table, CSV, JSON and a PNG plot (objective and time versus k)."""
 
@@ -335,6 +323,9 @@ class SolutionPath:
 
     def rows(self) -> list[dict[str, Any]]:
         return [p.row() for p in self.points]
+
+    def table_rows(self) -> list[dict[str, Any]]:
+        return self.rows()
 
     def __repr__(self) -> str:
         return f"SolutionPath(solver={self.solver!r}, start={self.start!r}, k={self.ks}, errors={len(self.failed())})"
@@ -406,26 +397,6 @@ class SolutionPath:
             }
         )
 
-    def to_json(self, path: str | Path, overwrite: bool = False) -> Path:
-        return write_output(
-            path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", self.protected, overwrite
-        )
-
-    def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
-        buf = io.StringIO()
-        cols = list(self.columns)
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in self.rows():
-            w.writerow({c: ("" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in cols})
-        return write_output(path, buf.getvalue(), self.protected, overwrite)
-
-    def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
-        """PNG: objective versus k (log scale when positive) and seconds per point; or one panel per
-        metric of ``metrics`` (``"test_loss,f1"``)."""
-        check_output(path, self.protected, overwrite)
-        return write_output(path, png_bytes(self.figure(metrics)), self.protected, overwrite)
-
     def _repr_html_(self) -> str:
         """A notebook shows the table and the plot."""
         return report_html(self.rows(), self.columns, f"path of {self.solver} (start={self.start})", self.figure())
@@ -478,44 +449,6 @@ def _span(ks: list[int]) -> str:
     if len(ks) > 2 and ks == list(range(ks[0], ks[0] + len(ks))):
         return f"{ks[0]}..{ks[-1]}"
     return ", ".join(str(k) for k in ks)
-
-
-def new_figure(panels: int, width: float = 5.5, height: float = 4.2) -> tuple[Any, list[Any]]:
-    """A matplotlib Figure on the Agg canvas (pyplot's global backend untouched) with ``panels`` axes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width * panels, height))
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, panels)
-    return fig, list(np.atleast_1d(axes))
-
-
-def png_bytes(fig: Any) -> bytes:
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    return buf.getvalue()
-
-
-def report_html(rows: list[dict[str, Any]], columns: Any, caption: str, fig: Any = None, extra: str = "") -> str:
-    """What a notebook shows for a report: its rows as an HTML table and its plot inline (PNG)."""
-    import base64
-
-    from ..solvers.report import html_table
-
-    def cell(v: Any) -> Any:
-        if v is None:
-            return ""
-        return f"{v:.6g}" if isinstance(v, float) else v
-
-    cols = [c for c in columns if c != "message"] + ["message"]
-    body = [[cell(r.get(c)) for c in cols] for r in rows]
-    out = [extra, html_table(cols, body, caption)]
-    if fig is not None:
-        png = base64.b64encode(png_bytes(fig)).decode("ascii")
-        out.append(f'<img alt="{caption}" src="data:image/png;base64,{png}"/>')
-    return "<div>" + "".join(out) + "</div>"
 
 
 __all__ = ["PathPoint", "PathRun", "STARTS", "SolutionPath", "neighbour_start", "report_html", "run_path"]

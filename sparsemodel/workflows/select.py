@@ -32,13 +32,10 @@ Poisson data. The solution reported is the all-data path's point at the chosen k
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,30 +43,30 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lowering.lowered import LoweredProblem
-from ..model.objective import Objective
 from ..model.problem import Model
-from ..model.samples import rebind_rows
 from ..objective.evaluator import Evaluator
+from ..objective.sampleview import SampleView, sample_view
 from ..objective.samplewise import SampleValues, sample_values
-from ..outputs import check_output, protected_paths, write_output
+from ..outputs import protected_paths
 from ..progress import progress_bar
 from ..sets.units import k_header, k_text
 from ..solvers.base import blas_threads
 from ..util import jsonable
-from .compare import _ks
 from .criteria import (
     CRITERIA,
     METHODS,
     DataTerm,
     SelectionError,
     criterion,
-    data_term,
     default_k_max,
     degrees_of_freedom,
     ebic_count,
 )
+from .figures import new_figure
 from .metrics import bound_cells, with_metric_columns
-from .path import PathPoint, PathRun, SolutionPath, _span, new_figure, png_bytes, report_html
+from .options import SelectOptions, bounds_of
+from .path import PathPoint, PathRun, SolutionPath, _span
+from .report import Report, report_html
 from .runner import Resident, check_jobs, workers
 
 if TYPE_CHECKING:
@@ -211,80 +208,42 @@ def run_select(
     lp: LoweredProblem,
     cls: type[Solver],
     k: Iterable[int] | int | None = None,
-    by: str | None = None,
     options: dict[str, Any] | None = None,
-    start: str = "warm",
-    folds: Any = None,
-    seed: int | None = 0,
-    fold_ids: Any = None,
-    rule: str | None = None,
-    gamma: float = 1.0,
-    progress: bool = False,
-    early_stop: bool = True,
-    patience: int | None = None,
-    margin: float | None = None,
+    choose: SelectOptions | None = None,
+    progress: bool | None = False,
     scorer: Any = None,
     n_jobs: int | None = 1,
 ) -> Selection:
-    """Choose the bound among ``k`` (default 0..:func:`default_k_max`) by ``by`` (default
-    :data:`DEFAULT_BY`; see the module docstring); returns a :class:`Selection`. ``scorer`` (a
-    :class:`~sparsemodel.workflows.metrics.Scorer`) adds the held-out loss and the truth's metrics
-    of the all-data point to every row of the curve. ``n_jobs``: cross-validation's folds on that
-    many workers (joblib, or a dask cluster's; -1: every core; :class:`FoldSteps`), with the
-    serial run's curve; an information criterion's path is one warm-started chain and runs here."""
+    """Choose the bound among ``k`` (default 0..:func:`default_k_max`) as ``choose`` says
+    (:class:`~sparsemodel.workflows.options.SelectOptions`: ``by``, default :data:`DEFAULT_BY`, the
+    folds, the rule, the early stop; see the module docstring); ``options`` are the solver's.
+    Returns a :class:`Selection`. ``scorer`` (a :class:`~sparsemodel.workflows.metrics.Scorer`)
+    adds the held-out loss and the truth's metrics of the all-data point to every row of the curve.
+    ``n_jobs`` (a study's, :class:`~sparsemodel.workflows.options.StudyOptions`):
+    cross-validation's folds on that many workers (joblib, or a dask cluster's; -1: every core;
+    :class:`FoldSteps`), with the serial run's curve; an information criterion's path is one
+    warm-started chain and runs here."""
+    choose = _checked(choose if choose is not None else SelectOptions(), lp)
     n_jobs = check_jobs(n_jobs, SelectionError)
-    if by is None:  # folds given: cross-validation; otherwise the default criterion (BIC for a rank)
-        by = "cv" if folds is not None or fold_ids is not None else DEFAULT_BY
-        if by == DEFAULT_BY and lp.set is not None and not lp.set.counts_units:
-            by = "bic"
-    if by in CRITERIA and (folds is not None or fold_ids is not None):
-        raise SelectionError(
-            f"folds= and fold_ids= split the samples for cross-validation; by={by!r} does not use them",
-            hint="drop them, or use by='cv'",
-        )
-    folds = 5 if folds is None else folds
-    if by not in METHODS:
-        raise SelectionError(f"by={by!r} is not a way to choose k", hint=f"choose one of: {', '.join(METHODS)}")
-    rule = (DEFAULT_CV_RULE if by == "cv" else "min") if rule is None else rule
-    if rule not in RULES:
-        raise SelectionError(f"rule={rule!r} is not one of {', '.join(RULES)}")
-    if rule != "min" and by != "cv":
-        raise SelectionError(f"rule={rule!r} needs the standard errors of cross-validation", hint="use by='cv'")
-    if lp.set is None or not lp.set.thresholds:
-        raise SelectionError(
-            "choosing k needs a bound to vary: nnz(...) <= k or rank(W) <= r", hint="add a sparsity or rank constraint"
-        )
-    if not lp.set.counts_units and by in ("ebic", "ebic_cc", "gic"):
-        raise SelectionError(f"{by} counts selected units; with a {lp.set.kind} constraint use aic, bic or cv")
-    if not (isinstance(gamma, (int, float)) and 0 <= gamma):
-        raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
-    dt = data_term(problem, lp)
-    if k is None and isinstance(lp.set.limit, Mapping):  # several bounds: no default range of combinations
-        name = list(lp.set.limit)[-1]
-        raise SelectionError(
-            f"choosing among several bounds ({lp.set.bound_text()}) needs the combinations to try",
-            hint=f"give them by name: k=[{{'{name}': 1}}, {{'{name}': 2}}, ...] in Python, --k {name}=1:10 at the "
-            "command line (a name left out keeps its bound)",
-        )
-    if k is None:
-        free = lp.set.free_count()
-        k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
-    ks = [lp.set.check_budget(v) for v in _ks(k) if v is not None]
+    by, gamma = choose.by, choose.gamma
+    view = sample_view(problem, lp)
+    dt = view.term()
+    ks = _bounds(k, lp, dt)
     if by in CRITERIA and (dt.scale is None or dt.scale <= 0):
         raise SelectionError(
             "the information criteria read the data term as c * sum_i l_i(x) with one c; the terms of "
             "this objective that read sample data are scaled differently",
             hint="write the loss as one mean(...) or sum(...) over the samples, or use by='cv'",
         )
-    stopper = early_stop_of(by, ks, early_stop, patience, margin)
-    splits = splits_of(dt.n, folds, seed, fold_ids) if by == "cv" else None
-    full = PathRun(problem, lp, cls, options, start, scorer)
+    stopper = early_stop_of(by, ks, choose.early_stop, choose.patience, choose.margin)
+    splits = splits_of(dt.n, choose.folds, choose.seed, choose.fold_ids) if by == "cv" else None
+    full = PathRun(problem, lp, cls, options, choose.start, scorer)
     loss_of = Evaluator(dt.expr, lp.layout)
     # the held-out loss of every held-out row at every k, where the data term is a sum over samples
     # (the paired rule's differences); fold f's rows are per_sample[rows[f]:rows[f + 1]]
     rows = np.cumsum([0] + [len(te) for _, te in splits]) if splits is not None else None
     small = rows is not None and rows[-1] * len(ks) <= PER_SAMPLE_LIMIT
-    folds_at = FoldSteps(problem, cls, options, start, dt, splits, ks, bool(small), n_jobs) if splits else None
+    folds_at = FoldSteps(view, cls, options, choose.start, splits, ks, bool(small), n_jobs) if splits else None
     per_fold = np.full((len(splits), len(ks)), np.nan) if splits is not None else None
     per_sample = np.full((int(rows[-1]), len(ks)), np.nan) if folds_at is not None and folds_at.samplewise else None
     curve: list[dict[str, Any]] = []
@@ -330,6 +289,77 @@ def run_select(
         if folds_at is not None:
             folds_at.close()
 
+    chosen = _chosen(curve, full, lp, cls, choose.rule, per_fold, per_sample)
+    result = full.path.at(chosen["k"])
+    sel = Selection(
+        problem, cls.name, by, choose.rule, chosen["k"], result, full.path, curve, dt, per_fold, gamma, stopper
+    )
+    sel.metric_columns = list(full.path.metric_columns)
+    sel.per_sample = per_sample
+    return sel
+
+
+def _checked(choose: SelectOptions, lp: LoweredProblem) -> SelectOptions:
+    """The options with ``by``, ``rule`` and ``folds`` resolved (cross-validation when folds are
+    given, else the default criterion, BIC for a rank; 5 folds; cross-validation's rule), each
+    checked against the others and the problem's set."""
+    by, folds, rule, gamma = choose.by, choose.folds, choose.rule, choose.gamma
+    if by is None:  # folds given: cross-validation; otherwise the default criterion (BIC for a rank)
+        by = "cv" if folds is not None or choose.fold_ids is not None else DEFAULT_BY
+        if by == DEFAULT_BY and lp.set is not None and not lp.set.counts_units:
+            by = "bic"
+    if by in CRITERIA and (folds is not None or choose.fold_ids is not None):
+        raise SelectionError(
+            f"folds= and fold_ids= split the samples for cross-validation; by={by!r} does not use them",
+            hint="drop them, or use by='cv'",
+        )
+    folds = 5 if folds is None else folds
+    if by not in METHODS:
+        raise SelectionError(f"by={by!r} is not a way to choose k", hint=f"choose one of: {', '.join(METHODS)}")
+    rule = (DEFAULT_CV_RULE if by == "cv" else "min") if rule is None else rule
+    if rule not in RULES:
+        raise SelectionError(f"rule={rule!r} is not one of {', '.join(RULES)}")
+    if rule != "min" and by != "cv":
+        raise SelectionError(f"rule={rule!r} needs the standard errors of cross-validation", hint="use by='cv'")
+    if lp.set is None or not lp.set.thresholds:
+        raise SelectionError(
+            "choosing k needs a bound to vary: nnz(...) <= k or rank(W) <= r", hint="add a sparsity or rank constraint"
+        )
+    if not lp.set.counts_units and by in ("ebic", "ebic_cc", "gic"):
+        raise SelectionError(f"{by} counts selected units; with a {lp.set.kind} constraint use aic, bic or cv")
+    if not (isinstance(gamma, (int, float)) and 0 <= gamma):
+        raise SelectionError(f"gamma={gamma!r}: the EBIC constant must be a number >= 0")
+    return replace(choose, by=by, folds=folds, rule=rule)
+
+
+def _bounds(k: Any, lp: LoweredProblem, dt: DataTerm) -> list[Any]:
+    """The bounds tried, each checked by the set: ``k``, or 0..:func:`default_k_max` (refused for
+    several bounds, whose combinations have no default range)."""
+    if k is None and isinstance(lp.set.limit, Mapping):  # several bounds: no default range of combinations
+        name = list(lp.set.limit)[-1]
+        raise SelectionError(
+            f"choosing among several bounds ({lp.set.bound_text()}) needs the combinations to try",
+            hint=f"give them by name: k=[{{'{name}': 1}}, {{'{name}': 2}}, ...] in Python, --k {name}=1:10 at the "
+            "command line (a name left out keeps its bound)",
+        )
+    if k is None:
+        free = lp.set.free_count()
+        k = range(0, default_k_max(dt.n_eff, lp.set.limit, free) + 1)
+    return [lp.set.check_budget(v) for v in bounds_of(k) if v is not None]
+
+
+def _chosen(
+    curve: list[dict[str, Any]],
+    full: PathRun,
+    lp: LoweredProblem,
+    cls: type[Solver],
+    rule: str,
+    per_fold: np.ndarray | None,
+    per_sample: np.ndarray | None,
+) -> dict[str, Any]:
+    """The row of the curve the rule chooses among those evaluated (a :class:`SelectionError` when
+    no point the solver computed could be)."""
+
     def evaluated(r: dict[str, Any]) -> bool:
         return math.isfinite(r["value"]) and r["objective"] is not None
 
@@ -354,23 +384,7 @@ def run_select(
         at = {id(r): j for j, r in enumerate(curve)}
         ids = [at[id(r)] for r in valid]
         chosen = curve[one_se_paired(per_fold, ids, at[id(best)], [r["k"] for r in curve], per_sample)]
-    sel = Selection(
-        problem,
-        cls.name,
-        by,
-        rule,
-        chosen["k"],
-        full.path.at(chosen["k"]),
-        full.path,
-        curve,
-        dt,
-        per_fold,
-        gamma,
-        stopper,
-    )
-    sel.metric_columns = list(full.path.metric_columns)
-    sel.per_sample = per_sample
-    return sel
+    return chosen
 
 
 def one_se_paired(
@@ -431,16 +445,16 @@ class FoldSteps:
     Serially (``n_jobs`` 1) every fold's :class:`~sparsemodel.workflows.path.PathRun` lives here and
     takes one step per k in :meth:`at`. On workers the folds are dealt to ``min(workers, K)``
     resident servers (:class:`sparsemodel.workflows.runner.Resident`): each builds its folds once
-    and keeps them, so every fold's path is the serial one point for point (its lowering's caches
+    (from the model's own sample view, :func:`~sparsemodel.objective.sampleview.sample_view`) and
+    keeps them, so every fold's path is the serial one point for point (its lowering's caches
     included), while the all-data path takes its step here between :meth:`ask` and :meth:`at`."""
 
     def __init__(
         self,
-        problem: Model,
+        view: SampleView,
         cls: type[Solver],
         options: dict[str, Any] | None,
         start: str,
-        dt: DataTerm,
         splits: list[tuple[np.ndarray, np.ndarray]],
         ks: list[int],
         small: bool,
@@ -449,13 +463,13 @@ class FoldSteps:
         self.ks, self.n_jobs, self.small = ks, n_jobs, small
         self.resident: Resident | None = None
         if n_jobs == 1:
-            self.runs = _fold_runs(problem, cls, options, start, dt, splits)
+            self.runs = _fold_runs(view, cls, options, start, splits)
             # where every fold's data term is a sum over samples (and the rows x k are not too many)
             self.samplewise = small and all(sv is not None for _, _, sv in self.runs)
             return
         count = min(workers(n_jobs), len(splits))
         self.groups = [list(range(len(splits)))[g::count] for g in range(count)]
-        job = _FoldJob(problem, cls, options, start, dt, splits, small)
+        job = _FoldJob(view.problem, cls, options, start, splits)
         self.resident = Resident(partial(_FoldServer, job), self.groups, n_jobs).__enter__()
         try:
             self.resident.ask("samplewise")
@@ -487,22 +501,22 @@ class FoldSteps:
 
 @dataclass
 class _FoldJob:
-    """What the fold servers of one cross-validation share (sent once to each)."""
+    """What the fold servers of one cross-validation share (sent once to each): the model, not its
+    sample view or lowering; a worker reads its own view."""
 
     problem: Model
     cls: type[Solver]
     options: dict[str, Any] | None
     start: str
-    dt: DataTerm
     splits: list[tuple[np.ndarray, np.ndarray]]
-    small: bool
 
 
 class _FoldServer:
     """A worker's folds (:class:`FoldSteps`): built once, one step per request."""
 
     def __init__(self, job: _FoldJob, folds: list[int]):
-        self.runs = _fold_runs(job.problem, job.cls, job.options, job.start, job.dt, [job.splits[f] for f in folds])
+        view = sample_view(job.problem)
+        self.runs = _fold_runs(view, job.cls, job.options, job.start, [job.splits[f] for f in folds])
 
     def __call__(self, request: Any) -> Any:
         if request == "samplewise":
@@ -525,11 +539,10 @@ def _fold_loss(run: PathRun, pt: PathPoint, held: Evaluator, sv: SampleValues | 
 
 
 def _fold_runs(
-    problem: Model,
+    view: SampleView,
     cls: type[Solver],
     options: dict[str, Any] | None,
     start: str,
-    dt: DataTerm,
     splits: list[tuple[np.ndarray, np.ndarray]],
 ) -> list[tuple[PathRun, Evaluator, SampleValues | None]]:
     """For each fold: the path of the model rebuilt on its training rows (lowered once, driven one k
@@ -538,16 +551,14 @@ def _fold_runs(
     out = []
     options = {**getattr(cls, "fold_options", {}), **(options or {})}  # the solver's for folds, then the user's
     for train, test in splits:
-        train_obj = rebind_rows(problem.objective.expr, dt.nodes, train)
-        held = rebind_rows(dt.expr, dt.nodes, test)
-        tp = Model(Objective(train_obj), problem.constraints, source=problem.source)
+        tp, held = view.train(train), view.held_out(test)
         tlp = LoweredProblem(tp)
         samples = sample_values(held, tlp.layout, len(test))
         out.append((PathRun(tp, tlp, cls, options, start, fold=True), Evaluator(held, tlp.layout), samples))
     return out
 
 
-class Selection:
+class Selection(Report):
     """The outcome of :func:`run_select`: the chosen ``k``, its all-data ``result``, the ``curve``
     (one dict per k: value of the criterion or the mean held-out loss, its standard error, nnz, df,
     the data loss on all rows, the objective), the all-data ``path``, the per-fold held-out losses
@@ -699,26 +710,8 @@ class Selection:
             }
         )
 
-    def to_json(self, path: str | Path, overwrite: bool = False) -> Path:
-        return write_output(
-            path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", self.protected, overwrite
-        )
-
-    def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
-        buf = io.StringIO()
-        cols = list(self.columns)
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in self.curve:
-            w.writerow({c: "" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
-        return write_output(path, buf.getvalue(), self.protected, overwrite)
-
-    def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None) -> Path:
-        """PNG: the curve versus k (with standard-error bars for cross-validation), the chosen k
-        marked; beside it the all-data objective versus k. With ``metrics`` (``"test_loss,f1"``),
-        one panel per metric versus k, the chosen k marked."""
-        check_output(path, self.protected, overwrite)
-        return write_output(path, png_bytes(self.figure(metrics)), self.protected, overwrite)
+    def table_rows(self) -> list[dict[str, Any]]:
+        return self.curve
 
     def _repr_html_(self) -> str:
         """A notebook shows the curve's table, the plot and the chosen solution."""

@@ -7,7 +7,8 @@ the solvers or the reports: ``Problem.solve`` / ``compare`` / ``check`` / ``lowe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ from ..sets.units import k_text, written_bound
 from ..solvers import REGISTRY, auto_solver, get_solver, solvers_for
 from ..solvers.result import Result
 from ..util import fmt_number
+from .options import StudyOptions
+from .runner import workers
 from .scheduler import use_scheduler
 
 
@@ -139,54 +142,24 @@ def compare(
     solvers: Iterable[str] | str,
     k: Iterable[int] | int | None = None,
     options: dict[str, dict[str, Any]] | None = None,
-    progress: bool | None = None,
     sweep: Any = None,
-    csv: Any = None,
-    overwrite: bool = False,
-    scheduler: Any = None,
-    test: dict[str, Any] | None = None,
-    truth: dict[str, Any] | None = None,
+    study: StudyOptions | None = None,
 ):
     """Several solvers side by side over a sweep of the bound or of a param (see
-    :func:`sparsemodel.workflows.compare.compare`); ``test`` (held-out data by data name) and
-    ``truth`` (true values by variable name) add their metrics to every row."""
-    with use_scheduler(scheduler, problem):
-        return _compare(problem, solvers, k, options, progress, sweep, csv, overwrite, test, truth)
-
-
-def _compare(
-    problem: Model,
-    solvers: Iterable[str] | str,
-    k: Any,
-    options: Any,
-    progress: bool | None,
-    sweep: Any,
-    csv: Any,
-    overwrite: bool,
-    test: Any = None,
-    truth: Any = None,
-):
+    :func:`sparsemodel.workflows.compare.compare`); ``study``: the progress bar, the scheduler, the
+    output CSV, and the held-out data and truth that add their metrics to every row."""
     from .compare import compare as run_compare
 
-    _refuse_bad_models(problem)
-    cw = problem.compare_with or {}
-    try:
-        return run_compare(
-            problem,
-            solvers,
-            k=k,
-            options=options,
-            progress=progress,
-            sweep=sweep,
-            csv=csv,
-            overwrite=overwrite,
-            test=test,
-            truth=truth,
-        )
-    except ModelError as exc:  # the model's compare line named them: point at it
-        if cw and list(solvers) == cw.get("solvers"):
-            raise located(exc, cw.get("span")) from None
-        raise
+    study = study if study is not None else StudyOptions(progress=None)
+    with use_scheduler(study.scheduler, problem):
+        _refuse_bad_models(problem)
+        cw = problem.compare_with or {}
+        try:
+            return run_compare(problem, solvers, k, options, sweep, study)
+        except ModelError as exc:  # the model's compare line named them: point at it
+            if cw and list(solvers) == cw.get("solvers"):
+                raise located(exc, cw.get("span")) from None
+            raise
 
 
 def _with_default_solver(problem: Model, solver: str | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -210,88 +183,59 @@ def path(
     k: Iterable[int] | int,
     solver: str | None = None,
     start: str = "best",
-    progress: bool | None = False,
-    scheduler: Any = None,
-    test: dict[str, Any] | None = None,
-    truth: dict[str, Any] | None = None,
+    study: StudyOptions | None = None,
     **options: Any,
 ):
     """A warm-started path over the bound (see :mod:`sparsemodel.workflows.path`): one lowering,
     ``lp.with_budget(k)`` at each k, each point started from its neighbour's solution; returns a
-    :class:`~sparsemodel.workflows.path.SolutionPath`. ``test`` and ``truth`` add the held-out loss
-    and the truth's metrics to every point (:mod:`sparsemodel.workflows.metrics`)."""
-    from .metrics import make_scorer
+    :class:`~sparsemodel.workflows.path.SolutionPath`. ``study.test`` and ``study.truth`` add the
+    held-out loss and the truth's metrics to every point (:mod:`sparsemodel.workflows.metrics`);
+    ``options`` are the solver's."""
     from .path import run_path
 
-    _refuse_bad_models(problem)
-    solver, options = _with_default_solver(problem, solver, options)
-    with use_scheduler(scheduler, problem):
-        lp = lower(problem)
-        scorer = make_scorer(problem, lp, test=test, truth=truth)
-        return run_path(
-            problem, lp, solver_class(lp, solver), k, options, start=start, progress=progress, scorer=scorer
-        )
+    study = study if study is not None else StudyOptions()
+    study.refuse_jobs("path", "a path is one warm-started chain, which runs in this process")
+    with _session(problem, solver, options, study) as (lp, cls, options, scorer):
+        return run_path(problem, lp, cls, k, options, start=start, progress=study.progress, scorer=scorer)
 
 
 def select(
     problem: Model,
     k: Iterable[int] | int | None = None,
-    by: str | None = None,
     solver: str | None = None,
-    folds: Any = None,
-    seed: int | None = 0,
-    fold_ids: Any = None,
-    rule: str | None = None,
-    gamma: float = 1.0,
-    start: str = "warm",
-    progress: bool | None = False,
-    scheduler: Any = None,
-    early_stop: bool = True,
-    patience: int | None = None,
-    margin: float | None = None,
-    test: dict[str, Any] | None = None,
-    truth: dict[str, Any] | None = None,
-    n_jobs: int | None = 1,
+    study: StudyOptions | None = None,
     **options: Any,
 ):
     """Choose the bound among ``k`` (default: 0 to n / (log(log n) log p)) by an information
     criterion (``aic``, ``bic``, ``ebic`` -- the default --, ``gic``) or cross-validation
-    (``by="cv"``) over a warm-started path that stops once the curve has clearly turned (see
-    :mod:`sparsemodel.workflows.select`); returns a :class:`~sparsemodel.workflows.select.Selection`.
-    ``test`` and ``truth`` add the held-out loss and the truth's metrics to every k of the curve.
-    ``n_jobs``: cross-validation's folds on that many workers (:mod:`sparsemodel.workflows.runner`;
-    with ``scheduler`` a dask cluster's), the same curve as serially."""
-    from .criteria import SelectionError
-    from .metrics import make_scorer
-    from .runner import check_jobs, workers
+    (``by="cv"``), as ``study.select`` says, over a warm-started path that stops once the curve has
+    clearly turned (see :mod:`sparsemodel.workflows.select`); returns a
+    :class:`~sparsemodel.workflows.select.Selection`. ``study.test`` and ``study.truth`` add the
+    held-out loss and the truth's metrics to every k of the curve; ``study.n_jobs`` runs
+    cross-validation's folds on that many workers (:mod:`sparsemodel.workflows.runner`; with
+    ``study.scheduler`` a dask cluster's), the same curve as serially; ``options`` are the solver's."""
     from .select import run_select
+
+    study = study if study is not None else StudyOptions()
+    with _session(problem, solver, options, study, workers(study.n_jobs)) as (lp, cls, options, scorer):
+        return run_select(problem, lp, cls, k, options, study.select, study.progress, scorer, study.n_jobs)
+
+
+@contextmanager
+def _session(
+    problem: Model, solver: str | None, options: dict[str, Any], study: StudyOptions, workers: int | None = None
+) -> Iterator[Any]:
+    """What path and select run on: the problem refused when it cannot run, lowered once under the
+    study's scheduler (``workers``: select's folds on workers; ``scheduler="local"`` is then a
+    cluster of that many processes), the solver class (the model file's ``solve with`` when none is
+    named) with its options, and the scorer of the study's held-out data and truth."""
+    from .metrics import make_scorer
 
     _refuse_bad_models(problem)
     solver, options = _with_default_solver(problem, solver, options)
-    n_jobs = check_jobs(n_jobs, SelectionError)
-    with use_scheduler(scheduler, problem, workers(n_jobs)):
+    with use_scheduler(study.scheduler, problem, workers):
         lp = lower(problem)
-        scorer = make_scorer(problem, lp, test=test, truth=truth)
-        return run_select(
-            problem,
-            lp,
-            solver_class(lp, solver),
-            k,
-            by=by,
-            options=options,
-            start=start,
-            folds=folds,
-            seed=seed,
-            fold_ids=fold_ids,
-            rule=rule,
-            gamma=gamma,
-            progress=progress,
-            early_stop=early_stop,
-            patience=patience,
-            margin=margin,
-            scorer=scorer,
-            n_jobs=n_jobs,
-        )
+        yield lp, solver_class(lp, solver), options, make_scorer(problem, lp, test=study.test, truth=study.truth)
 
 
 # ---------------------------------------------------------------------- check
@@ -332,7 +276,7 @@ class CheckReport:
     compare_with: str | None
     samples: int | None = None
     stochastic: bool = False  # a solver that samples rows runs on the model
-    lower_bound: str = ""  # which lower bound the answers get (issue 18), or why none
+    lower_bound: str = ""  # which lower bound the answers get (docs/certify.md), or why none
     errors: list[ModelError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

@@ -6,9 +6,6 @@ replication, the table, CSV, JSON and plots with error bars."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,13 +17,13 @@ from ..model.problem import Model
 from ..outputs import RowSink, check_output, protected_paths, write_output
 from ..sets.units import k_header
 from ..util import jsonable
-from .compare import ERROR
 from .metrics import (
     HIGHER_IS_BETTER,
     METRICS,
     MetricError,
     metric_names,
 )
+from .report import ERROR, Report, report_html
 
 NUMERIC = ("k", "objective", "nnz", "df", "time_s", "iterations", "lower_s", "penalty", "time_total")
 
@@ -137,7 +134,7 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]) -> Any:
     return pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
 
 
-class Study:
+class Study(Report):
     """The outcome of :func:`experiment`: ``rows`` (one dict per replication, method and k),
     ``tidy`` (a pandas DataFrame when pandas is installed, else a :class:`Tidy` list), the means
     and standard errors (``summary``, ``mean``, ``se``), ``best`` (each replication's method at its
@@ -425,26 +422,14 @@ class Study:
             }
         )
 
-    def to_json(self, path: str | Path, overwrite: bool = False) -> Path:
-        return write_output(
-            path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", self.protected, overwrite
-        )
-
-    def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
+    def table_rows(self) -> list[dict[str, Any]]:
         """The tidy rows: one line per replication, method and k."""
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=self.columns, lineterminator="\n")
-        w.writeheader()
-        for r in self.rows:
-            w.writerow(
-                {c: ("" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in self.columns}
-            )
-        return write_output(path, buf.getvalue(), self.protected, overwrite)
+        return self.rows
 
     def plot(self, path: str | Path, overwrite: bool = False, metrics: Any = None, x: str | None = None) -> Path:
         """PNG: one panel per metric (default: the held-out loss, or the objective, and the time),
         the mean over replications with standard-error bars, one line per method."""
-        from .path import png_bytes
+        from .figures import png_bytes
 
         check_output(path, self.protected, overwrite)
         return write_output(path, png_bytes(self.figure(metrics, x)), self.protected, overwrite)
@@ -477,8 +462,6 @@ class Study:
         return metric_figure(series, chosen, xlabel, title, categorical=xc is None)
 
     def _repr_html_(self) -> str:
-        from .path import report_html
-
         summ = summarize(self.rows, self.default_metrics(), self.groups)
         return report_html(summ, list(summ[0]) if summ else [], repr(self), self.figure())
 

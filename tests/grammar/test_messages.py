@@ -1,4 +1,4 @@
-"""Messages a new user meets (issue 21, item 9): a did-you-mean for misspelled keywords at the
+"""Messages a new user meets: a did-you-mean for misspelled keywords at the
 right line and column, the unused map key named, and --data rebinding that says which of the
 model's reading clauses apply to the new file."""
 

@@ -1,4 +1,4 @@
-"""Loss facts live in the atoms (issue 17, item 3): every built-in loss and every user func states
+"""Loss facts live in the atoms (docs/atoms.md): every built-in loss and every user func states
 its value, derivatives, curvature bound, parameters and convex conjugate, and the lowering reads
 them from there. The conjugates are checked against a numerical sup_z (s z - phi(z)) and the
 Fenchel-Young equality; a func and the built-in atom of the same function give the same facts; a

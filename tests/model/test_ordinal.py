@@ -166,3 +166,62 @@ def test_a_subset_of_rows_keeps_the_classes():
     )
     with pytest.raises(DataError, match="not one of its levels"):
         sm.ordinal(X @ w, th, y, levels=[0, 1, 3, 4])
+
+
+def test_case_weights():
+    """weights=w: sum_i w_i l_i -- value, gradient and Hessian by finite differences; integer weights
+    equal the samples repeated (at every z); a fold keeps its rows' weights; negative or variable
+    weights are refused with the place."""
+    from sparsemodel.model.samples import rebind_rows, sample_nodes
+
+    rng = np.random.default_rng(3)
+    n, J = 17, 4
+    y = rng.integers(0, J, n).astype(float)
+    w = rng.integers(0, 4, n).astype(float)
+    e, t = sm.Variable(n, name="e"), sm.Variable(J - 1, name="t")
+    o = ordinal(e, t, y, weights=w)
+    z = np.concatenate([rng.standard_normal(n), np.sort(rng.standard_normal(J - 1)) * 2])
+
+    def weighted(z):
+        c = np.searchsorted(np.unique(y), y)
+        tt = np.concatenate([[-np.inf], z[n:], [np.inf]])
+        return float(-(w * np.log(sigmoid(tt[c + 1] - z[:n]) - sigmoid(tt[c] - z[:n]))).sum())
+
+    v, g, _ = o.derivs(z, 1)
+    assert v == pytest.approx(weighted(z), rel=1e-12)
+    h, E = 1e-6, np.eye(len(z))
+    np.testing.assert_allclose(g, [(weighted(z + h * d) - weighted(z - h * d)) / (2 * h) for d in E], atol=1e-7)
+    H = np.array([(o.derivs(z + h * d, 1)[1] - o.derivs(z - h * d, 1)[1]) / (2 * h) for d in E])
+    U = rng.standard_normal((len(z), 2))
+    np.testing.assert_allclose(o.hessian_apply(z, U), H @ U, atol=1e-6)
+    r = np.repeat(np.arange(n), w.astype(int))
+    rep = ordinal(sm.Variable(len(r), name="e"), t, y[r], levels=np.unique(y))
+    assert rep.derivs(np.concatenate([z[:n][r], z[n:]]), 0)[0] == pytest.approx(v, rel=1e-12)
+    X = rng.standard_normal((n, 3))
+    b = sm.Variable(3, name="b")
+    obj = sm.ordinal(X @ b, t, y, weights=w)
+    rows = np.arange(0, n, 2)
+    sub = rebind_rows(obj, sample_nodes(obj, n), rows)
+    zs = np.concatenate([X[rows] @ np.ones(3), z[n:]])
+    full = ordinal(sm.Variable(len(rows), name="e"), t, y[rows], weights=w[rows], levels=np.unique(y))
+    assert sub.derivs(zs, 0)[0] == pytest.approx(full.derivs(zs, 0)[0], rel=1e-12)
+    with pytest.raises(DataError, match="entry 2 is -1"):
+        ordinal(e, t, y, weights=np.r_[1.0, 1.0, -1.0, np.ones(n - 3)])
+    with pytest.raises(DataError, match="weights must be data"):
+        ordinal(e, t, y, weights=sm.Variable(n, name="u"))
+
+
+def test_weighted_cvxpy_counterpart_agrees():
+    """The cvxpy form (restricted = cvxpy, the relaxations) carries the case weights: its restricted
+    minimum equals Newton's on the weighted loss, and differs from the unweighted one."""
+    X, y, _ = simulate(60, 6, 1)
+    sw = np.random.default_rng(1).uniform(0.2, 3.0, 60)
+    w, th = sm.Variable(6, name="w"), sm.Variable(3, name="theta")
+    prob = sm.Problem(sm.minimize(sm.ordinal(X @ w, th, y, weights=sw)), [sm.nnz(w) <= 2])
+    lp = prob.lower()
+    state = lp.set.state(prob.solve().x)
+    a = lp.restricted_minimize(state, method="newton")
+    b = lp.restricted_minimize(state, method="cvxpy")
+    assert a.f == pytest.approx(b.f, rel=1e-7)
+    plain = sm.Problem(sm.minimize(sm.ordinal(X @ w, th, y)), [sm.nnz(w) <= 2]).lower()
+    assert abs(plain.restricted_minimize(plain.set.state(prob.solve().x), method="cvxpy").f - b.f) > 1e-3 * abs(b.f)

@@ -1,4 +1,4 @@
-"""Dask data (issue 10): the same models on NumPy, scipy.sparse and dask inputs give the same
+"""Dask data (docs/scale.md): the same models on NumPy, scipy.sparse and dask inputs give the same
 answers; the chunked readers give the same problem as in-memory data; bad inputs are located; the
 passes over the data per iteration are what docs/scale.md states; the CLI runs with --scheduler."""
 

@@ -250,7 +250,7 @@ def precision_problem(k_expr: str = "k"):
 
 
 def test_symmetric_pairs_sweep_counts_edges_everywhere():
-    """Issue 21: k meant edges in a param sweep and entries in --k / k= / Result.k. Now k counts
+    """k once meant edges in a param sweep and entries in --k / k= / Result.k. Now k counts
     what is selected, edges (a pair O[i,j], O[j,i]), in the sweep, the table, Result.k and check,
     while the bound as written counts entries as nnz does (nnz(offdiag(O)) <= 4 is 2 edges)."""
     prob = precision_problem("4")

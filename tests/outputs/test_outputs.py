@@ -1,4 +1,4 @@
-"""What every command gives back (issue 21, items 2, 3, 5, 6): one meaning of k printed with its
+"""What every command gives back: one meaning of k printed with its
 unit, every bound from 0 to the full size treated alike by every command, --json with one meaning,
 every solution kept by compare/path/select, progress bars only where someone watches, write errors
 reported as such, and the README's examples on the solver a user should use."""

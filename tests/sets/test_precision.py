@@ -412,7 +412,7 @@ def test_a_covariance_with_nan_is_refused():
 
 
 def breast_cancer_problem(entries: int) -> tuple[sm.Problem, np.ndarray]:
-    """Issue 21's case: standardized breast-cancer features (p = 30, cond(S) = 1e5), the auto box."""
+    """The collinear case of docs/precision.md: standardized breast-cancer features (p = 30, cond(S) = 1e5), the auto box."""
     datasets = pytest.importorskip("sklearn.datasets")
     X = datasets.load_breast_cancer().data
     X = (X - X.mean(axis=0)) / X.std(axis=0)
@@ -423,7 +423,7 @@ def breast_cancer_problem(entries: int) -> tuple[sm.Problem, np.ndarray]:
 
 
 def test_breast_cancer_precision_matrix_solves_without_false_divergence():
-    """Issue 21: grahtp ended 'diverged' (f only decreased) after 250k eigen-decompositions; the
+    """grahtp once ended 'diverged' (f only decreased) after 250k eigen-decompositions; the
     default must now end 'converged', in the box to 1e-8, at most at forward's objective."""
     prob, S = breast_cancer_problem(80)
     lp = prob.lower()

@@ -1,5 +1,5 @@
 """rank(W) <= r end to end: GraHTP / FGraHTP / IHT, the debiasing subspaces against cvxpy, the
-nuclear-norm baseline, the certificate, sweeps over r, and the recovery target of issue 6.
+nuclear-norm baseline, the certificate, sweeps over r, and the recovery target below.
 
 About the recovery target. For multi-task least squares (X 500 x 100, W* 100 x 30 of rank 5) the
 issue asks for a relative error below 1.5 times that of the oracle least-squares fit on the true
@@ -144,7 +144,7 @@ def test_free_coordinates_eliminated_exactly_in_low_rank_least_squares(side, ext
 
 
 def test_grahtp_with_an_intercept_equals_the_centered_problem():
-    """Issue 21: X @ W + b (b free) and the centered problem Xc @ W - Yc have the same W (the
+    """X @ W + b (b free) and the centered problem Xc @ W - Yc have the same W (the
     reduced-rank regression of the centered data) and b = mean(Y) - mean(X) W, to 1e-8."""
     rng = np.random.default_rng(6)
     X, Y, _ = multitask(6, n=300, p=20, m=12, r=3)

@@ -1,5 +1,5 @@
 """The default pipeline (``auto``), its swap model, GraHTP's step rules and starts inside the loss's
-domain (issue 9, first half). The GLM recoveries and the two spellings of logistic are in
+domain. The GLM recoveries and the two spellings of logistic are in
 tests/test_auto_glm.py."""
 
 from __future__ import annotations

@@ -219,6 +219,29 @@ def test_arht_theory_settings_and_reproducibility():
     assert full.objective <= full.extra["init_objective"] * (1 + 1e-12)
 
 
+def test_arht_tol_reaches_the_restricted_solves(monkeypatch):
+    """``tol`` is the tolerance of both of ARHT's active sets (f- and g_R-minimizers); a looser one
+    on a logistic problem (Newton solves) still gives an answer no worse than the OMP start, and
+    here the same objective as the default 1e-12 to the looser tolerance."""
+    seen = []
+    init = ActiveSet.__init__
+
+    def spy(self, lp, method="auto", tol=1e-12, gram=False):
+        seen.append(tol)
+        init(self, lp, method, tol, gram)
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((150, 20))
+    v = np.where(X[:, :4] @ np.array([1.5, -1.0, 1.0, 0.8]) + 0.5 * rng.standard_normal(150) > 0, 1.0, -1.0)
+    prob = logreg(X, v, 4)
+    ref = prob.solve("arht", seed=1)
+    monkeypatch.setattr(ActiveSet, "__init__", spy)
+    loose = prob.solve("arht", seed=1, tol=1e-9)
+    assert seen.count(1e-9) == 2
+    assert loose.objective <= loose.extra["init_objective"] * (1 + 1e-12)
+    assert loose.objective == pytest.approx(ref.objective, rel=1e-8)
+
+
 # ---------------------------------------------------------------- recovery
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_noiseless_recovery_of_the_true_support(solver):

@@ -54,7 +54,7 @@ def test_iht_escapes_unstable_and_stays_at_stable_points(setup):
 def test_iht_whose_steps_all_fail_is_stopped_not_diverged(monkeypatch):
     """With backtracking f never goes up: when no step size lowers it (here every new point is made
     to look a little worse), IHT returns its last iterate as converged and says why, instead of
-    'diverged' with a decreasing objective (issue 21)."""
+    'diverged' with a decreasing objective."""
     import sparsemodel as sm
     from sparsemodel.solvers import get_solver
 

@@ -1,4 +1,4 @@
-"""Comparisons as a statistician reports them (issue 19): held-out loss, recovery of a known truth,
+"""Comparisons as a statistician reports them (docs/comparisons.md): held-out loss, recovery of a known truth,
 degrees of freedom, replications (drawn data, random splits), each method at its chosen k."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The lower bound and the gap as columns of compare, path and select (issue 18, item 2): every row
+"""The lower bound and the gap as columns of compare, path and select (docs/certify.md): every row
 carries its run's Result.lower_bound and Result.gap = (f - lb) / max(|f|, 1), in the table, the
 CSV, the JSON and the plots (``--plot gap=FILE``); a model without a bound gets empty cells, never
 a number; a warm-started bnb path starts each k from the previous k's proved optimum (item 3)."""

@@ -171,6 +171,23 @@ def test_bad_n_jobs_are_refused():
         problem().select(by="cv", n_jobs="x")
 
 
+def test_n_jobs_is_a_study_option_that_only_studies_take():
+    """n_jobs lives in StudyOptions (checked when the options are made, None meaning serial); a
+    comparison on the model's data and a path run in this process and refuse it by name instead of
+    ignoring it."""
+    from sparsemodel.workflows.options import OptionsError, StudyOptions
+
+    assert StudyOptions(n_jobs=None).n_jobs == 1 and StudyOptions(n_jobs=-1).n_jobs == -1
+    with pytest.raises(OptionsError, match="n_jobs=0 is not a number of workers"):
+        StudyOptions(n_jobs=0)
+    p = problem()
+    with pytest.raises(OptionsError, match="compare: n_jobs=2 .* runs its sweep in this process"):
+        p.compare(["omp"], k=[1, 2], n_jobs=2)
+    with pytest.raises(OptionsError, match="path: n_jobs=2 .* one warm-started chain"):
+        p.path(k=[1, 2], n_jobs=2)
+    assert len(p.compare(["omp"], k=[1, 2], n_jobs=1, progress=False).rows) == 2
+
+
 @pytest.fixture
 def model_file(tmp_path):
     rng = np.random.default_rng(4)

@@ -41,16 +41,19 @@ def _softplus(x: np.ndarray) -> np.ndarray:
 class ordinal(WholeLoss):
     """The cumulative-logit negative log-likelihood of the linear predictor ``z`` (one entry per
     sample), the ``J - 1`` cut-points ``theta`` (a variable) and the ordered labels ``y`` (data;
-    J = the number of distinct values) -- the module docstring has the model."""
+    J = the number of distinct values), with optional case ``weights`` (data, >= 0: sample i's
+    term counted w_i times, so an integer weight is the sample repeated) -- the module docstring
+    has the model."""
 
     name = "ordinal"
     curvature_kind = CONVEX
     loss_args = (0, 1)
     curvature_sup = None  # the curvature grows without bound as two cut-points meet
 
-    def __init__(self, z: Any, theta: Any, y: Any, levels: Any = None, span: Span | None = None):
-        super().__init__(z, theta, y, span=span)
-        zt, th, yt = self.args
+    def __init__(self, z: Any, theta: Any, y: Any, weights: Any = None, levels: Any = None, span: Span | None = None):
+        args = (z, theta, y) if weights is None else (z, theta, y, weights)
+        super().__init__(*args, span=span)
+        zt, th, yt = self.args[:3]
         if zt.ndim != 1:
             raise ShapeError(
                 f"ordinal's linear predictor must be a vector (one entry per sample); {zt} has shape "
@@ -89,6 +92,7 @@ class ordinal(WholeLoss):
                 span,
                 f"declare the cut-points as var theta[{J - 1}] (or var theta[levels(y) - 1])",
             )
+        self.w = np.ones(len(cls)) if weights is None else self._case_weights(zt, span)
         self.cls = cls.astype(np.int64)
         self.J = J
         n = len(cls)
@@ -98,6 +102,27 @@ class ordinal(WholeLoss):
         self.Ma[np.flatnonzero(self.has_a), cls[self.has_a]] = 1.0
         self.Mb = np.zeros((n, J - 1))
         self.Mb[np.flatnonzero(self.has_b), cls[self.has_b] - 1] = 1.0
+
+    def _case_weights(self, zt: Any, span: Span | None) -> np.ndarray:
+        wt = self.args[3]
+        if not wt.is_constant():
+            raise DataError(f"ordinal's weights must be data; {wt} depends on a variable", span)
+        if wt.shape != zt.shape:
+            raise ShapeError(
+                f"ordinal's weights {wt} have shape {fmt_shape(wt.shape)}, the linear predictor {zt} {fmt_shape(zt.shape)}",
+                span,
+                "one weight per sample (row of X)",
+            )
+        w = np.ravel(dense(wt.constant_value())).astype(float)
+        bad = ~(np.isfinite(w) & (w >= 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(
+                f"ordinal's weights {wt} must be finite and nonnegative; entry {i} is {w[i]:g}",
+                span,
+                "case weights: a weight of 2 counts a sample twice, 0 leaves it out",
+            )
+        return w
 
     @property
     def params(self) -> dict[str, Any]:
@@ -127,7 +152,8 @@ class ordinal(WholeLoss):
         return eta, a, b
 
     def _pieces(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(the per-sample loss, d loss / d a, d loss / d b)."""
+        """(the per-sample loss, d loss / d a, d loss / d b), each times the sample's weight (a
+        weight of 0 keeps +inf outside the domain: the cut-points stay ordered)."""
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             d = a - b  # > 0 inside the domain (+inf at an open end)
             inside = d > 0
@@ -136,7 +162,8 @@ class ordinal(WholeLoss):
             h = np.where(inside & np.isfinite(d), 1.0 / np.expm1(np.where(inside, d, 1.0)), 0.0)  # 1/(e^d - 1)
             la = np.where(self.has_a, -expit(-a) - h, 0.0)
             lb = np.where(self.has_b, expit(b) + h, 0.0)
-        return v, la, lb
+            v = np.where(np.isfinite(v), self.w * v, v)
+        return v, self.w * la, self.w * lb
 
     def derivs(self, z: np.ndarray, order: int = 1) -> tuple[Any, Any, None]:
         """(the loss, its gradient over [z; theta], None) on the last axis of z."""
@@ -162,8 +189,9 @@ class ordinal(WholeLoss):
             ok = (d > 0) & np.isfinite(d)
             h = np.where(ok, 1.0 / np.expm1(np.where(ok, d, 1.0)), 0.0)
             k = h * (1.0 + h)
-            sa = np.where(self.has_a, expit(a) * expit(-a), 0.0)
-            sb = np.where(self.has_b, expit(b) * expit(-b), 0.0)
+            k = self.w * k
+            sa = self.w * np.where(self.has_a, expit(a) * expit(-a), 0.0)
+            sb = self.w * np.where(self.has_b, expit(b) * expit(-b), 0.0)
         cols = U.ndim == 2
         Ue, Ut = U[:n], U[n:]
         da = np.where(self.has_a[:, None] if cols else self.has_a, self.Ma @ Ut - Ue, 0.0)

@@ -20,7 +20,17 @@ from .ball import BallConstraint, NormExpr
 from .base import AXIS_GROUPS, Bounded, Constraint
 from .convex import AUTO, BoxConstraint, EigBoxConstraint, EigExpr, auto_box, lu_box
 from .convex import _is_view as is_view
-from .counting import Diff, FusedConstraint, NnzConstraint, NnzExpr, Offdiag, RankConstraint, RankExpr
+from .counting import (
+    CapsConstraint,
+    Diff,
+    FusedConstraint,
+    NnzConstraint,
+    NnzExpr,
+    Offdiag,
+    RankConstraint,
+    RankExpr,
+    nnz,
+)
 from .joint import ProductConstraint, bounded
 from .linear import LinearConstraint, linear
 
@@ -87,13 +97,6 @@ def box(target: Any, lower: Any = None, upper: Any = None, span: Span | None = N
     return BoxConstraint(target, lower=lower, upper=upper, span=span)
 
 
-def nnz(target: Any, groups: Any = None, free: Any = None, span: Span | None = None) -> NnzExpr:
-    """``sm.nnz(w) <= k``, ``sm.nnz(w[1:]) <= k``, ``sm.nnz(w, groups=g) <= k``, ``sm.nnz(sm.offdiag(O)) <= 2*k``;
-    ``sm.nnz(W, groups="rows") <= k`` (at most k nonzero rows; ``"cols"``: columns);
-    ``sm.nnz(w, free=[0, 3]) <= k`` keeps w[0] and w[3] always selected (not counted by k)."""
-    return NnzExpr(target, groups=groups, span=span, free=free)
-
-
 def rank(W: Any, span: Span | None = None) -> RankExpr:
     return RankExpr(W, span=span)
 
@@ -133,6 +136,7 @@ __all__ = [
     "STRUCTURAL_TYPES",
     "Bounded",
     "BoxConstraint",
+    "CapsConstraint",
     "Constraint",
     "Diff",
     "EigBoxConstraint",

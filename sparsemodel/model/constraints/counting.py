@@ -59,9 +59,22 @@ class NnzExpr:
 
     ``free``: positions (0-based, into the flattened target) that are always selected: they are
     optimized in every solve, never thresholded, and not counted by the bound (like the intercept
-    ``w[0]`` of ``nnz(w[1:]) <= k``, but any index set)."""
+    ``w[0]`` of ``nnz(w[1:]) <= k``, but any index set).
 
-    def __init__(self, target: Any, groups: Any = None, span: Span | None = None, free: Any = None):
+    ``per`` and ``cap``: at most ``cap`` nonzeros among the coordinates of each label of ``per``
+    (one label per coordinate of the target) beside at most k in total: ``nnz(w, per = sector, cap
+    = 2) <= 10`` (at most 2 assets per sector, 10 in all); ``cap`` is one integer or one per group
+    (the groups in increasing order of their labels)."""
+
+    def __init__(
+        self,
+        target: Any,
+        groups: Any = None,
+        span: Span | None = None,
+        free: Any = None,
+        per: Any = None,
+        cap: Any = None,
+    ):
         self.span = span
         self.pairs = False
         self.fused = isinstance(target, Diff)  # nnz(diff(w)): changes between consecutive entries
@@ -116,10 +129,58 @@ class NnzExpr:
                 raise ConstraintError(f"group labels in {g} must be integers", span)
             self.groups = gv.astype(np.int64)
             self.groups_text = self.axis_groups or str(g)
+        self.per: np.ndarray | None = None  # per= labels, one per coordinate (0..G-1)
+        self.caps: np.ndarray | None = None  # cap=, one per group
+        self.per_text = self.cap_text = ""
+        if per is not None or cap is not None:
+            self._set_caps(per, cap)
         self.free: np.ndarray | None = None
         self.free_text: str | None = None
         if free is not None:
             self._set_free(free)
+
+    def _set_caps(self, per: Any, cap: Any) -> None:
+        """``per = g, cap = c``: the group of each coordinate and the cap of each group, checked."""
+        usage = "write nnz(w, per = sector, cap = 2) <= k: one label of per per coordinate, cap one integer or one per group"
+        where = f"nnz({self.target_text}, per=..., cap=...)"
+        if per is None or cap is None:
+            given, missing = ("per", "cap") if cap is None else ("cap", "per")
+            raise ConstraintError(f"{where}: {given}= is given without {missing}=", self.span, usage)
+        if self.fused or self.offdiag or self.groups is not None:
+            what = "diff(...)" if self.fused else "offdiag(...)" if self.offdiag else "groups="
+            raise ConstraintError(f"{where}: per-group caps do not combine with {what}", self.span, usage)
+        values = []
+        for name, v in (("per", per), ("cap", cap)):
+            e = as_expr(v)
+            if not e.is_constant():
+                raise ConstraintError(f"{where}: {name}= must be data; {e} depends on a variable", self.span, usage)
+            values.append((e, np.atleast_1d(dense(e.constant_value())).ravel().astype(float)))
+        (pe, pv), (ce, cv) = values
+        if pv.shape[0] != len(self.coords):
+            raise ShapeError(
+                f"{where}: {self.target_text} has {len(self.coords)} coordinates but per={pe} has {pv.shape[0]} labels",
+                self.span,
+                usage,
+            )
+        if not np.all(np.isfinite(pv)):
+            raise ConstraintError(f"{where}: the labels of per={pe} must be finite numbers", self.span, usage)
+        labels, self.per = np.unique(pv, return_inverse=True)
+        n_groups = len(labels)
+        if cv.shape[0] not in (1, n_groups):
+            raise ShapeError(
+                f"{where}: per={pe} has {n_groups} groups but cap={ce} gives {cv.shape[0]} caps",
+                self.span,
+                usage,
+            )
+        bad = cv[~(np.isfinite(cv) & (cv == np.round(cv)) & (cv >= 0))]
+        if bad.size:
+            raise ConstraintError(
+                f"{where}: the cap {bad[0]:g} is not a nonnegative integer",
+                self.span,
+                "a cap counts coordinates: 0, 1, 2, ...",
+            )
+        self.caps = np.broadcast_to(cv, (n_groups,)).astype(np.int64).copy()
+        self.per_text, self.cap_text = str(pe), (f"{int(cv[0])}" if cv.shape[0] == 1 else str(ce))
 
     def _axis_groups(self, which: str, target: Any, span: Span | None) -> np.ndarray:
         """The labels of ``groups = rows`` (one group per row of a matrix target) or ``cols``."""
@@ -181,6 +242,8 @@ class NnzExpr:
         self.coords = self.coords[keep]
         if self.groups is not None:
             self.groups = self.groups[keep]
+        if self.per is not None:
+            self.per = self.per[keep]
         self.free = np.sort(idx)
         unnamed = isinstance(f, Constant) or (isinstance(f, Data) and not f.name)
         if unnamed:
@@ -194,7 +257,7 @@ class NnzExpr:
         target): a sparsity constraint, fused for ``nnz(diff(w))``; any other comparison refused."""
         if op != "<=":
             _refuse_count_comparison(self, op, value, span, "sparsity constraints read nnz(...) <= k")
-        cls = FusedConstraint if self.fused else NnzConstraint
+        cls = FusedConstraint if self.fused else CapsConstraint if self.per is not None else NnzConstraint
         return cls(self, as_expr(value), span=span or self.span)
 
     def __le__(self, k: Any) -> NnzConstraint:
@@ -220,6 +283,7 @@ class NnzExpr:
     def __str__(self) -> str:
         g = f", groups={self.groups_text}" if self.groups_text else ""
         g += f", free={self.free_text}" if self.free_text else ""
+        g += f", per={self.per_text}, cap={self.cap_text}" if self.per is not None else ""
         return f"nnz({self.target_text}{g})"
 
 
@@ -314,6 +378,58 @@ class FusedConstraint(NnzConstraint):
     @property
     def n_units(self) -> int:
         return len(self.coords) - 1
+
+
+class CapsConstraint(NnzConstraint):
+    """``nnz(w, per = g, cap = c) <= k``: at most k nonzero coordinates in total and at most c_g in
+    each group g (a portfolio of at most 2 assets per sector; the feasible supports are the
+    independent sets of a partition matroid truncated at k, so the projection is greedy)."""
+
+    def __init__(self, nnz: NnzExpr, k: Expr, span: Span | None = None):
+        super().__init__(nnz, k, span)
+        self.kind = "nnz_caps"
+
+    @property
+    def caps(self) -> np.ndarray:
+        """The cap of each group (groups 0..G-1, in increasing order of their labels)."""
+        assert self.nnz.caps is not None
+        return self.nnz.caps
+
+    @property
+    def per(self) -> np.ndarray:
+        """The group (0..G-1) of each constrained coordinate."""
+        assert self.nnz.per is not None
+        return self.nnz.per
+
+    def check_bound(self, b: Any, written: bool = False) -> int:
+        """The bound checked as nnz's, and above the largest support the caps allow refused with
+        the caps named (not only the coordinates)."""
+        if isinstance(b, (int, np.integer)) and not isinstance(b, bool) and b > self.limit:
+            sizes = np.bincount(self.per, minlength=len(self.caps))
+            raise ConstraintError(
+                f"{self if written else self.bound_text(int(b))}: the bound is {b}, but the caps allow at most "
+                f"{self.limit} nonzeros in {self.target_text} (sum over the {len(self.caps)} groups of min(cap, size))",
+                self.span,
+                f"k must be between 0 and {self.limit}; caps {self.caps.tolist()}, group sizes {sizes.tolist()}",
+            )
+        return super().check_bound(b, written)
+
+    @property
+    def n_units(self) -> int:
+        """The largest support the caps allow: sum over groups of min(cap, group size)."""
+        sizes = np.bincount(self.per, minlength=len(self.caps))
+        return int(np.minimum(self.caps, sizes).sum())
+
+
+def nnz(
+    target: Any, groups: Any = None, free: Any = None, per: Any = None, cap: Any = None, span: Span | None = None
+) -> NnzExpr:
+    """``sm.nnz(w) <= k``, ``sm.nnz(w[1:]) <= k``, ``sm.nnz(w, groups=g) <= k``, ``sm.nnz(sm.offdiag(O)) <= 2*k``;
+    ``sm.nnz(W, groups="rows") <= k`` (at most k nonzero rows; ``"cols"``: columns);
+    ``sm.nnz(w, free=[0, 3]) <= k`` keeps w[0] and w[3] always selected (not counted by k);
+    ``sm.nnz(w, per=sector, cap=2) <= k``: at most 2 nonzeros per sector and k in total. The
+    builder and the model language call this one function (its keywords are the language's)."""
+    return NnzExpr(target, groups=groups, span=span, free=free, per=per, cap=cap)
 
 
 class RankExpr:

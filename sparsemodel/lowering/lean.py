@@ -1,0 +1,212 @@
+"""The lean path's view of a lowered problem: its composite objective as the arrays the compiled
+kernels of :mod:`sparsemodel.numerics._lean` take, built once per design and kept with it (so a
+path over k, a comparison or a repeated solve pays nothing again), with the Gram block of a
+quadratic objective filled column by column as the searches read it.
+
+The class it covers (:func:`lean_data` returns None otherwise): coordinate sparsity on single
+coordinates (free coordinates allowed: an intercept), no box, linear constraint, eigenvalue box or
+other side set; a composite objective with one data term c sum_i w_i phi((J x + b)_i) of a built-in
+elementwise loss without parameters (square, logistic, exp, log: least squares, logistic, Poisson and
+Gamma regression), its Jacobian stored (below the design's storage limit), plus linear terms and
+separable ridges (lam/2 ||w||^2). Everything else runs the general path.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .guards import DOMAIN_TRIALS
+
+if TYPE_CHECKING:
+    from .data import LoweredData
+
+ATOM_NAMES = ("square", "logistic", "exp", "log")  # the losses the kernels evaluate (numerics/_lean.ATOM_CODES)
+
+
+@dataclass
+class LeanData:
+    """The kernel's :class:`~sparsemodel.numerics._lean.Problem` of one design on one set's
+    coordinates (its arrays, the Gram store of a quadratic objective), and the start inside the
+    loss's domain once known."""
+
+    P: Any
+    quadratic: bool
+    coords: int  # |C|
+    start: np.ndarray | None = None  # the start inside the loss's domain (initial_point), once known
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {coords key: LeanData}
+_KERNELS: list[Any] = []  # the compiled module, or None when it is not built (looked up once)
+
+
+def kernels() -> Any:
+    """The compiled kernels (:mod:`sparsemodel.numerics._lean`), or None when the extension is not
+    built (a source tree used without ``pip install -e .``): then ``auto`` runs its Python pipeline,
+    the same steps, and one RuntimeWarning says so."""
+    if not _KERNELS:
+        try:
+            from ..numerics import _lean
+        except ImportError as exc:
+            warnings.warn(
+                f"sparsemodel's compiled kernels are not built ({exc}); auto runs its Python pipeline (the same "
+                "steps, slower on small problems). Build them (a C compiler is needed) with: pip install -e .",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            _lean = None
+        _KERNELS.append(_lean)
+    return _KERNELS[0]
+
+
+def lean_data(lp: LoweredData) -> LeanData | None:
+    """The lean arrays of ``lp`` (built on the first call for its design and coordinates, then
+    shared by every copy and bound), or None when the problem is outside the lean class."""
+    s, d = lp.set, lp.design
+    if s is None or d is None or not s.coordinate or not s.thresholds or not s.uniform:
+        return None
+    if lp.box is not None or lp.linear is not None or lp.eigbox is not None or lp.precision is not None:
+        return None
+    if lp.side or getattr(lp, "spca", None) is not None or d.chunked:
+        return None
+    if any(v.symmetric for v in lp.layout.variables):
+        return None
+    members = s.swap_members()
+    if members is None or members.ndim != 2 or members.shape[1] != 1:
+        return None
+    per = _CACHE.get(d)
+    if per is None:
+        per = {}
+        _CACHE[d] = per
+    key = s.coords.tobytes() + b"|" + s.free.tobytes()
+    if key not in per:
+        data = _build(lp)
+        if data is None and _KERNELS == [None]:  # the kernels are missing: nothing cached for this design
+            return None
+        per[key] = data
+    return per[key]
+
+
+def _arrays(lp: LoweredData) -> dict[str, Any] | None:
+    """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class."""
+    d, s = lp.design, lp.set
+    data_term = None
+    rd = np.zeros(lp.n)
+    for i, t in enumerate(d.terms):
+        r = d.separable_diagonal(i)
+        if r is not None:
+            rd += r
+            continue
+        if data_term is not None or not t.diagonal or t.phi.name not in ATOM_NAMES or t.phi.params:
+            return None
+        data_term = i
+    if data_term is None:
+        return None
+    stored = lp.stored_columns(data_term)
+    if stored is None or sp.issparse(stored[0]):
+        return None
+    kern = kernels()  # (looked up, and missed with its warning, only for a problem of the class)
+    if kern is None:
+        return None
+    t = d.terms[data_term]
+    J = np.array(stored[0], dtype=float, order="C")
+    n = J.shape[0]
+    b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
+    w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
+    wc = np.array(t.coef * w)
+    lin = np.array(d.lin, dtype=float)
+    quad = bool(t.quadratic)
+    Jsq = J * J
+    R = np.ascontiguousarray(Jsq[:, s.coords].sum(axis=1))
+    if quad:
+        g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
+        diag = np.ascontiguousarray(Jsq.T @ (2.0 * wc) + rd)
+        Jsq = np.zeros((0, lp.n))
+    else:
+        g0, diag = np.zeros(lp.n), np.zeros(lp.n)
+    return {
+        "J": J,
+        "b": b,
+        "wc": wc,
+        "lin": lin,
+        "rd": rd,
+        "code": kern.ATOM_CODES[t.phi.name],
+        "const": float(d.const),
+        "quad": quad,
+        "g0": g0,
+        "R": R,
+        "diag": diag,
+        "Jsq": Jsq,
+    }
+
+
+def _build(lp: LoweredData) -> LeanData | None:
+    a = _arrays(lp)
+    if a is None:
+        return None
+    C = np.ascontiguousarray(lp.set.coords, dtype=np.intp)
+    F = np.ascontiguousarray(lp.set.free, dtype=np.intp)
+    Q = np.zeros((lp.n, lp.n)) if a["quad"] else np.zeros((0, 0))
+    have = np.zeros(lp.n, dtype=np.uint8)
+    domain = np.asarray(DOMAIN_TRIALS, dtype=float)
+    P = kernels().Problem(
+        a["J"],
+        a["b"],
+        a["wc"],
+        a["lin"],
+        a["rd"],
+        a["code"],
+        a["const"],
+        a["quad"],
+        C,
+        F,
+        a["g0"],
+        a["R"],
+        a["diag"],
+        a["Jsq"],
+        Q,
+        have,
+        domain,
+    )
+    return LeanData(P, a["quad"], len(C))
+
+
+def move(old: LoweredData, new: LoweredData) -> None:
+    """Rebinding (lowering/rebind.py): the kernel problems of ``old``'s design take ``new``'s numbers
+    in place (the same arrays, no allocation) and serve ``new``'s design; ``old``'s design forgets
+    them (it builds its own if solved again). Its Gram rows and start are forgotten."""
+    per = _CACHE.pop(old.design, None) if old.design is not None else None
+    if not per or new.design is None:
+        return
+    a = _arrays(new) if any(v is not None for v in per.values()) else None
+    kept = {}
+    for key, data in per.items():
+        if data is None or a is None or a["quad"] != data.quadratic or a["code"] != data.P.code:
+            continue
+        P = data.P
+        for name in ("J", "b", "wc", "lin", "rd", "g0", "R", "diag", "Jsq"):
+            np.copyto(np.asarray(getattr(P, name)), a[name])
+        P.const = a["const"]
+        clear(data)
+        kept[key] = data
+    if kept:
+        _CACHE[new.design] = kept
+
+
+def lean_start(lp: LoweredData, data: LeanData) -> np.ndarray:
+    """The start of GraHTP and of the screening start (``solvers.base.initial_point``: zero, or the
+    free coordinates moved into the loss's domain), computed once per design."""
+    if data.start is None:
+        data.start = np.asarray(lp.feasible_start(lp.inside_domain()), dtype=float)
+    return data.start
+
+
+def clear(data: LeanData) -> None:
+    """Forget what was derived from the data (the Gram rows, the start): after a rebind."""
+    np.asarray(data.P.have)[:] = 0
+    data.start = None

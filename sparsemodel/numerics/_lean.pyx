@@ -1,0 +1,1346 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled kernels of the lean path: ``auto``'s whole search on a small composite problem in one
+call (a C extension built at install; imported only when a lean solve runs, never by
+``import sparsemodel``).
+
+The problem (arrays in a :class:`Problem`, never a problem object; :mod:`sparsemodel.lowering.lean`
+builds it once per lowering and rebinds its data in place for new data of the same shape):
+
+    f(x) = const + lin'x + sum_i wc_i phi((J x + b)_i) + sum_j rd_j x_j^2 / 2
+
+over the flat vector x (D coordinates), with nnz(x_C) <= k on the constrained coordinates C and the
+free coordinates F (an intercept) always optimized; phi one elementwise loss by its code (SQUARE,
+LOGISTIC, EXP, LOG), wc the coefficient times the weights, rd a separable ridge's Hessian diagonal.
+
+What runs is the algorithm of :mod:`sparsemodel.solvers.auto` and :mod:`sparsemodel.solvers.grahtp`
+for this class of problems, step for step: the GraHTP start (paper 000, Algorithm 1, with its unit
+step, backtracking and support-change line search), the screening start on quadratics, the swap
+search ranked by the second-order model of :class:`sparsemodel.lowering.swaps.SwapModel` and checked
+by exact restricted solves; the same supports visited and the same end points, without a Python
+call per step. Restricted solves: a Cholesky factorization of the cached Gram block on a quadratic
+objective (:class:`sparsemodel.lowering.active._GramQuadratic`), the damped Newton loop of
+:func:`sparsemodel.numerics.newton.newton` otherwise (the same stopping test, Armijo constant,
+polish and ``give_up``). Ties in a ranking go to the lower position.
+
+A run that meets a case it does not treat (a Hessian that is not numerically positive definite, a
+Newton solve that does not converge, a start outside the loss's domain) returns FALLBACK; the
+caller then runs the general pipeline, which handles it (dependent columns, unbounded objectives).
+"""
+
+import numpy as np
+
+from libc.math cimport INFINITY, NAN, exp, fabs, isfinite, isnan, log, log1p, sqrt
+from libc.stdlib cimport free, malloc, qsort
+from scipy.linalg.cython_blas cimport dgemm, dgemv
+from scipy.linalg.cython_lapack cimport dpotrf, dpotri, dpotrs
+
+SQUARE, LOGISTIC, EXP, LOG = 0, 1, 2, 3
+ATOM_CODES = {"square": SQUARE, "logistic": LOGISTIC, "exp": EXP, "log": LOG}
+
+# statuses of a run
+CONVERGED, MAX_ITER, DIVERGED, FALLBACK = 0, 1, 2, 3
+# starts
+START_GRAHTP, START_SCREEN, START_INIT = 0, 1, 2
+# counters of ``stats`` (one row per start)
+ST_SOLVES, ST_NEWTON, ST_GRADS, ST_HT, ST_MODELS, ST_EXACT, ST_TRIES, ST_MULTI, ST_FULL = range(9)
+N_STATS = 9
+
+cdef double ROUNDING = 4 * 2.220446049250313e-16  # the polish's allowance (numerics/newton._ROUNDING)
+cdef int NEWTON_MAX_ITER = 100
+cdef int SEARCH_TRIES = 3  # supports tried by one support-change line search (solvers/grahtp.SEARCH_TRIES)
+cdef double MAX_MOVE = 1e6  # lowering/constants.MAX_MOVE
+cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.SwapModel)
+cdef int TRIED_CAP = 64
+cdef Py_ssize_t LAPACK_DIM = 16  # factorizations above this size go to LAPACK, below it plain loops
+
+
+cdef class Problem:
+    """The arrays of one lowering (see the module docstring). ``Q`` (D x D) holds the rows of a
+    quadratic objective's constant Hessian filled so far (``have``), ``g0`` its gradient at 0 and
+    ``diag`` its diagonal; ``R`` the row sums of J[:, C]^2; ``Jsq`` = J * J (non-quadratic losses);
+    ``domain`` the values tried for the free coordinates when a start lies outside the loss's
+    domain (lowering/guards.DOMAIN_TRIALS)."""
+
+    cdef public double[:, ::1] J, Jsq, Q
+    cdef public double[::1] b, wc, lin, rd, g0, R, diag, domain
+    cdef public Py_ssize_t[::1] C, F
+    cdef public unsigned char[::1] have
+    cdef public int code
+    cdef public double const
+    cdef public bint quad
+    cdef public Py_ssize_t n, D
+    cdef double[::1] z, d1, d2, e1, e2, w  # scratch of length n
+    cdef double[::1] mag, ubuf  # scratch of length |C|, D
+    cdef Py_ssize_t[::1] selbuf, nzbuf  # scratch of length |C|, D
+
+    def __init__(self, J, b, wc, lin, rd, int code, double const, bint quad, C, F, g0, R, diag, Jsq, Q, have, domain):
+        self.J, self.b, self.wc, self.lin, self.rd = J, b, wc, lin, rd
+        self.code, self.const, self.quad = code, const, quad
+        self.C, self.F, self.g0, self.R, self.diag, self.Jsq, self.Q, self.have = C, F, g0, R, diag, Jsq, Q, have
+        self.domain = domain
+        self.n, self.D = J.shape[0], J.shape[1]
+        self.z, self.d1, self.d2 = np.empty(self.n), np.empty(self.n), np.empty(self.n)
+        self.e1, self.e2, self.w = np.empty(self.n), np.empty(self.n), np.empty(self.n)
+        self.mag, self.ubuf = np.empty(len(C)), np.empty(self.D)
+        self.selbuf, self.nzbuf = np.empty(len(C), dtype=np.intp), np.empty(self.D, dtype=np.intp)
+
+
+# ---------------------------------------------------------------------- sorting
+
+
+cdef struct Pair:
+    double v
+    Py_ssize_t i
+
+
+cdef int _cmp_desc(const void* a, const void* b) noexcept nogil:
+    cdef Pair* p = <Pair*> a
+    cdef Pair* q = <Pair*> b
+    if p.v > q.v:
+        return -1
+    if p.v < q.v:
+        return 1
+    return (p.i > q.i) - (p.i < q.i)
+
+
+cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
+    """The positions of the m largest entries of v (smallest with largest=False), best first; ties:
+    the lower position first (a stable sort's order)."""
+    cdef Py_ssize_t n = v.shape[0], a
+    if m > n:
+        m = n
+    out = np.empty(m, dtype=np.intp)
+    cdef Py_ssize_t[::1] o = out
+    if n == 0:
+        return o
+    cdef Pair* buf
+    cdef Py_ssize_t q, filled = 0
+    cdef double x
+    if m <= 64 and n > 4 * m:  # a few of many: insertion into the m best so far
+        buf = <Pair*> malloc((m + 1) * sizeof(Pair))
+        for a in range(n):
+            x = v[a] if largest else -v[a]
+            if filled == m and not (x > buf[m - 1].v):  # (ties keep the lower position, already in)
+                continue
+            q = filled if filled < m else m - 1
+            while q > 0 and x > buf[q - 1].v:
+                buf[q] = buf[q - 1]
+                q -= 1
+            buf[q].v = x
+            buf[q].i = a
+            if filled < m:
+                filled += 1
+        for a in range(m):
+            o[a] = buf[a].i
+        free(buf)
+        return o
+    buf = <Pair*> malloc(n * sizeof(Pair))
+    for a in range(n):
+        buf[a].v = v[a] if largest else -v[a]
+        buf[a].i = a
+    qsort(buf, n, sizeof(Pair), _cmp_desc)
+    for a in range(m):
+        o[a] = buf[a].i
+    free(buf)
+    return o
+
+
+cdef Py_ssize_t[::1] _sorted(Py_ssize_t[::1] a):
+    out = np.sort(np.asarray(a))
+    return out
+
+
+# ---------------------------------------------------------------------- the loss
+
+
+cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, int order) noexcept nogil:
+    """sum_i wc_i phi(z_i); with order >= 1 fills d1 = wc phi'(z), order 2 also d2 = wc phi''(z)."""
+    cdef double total = 0.0, zi, v, a, h, e, inv
+    cdef Py_ssize_t i
+    cdef int code = P.code
+    for i in range(z.shape[0]):
+        zi = z[i]
+        if code == 0:
+            v = zi * zi
+            a = 2.0 * zi
+            h = 2.0
+        elif code == 1:
+            e = exp(-fabs(zi))
+            v = (zi if zi > 0 else 0.0) + log1p(e)
+            inv = 1.0 / (1.0 + e)
+            a = inv if zi >= 0 else e * inv
+            h = e * inv * inv
+        elif code == 2:
+            v = exp(zi)
+            a = v
+            h = v
+        else:  # log (its loss is -log: a negative coefficient)
+            if zi > 0:
+                v = log(zi)
+                a = 1.0 / zi
+                h = -1.0 / (zi * zi)
+            else:
+                v = -INFINITY
+                a = NAN
+                h = NAN
+        total += P.wc[i] * v
+        if order >= 1:
+            d1[i] = P.wc[i] * a
+        if order >= 2:
+            d2[i] = P.wc[i] * h
+    return total
+
+
+cdef void _affine(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] z) noexcept nogil:
+    """z = J[:, cols] u + b."""
+    cdef Py_ssize_t i, a, nc = cols.shape[0]
+    cdef double s
+    for i in range(P.n):
+        s = P.b[i]
+        for a in range(nc):
+            s += P.J[i, cols[a]] * u[a]
+        z[i] = s
+
+
+cdef double _value(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] d1, double[::1] d2, int order) noexcept nogil:
+    """f at the point with x[cols] = u and every other coordinate 0 (the loss's derivatives in d1, d2)."""
+    cdef Py_ssize_t a, c
+    _affine(P, u, cols, P.z)
+    cdef double f = P.const + _losses(P, P.z, d1, d2, order)
+    for a in range(cols.shape[0]):
+        c = cols[a]
+        f += P.lin[c] * u[a] + 0.5 * P.rd[c] * u[a] * u[a]
+    return f
+
+
+cdef void _jt(Problem P, double[::1] d, double[::1] out) noexcept nogil:
+    """out = J' d (one BLAS product: J in C order is J' in Fortran order)."""
+    cdef int m = <int> P.D, n = <int> P.n, one = 1, lda = <int> P.D
+    cdef double alpha = 1.0, beta = 0.0
+    if n == 0:
+        out[:] = 0.0
+        return
+    dgemv(b"N", &m, &n, &alpha, &P.J[0, 0], &lda, &d[0], &one, &beta, &out[0], &one)
+
+
+cdef double[::1] _full_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] d1):
+    """The gradient over every coordinate at x[cols] = u, from the loss derivatives d1 there."""
+    g = np.empty(P.D)
+    cdef double[::1] gv = g
+    cdef Py_ssize_t a
+    _jt(P, d1, gv)
+    for a in range(P.D):
+        gv[a] += P.lin[a]
+    for a in range(cols.shape[0]):
+        gv[cols[a]] += P.rd[cols[a]] * u[a]
+    return gv
+
+
+def value_and_grad(Problem P, x):
+    """f and its gradient at a flat point x (every coordinate): for tests."""
+    cols = np.flatnonzero(x).astype(np.intp)
+    u = np.ascontiguousarray(np.asarray(x, dtype=float)[cols])
+    cdef double f = _value(P, u, cols, P.d1, P.d2, 1)
+    return f, np.asarray(_full_grad(P, u, cols, P.d1))
+
+
+# ---------------------------------------------------------------------- small dense algebra
+
+
+cdef bint _cholesky(double[:, ::1] A, double[:, ::1] L, double rel) noexcept nogil:
+    """L (lower) with L L' = A + rel |tr A| / m I; False when some pivot is not positive."""
+    cdef Py_ssize_t m = A.shape[0], i, j, q
+    cdef double tr = 0.0, jit, s, d, t
+    if m == 0:
+        return True
+    for i in range(m):
+        tr += A[i, i]
+    jit = rel * fabs(tr) / m
+    for j in range(m):
+        s = A[j, j] + jit
+        for q in range(j):
+            s -= L[j, q] * L[j, q]
+        if not s > 0.0:
+            return False
+        d = sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, m):
+            t = A[i, j]
+            for q in range(j):
+                t -= L[i, q] * L[j, q]
+            L[i, j] = t / d
+        for i in range(j):
+            L[i, j] = 0.0
+    return True
+
+
+cdef void _chol_solve(double[:, ::1] L, double[::1] r, double[::1] y) noexcept nogil:
+    """(L L') y = r."""
+    cdef Py_ssize_t m = L.shape[0], i, q
+    cdef double s
+    for i in range(m):
+        s = r[i]
+        for q in range(i):
+            s -= L[i, q] * y[q]
+        y[i] = s / L[i, i]
+    for i in range(m - 1, -1, -1):
+        s = y[i]
+        for q in range(i + 1, m):
+            s -= L[q, i] * y[q]
+        y[i] = s / L[i, i]
+
+
+cdef bint _factor(double[:, ::1] A, double[:, ::1] L, double rel) noexcept nogil:
+    """A Cholesky factor of A + rel |tr A| / m I in L, for :func:`_fsolve` and :func:`_finverse`:
+    plain loops (lower) up to LAPACK_DIM, LAPACK's potrf above it (the upper factor of the Fortran
+    view: the same triangle read in C order). False when A is not positive definite."""
+    cdef Py_ssize_t m = A.shape[0], i
+    cdef int n = <int> m, info = 0
+    cdef double tr = 0.0, jit
+    if m <= LAPACK_DIM:
+        return _cholesky(A, L, rel)
+    L[:, :] = A
+    for i in range(m):
+        tr += A[i, i]
+    jit = rel * fabs(tr) / m
+    for i in range(m):
+        L[i, i] += jit
+    dpotrf(b"U", &n, &L[0, 0], &n, &info)
+    return info == 0
+
+
+cdef void _fsolve(double[:, ::1] L, double[::1] r, double[::1] y) noexcept nogil:
+    """(A) y = r from the factor of :func:`_factor`."""
+    cdef Py_ssize_t m = L.shape[0]
+    cdef int n = <int> m, one = 1, info = 0
+    if m <= LAPACK_DIM:
+        _chol_solve(L, r, y)
+        return
+    y[:] = r
+    dpotrs(b"U", &n, &one, &L[0, 0], &n, &y[0], &n, &info)
+
+
+cdef double _fdiag(double[:, ::1] L, Py_ssize_t i) noexcept nogil:
+    """The i-th diagonal entry of the factor (the same in both layouts)."""
+    return L[i, i]
+
+
+cdef void _finverse(double[:, ::1] L, double[:, ::1] A) noexcept nogil:
+    """A = the inverse of the factored matrix (symmetric, both triangles), from :func:`_factor`."""
+    cdef Py_ssize_t m = L.shape[0], a, c
+    cdef int n = <int> m, info = 0
+    cdef double s
+    if m <= LAPACK_DIM:
+        for a in range(m):
+            for c in range(m):
+                A[a, c] = 0.0
+            A[a, a] = 1.0
+        for a in range(m):  # column a of the inverse, in place (A symmetric: its rows are its columns)
+            _chol_solve_row(L, A, a)
+    else:
+        A[:, :] = L
+        dpotri(b"U", &n, &A[0, 0], &n, &info)
+        # LAPACK filled the upper triangle of the Fortran view: the lower triangle in C order
+        for a in range(m):
+            for c in range(a + 1, m):
+                A[a, c] = A[c, a]
+        return
+    for a in range(m):
+        for c in range(a + 1, m):
+            s = 0.5 * (A[a, c] + A[c, a])
+            A[a, c] = s
+            A[c, a] = s
+
+
+cdef void _chol_solve_row(double[:, ::1] L, double[:, ::1] A, Py_ssize_t row) noexcept nogil:
+    """Row ``row`` of A, holding a right-hand side, replaced by the solution of (L L') y = it."""
+    cdef Py_ssize_t m = L.shape[0], i, q
+    cdef double s
+    for i in range(m):
+        s = A[row, i]
+        for q in range(i):
+            s -= L[i, q] * A[row, q]
+        A[row, i] = s / L[i, i]
+    for i in range(m - 1, -1, -1):
+        s = A[row, i]
+        for q in range(i + 1, m):
+            s -= L[q, i] * A[row, q]
+        A[row, i] = s / L[i, i]
+
+
+cdef void _matmul(double[:, ::1] A, double[:, ::1] B, double[:, ::1] out) noexcept nogil:
+    """out = A B (C order; BLAS: out' = B' A' in Fortran order)."""
+    cdef int m = <int> A.shape[0], k = <int> A.shape[1], n = <int> B.shape[1]
+    cdef double alpha = 1.0, beta = 0.0
+    if m == 0 or n == 0:
+        return
+    if k == 0:
+        out[:, :] = 0.0
+        return
+    dgemm(b"N", b"N", &n, &m, &k, &alpha, &B[0, 0], &n, &A[0, 0], &k, &beta, &out[0, 0], &n)
+
+
+cdef void _atb(double[:, ::1] A, double[:, ::1] B, double[:, ::1] out) noexcept nogil:
+    """out = A' B for A (r x m), B (r x n), C order."""
+    cdef int m = <int> A.shape[1], r = <int> A.shape[0], n = <int> B.shape[1]
+    cdef double alpha = 1.0, beta = 0.0
+    if m == 0 or n == 0:
+        return
+    if r == 0:
+        out[:, :] = 0.0
+        return
+    # out' (n x m, Fortran) = B' (n x r) A (r x m): B in C order is B' in Fortran (n x r, ld n)
+    dgemm(b"N", b"T", &n, &m, &r, &alpha, &B[0, 0], &n, &A[0, 0], &m, &beta, &out[0, 0], &n)
+
+
+# ---------------------------------------------------------------------- Hessians
+
+
+cdef void _gram_rows(Problem P, Py_ssize_t[::1] cols):
+    """Fill the rows ``cols`` of the constant Hessian Q (symmetric: row j = column j) of a quadratic
+    objective that are not there yet, from the Jacobian: one product with J for all of them."""
+    cdef Py_ssize_t a, i, c, miss = 0
+    for a in range(cols.shape[0]):
+        if not P.have[cols[a]]:
+            miss += 1
+    if miss == 0:
+        return
+    idx_ = np.empty(miss, dtype=np.intp)
+    cdef Py_ssize_t[::1] idx = idx_
+    cdef Py_ssize_t q = 0
+    for a in range(cols.shape[0]):
+        c = cols[a]
+        if not P.have[c]:
+            P.have[c] = 1
+            idx[q] = c
+            q += 1
+    cdef double[:, ::1] M = np.empty((P.n, q))
+    cdef double w2
+    for i in range(P.n):
+        w2 = 2.0 * P.wc[i]
+        for a in range(q):
+            M[i, a] = w2 * P.J[i, idx[a]]
+    cdef double[:, ::1] R = np.empty((q, P.D))
+    _atb(M, P.J, R)  # M' J: row a = column idx[a] of the Hessian
+    for a in range(q):
+        c = idx[a]
+        P.Q[c, :] = R[a, :]
+        P.Q[c, c] += P.rd[c]
+
+
+# ---------------------------------------------------------------------- restricted solves
+
+
+cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, double[::1] u, double tol, double give_up,
+                                            double[::1] d1):
+    """min f over the coordinates ``cols`` (every other coordinate 0), from u (overwritten with the
+    minimizer; d1 receives the loss derivatives there). Returns (f, ok, converged, iterations);
+    ``ok`` False: a case for the general path (a Hessian not numerically positive definite, no
+    point of finite f from u and the domain trials of the free coordinates, a solve that does not
+    converge without ``give_up`` (NaN: none), a point running away)."""
+    cdef Py_ssize_t nb = cols.shape[0], a, c, i, t_
+    cdef double f, ft, dmin, dmax, dec, t, scale
+    cdef bint conv = False, moved, found
+    cdef int its = 0, ls
+    cdef double[:, ::1] H, L, M, JB
+    cdef double[::1] r, g, step, ut, tmp
+    if P.quad:
+        if nb == 0:
+            return _value(P, u, cols, d1, P.d2, 1), True, True, 1
+        _gram_rows(P, cols)
+        H = np.empty((nb, nb))
+        L = np.empty((nb, nb))
+        r = np.empty(nb)
+        for a in range(nb):
+            r[a] = -P.g0[cols[a]]
+            for c in range(nb):
+                H[a, c] = P.Q[cols[a], cols[c]]
+        if not _factor(H, L, 0.0):
+            return INFINITY, False, False, 1
+        dmin, dmax = INFINITY, 0.0
+        for a in range(nb):
+            dmin = min(dmin, L[a, a] * L[a, a])
+            dmax = max(dmax, L[a, a] * L[a, a])
+        if dmin <= 1e-7 * dmax:  # lowering/active._GramQuadratic: not numerically positive definite
+            return INFINITY, False, False, 1
+        _fsolve(L, r, u)
+        return _value(P, u, cols, d1, P.d2, 1), True, True, 1
+    # the damped Newton loop of numerics/newton._newton_one
+    cdef double[::1] d2 = P.w
+    scale = 0.0
+    for a in range(nb):
+        scale += u[a] * u[a]
+    scale = 1.0 + sqrt(scale)
+    f = _value(P, u, cols, d1, d2, 2)
+    if not isfinite(f):  # outside the loss's domain: the free coordinates moved (lowering/guards)
+        found = False
+        for t_ in range(P.domain.shape[0]):
+            for a in range(nb):
+                for c in range(P.F.shape[0]):
+                    if cols[a] == P.F[c]:
+                        u[a] = P.domain[t_]
+            f = _value(P, u, cols, d1, d2, 2)
+            if isfinite(f):
+                found = True
+                break
+        if not found:
+            return INFINITY, False, False, 0
+    JB = np.empty((P.n, nb))
+    M = np.empty((P.n, nb))
+    H = np.empty((nb, nb))
+    L = np.empty((nb, nb))
+    g = np.empty(nb)
+    step = np.empty(nb)
+    ut = np.empty(nb)
+    for i in range(P.n):
+        for a in range(nb):
+            JB[i, a] = P.J[i, cols[a]]
+    for _ in range(NEWTON_MAX_ITER):
+        its += 1
+        if nb == 0:
+            conv = True
+            break
+        for a in range(nb):
+            g[a] = P.lin[cols[a]] + P.rd[cols[a]] * u[a]
+        for i in range(P.n):
+            for a in range(nb):
+                g[a] += JB[i, a] * d1[i]
+                M[i, a] = d2[i] * JB[i, a]
+        _atb(M, JB, H)
+        for a in range(nb):
+            H[a, a] += P.rd[cols[a]]
+        if not _factor(H, L, 1e-14):
+            return f, False, False, its
+        _fsolve(L, g, step)
+        dec = 0.0
+        for a in range(nb):
+            step[a] = -step[a]
+            dec -= g[a] * step[a]
+        if not dec >= 0.0:
+            return f, False, False, its
+        if dec <= 2.0 * tol * (1.0 + fabs(f)):
+            conv = True
+            for a in range(nb):
+                ut[a] = u[a] + step[a]
+            ft = _value(P, ut, cols, P.e1, P.e2, 2)
+            if isfinite(ft) and ft <= f + ROUNDING * (1.0 + fabs(f)):
+                u[:] = ut
+                d1[:] = P.e1
+                d2[:] = P.e2
+                f = ft
+            break
+        if not isnan(give_up) and f - 2.0 * dec > give_up:
+            break
+        t = 1.0
+        moved = False
+        for ls in range(50):
+            for a in range(nb):
+                ut[a] = u[a] + t * step[a]
+            ft = _value(P, ut, cols, P.e1, P.e2, 2)
+            if ft <= f - 0.25 * t * dec:
+                u[:] = ut
+                d1[:] = P.e1
+                d2[:] = P.e2
+                f = ft
+                moved = True
+                break
+            t *= 0.5
+        if not moved:
+            conv = True
+            break
+    dmax = 0.0
+    for a in range(nb):
+        dmax += u[a] * u[a]
+    if sqrt(dmax) > 1e12 * scale:
+        return f, False, conv, its
+    if not conv and isnan(give_up):  # lowering/restricted: the general path checks for a runaway
+        return f, False, conv, its
+    return f, True, conv, its
+
+
+cdef Py_ssize_t[::1] _union(Problem P, Py_ssize_t[::1] sel):
+    """The sorted flat coordinates C[sel] together with F."""
+    cdef Py_ssize_t nf = P.F.shape[0], a
+    out_ = np.empty(nf + sel.shape[0], dtype=np.intp)
+    cdef Py_ssize_t[::1] out = out_
+    for a in range(nf):
+        out[a] = P.F[a]
+    for a in range(sel.shape[0]):
+        out[nf + a] = P.C[sel[a]]
+    out_.sort()
+    return out
+
+
+cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats):
+    """The restricted minimizer over C[sel] and F from the flat point x0: (x, f, g, ok)."""
+    cdef Py_ssize_t[::1] cols = _union(P, sel)
+    cdef Py_ssize_t a, nb = cols.shape[0]
+    cdef double[::1] u = np.empty(nb)
+    for a in range(nb):
+        u[a] = x0[cols[a]]
+    cdef double f
+    cdef bint ok, conv
+    cdef int its
+    f, ok, conv, its = _restricted(P, cols, u, 1e-12, give_up, P.d1)
+    stats[0] += 1  # ST_SOLVES
+    stats[1] += its  # ST_NEWTON
+    x_ = np.zeros(P.D)
+    cdef double[::1] x = x_
+    for a in range(nb):
+        x[cols[a]] = u[a]
+    if not ok:
+        return x, f, x, False
+    stats[2] += 1  # ST_GRADS
+    return x, f, _full_grad(P, u, cols, P.d1), True
+
+
+# ---------------------------------------------------------------------- thresholding
+
+
+cdef Py_ssize_t[::1] _top_k(Problem P, double[::1] z, Py_ssize_t k):
+    """Positions into C of the k entries of z_C of largest magnitude, sorted."""
+    cdef Py_ssize_t m = P.C.shape[0], a
+    if k >= m:
+        return np.arange(m, dtype=np.intp)
+    cdef double[::1] mag = np.empty(m)
+    for a in range(m):
+        mag[a] = fabs(z[P.C[a]])
+    return _sorted(_top(mag, k, True))
+
+
+cdef Py_ssize_t _select(Problem P, double[::1] x, double e, double[::1] g, Py_ssize_t k):
+    """The positions into C of the k largest |x - e g| on C, sorted, in P.selbuf[:k] (no array
+    made: most projections of the support-change line search repeat a support already tried)."""
+    cdef Py_ssize_t m = P.C.shape[0], a, q, filled = 0, c, t
+    cdef double v
+    cdef Py_ssize_t[::1] sel = P.selbuf
+    cdef double[::1] mag = P.mag
+    if k >= m:
+        for a in range(m):
+            sel[a] = a
+        return m
+    for a in range(m):
+        c = P.C[a]
+        mag[a] = fabs(x[c] - e * g[c])
+    if k <= 64 and m > 4 * k:  # insertion into the k best so far (ties: the lower position)
+        for a in range(m):
+            v = mag[a]
+            if filled == k and not (v > mag[sel[k - 1]]):
+                continue
+            q = filled if filled < k else k - 1
+            while q > 0 and v > mag[sel[q - 1]]:
+                sel[q] = sel[q - 1]
+                q -= 1
+            sel[q] = a
+            if filled < k:
+                filled += 1
+    else:
+        order = _top(mag, k, True)
+        for a in range(k):
+            sel[a] = order[a]
+    for a in range(1, k):  # ascending positions
+        t = sel[a]
+        q = a
+        while q > 0 and sel[q - 1] > t:
+            sel[q] = sel[q - 1]
+            q -= 1
+        sel[q] = t
+    return k
+
+
+cdef bint _same_sel(Problem P, Py_ssize_t ns, Py_ssize_t[::1] b) noexcept nogil:
+    cdef Py_ssize_t i
+    if ns != b.shape[0]:
+        return False
+    for i in range(ns):
+        if P.selbuf[i] != b[i]:
+            return False
+    return True
+
+
+cdef double[::1] _thresholded(Problem P, double[::1] x, double e, double[::1] g, Py_ssize_t[::1] sel):
+    """x - e g with the coordinates of C outside ``sel`` (sorted positions) set to zero."""
+    cdef double[::1] out = np.empty(x.shape[0])
+    cdef Py_ssize_t a, q = 0
+    for a in range(x.shape[0]):
+        out[a] = x[a] - e * g[a]
+    for a in range(P.C.shape[0]):
+        if q < sel.shape[0] and sel[q] == a:
+            q += 1
+        else:
+            out[P.C[a]] = 0.0
+    return out
+
+
+cdef tuple _project(Problem P, double[::1] z, Py_ssize_t k):
+    """Hard thresholding on C (free coordinates untouched): (projected z, selected positions)."""
+    cdef Py_ssize_t[::1] sel = _top_k(P, z, k)
+    cdef double[::1] out = np.array(z)
+    cdef Py_ssize_t m = P.C.shape[0], a, q = 0
+    for a in range(m):
+        if q < sel.shape[0] and sel[q] == a:
+            q += 1
+        else:
+            out[P.C[a]] = 0.0
+    return out, sel
+
+
+cdef bint _same(Py_ssize_t[::1] a, Py_ssize_t[::1] b) noexcept nogil:
+    cdef Py_ssize_t i
+    if a.shape[0] != b.shape[0]:
+        return False
+    for i in range(a.shape[0]):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+cdef Py_ssize_t[::1] _support(Problem P, double[::1] x):
+    """Positions into C where x is nonzero."""
+    cdef Py_ssize_t a, q = 0
+    cdef Py_ssize_t[::1] out = np.empty(P.C.shape[0], dtype=np.intp)
+    for a in range(P.C.shape[0]):
+        if x[P.C[a]] != 0.0:
+            out[q] = a
+            q += 1
+    return np.array(out[:q])
+
+
+cdef double _norm(double[::1] v) noexcept nogil:
+    cdef double s = 0.0
+    cdef Py_ssize_t a
+    for a in range(v.shape[0]):
+        s += v[a] * v[a]
+    return sqrt(s)
+
+
+cdef double _dist(double[::1] u, double[::1] v) noexcept nogil:
+    cdef double s = 0.0
+    cdef Py_ssize_t a
+    for a in range(u.shape[0]):
+        s += (u[a] - v[a]) * (u[a] - v[a])
+    return sqrt(s)
+
+
+cdef double[::1] _loss_curvature(Problem P, double[::1] x) noexcept:
+    """wc phi'' at x (in P.w)."""
+    cdef Py_ssize_t a, q = 0
+    for a in range(P.D):
+        if x[a] != 0.0:
+            P.nzbuf[q] = a
+            P.ubuf[q] = x[a]
+            q += 1
+    _affine(P, P.ubuf[:q], P.nzbuf[:q], P.z)
+    _losses(P, P.z, P.e1, P.w, 2)
+    return P.w
+
+
+cdef double _step_size(Problem P, double[::1] x, double[::1] g):
+    """GraHTP's unit step 1 / M at x: M the mean |Hessian diagonal| over C (lowering/constants:
+    mean_curvature), made safe (safe_curvature: at least ||g|| / (MAX_MOVE max(1, ||x||)))."""
+    cdef double[::1] d2 = _loss_curvature(P, x)
+    cdef double tot = 0.0, est, gn, floor_, M
+    cdef Py_ssize_t i, a
+    for i in range(P.n):
+        tot += fabs(d2[i]) * P.R[i]
+    for a in range(P.C.shape[0]):
+        tot += fabs(P.rd[P.C[a]])
+    est = tot / P.C.shape[0]
+    gn = _norm(g)
+    floor_ = gn / (MAX_MOVE * max(1.0, _norm(x))) if isfinite(gn) else 0.0
+    M = fabs(est) if isfinite(est) else 0.0
+    M = max(M, floor_)
+    if M > 0 and isfinite(M):
+        return 1.0 / M
+    return 1.0
+
+
+cdef double[::1] _axpy(double[::1] x, double eta, double[::1] g):
+    """x - eta g."""
+    cdef double[::1] out = np.empty(x.shape[0])
+    cdef Py_ssize_t a
+    for a in range(x.shape[0]):
+        out[a] = x[a] - eta * g[a]
+    return out
+
+
+# ---------------------------------------------------------------------- GraHTP (paper 000, Algorithm 1)
+
+
+cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double tol, long[::1] stats):
+    """GraHTP as solvers/grahtp.GraHTP runs it with its defaults (eta 'local', 'htp' on a quadratic;
+    backtracking; the support-change line search): (x, f, g, status, iterations)."""
+    cdef Py_ssize_t[::1] st_prev = _support(P, x0), st, st2
+    cdef double[::1] x, g, xn, gn, warm, xs, gs
+    cdef double f, fn, fs, f0, eta, e, bar, dx, nx, gmax
+    cdef bint ok, same, increased, found, retry = False, seen
+    cdef int status = MAX_ITER, it = 0, grow = 0, q, ntried, _r
+    cdef Py_ssize_t ns
+    x, f, g, ok = _solve_on(P, st_prev, x0, NAN, stats)
+    if not ok:
+        return x, f, g, FALLBACK, 0
+    f0 = f
+    if not isfinite(f):
+        return x, f, g, DIVERGED, 0
+    eta = _step_size(P, x, g)
+    tried = [None] * (SEARCH_TRIES + 1)
+    while it < max_iter:
+        it += 1
+        if not retry and not P.quad and it > 1:
+            eta = _step_size(P, x, g)
+        retry = False
+        ns = _select(P, x, eta, g, k)
+        stats[3] += 1  # ST_HT
+        same = _same_sel(P, ns, st_prev)
+        if same:
+            xn, fn, gn = x, f, g
+        else:
+            st = np.array(P.selbuf[:ns])
+            warm = _thresholded(P, x, eta, g, st)
+            xn, fn, gn, ok = _solve_on(P, st, warm, NAN, stats)
+            if not ok:
+                return x, f, g, FALLBACK, it
+        increased = (not isfinite(fn)) or fn > f + 1e-12 * max(1.0, fabs(f))
+        if increased:
+            eta /= 2.0
+            gmax = 0.0
+            for q in range(g.shape[0]):
+                gmax = max(gmax, fabs(g[q]))
+            if eta < 1e-14 * (1.0 / max(gmax, 1e-300)):
+                status = CONVERGED
+                break
+            it -= 1
+            retry = True
+            continue
+        grow = grow + 1 if fn > f + 1e-12 * max(1.0, fabs(f)) else 0
+        if same:  # the support-change line search
+            tried[0] = st_prev
+            ntried = 1
+            e = eta
+            found = False
+            for _r in range(60):
+                e *= 2.0
+                ns = _select(P, x, e, g, k)
+                stats[3] += 1
+                seen = False
+                for q in range(ntried):
+                    if _same_sel(P, ns, tried[q]):
+                        seen = True
+                        break
+                if seen:
+                    continue
+                st2 = np.array(P.selbuf[:ns])
+                warm = _thresholded(P, x, e, g, st2)
+                tried[ntried] = st2
+                ntried += 1
+                bar = f - 1e-12 * max(1.0, fabs(f))
+                xs, fs, gs, ok = _solve_on(P, st2, warm, bar, stats)
+                if not ok:
+                    return x, f, g, FALLBACK, it
+                if isfinite(fs) and fs < bar:
+                    xn, fn, gn, st = xs, fs, gs, st2
+                    found = True
+                    break
+                if ntried > SEARCH_TRIES:
+                    break
+            if not found:
+                status = CONVERGED
+                break
+        dx = _dist(xn, x)
+        nx = _norm(x)
+        x, f, g, st_prev = xn, fn, gn, st
+        if grow >= 10 and f > f0:
+            status = DIVERGED
+            break
+        if dx <= tol * max(nx, 1e-300) or (nx == 0 and dx == 0):
+            status = CONVERGED
+            break
+    return x, f, g, status, it
+
+
+# ---------------------------------------------------------------------- the swap model
+
+
+cdef class Model:
+    """The second-order model of every one-coordinate swap at a restricted minimizer
+    (lowering/swaps.SwapModel for single coordinates without linear constraints)."""
+
+    cdef Py_ssize_t[::1] units, units_out, cand, B
+    cdef double[::1] gain, removal, s1, v1, HII
+    cdef double[:, ::1] delta, A, AB, HBB, HBI
+    cdef bint ok
+
+
+cdef double[::1] _hess_diag_at(Problem P, double[::1] x):
+    """diag of the Hessian of the loss part at x over every coordinate, with the ridge."""
+    cdef double[::1] d2 = _loss_curvature(P, x)
+    cdef double[::1] out = np.empty(P.D)
+    cdef int m = <int> P.D, n = <int> P.n, one = 1, lda = <int> P.D
+    cdef double alpha = 1.0, beta = 0.0
+    cdef Py_ssize_t a
+    dgemv(b"N", &m, &n, &alpha, &P.Jsq[0, 0], &lda, &d2[0], &one, &beta, &out[0], &one)
+    for a in range(P.D):
+        out[a] += P.rd[a]
+    return out
+
+
+cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] units, Py_ssize_t pool,
+                       Py_ssize_t candidates):
+    cdef Model md = Model()
+    cdef Py_ssize_t nunits = P.C.shape[0], nJ = units.shape[0], nf = P.F.shape[0]
+    cdef Py_ssize_t nb = nJ + nf, a, c, i, nI, take, widest
+    cdef double s, gn, tr, lam, best
+    cdef double[::1] diag, score, d2, full
+    cdef Py_ssize_t[::1] order
+    inside = np.zeros(nunits, dtype=np.bool_)
+    inside[np.asarray(units)] = True
+    cdef Py_ssize_t[::1] units_out = np.flatnonzero(~inside).astype(np.intp)
+    cdef Py_ssize_t[::1] B = np.empty(nb, dtype=np.intp)
+    for a in range(nJ):
+        B[a] = P.C[units[a]]
+    for a in range(nf):
+        B[nJ + a] = P.F[a]
+    if units_out.shape[0] > pool:  # the screen: g_i^2 / H_ii (ABESS's forward sacrifice)
+        diag = P.diag if P.quad else _hess_diag_at(P, x)
+        score = np.empty(units_out.shape[0])
+        for a in range(units_out.shape[0]):
+            c = P.C[units_out[a]]
+            s = g[c] * g[c] / diag[c]
+            score[a] = s if isfinite(s) else 0.0
+        order = _top(score, pool, True)
+        units_out = _sorted(np.asarray(units_out)[np.asarray(order)])
+    nI = units_out.shape[0]
+    cdef Py_ssize_t[::1] Icols = np.empty(nI, dtype=np.intp)
+    for a in range(nI):
+        Icols[a] = P.C[units_out[a]]
+    cdef double[:, ::1] HBB = np.empty((nb, nb)), HBI = np.empty((nb, nI)), Hrows, Mw
+    cdef double[::1] HII = np.empty(nI)
+    if P.quad:
+        _gram_rows(P, B)
+        for a in range(nb):
+            for c in range(nb):
+                HBB[a, c] = P.Q[B[a], B[c]]
+            for c in range(nI):
+                HBI[a, c] = P.Q[B[a], Icols[c]]
+        for c in range(nI):
+            HII[c] = P.diag[Icols[c]]
+    else:
+        d2 = _loss_curvature(P, x)
+        Mw = np.empty((P.n, nb))
+        for i in range(P.n):
+            for a in range(nb):
+                Mw[i, a] = d2[i] * P.J[i, B[a]]
+        Hrows = np.empty((nb, P.D))
+        _atb(Mw, P.J, Hrows)
+        for a in range(nb):
+            for c in range(nb):
+                HBB[a, c] = Hrows[a, B[c]]
+            HBB[a, a] += P.rd[B[a]]
+            for c in range(nI):
+                HBI[a, c] = Hrows[a, Icols[c]]
+        full = _hess_diag_at(P, x)
+        for c in range(nI):
+            HII[c] = full[Icols[c]]
+    tr = 0.0
+    for a in range(nb):
+        for c in range(a + 1, nb):
+            s = 0.5 * (HBB[a, c] + HBB[c, a])
+            HBB[a, c] = s
+            HBB[c, a] = s
+        tr += HBB[a, a]
+    lam = JITTER * max(tr / max(nb, 1), 1e-300)
+    cdef double[:, ::1] Mj = np.array(HBB), L = np.empty((nb, nb)), A = np.empty((nb, nb))
+    for a in range(nb):
+        Mj[a, a] += lam
+    md.units, md.units_out, md.B, md.HBB, md.HBI, md.HII = units, units_out, B, HBB, HBI, HII
+    if not _factor(Mj, L, 0.0):
+        md.ok = False
+        return md
+    _finverse(L, A)
+    cdef double[:, ::1] AB = np.empty((nb, nI))
+    _matmul(A, HBI, AB)
+    cdef double[::1] s1 = np.empty(nI), v1 = np.empty(nI), gain = np.empty(nI), removal = np.empty(nJ)
+    for c in range(nI):
+        s = HII[c]
+        for a in range(nb):
+            s -= HBI[a, c] * AB[a, c]
+        s += JITTER * max(fabs(HII[c]), 1e-300)
+        s1[c] = s
+        v1[c] = g[Icols[c]] / s
+        gn = 0.5 * g[Icols[c]] * v1[c]
+        gain[c] = max(gn, 0.0) if isfinite(gn) else 0.0
+    for a in range(nJ):
+        removal[a] = 0.5 * x[B[a]] * x[B[a]] / A[a, a]
+    order = _top(gain, nI, True)
+    take = min(nI, max(candidates, 1))
+    widest = nI if P.quad else min(nI, 4 * take)
+    cdef double[:, ::1] every = _pairs(AB, A, s1, v1, x, B, gain, nJ, order[:widest])
+    while nJ > 0:
+        best = INFINITY if take > 0 else 0.0
+        for a in range(nJ):
+            for c in range(take):
+                best = min(best, every[a, c])
+        if take >= widest or -gain[order[take]] >= best:
+            break
+        take = min(widest, 2 * take)
+    md.cand = np.array(order[:take])
+    md.delta = np.array(every[:, :take])
+    md.gain, md.removal, md.s1, md.v1, md.A, md.AB = gain, removal, s1, v1, A, AB
+    md.ok = True
+    return md
+
+
+cdef double[:, ::1] _pairs(double[:, ::1] AB, double[:, ::1] A, double[::1] s1, double[::1] v1, double[::1] x,
+                           Py_ssize_t[::1] B, double[::1] gain, Py_ssize_t nJ, Py_ssize_t[::1] cols):
+    """delta[J, I]: the model's change of f when J leaves and I enters (SwapModel._pairs)."""
+    cdef Py_ssize_t nc = cols.shape[0], a, q, c
+    cdef double[:, ::1] out = np.empty((nJ, nc))
+    cdef double xa, K, e, d
+    for a in range(nJ):
+        xa = x[B[a]]
+        for q in range(nc):
+            c = cols[q]
+            K = A[a, a] + AB[a, c] * AB[a, c] / s1[c]
+            e = xa + AB[a, c] * v1[c]
+            d = -gain[c] + 0.5 * e * e / K
+            out[a, q] = d if isfinite(d) else INFINITY
+    return out
+
+
+cdef tuple _ranked(Model md, Py_ssize_t limit):
+    """The ``limit`` best swaps (unit out, unit in, predicted change), best first (SwapModel.swaps)."""
+    cdef Py_ssize_t nJ = md.delta.shape[0], nc = md.delta.shape[1], r, m
+    flat_ = np.asarray(md.delta).ravel()
+    cdef double[::1] flat = flat_
+    cdef Py_ssize_t[::1] order = _top(flat, limit, False)
+    m = order.shape[0]
+    cdef Py_ssize_t[::1] outs = np.empty(m, dtype=np.intp), ins = np.empty(m, dtype=np.intp)
+    cdef double[::1] vals = np.empty(m)
+    for r in range(m):
+        outs[r] = md.units[order[r] // nc]
+        ins[r] = md.units_out[md.cand[order[r] % nc]]
+        vals[r] = flat[order[r]]
+    return outs, ins, vals
+
+
+cdef tuple _disjoint(Py_ssize_t[::1] outs, Py_ssize_t[::1] ins, double[::1] vals, Py_ssize_t limit, bint any_sign):
+    """The best swaps with predicted decrease (any change with ``any_sign``), no unit twice, at most
+    ``limit`` (solvers/auto._disjoint)."""
+    cdef Py_ssize_t[::1] po = np.empty(limit, dtype=np.intp), pi = np.empty(limit, dtype=np.intp)
+    cdef Py_ssize_t q = 0, r, s
+    cdef bint used
+    for r in range(outs.shape[0]):
+        if q >= limit or not (vals[r] < 0 or any_sign):
+            break
+        used = False
+        for s in range(q):
+            if po[s] == outs[r] or pi[s] == ins[r]:
+                used = True
+                break
+        if used:
+            continue
+        po[q] = outs[r]
+        pi[q] = ins[r]
+        q += 1
+    if q == 0 and outs.shape[0] > 0:
+        po[0] = outs[0]
+        pi[0] = ins[0]
+        q = 1
+    return np.array(po[:q]), np.array(pi[:q])
+
+
+cdef Py_ssize_t[::1] _swapped(Py_ssize_t[::1] units, Py_ssize_t[::1] po, Py_ssize_t[::1] pi, Py_ssize_t c):
+    """The units with the first c pairs exchanged (sorted)."""
+    cdef Py_ssize_t[::1] out = np.array(units)
+    cdef Py_ssize_t s, a
+    for s in range(c):
+        for a in range(out.shape[0]):
+            if out[a] == po[s]:
+                out[a] = pi[s]
+                break
+    return _sorted(out)
+
+
+cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssize_t[::1] po, Py_ssize_t[::1] pi,
+                       Py_ssize_t c):
+    """The model's minimizer on the support with the units po[:c] removed and pi[:c] added (the
+    Hessian between two entering units taken as zero), as a flat point: the warm start of the exact
+    solve (SwapModel.warm)."""
+    cdef Py_ssize_t nb = md.B.shape[0], nJ = md.units.shape[0], s, a, q, nk, m
+    cdef Py_ssize_t[::1] out_rows = np.empty(c, dtype=np.intp), in_cols = np.empty(c, dtype=np.intp)
+    for s in range(c):
+        for a in range(nJ):
+            if md.units[a] == po[s]:
+                out_rows[s] = a
+        for a in range(md.units_out.shape[0]):
+            if md.units_out[a] == pi[s]:
+                in_cols[s] = a
+    keep_mask = np.ones(nb, dtype=np.bool_)
+    keep_mask[np.asarray(out_rows)] = False
+    cdef Py_ssize_t[::1] keep = np.flatnonzero(keep_mask).astype(np.intp)
+    nk = keep.shape[0]
+    m = nk + c
+    cdef double[:, ::1] H = np.zeros((m, m)), L = np.empty((m, m))
+    cdef double[::1] rhs = np.empty(m), step = np.empty(m)
+    cdef double t, tr = 0.0, lam
+    for a in range(nk):
+        for q in range(nk):
+            H[a, q] = md.HBB[keep[a], keep[q]]
+        for s in range(c):
+            H[a, nk + s] = md.HBI[keep[a], in_cols[s]]
+            H[nk + s, a] = H[a, nk + s]
+    for s in range(c):
+        H[nk + s, nk + s] = md.HII[in_cols[s]]
+    for a in range(nk):
+        t = g[md.B[keep[a]]]
+        for s in range(c):
+            t -= md.HBB[keep[a], out_rows[s]] * x[md.B[out_rows[s]]]
+        rhs[a] = t
+    for s in range(c):
+        t = g[P.C[md.units_out[in_cols[s]]]]
+        for q in range(c):
+            t -= md.HBI[out_rows[q], in_cols[s]] * x[md.B[out_rows[q]]]
+        rhs[nk + s] = t
+    for a in range(m):
+        tr += H[a, a]
+    lam = 1e-10 * max(tr / max(m, 1), 1e-300)
+    for a in range(m):
+        H[a, a] += lam
+    if _factor(H, L, 0.0):
+        _fsolve(L, rhs, step)
+        for a in range(m):
+            step[a] = -step[a]
+    else:
+        step = -np.linalg.lstsq(np.asarray(H), np.asarray(rhs), rcond=None)[0]
+    cdef double[::1] w = np.array(x)
+    for s in range(c):
+        w[md.B[out_rows[s]]] = 0.0
+    for a in range(nk):
+        w[md.B[keep[a]]] += step[a]
+    for s in range(c):
+        w[P.C[md.units_out[in_cols[s]]]] = step[nk + s]
+    return w
+
+
+# ---------------------------------------------------------------------- auto's search
+
+
+cdef tuple _check(Problem P, Model md, double[::1] x, double[::1] g, Py_ssize_t[::1] new, Py_ssize_t[::1] po,
+                  Py_ssize_t[::1] pi, Py_ssize_t c, double bar, long[::1] stats, list rejected):
+    """The exact restricted solve of the support ``new`` (from the model's minimizer on a
+    non-quadratic objective): (x, f, g, improved, ok); a support already rejected at this f is not
+    solved again, one that fails is added to ``rejected``."""
+    for r in rejected:
+        if _same(new, r):
+            return x, INFINITY, g, False, True
+    cdef double[::1] x0
+    if P.quad:
+        x0 = x  # a direct solve: the start is not used
+    else:
+        x0 = _warm(P, md, x, g, po, pi, c)
+    xn, fn, gn, ok = _solve_on(P, new, x0, bar, stats)
+    stats[5] += 1  # ST_EXACT
+    if not ok:
+        return xn, fn, gn, False, False
+    if isfinite(fn) and fn < bar:
+        return xn, fn, gn, True, True
+    rejected.append(new)
+    return xn, fn, gn, False, True
+
+
+cdef bint _seen(list tried, Py_ssize_t[::1] new):
+    for t in tried:
+        if _same(new, t):
+            return True
+    return False
+
+
+cdef tuple _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py_ssize_t exchange,
+                 Py_ssize_t tries, double min_dec, long[::1] stats, list rejected):
+    """One step of the search (solvers/auto.Auto._step without linear constraints): the best
+    disjoint swaps together, halved until a set lowers f; the next ``tries`` single swaps; then
+    several swaps at once regardless of their single predictions (the best disjoint pairs, then
+    ABESS's smallest removals for the largest gains). Returns (x, f, g, units, accepted, ok)."""
+    cdef Py_ssize_t[::1] outs, ins, po, pi, new, po1, pi1, ro, gi, spo, spi, bpo, bpi
+    cdef double[::1] vals
+    cdef double thr, bar
+    cdef Py_ssize_t c, r, extra = 0, nk, m, s, q
+    cdef bint better, ok
+    outs, ins, vals = _ranked(md, 4 * exchange + tries + 16)
+    if P.quad:  # the model is f: a swap it rates >= 0 cannot lower f
+        thr = -min_dec * max(1.0, fabs(f))
+        q = 0
+        for r in range(vals.shape[0]):
+            if vals[r] < thr:
+                outs[q], ins[q], vals[q] = outs[r], ins[r], vals[r]
+                q += 1
+        outs, ins, vals = outs[:q], ins[:q], vals[:q]
+    bar = f - min_dec * max(1.0, fabs(f))
+    po, pi = _disjoint(outs, ins, vals, exchange, False)
+    tried = []
+    c = po.shape[0]
+    while c >= 1:
+        new = _swapped(md.units, po, pi, c)
+        tried.append(new)
+        xn, fn, gn, better, ok = _check(P, md, x, g, new, po, pi, c, bar, stats, rejected)
+        if not ok:
+            return x, f, g, md.units, False, False
+        if better:
+            return xn, fn, gn, new, True, True
+        c //= 2
+    for r in range(outs.shape[0]):
+        if extra >= tries:
+            break
+        po1 = np.array(outs[r : r + 1])
+        pi1 = np.array(ins[r : r + 1])
+        new = _swapped(md.units, po1, pi1, 1)
+        if _seen(tried, new):
+            continue
+        tried.append(new)
+        extra += 1
+        xn, fn, gn, better, ok = _check(P, md, x, g, new, po1, pi1, 1, bar, stats, rejected)
+        if not ok:
+            return x, f, g, md.units, False, False
+        if better:
+            stats[6] += 1  # ST_TRIES
+            return xn, fn, gn, new, True, True
+    # several at once: the joint model's best disjoint pairs, then ABESS's sacrifices
+    o2, i2, v2 = _ranked(md, 4 * exchange + 16)
+    jpo, jpi = _disjoint(o2, i2, v2, exchange, True)
+    nk = md.units.shape[0]
+    ro = _top(md.removal, min(exchange, nk), False)
+    gi = _top(md.gain, min(ro.shape[0], md.units_out.shape[0]), True)
+    m = min(ro.shape[0], gi.shape[0])
+    spo = np.empty(m, dtype=np.intp)
+    spi = np.empty(m, dtype=np.intp)
+    for s in range(m):
+        spo[s] = md.units[ro[s]]
+        spi[s] = md.units_out[gi[s]]
+    for which in range(2):
+        bpo = jpo if which == 0 else spo
+        bpi = jpi if which == 0 else spi
+        c = bpo.shape[0]
+        while c >= 2:
+            new = _swapped(md.units, bpo, bpi, c)
+            if not _seen(tried, new):
+                tried.append(new)
+                xn, fn, gn, better, ok = _check(P, md, x, g, new, bpo, bpi, c, bar, stats, rejected)
+                if not ok:
+                    return x, f, g, md.units, False, False
+                if better:
+                    stats[7] += 1  # ST_MULTI
+                    return xn, fn, gn, new, True, True
+            c //= 2
+    return x, f, g, md.units, False, True
+
+
+cdef tuple _search(Problem P, double[::1] x, double f, double[::1] g, Py_ssize_t[::1] units, double[::1] opts,
+                   long[::1] stats, list flog):
+    """The swap search of solvers/auto.Auto._search_from from the restricted minimizer x on the
+    units ``units``: (x, f, units, status, steps, ok). ``opts``: exchange, tries, candidates, pool,
+    max_iter, min_decrease."""
+    cdef Py_ssize_t exchange = <Py_ssize_t> opts[0], tries = <Py_ssize_t> opts[1], candidates = <Py_ssize_t> opts[2]
+    cdef Py_ssize_t pool = <Py_ssize_t> opts[3], max_iter = <Py_ssize_t> opts[4]
+    cdef double min_dec = opts[5]
+    cdef Py_ssize_t nunits = P.C.shape[0], pl
+    cdef int status = MAX_ITER, steps = 0, pass_
+    cdef bint accepted, ok
+    cdef Model md
+    while steps < max_iter:
+        rejected = []
+        accepted = False
+        for pass_ in range(2):
+            pl = pool if pass_ == 0 else nunits
+            md = _swap_model(P, x, g, units, pl, candidates)
+            stats[4] += 1  # ST_MODELS
+            if pass_ == 1:
+                stats[8] += 1  # ST_FULL
+            if not md.ok:
+                return x, f, units, FALLBACK, steps, False
+            xn, fn, gn, un, accepted, ok = _step(P, md, x, f, g, exchange, tries, min_dec, stats, rejected)
+            if not ok:
+                return x, f, units, FALLBACK, steps, False
+            if accepted or md.units_out.shape[0] + units.shape[0] >= nunits:
+                break
+        if not accepted:
+            status = CONVERGED
+            break
+        x, f, g, units = xn, fn, gn, un
+        steps += 1
+        flog.append(f)
+    return x, f, units, status, steps, True
+
+
+def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, runs):
+    """``auto`` from each start in ``starts`` (START_GRAHTP: GraHTP from ``x_inside``; START_SCREEN:
+    the free coordinates fitted at ``x_inside``, then the k units of largest model gain;
+    START_INIT: the point ``x_init``, already cut to k units), each followed by the swap search;
+    the lowest end point kept (the first of equal ones).
+
+    ``opts``: exchange, tries, candidates, pool, max_iter, min_decrease, GraHTP's max_iter and tol.
+    ``stats`` (starts x N_STATS, int64) and ``runs`` (starts x 5: start objective, objective,
+    swaps, iterations, status; NaN objectives for a start that failed) are filled per start.
+    Returns (x, f, status, iterations, best start index or -1, the objectives the search logged:
+    each start's, then every accepted swap); status FALLBACK when some step met a case for the
+    general path."""
+    cdef double[::1] o = np.ascontiguousarray(opts, dtype=float)
+    cdef double[::1] xin = np.ascontiguousarray(x_inside, dtype=float)
+    cdef double[::1] xi = np.ascontiguousarray(x_init, dtype=float)
+    cdef long[:, ::1] sv = stats
+    cdef double[:, ::1] rv = runs
+    cdef Py_ssize_t pool = <Py_ssize_t> o[3], candidates = <Py_ssize_t> o[2], s
+    cdef int g_max_iter = <int> o[6]
+    cdef double g_tol = o[7], f, bf = INFINITY
+    cdef int status, its, best = -1, bstatus = MAX_ITER, bits = 0, steps, how
+    cdef bint ok
+    cdef double[::1] x, g, bx = np.zeros(P.D)
+    cdef Py_ssize_t[::1] units, add
+    cdef Model md
+    flog = []
+    for s in range(len(starts)):
+        rv[s, 0] = NAN
+        rv[s, 1] = NAN
+        how = starts[s]
+        if how == START_GRAHTP:
+            x, f, g, status, its = _grahtp(P, k, xin, g_max_iter, g_tol, sv[s])
+            if status == FALLBACK:
+                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+            if status == DIVERGED or not isfinite(f):
+                continue
+        elif how == START_SCREEN:
+            x, f, g, ok = _solve_on(P, np.empty(0, dtype=np.intp), xin, NAN, sv[s])
+            if not ok:
+                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+            its = 1
+        else:
+            x = np.array(xi)
+            its = 1
+        units = _support(P, x)
+        x, f, g, ok = _solve_on(P, units, x, NAN, sv[s])
+        if not ok:
+            return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+        if not isfinite(f):
+            continue
+        if units.shape[0] < k:  # the start used less than the budget: the units of largest gain added
+            md = _swap_model(P, x, g, units, pool, candidates)
+            if not md.ok:
+                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+            add = np.asarray(md.units_out)[np.asarray(_top(md.gain, k - units.shape[0], True))]
+            units = _sorted(np.concatenate((np.asarray(units), np.asarray(add))))
+            x, f, g, ok = _solve_on(P, units, x, NAN, sv[s])
+            if not ok:
+                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+        rv[s, 0] = f
+        flog.append(f)
+        x, f, units, status, steps, ok = _search(P, x, f, g, units, o, sv[s], flog)
+        if not ok:
+            return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+        rv[s, 1] = f
+        rv[s, 2] = steps
+        rv[s, 3] = its + steps
+        rv[s, 4] = status
+        if best < 0 or f < bf:
+            best, bx, bf, bstatus, bits = s, x, f, status, its + steps
+    if best < 0:
+        return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+    return np.asarray(bx), bf, bstatus, bits, best, flog

@@ -1,0 +1,121 @@
+"""``auto`` on a small composite problem in one compiled call (the lean path).
+
+:func:`lean_auto` runs the pipeline of :mod:`.auto` -- the GraHTP start (and the screening start on
+quadratic objectives), then the swap search -- through :func:`sparsemodel.numerics._lean.auto_run`
+on the arrays :func:`sparsemodel.lowering.lean.lean_data` keeps with the design, and builds the
+usual :class:`~.result.Result`. Same algorithm, same supports, same end points as the Python
+pipeline (tests/solvers/test_lean.py checks the objectives on the problems of
+benchmarks/vs_abess.py); what it saves is the Python call per step (the issue's profile: about 100
+us of small NumPy calls per Newton step, a SwapModel built three times per solve).
+
+It applies when :func:`lean_data` covers the problem and the options ask for nothing the kernel does
+not do (``restricted='auto'``, ``search=true``, ``start`` auto, grahtp or screen, or ``init``); it
+returns None otherwise, and when the kernel meets a case for the general path (a support whose
+Hessian is not numerically positive definite, a solve that does not converge), which then runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..lowering.lean import kernels, lean_data, lean_start
+from .base import initial_point
+from .result import CONVERGED, MAX_ITER, Result, finish
+
+if TYPE_CHECKING:
+    from ..lowering.lowered import LoweredProblem
+    from .base import Solver
+
+START_NAMES = ("grahtp", "screen", "init")
+GRAHTP_MAX_ITER, GRAHTP_TOL = 500, 1e-6  # GraHTP's defaults (its options max_iter and tol)
+
+
+def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
+    """``auto``'s result from the compiled kernel, or None where the general pipeline must run."""
+    o = solver.opts
+    if o["restricted"] != "auto" or not o["search"]:
+        return None
+    if o["init"] is not None:
+        starts = [2]
+    elif o["start"] == "auto":
+        data = lean_data(lp)
+        if data is None:
+            return None
+        starts = [0, 1] if data.quadratic else [0]
+    elif o["start"] in ("grahtp", "screen"):
+        starts = [START_NAMES.index(o["start"])]
+    else:
+        return None
+    data = lean_data(lp)
+    if data is None:
+        return None
+    kern = kernels()
+
+    k = int(lp.set.k)
+    x_in = lean_start(lp, data)
+    x_init = initial_point(lp, o["init"]) if o["init"] is not None else x_in
+    pool = o["pool"] if o["pool"] is not None else data.coords
+    opts = np.array(
+        [
+            o["exchange"],
+            o["tries"],
+            o["candidates"],
+            pool,
+            o["max_iter"],
+            o["min_decrease"],
+            GRAHTP_MAX_ITER,
+            GRAHTP_TOL,
+        ],
+        dtype=float,
+    )
+    st = np.array(starts, dtype=np.int64)
+    stats = np.zeros((len(starts), kern.N_STATS), dtype=np.int64)
+    runs = np.full((len(starts), 5), np.nan)
+    x, f, status, its, best, flog = kern.auto_run(data.P, k, st, x_in, x_init, opts, stats, runs)
+    if status == kern.FALLBACK:
+        return None
+    tot = stats.sum(axis=0)
+    n_s = lp.n_samples or 1
+    lp.oracle.charge(
+        solves=int(tot[kern.ST_SOLVES]), grads=int(tot[kern.ST_NEWTON]), ifo=n_s * int(tot[kern.ST_NEWTON])
+    )
+    lp.oracle.thresholded(int(tot[kern.ST_HT]))
+    hist = solver.history(lp, clock)
+    for v in flog:
+        hist.log(float(v))
+    names = [START_NAMES[s] for s in starts]
+    bs = stats[best]
+    extra = {
+        "pipeline": [names[best], "swap search"],
+        "start": names[best],
+        "start_objective": float(runs[best, 0]),
+        "swaps": int(runs[best, 2]),
+        "starts": [
+            {
+                "start": names[i],
+                "start_objective": float(runs[i, 0]),
+                "objective": float(runs[i, 1]),
+                "swaps": int(runs[i, 2]) if np.isfinite(runs[i, 1]) else 0,
+            }
+            for i in range(len(starts))
+        ],
+        "exact_solves": int(bs[kern.ST_EXACT]),
+        "models": int(bs[kern.ST_MODELS]),
+        "full_models": int(bs[kern.ST_FULL]),
+        "accepted_from_tries": int(bs[kern.ST_TRIES]),
+        "accepted_multi_swaps": int(bs[kern.ST_MULTI]),
+        "kernel": "compiled",
+    }
+    return finish(
+        lp,
+        solver,
+        x,
+        CONVERGED if status == kern.CONVERGED else MAX_ITER,
+        int(its),
+        clock,
+        hist,
+        f=float(f),
+        extra=extra,
+    )

@@ -1,0 +1,149 @@
+"""The lean path: ``auto``'s pipeline in one compiled call (sparsemodel/numerics/_lean.pyx) gives the
+Python pipeline's answers (the same steps: the same supports and objectives to rounding) on the
+problem families of benchmarks/vs_abess.py that it covers, falls back to the Python pipeline where
+its kernel meets a case it does not treat, and is not used outside its class."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sparsemodel as sm
+from sparsemodel.datasets import sparse_linear_regression, sparse_logistic_regression
+from sparsemodel.lowering import lean as lean_mod
+from sparsemodel.solvers import get_solver
+
+pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built (pip install -e .)")
+
+AUTO = get_solver("auto")
+REL = 1e-9  # the objectives agree to rounding: the benchmarks' tolerance (f <= f_ref + 1e-9 max(1, |f_ref|))
+
+
+def glm(family: str, n: int, p: int, k: int, seed: int, ridge: float = 0.0, intercept: bool = True) -> sm.Problem:
+    """The data of vs_abess.py's GLM families (abess.datasets.make_glm_data: an equicorrelated design,
+    rho = 0.5, k nonzeros), drawn here with NumPy; the losses as vs_abess.py writes them."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + np.sqrt(0.5 / 0.5) * rng.standard_normal((n, 1))
+    X /= np.sqrt(2.0)
+    beta = np.zeros(p)
+    beta[rng.choice(p, k, replace=False)] = rng.choice([-1.0, 1.0], k) * rng.uniform(0.5, 1.5, k)
+    eta = X @ beta
+    w = sm.Variable(p + 1 if intercept else p, name="w")
+    coef = w[1:] if intercept else w
+    z = X @ coef + w[0] if intercept else X @ coef
+    if family == "gaussian":
+        y = eta + rng.standard_normal(n)
+        loss = sm.sum_squares(z - y)
+    elif family == "binomial":
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+        loss = sm.sum(sm.logistic(-(2 * y - 1) * z))
+    elif family == "poisson":
+        y = rng.poisson(np.exp(0.5 * eta)).astype(float)
+        loss = sm.sum(sm.exp(z) - y * z)
+    else:  # gamma, canonical link: mean 1 / z with z > 0
+        mu = 1.0 / (1.0 + np.exp(-eta))  # positive means
+        y = rng.gamma(2.0, mu / 2.0)
+        loss = sm.sum(y * z - sm.log(z))
+    if ridge:
+        loss = loss + ridge / 2 * sm.sum_squares(coef)
+    return sm.Problem(sm.minimize(loss), [sm.nnz(coef) <= k])
+
+
+def both(prob: sm.Problem, **opts):
+    lp = prob.lower()
+    lean = AUTO(**opts).solve(lp)
+    python = AUTO(lean=False, **opts).solve(lp)
+    return lean, python
+
+
+def agree(lean, python) -> None:
+    assert lean.extra.get("kernel") == "compiled"
+    assert "kernel" not in python.extra
+    assert lean.status == python.status
+    assert abs(lean.objective - python.objective) <= REL * max(1.0, abs(python.objective))
+    assert list(lean.support) == list(python.support)
+    assert lean.extra["swaps"] == python.extra["swaps"]
+    assert [s["start"] for s in lean.extra["starts"]] == [s["start"] for s in python.extra["starts"]]
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson", "gamma"])
+@pytest.mark.parametrize("size", [(100, 20, 3), (300, 60, 6)])
+def test_the_kernel_gives_the_python_pipeline_answer(family, size):
+    n, p, k = size
+    for seed in range(2):
+        agree(*both(glm(family, n, p, k, seed)))
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial"])
+def test_ridge_no_intercept_and_other_options(family):
+    agree(*both(glm(family, 120, 25, 4, 3, ridge=0.5)))
+    agree(*both(glm(family, 120, 25, 4, 4, intercept=False)))
+    prob = glm(family, 120, 25, 4, 5)
+    agree(*both(prob, start="screen"))
+    agree(*both(prob, start="grahtp", exchange=2, tries=1, pool=8, candidates=4))
+    lp = prob.lower()
+    init = np.zeros(26)
+    init[[1, 2]] = 1.0  # a short init: filled to k by the model's gains
+    agree(AUTO(init=init).solve(lp), AUTO(init=init, lean=False).solve(lp))
+
+
+def test_paper_000_section_61_and_62_problems():
+    """Near the phase transition of paper 000, Section 6.1 (n = 175, p = 500, k = 50; screened
+    pools, several swaps at once) and the logistic problem of Section 6.2 (k = 50 of 200)."""
+    X, y, _ = sparse_linear_regression(175, seed=1)
+    w = sm.Variable(X.shape[1], name="w")
+    agree(*both(sm.Problem(sm.minimize(sm.sum_squares(X @ w - y) / 350), [sm.nnz(w) <= 50])))
+    X, v, _ = sparse_logistic_regression(200, seed=0)
+    w = sm.Variable(X.shape[1], name="w")
+    prob = sm.Problem(sm.minimize(sm.mean(sm.logistic(-v * (X @ w))) + 1e-5 / 2 * sm.sum_squares(w)), [sm.nnz(w) <= 20])
+    agree(*both(prob))
+
+
+def test_a_path_and_a_comparison_reuse_the_kernel_data():
+    prob = glm("binomial", 100, 20, 3, 0)
+    lp = prob.lower()
+    first = lean_mod.lean_data(lp)
+    for k in (2, 4, 6):
+        lpk = lp.with_budget(k)
+        assert lean_mod.lean_data(lpk) is first  # one design, the same coordinates: built once
+        agree(AUTO().solve(lpk), AUTO(lean=False).solve(lpk))
+
+
+def test_dependent_columns_fall_back_to_the_python_pipeline():
+    """A support whose Gram block is singular (a duplicated column) is a case for the general path,
+    which handles dependent columns: the answer is the Python pipeline's."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 8))
+    X[:, 5] = X[:, 2]
+    y = X[:, 2] + X[:, 4] + 0.1 * rng.standard_normal(50)
+    w = sm.Variable(8, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y)), [sm.nnz(w) <= 3]).lower()
+    res = AUTO().solve(lp)
+    ref = AUTO(lean=False).solve(lp)
+    assert abs(res.objective - ref.objective) <= REL * max(1.0, ref.objective)
+    assert set(np.flatnonzero(res.x)) >= {4} and ({2} <= set(res.support) or {5} <= set(res.support))
+
+
+def test_outside_the_class_the_python_pipeline_runs():
+    """Groups (the softmax of vs_abess.py's multinomial family), a box, a loss with parameters:
+    no lean data, the Python pipeline's result."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((40, 6))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.standard_normal(40)
+    w = sm.Variable(6, name="w")
+    for cons in ([sm.nnz(w, groups=[0, 0, 1, 1, 2, 2]) <= 1], [sm.nnz(w) <= 2, w >= 0]):
+        lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y)), cons).lower()
+        assert lean_mod.lean_data(lp) is None
+        assert "kernel" not in AUTO().solve(lp).extra
+    lp = sm.Problem(sm.minimize(sm.sum(sm.huber(X @ w - y, 1.0))), [sm.nnz(w) <= 2]).lower()
+    assert lean_mod.lean_data(lp) is None
+
+
+def test_without_the_extension_auto_runs_the_python_pipeline(monkeypatch):
+    prob = glm("poisson", 80, 15, 3, 2)
+    lp = prob.lower()
+    monkeypatch.setattr(lean_mod, "_KERNELS", [None])
+    res = AUTO().solve(lp)
+    assert "kernel" not in res.extra
+    monkeypatch.undo()
+    assert AUTO().solve(lp).extra.get("kernel") == "compiled"
