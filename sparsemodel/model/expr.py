@@ -25,12 +25,15 @@ def _operand(e: Expr, prec: int) -> str:
 
 def broadcast_shapes(a: Shape, b: Shape, op: str, left: Expr, right: Expr, span: Span | None) -> Shape:
     prec = 10 if op in "+-" else 20
-    text = f"{_operand(left, prec)} {op} {_operand(right, prec + 1)}"
+
+    def text() -> str:  # only for a refusal: the text of a long chain costs its length at every link
+        return f"{_operand(left, prec)} {op} {_operand(right, prec + 1)}"
+
     try:
         shape = tuple(np.broadcast_shapes(a, b))
     except ValueError:
         raise ShapeError(
-            f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast in {text}",
+            f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast in {text()}",
             span,
             "elementwise operators follow NumPy broadcasting: trailing dimensions must match or be 1",
         ) from None
@@ -38,7 +41,7 @@ def broadcast_shapes(a: Shape, b: Shape, op: str, left: Expr, right: Expr, span:
     return shape
 
 
-def refuse_vector_meets_line(left: Expr, right: Expr, text: str, span: Span | None) -> None:
+def refuse_vector_meets_line(left: Expr, right: Expr, text: str | Callable[[], str], span: Span | None) -> None:
     """Refuse an elementwise combination of a vector (1-D, more than one entry) with a matrix of
     one row or one column (shape (m, 1), (1, m) or (1, 1)).
 
@@ -70,6 +73,8 @@ def refuse_vector_meets_line(left: Expr, right: Expr, text: str, span: Span | No
         hint += (
             "; to pair every entry of a column with every entry of a vector on purpose, give the vector as a row matrix"
         )
+    if callable(text):
+        text = text()
     raise ShapeError(
         f"{text} combines the vector {vec} of shape {fmt_shape(vec.shape)} with {what} {line} of shape "
         f"{fmt_shape(m)}: NumPy broadcasting would make a {made} matrix where a vector was meant",

@@ -136,3 +136,25 @@ def test_the_broadcasting_that_is_meant_still_builds_and_solves(tmp_path):
     r = sm.load(tmp_path / "c.sm").solve()
     beta = np.linalg.lstsq((X - mu)[:, r.support], Y - Y.mean(), rcond=None)[0]
     np.testing.assert_allclose(r.x[r.support], beta, rtol=1e-7)
+
+
+def test_building_a_long_sum_renders_no_text(monkeypatch):
+    """The refusal's text is made only when refusing: rendering both operands at every link of a
+    chain of n terms costs n^2 (a 10,000-term objective took minutes to parse)."""
+    from sparsemodel.model.expr import Expr
+
+    calls = []
+    render = Expr.__str__
+
+    def counting(self):
+        calls.append(1)
+        return render(self)
+
+    monkeypatch.setattr(Expr, "__str__", counting)
+    w = sm.Variable(5, name="w")
+    total = (w[0] - 1) ** 2
+    for i in range(1, 300):
+        total = total + (i % 7 + 1) * (w[i % 5] - i % 3) ** 2
+    assert calls == []
+    with pytest.raises(ShapeError, match="combines the vector"):
+        total + w - np.ones((5, 1))  # the refusal still names the operands
