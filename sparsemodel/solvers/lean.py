@@ -73,7 +73,7 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
     x, f, status, its, best, flog = kern.auto_run(data.P, k, st, x_in, x_init, opts, stats, runs)
     if status == kern.FALLBACK:
         return None
-    tot = stats.sum(axis=0)
+    tot = stats[0] if len(starts) == 1 else stats.sum(axis=0)  # (one start: its row)
     n_s = lp.n_samples or 1
     lp.oracle.charge(
         solves=int(tot[kern.ST_SOLVES]), grads=int(tot[kern.ST_NEWTON]), ifo=n_s * int(tot[kern.ST_NEWTON])
