@@ -22,7 +22,7 @@ def unbounded_direction(lp: LoweredData) -> str | None:
     bound allows at least one) along which f is linear with a nonzero slope. None otherwise
     (a restricted solve that runs away is caught at run time)."""
     d = lp.design
-    if d is None or lp.side:
+    if d is None or lp.side or not d.lin.any():  # (no linear part: nothing to look for)
         return None
     flat = (d.lin != 0) & ~d.curved_coordinates()
     if not flat.any():

@@ -37,7 +37,10 @@ class Counters:
     newton_steps: int = 0  # barrier Newton steps of precision-matrix restricted solves under an active box
 
     def as_dict(self) -> dict[str, int]:
-        return {f.name: int(getattr(self, f.name)) for f in fields(self)}
+        return {name: int(getattr(self, name)) for name in COUNTER_NAMES}
+
+
+COUNTER_NAMES = tuple(f.name for f in fields(Counters))  # (read once: fields() costs more than the dict)
 
 
 class Oracle:

@@ -197,7 +197,9 @@ class CoordinateSparsity(ConstraintSet):
     # ---- what Result, the sweeps and select read
     def nonzeros(self, x: np.ndarray) -> np.ndarray:
         local = self.constraint.coords  # positions of C inside the variable
-        return np.sort(local[np.flatnonzero(x[self.coords] != 0)])
+        out = local[(x[self.coords] != 0).nonzero()[0]]  # (a new array: sorted in place)
+        out.sort()
+        return out
 
     def report(self, x: np.ndarray, support: np.ndarray, names: Any) -> dict[str, Any]:
         if self.unit_of is None or self.pairs:

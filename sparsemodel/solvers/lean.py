@@ -37,20 +37,17 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
     o = solver.opts
     if o["restricted"] != "auto" or not o["search"]:
         return None
-    if o["init"] is not None:
-        starts = [2]
-    elif o["start"] == "auto":
-        data = lean_data(lp)
-        if data is None:
-            return None
-        starts = [0, 1] if data.quadratic else [0]
-    elif o["start"] in ("grahtp", "screen"):
-        starts = [START_NAMES.index(o["start"])]
-    else:
+    if o["init"] is None and o["start"] not in ("auto", "grahtp", "screen"):
         return None
     data = lean_data(lp)
     if data is None:
         return None
+    if o["init"] is not None:
+        starts = [2]
+    elif o["start"] == "auto":
+        starts = [0, 1] if data.quadratic else [0]
+    else:
+        starts = [START_NAMES.index(o["start"])]
     kern = kernels()
 
     k = int(lp.set.k)
@@ -76,7 +73,7 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
     x, f, status, its, best, flog = kern.auto_run(data.P, k, st, x_in, x_init, opts, stats, runs)
     if status == kern.FALLBACK:
         return None
-    tot = stats.sum(axis=0)
+    tot = stats[0] if len(starts) == 1 else stats.sum(axis=0)  # (one start: its row)
     n_s = lp.n_samples or 1
     lp.oracle.charge(
         solves=int(tot[kern.ST_SOLVES]), grads=int(tot[kern.ST_NEWTON]), ifo=n_s * int(tot[kern.ST_NEWTON])
