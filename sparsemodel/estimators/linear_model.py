@@ -95,7 +95,9 @@ class LinearModel(SparseEstimator):
 
     # ---- to define: the loss on the data
     def _loss(self, X: Any, y: Any, sw: np.ndarray) -> tuple[Any, Variable, Variable | None, list[Any]]:
-        raise NotImplementedError
+        """The model's loss on (X, y) with case weights ``sw``: (the loss, the coefficients, the
+        intercept or None, the other constraints). Every estimator states its own."""
+        raise NotImplementedError(f"{type(self).__name__} states no loss: an estimator defines _loss")
 
     def _check_always(self, n_features: int) -> list[int]:
         if self.always_select is None:

@@ -431,8 +431,8 @@ class KnockoffResult(Report):
             "units": self.rows(),
         }
 
-    def figure(self) -> Any:
-        """W per unit, sorted, with the threshold (and -threshold) marked and the selected units filled."""
+    def figure(self, metrics: Any = None) -> Any:
+        """W per unit, sorted, with the threshold (and -threshold) marked and the selected units filled. (``metrics``: the study reports' plot argument; this plot is fixed)"""
         fig, (ax,) = new_figure(1, width=7.5)
         order = np.argsort(-self.W, kind="stable")
         sel = np.isin(order, self.selected)

@@ -352,8 +352,8 @@ class StabilityResult(Report):
             "units": self.rows(),
         }
 
-    def figure(self) -> Any:
-        """The stability paths: pi(u, k) against k, one line per unit (selected ones in colour)."""
+    def figure(self, metrics: Any = None) -> Any:
+        """The stability paths: pi(u, k) against k, one line per unit (selected ones in colour). (``metrics``: the study reports' plot argument; this plot is fixed)"""
         fig, (ax,) = new_figure(1, width=7.0)
         sel = set(self.selected.tolist())
         for j in range(self.p):

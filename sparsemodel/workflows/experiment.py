@@ -115,7 +115,7 @@ class Selector(External):
     seed: int | None = 0
 
     def select(self, problem: Model, lp: LoweredProblem, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
-        raise NotImplementedError  # pragma: no cover - every selector defines it
+        raise NotImplementedError(f"{type(self).__name__} chooses no units: a selector defines select")
 
     def refit(self, problem: Model, lp: LoweredProblem, index: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """The values of the model refitted on the selected units, and the report (the whole

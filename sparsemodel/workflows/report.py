@@ -12,12 +12,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..outputs import check_output, write_output
+from ..util import jsonable
 from .figures import png_bytes
 from .metrics import bound_cells
 
@@ -81,30 +83,38 @@ def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({c: ("" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in columns})
+        w.writerow(
+            {c: ("" if r.get(c) is None else (repr(r[c]) if isinstance(r[c], float) else r[c])) for c in columns}
+        )
     return buf.getvalue()
 
 
 def json_text(data: dict[str, Any], indent: int | None = 2) -> str:
-    """The report's dictionary as JSON (NaN refused: :func:`~sparsemodel.util.jsonable` turns it into null)."""
-    return json.dumps(data, indent=indent, allow_nan=False) + "\n"
+    """The report's dictionary as JSON, through :func:`~sparsemodel.util.jsonable` (NumPy values to
+    Python ones, a non-finite float to its text; NaN is never written as a bare token)."""
+    return json.dumps(jsonable(data), indent=indent, allow_nan=False) + "\n"
 
 
-class Report:
+class Report(ABC):
     """The writers of a report: its ``columns``, ``table_rows()`` and ``to_dict()`` as CSV and JSON,
-    its ``figure()`` as PNG, none of them over the problem's inputs (``protected``)."""
+    its ``figure()`` as PNG, none of them over the problem's inputs (``protected``). The studies'
+    reports (compare, path, select, experiment) and the inference layer's (knockoffs, stability)
+    derive from it."""
 
-    protected: set[Path]
+    protected: Any  # the problem's input files (a set or a list of paths)
     columns: Any  # the column names, in order
 
-    def table_rows(self) -> list[dict[str, Any]]:  # pragma: no cover - every report states its own
-        raise NotImplementedError
+    @abstractmethod
+    def table_rows(self) -> list[dict[str, Any]]:
+        """One dict per row, keyed by ``columns``."""
 
-    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every report states its own
-        raise NotImplementedError
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """Everything the report holds, for JSON."""
 
-    def figure(self, metrics: Any = None) -> Any:  # pragma: no cover - every report states its own
-        raise NotImplementedError
+    @abstractmethod
+    def figure(self, metrics: Any = None) -> Any:
+        """The report's matplotlib figure (``metrics``: what to plot, where a report offers a choice)."""
 
     def to_csv(self, path: str | Path, overwrite: bool = False) -> Path:
         """One line per row of the report, the columns in order (empty cells for None)."""
