@@ -31,6 +31,14 @@ def did_you_mean(word: str, options: Any, cutoff: float = 0.6) -> str:
     return f"did you mean '{c}'? " if c is not None else ""
 
 
+def as_slice(idx: np.ndarray) -> slice | np.ndarray:
+    """``idx`` as a slice when it is a run of consecutive integers (a view instead of a gather:
+    ``A[:, idx]`` of a variable ``w[a:b]``'s coordinates), else ``idx`` itself."""
+    if len(idx) and int(idx[-1]) - int(idx[0]) == len(idx) - 1 and np.all(np.diff(idx) == 1):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
+
+
 def fmt_number(v: Any) -> str:
     """A number as a person writes it: an integral value without a decimal point (``3``, not
     ``3.0``), any other with up to 12 significant digits (``1e-05``, ``0.25``)."""

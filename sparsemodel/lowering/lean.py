@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from ..util import as_slice
 from .guards import DOMAIN_TRIALS
 
 if TYPE_CHECKING:
@@ -107,27 +107,29 @@ def _arrays(lp: LoweredData) -> dict[str, Any] | None:
         data_term = i
     if data_term is None:
         return None
-    stored = lp.stored_columns(data_term)
-    if stored is None or sp.issparse(stored[0]):
+    J = d.dense_jacobian(data_term)  # C order, written once (the kernel owns it: rebinding overwrites it)
+    if J is None:
         return None
     kern = kernels()  # (looked up, and missed with its warning, only for a problem of the class)
     if kern is None:
         return None
     t = d.terms[data_term]
-    J = np.array(stored[0], dtype=float, order="C")
+    if d._full.get(data_term) is not None and np.shares_memory(J, d._full[data_term]):
+        J = J.copy()
     n = J.shape[0]
     b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
     w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
     wc = np.array(t.coef * w)
     lin = np.array(d.lin, dtype=float)
     quad = bool(t.quadratic)
-    Jsq = J * J
-    R = np.ascontiguousarray(Jsq[:, s.coords].sum(axis=1))
+    JC = J[:, as_slice(s.coords)]
+    R = np.ascontiguousarray(np.einsum("ij,ij->i", JC, JC))
     if quad:
         g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
-        diag = np.ascontiguousarray(Jsq.T @ (2.0 * wc) + rd)
+        diag = np.ascontiguousarray(np.einsum("ij,ij,i->j", J, J, 2.0 * wc) + rd)
         Jsq = np.zeros((0, lp.n))
     else:
+        Jsq = J * J
         g0, diag = np.zeros(lp.n), np.zeros(lp.n)
     return {
         "J": J,

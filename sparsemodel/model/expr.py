@@ -8,6 +8,7 @@ these over the tree; solvers never see nodes."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -144,7 +145,7 @@ class Expr:
     def __init__(self, args: Iterable[Expr], shape: Shape, span: Span | None = None):
         self.args: tuple[Expr, ...] = tuple(args)
         self.shape: Shape = tuple(int(d) for d in shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
         self.span = span
         self.uid = next(_ids)
         self._curv: str | None = None

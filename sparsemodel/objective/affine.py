@@ -10,6 +10,7 @@ subsets (mini-batches, folds) and low-rank reductions.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import scipy.sparse as sp
 
 from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub
 from ..model.expr import Data, Expr, Variable, dense, unbroadcast
+from ..util import as_slice
 from .data import as_operator
 from .evaluator import Evaluator, Layout
 from .operators import DataOperator
@@ -115,7 +117,7 @@ class Block:
     def columns(self, cols: np.ndarray, n: int) -> Any:
         """The Jacobian columns ``cols`` (flat coordinates) of this block: a (size, len(cols))
         matrix, dense or sparse, zero for columns the block does not read."""
-        size = int(np.prod(self.shape, dtype=np.int64))
+        size = math.prod(self.shape)
         loc = self.local(n)[cols]
         hits = np.flatnonzero(loc >= 0)
         if hits.size == 0:
@@ -147,7 +149,7 @@ class Block:
         rows_list, cols_list, vals_list = [], [], []
         if self.op is None:
             # broadcast of a view: entry e of the output reads view position idx[e]
-            idx = np.broadcast_to(np.arange(int(np.prod(self.vshape, dtype=np.int64))).reshape(self.vshape), self.shape)
+            idx = np.broadcast_to(np.arange(math.prod(self.vshape)).reshape(self.vshape), self.shape)
             idx = idx.ravel()
             if len(np.unique(loc[hits])) == hits.size:  # each view position asked once: no loop
                 col_of = np.full(len(self.coords), -1, dtype=np.int64)
@@ -206,7 +208,7 @@ class Block:
             a_idx, b_idx = np.divmod(local, m)
             Dc = self.op.columns(a_idx, keep_sparse=True)
             Dc = Dc.tocoo() if sp.issparse(Dc) else sp.coo_matrix(Dc)
-            nsize = int(np.prod(self.nshape, dtype=np.int64))
+            nsize = math.prod(self.nshape)
             N = sp.csr_matrix((Dc.data, (Dc.row * m + b_idx[Dc.col], Dc.col)), shape=(nsize, len(local)))
         nsize = N.shape[0]
         idx = np.broadcast_to(np.arange(nsize).reshape(self.nshape), self.shape).ravel()
@@ -286,7 +288,11 @@ class AffineMap:
     def __init__(self, blocks: list[Block], b: np.ndarray, shape: tuple[int, ...], n: int):
         self.blocks = blocks
         self.shape = tuple(shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
+        if isinstance(b, (int, float)):
+            self.b = np.full(self.size, float(b))
+            self.n = n
+            return
         b = np.asarray(b, dtype=float)
         if b.ndim == 1 and b.size == self.size and self.shape != b.shape:
             b = b.reshape(self.shape)  # already flattened
@@ -339,6 +345,49 @@ class AffineMap:
             for j in range(C.shape[1]):
                 blk.vjp(C[:, j].reshape(self.shape), out[:, j])
         return out
+
+    def dense_jacobian(self) -> np.ndarray:
+        """The whole Jacobian (size, n) as one dense array, written block by block in place: a data
+        block's columns are its operator's columns times the scale, a view block puts its scale at
+        the coordinate each entry reads (no sparse matrix built); any other block adds its
+        :meth:`Block.columns`. Equal to ``columns(arange(n))`` made dense."""
+        out = np.zeros((self.size, self.n))
+        rows = np.arange(self.size)
+        for blk in self.blocks:
+            sc = blk.scale
+            if blk.right is None and not blk.scalar_out and blk.nshape == blk.shape and len(blk.vshape) == 1:
+                if blk.op is not None and not blk.op.sparse and not blk.op.chunked:
+                    where = as_slice(blk.coords)  # w[a:b]: a view, no gather or scatter
+                    D = blk.op.A
+                    if np.ndim(sc):
+                        D = D * np.asarray(sc).reshape(-1)[:, None]
+                    elif float(sc) != 1.0:
+                        D = D * float(sc)
+                    if isinstance(where, slice):
+                        np.add(out[:, where], D, out=out[:, where])
+                    else:
+                        out[:, where] += D
+                    continue
+            if blk.op is None and blk.right is None:
+                idx = np.broadcast_to(np.arange(math.prod(blk.vshape)).reshape(blk.vshape), blk.shape)
+                out[rows, blk.coords[idx.ravel()]] += np.asarray(sc).reshape(-1) if np.ndim(sc) else float(sc)
+                continue
+            M = blk.columns(np.arange(self.n, dtype=np.int64), self.n)
+            if M is not None:
+                out += M.toarray() if sp.issparse(M) else M
+        return out
+
+    def dense_is_natural(self) -> bool:
+        """Whether :meth:`columns` of every coordinate comes out dense anyway (a dense data block)."""
+        return any(
+            blk.op is not None
+            and not blk.op.sparse
+            and blk.right is None
+            and not blk.scalar_out
+            and blk.nshape == blk.shape
+            and len(blk.vshape) == 1
+            for blk in self.blocks
+        )
 
     def columns(self, cols: np.ndarray) -> Any:
         cols = np.asarray(cols, dtype=np.int64)
@@ -449,7 +498,7 @@ class _RowsOfExpr:
     def __init__(self, base: ExprMap, rows: np.ndarray):
         self.base, self.rows_ = base, rows
         self.shape = (len(rows),) + base.shape[1:]
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
         self.n = base.n
         self.b = base.b.reshape(base.shape)[rows].reshape(-1)
 

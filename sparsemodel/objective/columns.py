@@ -20,6 +20,8 @@ DENSE_LIMIT = 1_000_000  # reduced columns are returned dense up to this many en
 FULL_LIMIT = 4_000_000  # entries: cache a term's whole Jacobian below this
 CHUNK_ENTRIES = 4_000_000  # entries per block of columns when streaming a Jacobian that is not kept
 SMALL_DENSE = 200_000  # entries: a sparse block this small is used dense
+FEW_COLUMNS = 8  # columns read from the map directly while the whole Jacobian is not kept ...
+FEW_ASKS = 3  # ... this many times; the next request keeps the whole Jacobian
 
 
 class DesignColumns:
@@ -30,7 +32,13 @@ class DesignColumns:
             # a map without data (a ridge, a selection of x) has a sparse Jacobian of at most size entries per block
             sparse = getattr(t.map, "canonical", False) and all(b.op is None for b in t.map.blocks)
             keep = t.map.size * self.n <= FULL_LIMIT or (sparse and t.map.size * len(t.map.blocks) <= FULL_LIMIT)
-            F = t.map.columns(np.arange(self.n)) if keep else None
+            canonical = getattr(t.map, "canonical", False) and not any(
+                b.op is not None and b.op.chunked for b in t.map.blocks
+            )
+            if keep and canonical and (t.map.size * self.n <= SMALL_DENSE or t.map.dense_is_natural()):
+                F = t.map.dense_jacobian()  # written in place: no sparse matrix for a view block (an intercept)
+            else:
+                F = t.map.columns(np.arange(self.n)) if keep else None
             if F is not None and sp.issparse(F) and F.shape[0] * F.shape[1] <= SMALL_DENSE:
                 F = F.toarray()  # small: a dense column subset is cheaper than sparse indexing
             if F is not None and not sp.issparse(F):
@@ -38,7 +46,30 @@ class DesignColumns:
             self._full[i] = F
         return self._full[i]
 
+    def dense_jacobian(self, i: int) -> np.ndarray | None:
+        """Term i's whole Jacobian as a dense C-ordered array (rows contiguous: what the compiled
+        kernels read) when :meth:`full_columns` keeps it dense, else None: the kept one when it is
+        computed already, otherwise written once by :meth:`AffineMap.dense_jacobian` without the
+        column-major copy the Python path keeps."""
+        t = self.terms[i]
+        canonical = getattr(t.map, "canonical", False) and not any(
+            b.op is not None and b.op.chunked for b in t.map.blocks
+        )
+        if i in self._full or not canonical:
+            F = self.full_columns(i)
+            return None if F is None or sp.issparse(F) else np.ascontiguousarray(F)
+        if t.map.size * self.n <= FULL_LIMIT and (t.map.size * self.n <= SMALL_DENSE or t.map.dense_is_natural()):
+            return t.map.dense_jacobian()
+        F = self.full_columns(i)
+        return None if F is None or sp.issparse(F) else np.ascontiguousarray(F)
+
     def term_columns(self, i: int, cols: np.ndarray) -> Any:
+        if i not in self._full and len(cols) <= FEW_COLUMNS and self._few.get(i, 0) < FEW_ASKS:
+            # a few columns (the intercept of a start at k = 0) before the whole Jacobian is kept:
+            # read them from the map instead of building all of it (the lean path builds its own)
+            self._few[i] = self._few.get(i, 0) + 1
+            M = self.terms[i].map.columns(np.asarray(cols, dtype=np.int64))
+            return M.toarray() if sp.issparse(M) and M.shape[0] * M.shape[1] <= SMALL_DENSE else M
         F = self.full_columns(i)
         return F[:, cols] if F is not None else self.terms[i].map.columns(cols)
 

@@ -64,6 +64,7 @@ class Design(DesignColumns):
         del zero
         self._cache: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._full: dict[int, Any] = {}
+        self._few: dict[int, int] = {}  # term -> requests of a few columns served before keeping its Jacobian
         self._separable: dict[int, np.ndarray | None] = {}
         # the sample axis: the largest leading dimension among the terms that read data; the terms
         # with it are the finite sum, every other term (the separable regularizer, a quad_form, a
@@ -419,6 +420,7 @@ class Design(DesignColumns):
         d.terms = [Term(t.coef, t.phi, mp, t.weights, t.rowwise, t.whole) for t, mp in zip(self.terms, maps)]
         d._cache = OrderedDict()
         d._full = {}
+        d._few = {}
         d._separable = {}
         d.sample_terms = list(self.sample_terms)
         d.n_samples = self.n_samples

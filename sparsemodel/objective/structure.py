@@ -15,6 +15,7 @@ form), keeping selections of variable coordinates sparse so that ``X @ w`` costs
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,12 +219,12 @@ class _Sel:
         self.pos, self.rows, self.vals, self.shape, self.m = pos, rows, vals, shape, m
 
     def dense(self) -> np.ndarray:
-        T = np.zeros((self.m, int(np.prod(self.shape, dtype=np.int64))))
+        T = np.zeros((self.m, math.prod(self.shape)))
         np.add.at(T, (self.rows, self.pos), self.vals)
         return T.reshape((self.m,) + self.shape)
 
     def matrix(self) -> sp.csc_matrix:
-        size = int(np.prod(self.shape, dtype=np.int64))
+        size = math.prod(self.shape)
         return sp.csc_matrix((self.vals, (self.pos, self.rows)), shape=(size, self.m))
 
 
