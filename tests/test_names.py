@@ -93,6 +93,32 @@ def test_npz_names_and_dataframes_name_the_support(tmp_path):
     assert built.solve().support_names == ["col c"]
 
 
+def test_names_are_read_when_asked_and_travel_as_a_plain_dict(monkeypatch):
+    """A solve in a loop reads no names until a report asks (then once per problem, the same
+    names as before); a pickled Result carries the names, not the problem behind them."""
+    import pickle
+
+    import sparsemodel.model.names as names_mod
+
+    pd = pytest.importorskip("pandas")
+    X, y = logistic_data()
+    df = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    w = sm.Variable(8, name="w")
+    prob = sm.Problem(sm.minimize(sm.sum_squares(sm.Data(df) @ w - X[:, 3] - 2 * X[:, 6])), [sm.nnz(w) <= 2])
+    calls = []
+    real = names_mod.coordinate_names
+    monkeypatch.setattr(names_mod, "coordinate_names", lambda *a: calls.append(1) or real(*a))
+    lp = prob.lower()
+    auto = get_solver("auto")()
+    results = [auto.solve(lp) for _ in range(5)]
+    assert calls == []
+    assert results[0].support_names == ["f3", "f6"]
+    assert results[-1].support_names == ["f3", "f6"] and len(calls) == 1
+    back = pickle.loads(pickle.dumps(results[1]))
+    assert type(back.names) is dict and back.support_names == ["f3", "f6"]
+    assert len(pickle.dumps(results[1])) < X.nbytes  # the data did not travel with it
+
+
 def test_a_covariance_dataframe_names_the_support_of_quad_form():
     """quad_form(w, Data(S_df)): a DataFrame names its columns only, and for the (symmetric) S of a
     quadratic form they name w's coordinates as Data(X_df) @ w does."""

@@ -24,6 +24,7 @@ from ..objective.evaluator import Evaluator
 from ..objective.oracle import Oracle
 from ..objective.structure import decompose
 from . import lean
+from .bound import carry_refusals
 
 if TYPE_CHECKING:
     from .data import LoweredData
@@ -84,5 +85,6 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     out.design = Design(comp, lp.layout)
     out.oracle = Oracle(out.ev, out.design, lp.layout)
     out.forget_numbers()
+    carry_refusals(lp, out)
     lean.move(lp, out)
     return out

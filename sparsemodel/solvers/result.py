@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -354,8 +354,8 @@ def finish(
     support = s.nonzeros(x) if s is not None else np.flatnonzero(np.asarray(values[var.name]).ravel() != 0)
     for key, v in point_facts(lp, x).items():  # a precision matrix: its spectrum and its graph
         extra.setdefault(key, v)
-    names = problem_names(lp.problem)
-    said = s.report(x, support, names.get(var.name)) if s is not None else {}
+    names = LazyNames(lp.problem)
+    said = s.report(x, support, _LazyVariableNames(names, var.name)) if s is not None else {}
     for key, v in said.get("extra", {}).items():
         extra.setdefault(key, v)
     kept = said.get("groups", [])
@@ -436,6 +436,47 @@ def coordinate_label(names: Any, var: str, shape: tuple[int, ...], i: int) -> st
     if len(shape) == 0:
         return var
     return f"{var}[{', '.join(str(int(v)) for v in np.unravel_index(int(i), shape))}]"
+
+
+class LazyNames(Mapping):
+    """A problem's coordinate names (:func:`problem_names`) read from its objective on first use: a
+    solve in a loop (a path, a study, a rebinding) pays nothing for names no report asks for. It
+    pickles as the plain dict (a worker's Result does not carry the problem back)."""
+
+    def __init__(self, problem: Any):
+        self._names: dict[str, Any] | None = getattr(problem, "_coordinate_names", None)
+        self._problem = problem if self._names is None else None
+
+    def _got(self) -> dict[str, Any]:
+        if self._names is None:
+            self._names = problem_names(self._problem)
+            self._problem = None
+        return self._names
+
+    def __getitem__(self, key: str) -> Any:
+        return self._got()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._got())
+
+    def __len__(self) -> int:
+        return len(self._got())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self._got()),))
+
+    def __repr__(self) -> str:
+        return repr(self._got())
+
+
+class _LazyVariableNames:
+    """One variable's names from a :class:`LazyNames`, read when a set's report first asks."""
+
+    def __init__(self, names: LazyNames, var: str):
+        self._names, self._var = names, var
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._names[self._var], attr)
 
 
 def problem_names(problem: Any) -> dict[str, Any]:
