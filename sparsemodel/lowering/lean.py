@@ -200,18 +200,15 @@ def move(old: LoweredData, new: LoweredData) -> None:
         _CACHE[new.design] = kept
 
 
-FINITE_EVERYWHERE = ("square", "logistic")  # losses finite on all of R: zero is inside their domain
-
-
 def lean_start(lp: LoweredData, data: LeanData) -> np.ndarray:
     """The start of GraHTP and of the screening start (``solvers.base.initial_point``: zero, or the
-    free coordinates moved into the loss's domain), computed once per design. Zero without an
-    evaluation for a loss finite everywhere (least squares, logistic): the lean class's set admits
-    zero and so does the loss's domain."""
+    free coordinates moved into the loss's domain), computed once per design. Zero is tried by the
+    kernel's own evaluation (the lean class's set admits it); only outside the loss's domain (a
+    Gamma model's -log at zero) does the general search move the free coordinates."""
     if data.start is None:
-        codes = kernels().ATOM_CODES
-        if any(data.P.code == codes[name] for name in FINITE_EVERYWHERE):
-            data.start = lp.zeros()
+        zero = lp.zeros()
+        if np.isfinite(kernels().value_and_grad(data.P, zero)[0]):
+            data.start = zero
         else:
             data.start = np.asarray(lp.feasible_start(lp.inside_domain()), dtype=float)
     return data.start

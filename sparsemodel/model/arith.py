@@ -359,8 +359,14 @@ class Index(Expr):
         return f"{self.wrap(self.args[0])}[{_fmt_key(self.key)}]"
 
     def flat_indices(self) -> np.ndarray:
-        """Positions in the flattened argument selected by this index, in output (C) order."""
-        return np.arange(self.args[0].size).reshape(self.args[0].shape)[self.key].ravel()
+        """Positions in the flattened argument selected by this index, in output (C) order (read
+        once per node: a node does not change; the array is read-only)."""
+        got = self.__dict__.get("_flat")
+        if got is None:
+            got = np.arange(self.args[0].size).reshape(self.args[0].shape)[self.key].ravel()
+            got.setflags(write=False)
+            self._flat = got
+        return got
 
     def _curvature(self) -> str:
         return self.args[0].curvature

@@ -228,7 +228,7 @@ class Block:
         return Block(self.coords, self.vshape, self.op, new_shape, scale, self.scalar_out, self.right)
 
     def scaled(self, k: Any, shape: tuple[int, ...]) -> Block:
-        if np.ndim(k) == 0 and np.ndim(self.scale) == 0 and shape == self.shape:
+        if np.ndim(k) == 0 and np.ndim(self.scale) == 0:  # (a scalar scale broadcasts with the value)
             return Block(
                 self.coords, self.vshape, self.op, shape, float(self.scale) * float(k), self.scalar_out, self.right
             )
@@ -289,8 +289,10 @@ class AffineMap:
         self.blocks = blocks
         self.shape = tuple(shape)
         self.size = math.prod(self.shape)
+        self.zero_offset = False  # b is known to be zero (a sum of blocks without constants)
         if isinstance(b, (int, float)):
             self.b = np.full(self.size, float(b))
+            self.zero_offset = b == 0
             self.n = n
             return
         b = np.asarray(b, dtype=float)
@@ -595,7 +597,8 @@ def linearize(e: Expr, layout: Layout) -> AffineMap:
                 continue
             part = linearize(node, layout)
             blocks += [blk.scaled(sign, shape) for blk in part.blocks]
-            b = b + sign * np.broadcast_to(part.b.reshape(part.shape), shape)
+            if not part.zero_offset:
+                b = b + sign * np.broadcast_to(part.b.reshape(part.shape), shape)
         return AffineMap(_merge_blocks(blocks), b, shape, n)
     if isinstance(e, Neg):
         pa = linearize(e.args[0], layout)

@@ -102,6 +102,18 @@ class Evaluator:
     def __init__(self, root: Expr, layout: Layout):
         self.root = root
         self.layout = layout
+        self._const_vals: dict[int, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        # the walk of the tree is read on first use: a lowering whose solves run on its design (or a
+        # compiled kernel) never evaluates through the tree
+        if name in ("order", "pos", "args", "const", "ops"):
+            self._walk()
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+    def _walk(self) -> None:
+        root, layout = self.root, self.layout
         self.order = list(root.walk())
         self.pos = {n.uid: i for i, n in enumerate(self.order)}
         self.args = [[self.pos[a.uid] for a in n.args] for n in self.order]
@@ -113,7 +125,6 @@ class Evaluator:
                 view = _var_view(n.args[1])
                 if view is not None and n.args[1].ndim == 1:
                     self.ops[i] = (as_operator(n.args[0].value), view[0], layout.coords(view[0], view[1]))
-        self._const_vals: dict[int, Any] = {}
 
     def _forward(self, x: np.ndarray) -> list[Any]:
         vals: list[Any] = [None] * len(self.order)
