@@ -235,7 +235,29 @@ def test_bound_none_and_bad_modes():
     assert r.gap is None and "bound='none'" in r.bound_note
     with pytest.raises(sm.ModelError) as e:
         prob.solve(bound="tigth")
-    assert "fast, tight, none" in str(e.value)
+    assert "fast, tight, none" in str(e.value) and "did you mean 'tight'" in str(e.value)
+
+
+def test_the_cli_takes_the_bound_mode(capsys, tmp_path):
+    """``solve --bound tight`` gives the tight bound (at least the fast one, at most the answer),
+    ``--bound none`` none, a misspelled mode exit 2 with the modes and a guess."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((60, 10))
+    y = (X[:, 1] - X[:, 4] + 0.3 * rng.standard_normal(60) > 0).astype(float)
+    np.savez(tmp_path / "d.npz", X=X, v=2 * y - 1)
+    (tmp_path / "m.sm").write_text(
+        'data X : matrix from "d.npz:X"\ndata v : vector from "d.npz:v"\nvar w[cols(X)]\nvar b\n'
+        "minimize mean(logistic(-v * (X @ w + b))) + 0.01 / 2 * sum_squares(w)\nsubject to\n    nnz(w) <= 2\n"
+    )
+    got = {}
+    for mode in ("fast", "tight", "none"):
+        assert main(["solve", str(tmp_path / "m.sm"), "--bound", mode, "--json"]) == 0
+        got[mode] = json.loads(capsys.readouterr().out)
+    assert got["none"]["lower_bound"] is None
+    assert got["fast"]["lower_bound"] <= got["tight"]["lower_bound"] + TOL <= got["tight"]["objective"] + 2 * TOL
+    assert main(["solve", str(tmp_path / "m.sm"), "--bound", "tite"]) == 2
+    err = capsys.readouterr().err
+    assert "fast, tight, none" in err and "did you mean 'tight'" in err
 
 
 # ---------------------------------------------------------------------- bnb's limits and progress

@@ -163,6 +163,13 @@ def _solve_parser(sub: Any) -> None:
         help="override the bound of the sparsity or rank constraint, in its unit (coordinates, groups, edges, rank); "
         "several bounds by name: --k L=2,S=30",
     )
+    s.add_argument(
+        "--bound",
+        default="fast",
+        metavar="MODE",
+        help="the lower bound beside the answer (docs/certify.md): fast (default: one dual point), tight (Frank-Wolfe "
+        "steps on the perspective relaxation) or none; --solver bnb proves optimality",
+    )
     _output_args(s, "result", table=False)
     s.add_argument("--csv", metavar="FILE", help="write the coefficient table (every coordinate, by name) as CSV")
     s.set_defaults(func=cmd_solve, plot=None)

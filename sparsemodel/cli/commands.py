@@ -82,7 +82,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = load_problem(args)
     outs = output_files(args, problem)
     name, opts = solver_and_options(args, problem)
-    result = problem.solve(name or "auto", k=parse_bound(args.k), progress=progress_of(args), **opts)
+    result = problem.solve(name or "auto", k=parse_bound(args.k), bound=args.bound, progress=progress_of(args), **opts)
     payload = result.to_dict()
     payload["model"] = str(args.model)
     text = json.dumps(payload, indent=None if args.json else 2, allow_nan=False)

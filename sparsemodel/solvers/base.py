@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ModelError, SolverError, UnboundedError
 from ..sets.registry import KINDS, describe_kind, generic_kind
-from ..util import closest
+from ..util import closest, did_you_mean
 from .options import SUBPROBLEM13, Option
 from .result import CONVERGED, MAX_ITER, UNBOUNDED, History, Result, certify, finish
 
@@ -181,9 +181,10 @@ def check_bound_mode(bound: Any) -> str:
     from ..lowering.bound import BOUND_MODES
 
     if not isinstance(bound, str) or bound not in BOUND_MODES:
+        guess = did_you_mean(bound, BOUND_MODES) if isinstance(bound, str) else ""
         raise SolverError(
             f"bound={bound!r} is not one of {', '.join(BOUND_MODES)}",
-            hint="fast: one dual point at the answer (cheap, the default); tight: a few Frank-Wolfe steps on the "
+            hint=f"{guess}fast: one dual point at the answer (cheap, the default); tight: a few Frank-Wolfe steps on the "
             "relaxation; none: no bound",
         )
     return bound
