@@ -66,6 +66,40 @@ def test_a_rebound_lowering_solves_the_model_with_the_new_data(family):
         lp = lp2
 
 
+def test_a_rebound_lowering_gives_the_bound_a_fresh_one_gives():
+    """The lower bound beside a rebound answer is the fresh lowering's: a refusal is kept across
+    rebinding only while the ridges that decide it are unchanged (here the ridge's weights are data
+    that are rebound from zero to positive, which makes a finite bound exist)."""
+    from sparsemodel.solvers import get_solver
+
+    auto = get_solver("auto")
+    X1, y1 = draw("logistic", 0)
+
+    def ridged(X, y, lam):
+        w = sm.Variable(X.shape[1] + 1, name="w")
+        z = sm.Data(X, name="X") @ w[1:] + w[0]
+        loss = sm.sum(sm.logistic(z)) - sm.Data(y, name="y") @ z
+        ridge = sm.sum(sm.Data(lam, name="lam") * sm.square(w[1:]))
+        return sm.Problem(sm.minimize(loss + ridge), [sm.nnz(w[1:]) <= 3])
+
+    zero, half = np.zeros(20), np.full(20, 0.5)
+    lp = ridged(X1, y1, zero).lower()
+    first = auto().solve(lp)
+    assert first.lower_bound is None and "neither a ridge nor a box" in first.bound_note
+    for seed, lam in ((1, zero), (2, half), (3, zero)):
+        X2, y2 = draw("logistic", seed)
+        lp = lp.rebind(X=X2, y=y2, lam=lam)
+        got, fresh = auto().solve(lp), auto().solve(ridged(X2, y2, lam).lower())
+        assert got.bound_note == fresh.bound_note
+        if fresh.lower_bound is None:
+            assert got.lower_bound is None
+        else:
+            assert got.lower_bound == pytest.approx(fresh.lower_bound, rel=1e-9, abs=1e-12)
+    assert fresh.lower_bound is None and got.lower_bound is None
+    lp = lp.rebind(lam=half)
+    assert auto().solve(lp).lower_bound is not None  # the refusal of lam = 0 was not carried
+
+
 def test_the_old_lowering_still_solves_its_own_data():
     from sparsemodel.solvers import get_solver
 
