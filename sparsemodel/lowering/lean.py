@@ -92,8 +92,10 @@ def lean_data(lp: LoweredData) -> LeanData | None:
     return per[key]
 
 
-def _arrays(lp: LoweredData) -> dict[str, Any] | None:
-    """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class."""
+def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
+    """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class; the
+    Jacobian and its squares written into the kernel problem ``into``'s arrays when given (a
+    rebinding: no allocation of the largest arrays)."""
     d, s = lp.design, lp.set
     data_term = None
     rd = np.zeros(lp.n)
@@ -107,15 +109,15 @@ def _arrays(lp: LoweredData) -> dict[str, Any] | None:
         data_term = i
     if data_term is None:
         return None
-    J = d.dense_jacobian(data_term)  # C order, written once (the kernel owns it: rebinding overwrites it)
-    if J is None:
-        return None
+    t = d.terms[data_term]
+    shape = (t.map.size, lp.n)
     kern = kernels()  # (looked up, and missed with its warning, only for a problem of the class)
     if kern is None:
         return None
-    t = d.terms[data_term]
-    if d._full.get(data_term) is not None and np.shares_memory(J, d._full[data_term]):
-        J = J.copy()
+    J_into = np.asarray(into.J) if into is not None and np.shape(into.J) == shape else None
+    J = d.dense_jacobian(data_term, J_into)  # C order, the kernel's own copy (a rebinding overwrites it)
+    if J is None:
+        return None
     n = J.shape[0]
     b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
     w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
@@ -129,7 +131,8 @@ def _arrays(lp: LoweredData) -> dict[str, Any] | None:
         diag = np.ascontiguousarray(np.einsum("ij,ij,i->j", J, J, 2.0 * wc) + rd)
         Jsq = np.zeros((0, lp.n))
     else:
-        Jsq = J * J
+        Jsq_into = np.asarray(into.Jsq) if into is not None and np.shape(into.Jsq) == J.shape else None
+        Jsq = np.multiply(J, J, out=Jsq_into)
         g0, diag = np.zeros(lp.n), np.zeros(lp.n)
     return {
         "J": J,
@@ -185,14 +188,17 @@ def move(old: LoweredData, new: LoweredData) -> None:
     per = _CACHE.pop(old.design, None) if old.design is not None else None
     if not per or new.design is None:
         return
-    a = _arrays(new) if any(v is not None for v in per.values()) else None
+    first = next((v for v in per.values() if v is not None), None)
+    a = _arrays(new, into=first.P) if first is not None else None  # (its J and J * J written in place)
     kept = {}
     for key, data in per.items():
         if data is None or a is None or a["quad"] != data.quadratic or a["code"] != data.P.code:
             continue
         P = data.P
         for name in ("J", "b", "wc", "lin", "rd", "g0", "R", "diag", "Jsq"):
-            np.copyto(np.asarray(getattr(P, name)), a[name])
+            target = np.asarray(getattr(P, name))
+            if not np.may_share_memory(target, a[name]):
+                np.copyto(target, a[name])
         P.const = a["const"]
         clear(data)
         kept[key] = data

@@ -348,12 +348,16 @@ class AffineMap:
                 blk.vjp(C[:, j].reshape(self.shape), out[:, j])
         return out
 
-    def dense_jacobian(self) -> np.ndarray:
-        """The whole Jacobian (size, n) as one dense array, written block by block in place: a data
-        block's columns are its operator's columns times the scale, a view block puts its scale at
-        the coordinate each entry reads (no sparse matrix built); any other block adds its
-        :meth:`Block.columns`. Equal to ``columns(arange(n))`` made dense."""
-        out = np.zeros((self.size, self.n))
+    def dense_jacobian(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The whole Jacobian (size, n) as one dense array, written block by block in place (into
+        ``out``, a C-ordered array of that shape, when given): a data block's columns are its
+        operator's columns times the scale, a view block puts its scale at the coordinate each entry
+        reads (no sparse matrix built); any other block adds its :meth:`Block.columns`. Equal to
+        ``columns(arange(n))`` made dense."""
+        if out is None:
+            out = np.zeros((self.size, self.n))
+        else:
+            out[...] = 0.0
         rows = np.arange(self.size)
         for blk in self.blocks:
             sc = blk.scale

@@ -46,22 +46,31 @@ class DesignColumns:
             self._full[i] = F
         return self._full[i]
 
-    def dense_jacobian(self, i: int) -> np.ndarray | None:
+    def dense_jacobian(self, i: int, out: np.ndarray | None = None) -> np.ndarray | None:
         """Term i's whole Jacobian as a dense C-ordered array (rows contiguous: what the compiled
-        kernels read) when :meth:`full_columns` keeps it dense, else None: the kept one when it is
-        computed already, otherwise written once by :meth:`AffineMap.dense_jacobian` without the
-        column-major copy the Python path keeps."""
+        kernels read; written into ``out`` when given, an array of its shape) when
+        :meth:`full_columns` keeps it dense, else None: the kept one when it is computed already,
+        otherwise written once by :meth:`AffineMap.dense_jacobian` without the column-major copy the
+        Python path keeps."""
         t = self.terms[i]
         canonical = getattr(t.map, "canonical", False) and not any(
             b.op is not None and b.op.chunked for b in t.map.blocks
         )
-        if i in self._full or not canonical:
-            F = self.full_columns(i)
-            return None if F is None or sp.issparse(F) else np.ascontiguousarray(F)
-        if t.map.size * self.n <= FULL_LIMIT and (t.map.size * self.n <= SMALL_DENSE or t.map.dense_is_natural()):
-            return t.map.dense_jacobian()
+        small = t.map.size * self.n <= SMALL_DENSE
+        if (
+            i not in self._full
+            and canonical
+            and t.map.size * self.n <= FULL_LIMIT
+            and (small or t.map.dense_is_natural())
+        ):
+            return t.map.dense_jacobian(out)
         F = self.full_columns(i)
-        return None if F is None or sp.issparse(F) else np.ascontiguousarray(F)
+        if F is None or sp.issparse(F):
+            return None
+        if out is None:
+            return np.array(F, order="C")  # (a copy: the kept one stays the Python path's)
+        np.copyto(out, F)
+        return out
 
     def term_columns(self, i: int, cols: np.ndarray) -> Any:
         if i not in self._full and len(cols) <= FEW_COLUMNS and self._few.get(i, 0) < FEW_ASKS:
