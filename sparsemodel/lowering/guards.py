@@ -24,6 +24,16 @@ def unbounded_direction(lp: LoweredData) -> str | None:
     d = lp.design
     if d is None or lp.side or not d.lin.any():  # (no linear part: nothing to look for)
         return None
+    s = lp.set
+    key = None if s is None else (s.free.tobytes(), s.coords.tobytes(), s.k >= 1)
+    cache = lp.guard_cache  # (the verdict reads the design and the set's units only: once per lowering)
+    if key not in cache:
+        cache[key] = _unbounded_direction(lp)
+    return cache[key]
+
+
+def _unbounded_direction(lp: LoweredData) -> str | None:
+    d = lp.design
     flat = (d.lin != 0) & ~d.curved_coordinates()
     if not flat.any():
         return None
