@@ -11,9 +11,13 @@ standardized columns:
 * **bnb** (branch and bound on the perspective relaxation) on ``benchmarks/certify.py``'s model
   (ridge lambda2 = 1e-3, which gives the relaxation a finite bound), k in ``--bnb-k``, each with a
   time limit of ``--bnb-time`` seconds: nodes, nodes per second (wall and CPU), the status and the
-  proven optimum. ``inner=step`` (the default: one Newton step of x(z) per Frank-Wolfe step) and
-  ``inner=exact`` (x(z) minimized at every step, the code before the change) run in the same
-  process, so the before/after comparison shares the machine's load.
+  proven optimum. The modes of ``--bnb-modes`` run in the same process, so the before/after
+  comparison shares the machine's load: ``default`` (bnb's defaults: one Newton step of x(z) per
+  Frank-Wolfe step, ``inner="step"``, and a node's steps stopped once its decision is known,
+  ``node_stop="decided"``), ``original`` (``inner="exact", node_stop="iters"``: x(z) minimized at
+  every step and node_iters steps per node, the code before both changes) and ``steps``
+  (``inner="step", node_stop="iters"``: the Newton steps alone). The ratio printed is the first
+  mode's nodes per CPU second over the last's.
 
 abess (``LogisticRegression(support_size=[k])``, the same ridge as ``alpha``) runs at the same k
 in the same process for reference. Everyone gets one BLAS thread (threadpoolctl). The machine's
@@ -22,6 +26,7 @@ one run, and read the CPU seconds (``time.process_time``) beside the wall time.
 
     python benchmarks/arht_bnb.py                               # ARHT k = 2..30, bnb k = 2..4 (60 s)
     python benchmarks/arht_bnb.py --part bnb --bnb-k 2:8 --bnb-time 120
+    python benchmarks/arht_bnb.py --part bnb --bnb-k 2:4 --bnb-modes default,steps,original
     python benchmarks/arht_bnb.py --part arht --arht-compare reuse_runs=false --kmax 12
 """
 
@@ -39,6 +44,11 @@ from sparsemodel.datasets import caravan
 from sparsemodel.solvers.base import get_solver
 
 ARHT_LAM = 1e-5  # the README's model
+BNB_MODES = {
+    "default": {},
+    "steps": {"inner": "step", "node_stop": "iters"},
+    "original": {"inner": "exact", "node_stop": "iters"},
+}
 BNB_LAM = 1e-3  # benchmarks/certify.py's model
 
 
@@ -139,32 +149,38 @@ def part_arht(args: argparse.Namespace, Z: np.ndarray, v: np.ndarray) -> None:
 
 def part_bnb(args: argparse.Namespace, Z: np.ndarray, v: np.ndarray) -> None:
     lp0 = bnb_problem(Z, v).lower()
+    modes = [m for m in args.bnb_modes.split(",") if m]
+    unknown = [m for m in modes if m not in BNB_MODES]
+    if unknown:
+        raise SystemExit(f"--bnb-modes: unknown mode(s) {', '.join(unknown)}; expected some of {', '.join(BNB_MODES)}")
     print(
         f"\n== bnb on Caravan (certify.py model, lambda2 = {BNB_LAM:g}), time limit {args.bnb_time:g} s per k "
         f"and mode; {load()}"
     )
     print(
-        f"{'k':>3} {'inner':>6} {'status':>11} {'wall s':>8} {'cpu s':>8} {'nodes':>7} {'nodes/s':>8} "
+        f"{'k':>3} {'mode':>8} {'status':>11} {'wall s':>8} {'cpu s':>8} {'nodes':>7} {'nodes/s':>8} "
         f"{'nodes/cpu-s':>11} {'gap':>9} {'objective':>18} {'lower bound':>18} | {'abess s':>8}   load"
     )
     for k in parse_k(args.bnb_k):
         lp = lp0.with_budget(k)
         ab = abess_time(Z, v, k, BNB_LAM)
         rates = {}
-        for inner in ("step", "exact"):
+        for mode in modes:
             t0, c0 = time.perf_counter(), time.process_time()
-            r = get_solver("bnb")(time_limit=args.bnb_time, inner=inner).solve(lp)
+            r = get_solver("bnb")(time_limit=args.bnb_time, **BNB_MODES[mode]).solve(lp)
             t, c = time.perf_counter() - t0, time.process_time() - c0
             nodes = r.extra["nodes"]
-            rates[inner] = nodes / max(c, 1e-9)
+            rates[mode] = nodes / max(c, 1e-9)
             print(
-                f"{k:3d} {inner:>6} {r.status:>11} {t:8.2f} {c:8.2f} {nodes:7d} {nodes / t:8.1f} {rates[inner]:11.1f} "
+                f"{k:3d} {mode:>8} {r.status:>11} {t:8.2f} {c:8.2f} {nodes:7d} {nodes / t:8.1f} {rates[mode]:11.1f} "
                 f"{r.gap:9.2e} {r.objective:18.12f} {r.lower_bound:18.12f} | "
                 + (f"{ab[0]:8.3f}" if ab else "   n/a  ")
                 + f"   {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-        print(f"    k = {k}: nodes per CPU second, step / exact = {rates['step'] / max(rates['exact'], 1e-9):.2f}")
+        if len(modes) > 1:
+            a, b = modes[0], modes[-1]
+            print(f"    k = {k}: nodes per CPU second, {a} / {b} = {rates[a] / max(rates[b], 1e-9):.2f}")
 
 
 def main() -> None:
@@ -175,6 +191,9 @@ def main() -> None:
     ap.add_argument("--arht-compare", default="", help="a second ARHT configuration, e.g. reuse_runs=false")
     ap.add_argument("--bnb-k", default="2:4", help="k for bnb: 2:8 or 2,4,6")
     ap.add_argument("--bnb-time", type=float, default=60.0, help="bnb's time limit per k and mode (s)")
+    ap.add_argument(
+        "--bnb-modes", default="default,original", help=f"bnb's configurations, in order ({', '.join(BNB_MODES)})"
+    )
     args = ap.parse_args()
     Z, v = data()
     with threadpool_limits(1):

@@ -112,6 +112,7 @@ PHI_TOL = 1e-8
 PHI_ITERS = 10
 HESS_REFRESH = 4  # Frank-Wolfe steps of bnb's nodes reuse a Hessian this many times (Relaxation.newton_point)
 HESS_FRESH_STEPS = 10  # ... except the first steps of a schedule (z moves by 2 / (t + 2)), which form their own
+STALL_STEPS = 3  # decided Frank-Wolfe: the window of steps whose progress is extrapolated
 LINE_ITERS = (
     10  # golden-section steps of the fast bound's search over t theta (t to ~1e-2: lb is concave, flat near its top)
 )
@@ -161,6 +162,12 @@ class Anchor:
     # coordinate's position in it or -1, its age in steps): the next Newton step of x(z) uses it
     # (Relaxation.newton_point)
     hess: tuple[np.ndarray, np.ndarray, int] | None = None
+    # the objective f(x) at the primal point (None where not computed): with the weights z that x was
+    # found at, the relaxation's value there, an upper bound on its minimum (Relaxation.relaxed_value)
+    primal: float | None = None
+    # the loss terms' theta before the free coordinates' correction, where ``grad`` is left to be formed on
+    # the columns a Newton step moves (Relaxation._dense_anchor)
+    raw_thetas: list[np.ndarray] | None = None
 
 
 @dataclass
@@ -171,6 +178,14 @@ class NodeBound:
     scores: np.ndarray  # per unit
     top: np.ndarray  # the undecided units counted (the k - |in| largest scores)
     anchor: Anchor
+    const: float = -np.inf  # the part that does not depend on the node: base + the free coordinates' part
+
+    def value_at(self, units: np.ndarray) -> float:
+        """The bound at the same dual point for the one support ``units`` (those fixed in, every
+        other unit out): const - their scores."""
+        with np.errstate(invalid="ignore"):
+            val = self.const - float(np.sum(self.scores[np.asarray(units, dtype=np.int64)]))
+        return val if np.isfinite(val) else -np.inf
 
 
 @dataclass
@@ -251,8 +266,16 @@ class Relaxation:
             self.E = F[unbounded]  # free coordinates whose dual condition is v_j = 0
         else:
             self.E = np.empty(0, dtype=np.int64)
+        C = self.C
+        # the common case's closed forms (coordinate_scores, free_part): a ridge and no box on C, and
+        # free coordinates that are all held at their dual condition
+        self._ridge_scores = self.quad is None and bool(np.all(self.r[C] > 0)) and not self._boxed(C)
+        self._free_held = self.quad is None and len(self.E) == len(self.F)
 
     # ------------------------------------------------------------------ set-up
+    def _boxed(self, cols: np.ndarray) -> bool:
+        return bool(np.isfinite(self.lo[cols]).any() or np.isfinite(self.hi[cols]).any())
+
     def _check_finite(self, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
         bad = (r <= 0) & ~(np.isfinite(lo) & np.isfinite(hi))
         if bad.any():
@@ -353,15 +376,20 @@ class Relaxation:
             rows_base = 0.0
             if self.rows is not None:
                 v, rows_base = self.multipliers(xc, v, z)
-            return Anchor(base + rows_base, v, xc, rows_base=rows_base)
+            primal = q["c"] + float(xc @ Px) - 2.0 * float(q["h"] @ xc) + 0.5 * float(q["r"] @ (xc * xc))
+            return Anchor(base + rows_base, v, xc, rows_base=rows_base, primal=primal)
         d = self.design
+        if curv and self._Js is not None and len(self.E) and self.rows is None:
+            return self._dense_anchor(x)
         v = d.lin.copy()
         zs, thetas, curvs, pre = [], [], [], []
+        primal = float(d.const) + float(d.lin @ x) + 0.5 * float(self.r @ (x * x))  # (+ the losses, below)
         dense_J = self._Js if curv and self._Js is not None else None  # (the steps' dense columns: same products)
         for a_, i in enumerate(self.loss):
             t = d.terms[i]
             zt = dense_J[a_] @ x + t.map.b if dense_J is not None else t.map.value(x)
             der = t.derivs(zt, 2 if curv else 1)
+            primal += t.coef * float(np.sum(der[0]))
             d1 = der[1]
             if curv:
                 curvs.append(t.coef * np.asarray(der[2], dtype=float).reshape(-1))
@@ -396,7 +424,73 @@ class Relaxation:
                     )
                 conj = np.where(np.isfinite(conj), conj, self._fenchel_young(t, z, th))
             base += float(th.reshape(-1) @ np.asarray(t.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
-        return Anchor(base + rows_base, v, x, thetas, rows_base, grad=raw, curv=curvs if curv else None)
+        return Anchor(base + rows_base, v, x, thetas, rows_base, grad=raw, curv=curvs if curv else None, primal=primal)
+
+    def _dense_anchor(self, x: np.ndarray) -> Anchor:
+        """:meth:`anchor` with ``curv`` on the steps' dense columns (:meth:`steps_apply`) and free
+        coordinates held at their dual condition: the same dual point, with the correction of
+        :meth:`_correct_free` solved first on the free columns alone (their gradient and Hessian
+        block, J_E'theta and J_E' diag(c) J_E: |E| columns), so that A'theta over every column is
+        one product, at the corrected theta. The forward product reads only the columns x uses. The
+        gradient before the correction, which a Newton step of x(z) needs on the columns it moves,
+        is left to :meth:`_raw_gradient` (the uncorrected theta is kept)."""
+        d, E = self.design, self.E
+        nz = np.flatnonzero(x)
+        primal = float(d.const) + float(d.lin[nz] @ x[nz]) + 0.5 * float(self.r[nz] @ (x[nz] * x[nz]))
+        vE = d.lin[E].astype(float)
+        H = np.zeros((len(E), len(E)))
+        parts = []
+        for J, i in zip(self._Js, self.loss):
+            t = d.terms[i]
+            zt = (J[:, nz] @ x[nz] if 2 * len(nz) < J.shape[1] else J @ x) + t.map.b
+            val, d1, d2 = t.derivs(zt, 2)
+            primal += t.coef * float(np.sum(val))
+            c = t.coef * np.asarray(d2, dtype=float).reshape(-1)
+            th = t.coef * np.asarray(d1, dtype=float).reshape(-1)
+            JE = J[:, E]
+            HJ = c[:, None] * JE
+            vE += JE.T @ th
+            H += JE.T @ HJ
+            parts.append((t, zt, th, c, HJ))
+        if len(E) == 1 and H[0, 0] > 0:  # (a free intercept: one division)
+            delta = -vE / H[0, 0]
+        else:
+            delta = np.linalg.lstsq(H, -vE, rcond=None)[0]
+        v = d.lin.astype(float)
+        thetas, raws, curvs = [], [], []
+        base = float(d.const)
+        for J, (t, zt, th, c, HJ) in zip(self._Js, parts):
+            th2 = th + HJ @ delta
+            v += J.T @ th2
+            conj = np.asarray(t.conjugate(th2), dtype=float)
+            if not np.all(np.isfinite(conj)):
+                raise NoBoundError(
+                    "no lower bound at this point: the dual point left the domain of the loss's conjugate "
+                    "when the free coordinates' condition was imposed"
+                )
+            base += float(th2 @ np.asarray(t.map.b, dtype=float).reshape(-1)) - float(np.sum(conj))
+            thetas.append(th2.reshape(zt.shape))
+            raws.append(th)
+            curvs.append(c)
+        scale = 1.0 + float(np.max(np.abs(v), initial=0.0)) + float(np.max(np.abs(vE), initial=0.0))
+        if float(np.max(np.abs(v[E]), initial=0.0)) > FREE_TOL * scale:
+            raise NoBoundError(
+                "no lower bound: the free coordinates' dual condition could not be met (a free coordinate that "
+                "no loss reads, with a linear term: the objective is unbounded along it)"
+            )
+        v[E] = 0.0
+        return Anchor(base, v, x, thetas, curv=curvs, primal=primal, raw_thetas=raws)
+
+    def _raw_gradient(self, a: Anchor, cols: np.ndarray, Jcs: list[np.ndarray] | None = None) -> np.ndarray:
+        """The gradient of the loss terms and the linear one at the anchor's x on the columns
+        ``cols``, before the free coordinates' correction (what a Newton step of x(z) needs);
+        ``Jcs``: the dense columns ``cols`` of each loss term, when gathered already."""
+        if a.grad is not None:
+            return a.grad[cols]
+        g = self.design.lin[cols].astype(float)
+        for J, th in zip(Jcs if Jcs is not None else [J[:, cols] for J in self._Js], a.raw_thetas):
+            g += th @ J
+        return g
 
     def multipliers(self, x: np.ndarray, v: np.ndarray, z: np.ndarray | None) -> tuple[np.ndarray, float]:
         """v + A'mu + G'nu and -(mu'b + nu'h): the linear constraints' multipliers added to the dual
@@ -517,12 +611,17 @@ class Relaxation:
             if self.quad["direct"]:
                 return 0.5 * v * v / r
             return -h_values(v, r, self.lo[C], self.hi[C])
+        if self._ridge_scores:  # h_j(v) = -v^2 / (2 r_j)
+            vc = v[C]
+            return 0.5 * vc * vc / self.r[C]
         return -h_values(v[C], self.r[C], self.lo[C], self.hi[C])
 
     def free_part(self, v: np.ndarray) -> float:
         if self.quad is not None or len(self.F) == 0:
             return 0.0
         F = self.F
+        if self._free_held:  # (no ridge, no box: 0 at v_j = 0, else unbounded below)
+            return 0.0 if not np.any(v[F]) else -np.inf
         return float(np.sum(h_values(v[F], self.r[F], self.lo[F], self.hi[F])))
 
     def node_bound(
@@ -538,12 +637,13 @@ class Relaxation:
         und = np.flatnonzero(~fin & ~fout)
         m = k - int(fin.sum())
         with np.errstate(invalid="ignore"):
-            val = a.base + self.free_part(a.v) - float(np.sum(S[fin]))
+            const = a.base + self.free_part(a.v)
+            val = const - float(np.sum(S[fin]))
             top = self.units.top(S, und, m, fin)  # the supports' best (the m largest, or the set's rule)
             val -= float(np.sum(np.maximum(S[top], 0.0)))  # (scores are >= 0 while the box holds 0)
         if not np.isfinite(val):
             val = -np.inf
-        return NodeBound(val, S, top, a)
+        return NodeBound(val, S, top, a, const)
 
     def bound(self, x: np.ndarray) -> float:
         """The fast bound at the point x: the dual point theta = grad G at x, and the best of the
@@ -678,6 +778,7 @@ class Relaxation:
         warm: int = 0,
         seed: Anchor | None = None,
         inner: str = "exact",
+        decided: bool = False,
     ) -> tuple[NodeBound, np.ndarray]:
         """The best bound over ``iters`` Frank-Wolfe steps on z, from the point x (the minimizer
         on its support: the answer of a solver) or from the weights ``z`` (a parent node's), and the
@@ -691,7 +792,16 @@ class Relaxation:
         point with a stored Hessian (:meth:`newton_point`), starting from the seed's point: every
         x gives a valid bound (weak duality), and a point one step from the last one lags x(z) by
         a second-order error, so the bounds are nearly the same at a fraction of the cost. Where
-        the step does not apply (:meth:`steps_apply`) ``exact`` is used."""
+        the step does not apply (:meth:`steps_apply`) ``exact`` is used.
+
+        ``decided`` (with a ``target``; not the textbook scheme, which takes its ``iters`` steps):
+        stop as soon as the steps cannot change whether the node is pruned: its bound reaches the
+        target (as without it), or the relaxation's value at one of the visited points
+        (:meth:`relaxed_value`, an upper bound on the relaxation's minimum) lies below the target, so
+        that no dual point, however many steps found it, could reach it; and stop when the best
+        bound's progress over the last STALL_STEPS steps, extrapolated linearly over the steps left,
+        falls short of the target (a heuristic on the cost: Frank-Wolfe's progress slows down, so
+        the extrapolation is optimistic). The bound returned is the best dual value either way."""
         k = self.units.budget if k is None else k
         nu = self.units.n_units
         fin = fixed_in if fixed_in is not None else np.zeros(nu, dtype=bool)
@@ -716,17 +826,27 @@ class Relaxation:
                 if self.rows is not None and self._empty(fout):  # no feasible point in the node at all
                     return NodeBound(np.inf, np.zeros(nu), np.empty(0, dtype=np.int64), seed or self._nowhere()), z
                 return (seeded or NodeBound(-np.inf, np.zeros(nu), np.empty(0, dtype=np.int64), self._nowhere())), z
-        cur = self.node_bound(self.anchor(x, za, curv=stepping), fin, fout, k)
+        x, a = self._step_anchor(x, za, stepping, seed.x if seed is not None else None)
+        cur = self.node_bound(a, fin, fout, k)
         cur.anchor.hess = hess
         best, zbest = cur, z  # the best of the steps (its z is where a child starts)
         xk = x
+        decide = decided and target is not None and np.isfinite(target)
+        upper = self.relaxed_value(cur.anchor, za) if decide else np.inf
+        trail = [best.value]  # the best bound after each step (decided: the recent progress)
         for t in range(1 + warm, iters + 1 + warm):
+            if decide and len(trail) > STALL_STEPS:
+                rate = (trail[-1] - trail[-1 - STALL_STEPS]) / STALL_STEPS
+                if trail[-1] + rate * (iters + warm + 1 - t) < target:
+                    break  # at the recent rate the steps left would not reach the target
             if target is not None and max(best.value, seeded.value if seeded is not None else -np.inf) >= target:
                 break
+            if decide and upper < target:
+                break  # the relaxation's minimum is below the target: the node stays open whatever the steps
             vertex = np.zeros(nu)
             vertex[fin] = 1.0
             vertex[cur.top] = 1.0
-            if np.allclose(vertex, z):
+            if np.all(np.abs(vertex - z) <= 1e-8 + 1e-5 * np.abs(z)):  # (np.allclose's test)
                 break  # z is the vertex the linearization picks: the relaxation's minimum (to FW's accuracy)
             gamma = 2.0 / (t + 2.0)
             z = (1 - gamma) * z + gamma * vertex
@@ -738,13 +858,57 @@ class Relaxation:
                 xk = self.phi_point(z, xk if len(xk) == self.n else None)
             if xk is None:  # (the box scaled by z left the rows no point)
                 break
-            cur = self.node_bound(self.anchor(xk, z, curv=stepping), fin, fout, k)
+            xk, a = self._step_anchor(xk, z, stepping, cur.anchor.x)
+            cur = self.node_bound(a, fin, fout, k)
             cur.anchor.hess = hess
             if cur.value > best.value:
                 best, zbest = cur, z
+            if decide:
+                upper = min(upper, self.relaxed_value(cur.anchor, z))
+                trail.append(best.value)
         if seeded is not None and seeded.value > best.value:
             best = seeded
         return best, zbest
+
+    def relaxed_value(self, a: Anchor, z: np.ndarray) -> float:
+        """The relaxation's objective at (the anchor's x, the weights z): f(x) + sum_(j in C)
+        (r_j / 2)(1 / z_u - 1) x_j^2, with x_j = 0 wherever z_u = 0 (the shifted form: its quadratic
+        with the ridge r + 2 mu in the perspective). Any such pair is a point of the relaxation, so
+        this is an upper bound on its minimum over the node (every z Frank-Wolfe visits is feasible
+        for the node); +inf where it is not known: no objective at x, or a box or linear constraints
+        (x would have to be checked against them)."""
+        if a.primal is None or not np.isfinite(a.primal) or self.rows is not None:
+            return np.inf
+        C = self.C
+        if self.quad is not None:
+            if not self.quad["direct"]:
+                return np.inf
+            xc, r = a.x, self.quad["r"]
+        else:
+            if np.isfinite(self.lo).any() or np.isfinite(self.hi).any():
+                return np.inf
+            xc, r = a.x[C], self.r[C]
+        zc = np.asarray(z, dtype=float)[self.units.unit_of]
+        on = zc > 0
+        if np.any(xc[~on] != 0):
+            return np.inf
+        r_on, x_on, z_on = r[on], xc[on], zc[on]
+        return float(a.primal + 0.5 * np.sum(r_on * (1.0 / z_on - 1.0) * x_on * x_on))
+
+    def _step_anchor(
+        self, x: np.ndarray, z: np.ndarray, stepping: bool, prev: np.ndarray | None
+    ) -> tuple[np.ndarray, Anchor]:
+        """The anchor of a Frank-Wolfe step's point. A Newton point (``stepping``) far from x(z) can
+        put the dual point, once the free coordinates' condition is imposed, outside the loss
+        conjugate's domain (a logistic theta outside [0, 1]); the step then takes x(z) itself
+        (:meth:`phi_point`, from ``prev``), where that condition holds already."""
+        try:
+            return x, self.anchor(x, z, curv=stepping)
+        except NoBoundError:
+            if not stepping:
+                raise
+        x = self.phi_point(z, prev if prev is not None and len(prev) == self.n else None)
+        return x, self.anchor(x, z, curv=True)
 
     def steps_apply(self) -> bool:
         """Whether :meth:`newton_point` applies: the plain form of losses whose Hessian is
@@ -784,11 +948,13 @@ class Relaxation:
         cols = np.concatenate([cc, self.F])
         extra = np.concatenate([self.r[cc] * (1.0 / zc - 1.0), np.zeros(len(self.F))])
         at = a.hess[1][cols] if a.hess is not None else None
+        Jcs = None  # the columns z touches, gathered once for the Hessian and the gradient
         if fresh or at is None or a.hess[2] >= HESS_REFRESH or (at < 0).any():
             # formed on the coordinates z touches (they grow only when a unit enters a vertex)
             H = np.diag(self.r[cols].astype(float))
-            for J, c in zip(self._Js, a.curv):
-                B = J[:, cols] * np.sqrt(np.maximum(c, 0.0))[:, None]
+            Jcs = [J[:, cols] for J in self._Js]
+            for Jc, c in zip(Jcs, a.curv):
+                B = Jc * np.sqrt(np.maximum(c, 0.0))[:, None]
                 H += B.T @ B
             where = np.full(self.n, -1, dtype=np.int64)
             where[cols] = np.arange(len(cols))
@@ -797,7 +963,7 @@ class Relaxation:
         else:
             hess = (a.hess[0], a.hess[1], a.hess[2] + 1)
             M = a.hess[0][np.ix_(at, at)] + np.diag(extra)
-        g = a.grad[cols] + (self.r[cols] + extra) * a.x[cols]
+        g = self._raw_gradient(a, cols, Jcs) + (self.r[cols] + extra) * a.x[cols]
         try:
             fac = sla.cho_factor(M, check_finite=False)
             step = sla.cho_solve(fac, g, check_finite=False)
