@@ -87,7 +87,9 @@ class Result(ResultText):
     extra: dict[str, Any] = field(default_factory=dict)
     unit: str = ""  # what k counts: coordinates, groups, edges, rank
     counters: dict[str, int] = field(default_factory=dict)  # the run's oracle counters
-    names: Mapping[str, Any] = field(default_factory=dict)  # per variable: its names (model.names.VariableNames; read on first use)
+    names: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # per variable: its names (model.names.VariableNames; read on first use)
     bound: str = ""  # the constraint as solved, nnz(w[1:]) <= 10
     symmetric: bool = False  # the primary variable is a symmetric matrix (an edge is one pair)
     groups: list[str] = field(default_factory=list)  # the kept groups, by name (group sparsity)
