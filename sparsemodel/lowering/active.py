@@ -36,6 +36,7 @@ columns), on other objectives it warm-starts the lowered problem's restricted so
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +45,7 @@ import scipy.sparse as sp
 from scipy.linalg.lapack import dpotrf, dpotrs
 
 from ..numerics.newton import newton
+from .lean import lean_data
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -105,7 +107,14 @@ class ActiveSet:
     ``auto`` or ``lstsq`` on a least-squares objective the incremental factorization is used.
     """
 
-    def __init__(self, lp: LoweredProblem, method: str = "auto", tol: float = 1e-12, gram: bool = False):
+    def __init__(
+        self,
+        lp: LoweredProblem,
+        method: str = "auto",
+        tol: float = 1e-12,
+        gram: bool = False,
+        lean: bool | LeanRows = False,
+    ):
         self.lp = lp
         self.method = lp.restricted_method(method)
         self.tol = tol
@@ -120,6 +129,14 @@ class ActiveSet:
         # columns of the constant Hessian, no pass over the data
         self.gram = _GramQuadratic(lp) if gram and quad and gram_pays(lp, len(self.F) + lp.set.k + 256) else None
         self.ls = _LeastSquares(lp, self.C) if quad and self.gram is None else None
+        # lean (a search that moves and reads gradients, never scores): Newton on the gathered rows of
+        # the stored Jacobian with the Hessian kept across solves (_LeanNewton); a LeanRows to share
+        rows = None
+        if lean is not False and self.method == "newton" and not self.bounded:
+            rows = lean if isinstance(lean, LeanRows) else lean_rows(lp)
+        self.lean = _LeanNewton(lp, rows, tol) if rows is not None else None
+        self.exact, self.lower = True, float("nan")  # the last solve ran to tol; a lower end for its minimum
+        self.lean_fresh = False  # the last solve was the lean one (its gradient comes from it)
         self.sel = np.empty(0, dtype=np.int64)
         self.ridge: tuple[float, np.ndarray] | None = None
         self.x = lp.zeros()
@@ -139,11 +156,21 @@ class ActiveSet:
         x0: np.ndarray | None = None,
         ridge: tuple[float, np.ndarray] | None = None,
         give_up: float | None = None,
+        decide: Callable[[float, float], bool] | None = None,
     ) -> tuple[np.ndarray, float]:
         sel = _positions(sel)
         if ridge is not None and (ridge[0] <= 0 or len(ridge[1]) == 0):
             ridge = None
         self.solves += 1
+        self.lean_fresh = False
+        if self.lean is not None and give_up is None:
+            moved = self.lean.move(self.F, self.C, sel, ridge, self.x if x0 is None else x0, decide)
+            if moved is not None:
+                self.x, self.f = moved
+                self._result = None
+                self.sel, self.ridge, self.lean_fresh = sel, ridge, True
+                self.exact, self.lower = self.lean.exact, self.lean.lower
+                return self.x, self.f
         moved = self.gram.move(self.F, self.C, sel, ridge) if self.gram is not None else None
         if moved is not None:
             self.lp.oracle.charge(solves=1)
@@ -164,6 +191,7 @@ class ActiveSet:
             self.x, self.f = r.x, float(r.f)
             self._result = r
         self.sel, self.ridge = sel, ridge
+        self.exact, self.lower = True, self.f
         return self.x, self.f
 
     def grad(self) -> np.ndarray:
@@ -173,6 +201,9 @@ class ActiveSet:
             return -2.0 * self.ls.rmatvec(self.ls.e)
         if self.gram is not None and self.gram.fresh:
             return self.gram.grad()
+        if self.lean_fresh:
+            self.lp.oracle.charge(grads=1, ifo=self.lp.n_samples)
+            return self.lean.grad()
         if self._result is not None:
             return self._result.grad_at(self.lp)
         return self.lp.value_and_grad(self.x)[1]
@@ -597,3 +628,233 @@ class _LeastSquares:
         u, *_ = np.linalg.lstsq(aug, rhs, rcond=None)
         res = rhs - aug @ u
         return self.const + float(res @ res)
+
+
+LEAN_LOSSES = {"logistic": 1, "exp": 2}  # the lean kernels' codes of the losses finite on the whole line
+LEAN_STALE = 2.0  # a stored Hessian serves while every curvature is within this factor of the one it was formed at
+LEAN_RATE = 0.1  # ... and each step cuts the decrement by at least this factor (else a fresh Hessian is formed)
+LEAN_ROWS = 4  # gathered row blocks J'[cols] kept (the f- and g_R-solves of ARHT visit the same supports)
+DECIDE_LOCAL = (
+    1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
+)
+DECIDE_SAFETY = 4.0  # ... and its lower end is f minus this many times the quadratic model's decrease dec / 2
+
+
+class LeanRows:
+    """What the lean solves of one problem share: its arrays (:mod:`.lean`) and the last row blocks
+    J'[cols] gathered. Two active sets on the same problem (ARHT's f- and g_R-minimizers, which visit
+    the same supports) pass one of these to share them."""
+
+    def __init__(self, P: Any):
+        self.JT = np.ascontiguousarray(np.asarray(P.J).T)  # (D, n): the rows of one support gather contiguously
+        self.b, self.wc = np.asarray(P.b), np.asarray(P.wc)
+        self.lin, self.rd = np.asarray(P.lin), np.asarray(P.rd)
+        self.const, self.code = float(P.const), int(P.code)
+        self.rows: dict[bytes, np.ndarray] = {}
+        self.hessians = 0
+
+    def gather(self, cols: np.ndarray) -> np.ndarray:
+        key = cols.tobytes()
+        JTB = self.rows.get(key)
+        if JTB is None:
+            if len(self.rows) >= LEAN_ROWS:
+                self.rows.pop(next(iter(self.rows)))
+            JTB = self.rows[key] = self.JT[cols]
+        return JTB
+
+    def loss(self, z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """sum wc phi(z), wc phi'(z), wc phi''(z)."""
+        wc = self.wc
+        if self.code == 1:  # logistic: log(1 + e^z)
+            e = np.exp(-np.abs(z))
+            inv = 1.0 / (1.0 + e)
+            v = np.maximum(z, 0.0) + np.log1p(e)
+            d1 = np.where(z >= 0, inv, e * inv)
+            d2 = e * inv * inv
+        else:  # exp
+            v = d1 = d2 = np.exp(z)
+        return float(wc @ v), wc * d1, wc * d2
+
+
+def lean_rows(lp: LoweredProblem) -> LeanRows | None:
+    """The shared state of the lean solves of ``lp`` (None outside their class: see
+    :class:`_LeanNewton`)."""
+    data = lean_data(lp)
+    if data is None or data.quadratic or int(data.P.code) not in LEAN_LOSSES.values():
+        return None
+    return LeanRows(data.P)
+
+
+class _LeanNewton:
+    """Restricted minimizers of a composite objective of the lean class (:mod:`.lean`: one elementwise
+    loss phi of J x + b, linear terms, a separable ridge) whose loss is finite on the whole line
+    (logistic, exp), for a support that changes one coordinate at a time (ARHT's f- and
+    g_R-minimizers): the damped Newton loop of :func:`sparsemodel.numerics.newton.newton` (the same
+    stopping test on the Newton decrement, Armijo constant and polish) on the gathered rows J'[cols],
+    with the Hessian of the loss part kept across solves.
+
+    That Hessian, G = J_B' diag(c) J_B at the curvatures c = wc phi'', is formed only when needed;
+    the next solve (one swap away) starts from it (:meth:`start_hessian`), so G is exactly
+    the Hessian at the stored curvatures c0. Its steps (a chord method) are certified as in
+    :func:`sparsemodel.numerics.newton._stale_direction`: when every curvature lies within [lo, hi]
+    times c0, the true Hessian lies within [min(lo, 1), max(hi, 1)] times the one factorized (the
+    ridges do not move), so the true decrement is at most the computed one over min(lo, 1), and the
+    solve stops on that bound. A fresh Hessian is formed when the curvatures left [1/2, 2] times c0,
+    or a step cut the decrement by less than a factor 10 or needed backtracking.
+
+    ``decide(f, lower)`` (optional): the caller's test, given the value reached and a lower end for
+    the minimum; once the decrement is small (DECIDE_LOCAL) and the test returns True the solve stops
+    there (``exact`` False), with ``lower`` = f - DECIDE_SAFETY * dec / (2 lo) (the quadratic model's
+    decrease, times a safety factor). ``move`` returns None where this path does not apply (a value
+    that is not finite, a Hessian not numerically positive definite, no convergence, a point running
+    away); the caller then uses the general path."""
+
+    def __init__(self, lp: LoweredProblem, rows: LeanRows, tol: float):
+        self.lp, self.sh, self.tol = lp, rows, tol
+        self.cols = np.empty(0, dtype=np.int64)
+        self.u = np.zeros(0)
+        self.d1 = np.zeros(0)
+        self.exact = True
+        self.lower = np.nan
+        self.G: np.ndarray | None = None  # the loss part's Hessian on Gcols at the curvatures c0
+        self.Gcols = np.empty(0, dtype=np.int64)
+        self.c0 = np.zeros(0)
+
+    def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> np.ndarray | None:
+        """The stored Hessian moved to ``cols`` at its curvatures c0 (None: none stored): the
+        entries of the columns kept are copied, a new column is J_B' (c0 J_i)."""
+        if self.G is None:
+            return None
+        prev = self.Gcols
+        at = np.minimum(np.searchsorted(prev, cols), max(len(prev) - 1, 0))
+        kept = (prev[at] == cols) if len(prev) else np.zeros(len(cols), dtype=bool)
+        if kept.all() and len(cols) == len(prev):
+            return self.G.copy()
+        G = np.empty((len(cols), len(cols)))
+        k = np.flatnonzero(kept)
+        G[np.ix_(k, k)] = self.G[np.ix_(at[k], at[k])]
+        new = np.flatnonzero(~kept)
+        if len(new):
+            B = JTB @ (self.c0[:, None] * JTB[new].T)
+            G[:, new] = B
+            G[new, :] = B.T
+        return G
+
+    def move(
+        self,
+        F: np.ndarray,
+        C: np.ndarray,
+        sel: np.ndarray,
+        ridge: tuple[float, np.ndarray] | None,
+        x0: np.ndarray,
+        decide: Callable[[float, float], bool] | None = None,
+    ) -> tuple[np.ndarray, float] | None:
+        sh = self.sh
+        cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))
+        if len(cols) == 0:
+            return None
+        r = sh.rd[cols].copy()
+        if ridge is not None:
+            on = np.zeros(self.lp.n)
+            on[C[np.asarray(ridge[1], dtype=np.int64)]] = ridge[0]
+            r += on[cols]
+        lin = sh.lin[cols]
+        JTB = sh.gather(cols)
+        u = np.array(x0[cols], dtype=float)
+        scale = 1.0 + float(np.linalg.norm(u))
+        z = u @ JTB + sh.b
+        fl, d1, d2 = sh.loss(z)
+        f = sh.const + fl + float(lin @ u) + 0.5 * float(r @ (u * u))
+        if not np.isfinite(f):
+            return None
+        G = self.start_hessian(cols, JTB)
+        c0 = self.c0
+        fresh = G is None
+        conv = stopped = False
+        its = 0
+        prev_dec = np.inf
+        lower = f
+        for _ in range(100):
+            its += 1
+            lo = hi = 1.0
+            if not fresh:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    q = d2 / c0
+                lo, hi = float(q.min()), float(q.max())  # (NaN, 0/0: both curvatures underflowed)
+                if not (lo >= 1.0 / LEAN_STALE and hi <= LEAN_STALE):
+                    G = None  # the stored Hessian is too far off: form the true one at this point
+                lo = min(lo, 1.0)
+            g = JTB @ d1 + lin + r * u
+            if G is None:
+                G = (JTB * d2) @ JTB.T
+                c0 = d2
+                fresh = True
+                lo = 1.0
+                sh.hessians += 1
+            H = G + np.diag(r)
+            H.reshape(-1)[:: len(r) + 1] += 1e-14 * abs(H.trace()) / max(len(r), 1)
+            c, info = dpotrf(H, lower=False, clean=True, overwrite_a=True)
+            if info != 0:
+                if fresh:
+                    return None
+                G = None
+                continue
+            step = -dpotrs(c, g)[0]
+            dec = -float(g @ step)
+            if not dec >= 0:
+                return None
+            if dec / lo <= 2.0 * self.tol * (1.0 + abs(f)):
+                conv = True
+                ut = u + step
+                zt = ut @ JTB + sh.b
+                ft_l, e1, e2 = sh.loss(zt)
+                ft = sh.const + ft_l + float(lin @ ut) + 0.5 * float(r @ (ut * ut))
+                if np.isfinite(ft) and ft <= f + 4 * np.finfo(float).eps * (1.0 + abs(f)):
+                    u, z, d1, d2, f = ut, zt, e1, e2, ft
+                lower = f
+                break
+            if decide is not None and dec / lo <= DECIDE_LOCAL * (1.0 + abs(f)):
+                lower = f - DECIDE_SAFETY * dec / (2.0 * lo)
+                if decide(f, lower):
+                    stopped = True
+                    break
+            if not fresh and dec > LEAN_RATE * prev_dec:
+                G = None  # slow progress on the stored Hessian: a fresh one
+                continue
+            dz = step @ JTB
+            t, moved = 1.0, False
+            for _ls in range(50):
+                ut = u + t * step
+                zt = z + t * dz
+                ft_l, e1, e2 = sh.loss(zt)
+                ft = sh.const + ft_l + float(lin @ ut) + 0.5 * float(r @ (ut * ut))
+                if ft <= f - 0.25 * t * dec:
+                    u, z, d1, d2, f = ut, zt, e1, e2, ft
+                    moved = True
+                    break
+                t *= 0.5
+            if not moved:
+                conv = True
+                lower = f
+                break
+            if t < 1.0 and not fresh:
+                G = None
+            prev_dec = dec
+            fresh = False  # the next point differs from the curvatures G was formed at
+        self.lp.oracle.charge(solves=1, grads=its, ifo=self.lp.n_samples * its)
+        if not (conv or stopped) or float(np.linalg.norm(u)) > 1e4 * scale:
+            return None
+        if G is not None:
+            self.G, self.Gcols, self.c0 = G, cols, c0
+        self.cols, self.u, self.d1 = cols, u, d1
+        self.exact, self.lower = not stopped, lower
+        x = self.lp.zeros()
+        x[cols] = u
+        return x, f
+
+    def grad(self) -> np.ndarray:
+        """The gradient of f (without the ridge) at the last point moved to."""
+        sh = self.sh
+        g = sh.JT @ self.d1 + sh.lin
+        g[self.cols] += sh.rd[self.cols] * self.u
+        return g

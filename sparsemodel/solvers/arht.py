@@ -77,6 +77,7 @@ bounds them by 6 log(...)) end with status ``max_iter``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,8 @@ class _Core:
     stop: str
 
 
+LEAN = True
+DECIDE_SHARE = 0.9  # a solve stopped by a decided test keeps this share of the distance to the threshold
 REPLAY = True  # reuse recorded core runs (tests switch it off to check that the reuse changes nothing)
 GCACHE_ENTRIES = 2e7  # floats kept by the cache of g_R-minimizers (their gradients on C)
 EXACT_RHO_BUDGET = 5e8  # multiply-adds allowed for forming the Hessian (bound) on C exactly
@@ -205,6 +208,12 @@ class ARHT(Solver):
             "tests its target does not change (false: fresh randomness for every run, Algorithm 6 as stated)",
             bool,
         ),
+        "screen_tests": Option(
+            True,
+            "stop a restricted solve once its value bracket decides line 12 (f <= opt) or the progress test; "
+            "exact solves only when a test is close (false: every solve to tol)",
+            bool,
+        ),
         "restricted": RESTRICTED,
         "tol": Option(
             1e-12,
@@ -221,8 +230,12 @@ class ARHT(Solver):
         if lp.set is None:
             return solve_unconstrained(lp, self, o["restricted"])
         clock = Clock()
-        feng = ActiveSet(lp, method=o["restricted"], tol=o["tol"])  # f-minimizers on supports (line 12, polish)
-        geng = ActiveSet(lp, method=o["restricted"], tol=o["tol"])  # g_R-minimizers
+        feng = ActiveSet(
+            lp, method=o["restricted"], tol=o["tol"], lean=LEAN
+        )  # f-minimizers on supports (line 12, polish)
+        geng = ActiveSet(
+            lp, method=o["restricted"], tol=o["tol"], lean=feng.lean.sh if feng.lean else False
+        )  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
         xb, fb = feng.solve(sel0)
         hist = self.history(lp, clock)
@@ -363,44 +376,66 @@ class _CoreRuns:
         # random numbers): restart q of every round is an independent draw of Algorithm 5, and a round
         # whose target lies where a recorded run of restart q made the same decisions reuses that run
         self.base_seed = o["seed"] if o["seed"] is not None else int(np.random.SeedSequence().entropy % (1 << 62))
-        self.fcache: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}  # support -> nonzeros of its f-minimizer
+        self.fcache: dict[bytes, list] = {}  # support -> its f-minimizer's nonzeros, value, lower end, exact
         self.gcache: dict[bytes, list] = {}  # (S, R ∩ S) -> g_R-minimizer
         self.gcache_cap = max(256, int(GCACHE_ENTRIES // max(len(self.C), 1)))
         self.latest: list | None = None  # the cache entry of geng's last solve (its gradient comes cheaply from it)
-        self.stats = {"core_runs": 0, "core_iterations": 0, "type2": 0, "replayed_runs": 0, "g_solves": 0}
+        self.stats = {
+            "core_runs": 0,
+            "core_iterations": 0,
+            "type2": 0,
+            "replayed_runs": 0,
+            "g_solves": 0,
+            "f_solves": 0,
+        }
         self.runs: dict[
             int, list[tuple[float, float, _Core]]
         ] = {}  # restart -> (lo, hi, run): same run for lo <= opt < hi
 
-    def fmin(self, sel: np.ndarray, warm: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-        """The f-minimizer on the support sel and its value (solved once per support)."""
+    def fmin(
+        self, sel: np.ndarray, warm: np.ndarray | None = None, opt: float | None = None
+    ) -> tuple[np.ndarray, float, float]:
+        """The f-minimizer on the support sel, its value, and a lower end for min_sel f (the value
+        itself once solved to tol). With ``opt`` (line 12's test f <= opt) and ``screen_tests`` the
+        solve may stop once that lower end is above opt (the test is decided: false); without,
+        the minimizer to tol. Solved once per support (an early stop is resumed when needed)."""
         key = sel.tobytes()
-        if key not in self.fcache:
-            x_, f_ = self.feng.solve(sel, x0=warm)
+        ent = self.fcache.get(key)
+        if ent is None or not (ent[4] or (opt is not None and ent[3] > opt)):
+            start = warm if ent is None else self._point(ent)
+            decide = _decided(opt) if opt is not None and self.o["screen_tests"] else None
+            x_, f_ = self.feng.solve(sel, x0=start, decide=decide)
             nz = np.flatnonzero(x_)
-            self.fcache[key] = (nz, x_[nz], f_)
-        nz, vals, f_ = self.fcache[key]
-        x_ = self.lp.zeros()
-        x_[nz] = vals
-        return x_, f_
+            ent = self.fcache[key] = [nz, x_[nz], f_, self.feng.lower, self.feng.exact]
+            self.stats["f_solves"] += 1
+        return self._point(ent), ent[2], ent[3]
 
-    def gmin(self, sel: np.ndarray, R: np.ndarray, warm: np.ndarray | None) -> tuple[np.ndarray, float, list]:
-        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`). It
-        depends on R only through R ∩ sel: solved once per (sel, R ∩ sel)."""
+    def _point(self, ent: list) -> np.ndarray:
+        x_ = self.lp.zeros()
+        x_[ent[0]] = ent[1]
+        return x_
+
+    def gmin(
+        self, sel: np.ndarray, R: np.ndarray, warm: np.ndarray | None, thr: float | None = None
+    ) -> tuple[np.ndarray, float, list]:
+        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`; entry [4]
+        a lower end for min_sel g_R, entry [5] whether it was solved to tol). It depends on R only
+        through R ∩ sel: solved once per (sel, R ∩ sel). With ``thr`` (the progress test: Type 1
+        iff min g_R <= thr) and ``screen_tests`` the solve may stop once the lower end is above thr
+        (Type 2 decided; the point is then not used as an iterate)."""
         key = sel.tobytes() + np.packbits(R[sel]).tobytes()
         hit = self.gcache.get(key)
-        if hit is None:
-            x_, g_ = self.geng.solve(sel, x0=warm, ridge=(self.rho, np.flatnonzero(R)))
+        if hit is None or not (hit[5] or (thr is not None and hit[4] > thr)):
+            start = warm if hit is None else self._point(hit)
+            decide = _decided(thr) if thr is not None and self.o["screen_tests"] else None
+            x_, g_ = self.geng.solve(sel, x0=start, ridge=(self.rho, np.flatnonzero(R)), decide=decide)
             nz = np.flatnonzero(x_)
             if len(self.gcache) >= self.gcache_cap:
                 self.gcache.clear()
-            hit = self.gcache[key] = [nz, x_[nz], g_, None]
+            hit = self.gcache[key] = [nz, x_[nz], g_, None, self.geng.lower, self.geng.exact]
             self.latest = hit
             self.stats["g_solves"] += 1
-        nz, vals, g_, _ = hit
-        x_ = self.lp.zeros()
-        x_[nz] = vals
-        return x_, g_, hit
+        return self._point(hit), hit[2], hit
 
     def grad_f(self, hit: list, x_: np.ndarray) -> np.ndarray:
         """grad f on C at a g_R-minimizer, computed when line 15 first needs it (a minimizer
@@ -431,12 +466,12 @@ class _CoreRuns:
         stop = "max_iter"
         xf = None
         while it < self.T:
-            xf, ff = self.fmin(S, x if xf is None else _blend(xf, x, C, S))
-            if ff <= opt:  # line 12
+            xf, ff, ff_lo = self.fmin(S, x if xf is None else _blend(xf, x, C, S), opt)
+            if ff <= opt:  # line 12 (solved to tol: a stopped solve's lower end is above opt)
                 lo = max(lo, ff)
                 stop = "reached opt"
                 break
-            hi = min(hi, ff)
+            hi = min(hi, ff_lo)
             it += 1
             grad_c = self.grad_f(gx, x) + rho * R * x[C]  # grad g_R = grad f + rho x_R
             score = np.abs(grad_c)
@@ -446,10 +481,10 @@ class _CoreRuns:
             S1 = np.union1d(np.setdiff1d(S, [j]), [i])  # line 17
             warm = x.copy()
             warm[C[j]] = 0.0
-            x1, g1, gx1 = self.gmin(S1, R, warm)  # line 18
-            type1 = g - g1 >= c / s * (g - opt)
-            if c > 0:  # the test is opt >= tau
-                tau = g - (g - g1) * s / c
+            x1, g1, gx1 = self.gmin(S1, R, warm, g - c / s * (g - opt))  # line 18
+            type1 = gx1[5] and g - g1 >= c / s * (g - opt)  # (a stopped solve: Type 2 decided)
+            if c > 0:  # the test is opt >= tau (at most tau when Type 2 with min g_R >= its lower end)
+                tau = g - (g - (g1 if type1 else gx1[4])) * s / c
                 lo, hi = (max(lo, tau), hi) if type1 else (lo, min(hi, tau))
             elif c < 0:  # a negative c reverses the test: such runs are not reused
                 lo, hi = np.inf, -np.inf
@@ -476,7 +511,7 @@ class _CoreRuns:
         if stop == "reached opt":
             run = _Core(xf, ff, True, it, t2, sampled, stop)
         elif o["polish"]:
-            xf, ff = self.fmin(S, x)
+            xf, ff, _ = self.fmin(S, x)
             run = _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
         else:
             run = _Core(x, self.lp.f(x), False, it, t2, sampled, stop)
@@ -494,6 +529,14 @@ class _CoreRuns:
             if not self.o["all_restarts"] and (run.f <= opt or not run.sampled):
                 break
         return best
+
+
+def _decided(thr: float) -> Callable[[float, float], bool]:
+    """The test ``min > thr`` of a solve whose minimum lies in [lower, f]: decided (true) once
+    lower > thr, and the solve stops there when lower keeps DECIDE_SHARE of the distance f - thr (the
+    interval of targets a run records then keeps that share of the exact one: later rounds of the
+    binary search still reuse the run)."""
+    return lambda f, lower: lower > thr and lower - thr >= DECIDE_SHARE * (f - thr)
 
 
 def _blend(xf: np.ndarray, x: np.ndarray, C: np.ndarray, S: np.ndarray) -> np.ndarray:

@@ -226,9 +226,9 @@ def test_arht_tol_reaches_the_restricted_solves(monkeypatch):
     seen = []
     init = ActiveSet.__init__
 
-    def spy(self, lp, method="auto", tol=1e-12, gram=False):
+    def spy(self, lp, method="auto", tol=1e-12, gram=False, lean=False):
         seen.append(tol)
-        init(self, lp, method, tol, gram)
+        init(self, lp, method, tol, gram, lean)
 
     rng = np.random.default_rng(5)
     X = rng.standard_normal((150, 20))
