@@ -650,6 +650,8 @@ class LeanRows:
         self.b, self.wc = np.asarray(P.b), np.asarray(P.wc)
         self.lin, self.rd = np.asarray(P.lin), np.asarray(P.rd)
         self.const, self.code = float(P.const), int(P.code)
+        w0 = float(self.wc[0]) if len(self.wc) else 0.0
+        self.w = w0 if np.all(self.wc == w0) else None  # uniform weights (a mean): a scalar
         self.rows: dict[bytes, np.ndarray] = {}
         self.hessians = 0
 
@@ -664,16 +666,22 @@ class LeanRows:
 
     def loss(self, z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """sum wc phi(z), wc phi'(z), wc phi''(z)."""
-        wc = self.wc
-        if self.code == 1:  # logistic: log(1 + e^z)
-            e = np.exp(-np.abs(z))
-            inv = 1.0 / (1.0 + e)
-            v = np.maximum(z, 0.0) + np.log1p(e)
-            d1 = np.where(z >= 0, inv, e * inv)
-            d2 = e * inv * inv
-        else:  # exp
-            v = d1 = d2 = np.exp(z)
-        return float(wc @ v), wc * d1, wc * d2
+        if self.code != 1:  # exp
+            e = np.exp(z)
+            return float(self.wc @ e), self.wc * e, self.wc * e
+        w = self.w if self.w is not None else self.wc
+        e = np.abs(z)
+        np.negative(e, out=e)
+        np.exp(e, out=e)  # e^-|z|
+        v = np.log1p(e)
+        v += z.clip(0.0)  # log(1 + e^z)
+        total = self.w * float(v.sum()) if self.w is not None else float(self.wc @ v)
+        ope = e + 1.0
+        inv = w / ope
+        d2 = e * inv  # w e^-|z| / (1 + e^-|z|): w phi'(z) where z < 0
+        d1 = np.where(z >= 0, inv, d2)
+        d2 /= ope  # w e^-|z| / (1 + e^-|z|)^2 = w phi''(z)
+        return total, d1, d2
 
 
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:

@@ -89,8 +89,8 @@ from ..numerics.smooth import power_method
 from ..sets.sparsity import top_k
 from ..util import Clock
 from .base import Solver, register
-from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
-from .options import Option
+from .greedy import INIT, solve_unconstrained, start_support
+from .options import Option, restricted_option
 from .result import CONVERGED, MAX_ITER, Result, finish
 
 PRACTICAL_PROGRESS = 1e-3
@@ -214,7 +214,11 @@ class ARHT(Solver):
             "exact solves only when a test is close (false: every solve to tol)",
             bool,
         ),
-        "restricted": RESTRICTED,
+        "restricted": restricted_option(
+            "the restricted solves (least squares: an incremental Cholesky factor; auto on a logistic or "
+            "Poisson loss with a stored Jacobian: Newton on its gathered rows with the Hessian kept across "
+            "solves; newton: the general Newton pipeline)"
+        ),
         "tol": Option(
             1e-12,
             "tolerance of the restricted solves (Newton decrement relative to 1 + |f|); the paper's experiments "
@@ -230,12 +234,10 @@ class ARHT(Solver):
         if lp.set is None:
             return solve_unconstrained(lp, self, o["restricted"])
         clock = Clock()
-        feng = ActiveSet(
-            lp, method=o["restricted"], tol=o["tol"], lean=LEAN
-        )  # f-minimizers on supports (line 12, polish)
-        geng = ActiveSet(
-            lp, method=o["restricted"], tol=o["tol"], lean=feng.lean.sh if feng.lean else False
-        )  # g_R-minimizers
+        lean = LEAN and o["restricted"] == "auto"
+        feng = ActiveSet(lp, method=o["restricted"], tol=o["tol"], lean=lean)  # f-minimizers (line 12, polish)
+        shared = feng.lean.sh if feng.lean is not None else False  # the gathered rows, shared
+        geng = ActiveSet(lp, method=o["restricted"], tol=o["tol"], lean=shared)  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
         xb, fb = feng.solve(sel0)
         hist = self.history(lp, clock)
@@ -478,7 +480,7 @@ class _CoreRuns:
             score[S] = -np.inf
             i = int(np.argmax(score))  # line 15
             j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
-            S1 = np.union1d(np.setdiff1d(S, [j]), [i])  # line 17
+            S1 = np.sort(np.append(S[S != j], i))  # line 17
             warm = x.copy()
             warm[C[j]] = 0.0
             x1, g1, gx1 = self.gmin(S1, R, warm, g - c / s * (g - opt))  # line 18
