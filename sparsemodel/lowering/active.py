@@ -36,6 +36,7 @@ columns), on other objectives it warm-starts the lowered problem's restricted so
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -633,11 +634,22 @@ class _LeastSquares:
 LEAN_LOSSES = {"logistic": 1, "exp": 2}  # the lean kernels' codes of the losses finite on the whole line
 LEAN_STALE = 2.0  # a stored Hessian serves while every curvature is within this factor of the one it was formed at
 LEAN_RATE = 0.1  # ... and each step cuts the decrement by at least this factor (else a fresh Hessian is formed)
+LEAN_HESSIANS = 4  # Hessians kept by their columns (a re-solve on a support starts from the last one there)
+LEAN_CHORD = 3.0  # ... or more than this many further steps at its rate would be needed
 LEAN_ROWS = 4  # gathered row blocks J'[cols] kept (the f- and g_R-solves of ARHT visit the same supports)
 DECIDE_LOCAL = (
     1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
 )
 DECIDE_SAFETY = 4.0  # ... and its lower end is f minus this many times the quadratic model's decrease dec / 2
+
+
+def _chord_steps(dec: float, prev: float, target: float) -> float:
+    """The chord steps still needed to bring the decrement from ``dec`` to ``target`` at the rate of
+    the last one (dec / prev)."""
+    rate = dec / prev if prev > 0 else 1.0
+    if not (0.0 < rate < 1.0 and target > 0.0) or dec <= target:
+        return 0.0
+    return math.log(target / dec) / math.log(rate)
 
 
 class LeanRows:
@@ -724,20 +736,24 @@ class _LeanNewton:
         self.d1 = np.zeros(0)
         self.exact = True
         self.lower = np.nan
+        self.hessians_on: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # columns -> (last Hessian there, c0)
         self.G: np.ndarray | None = None  # the loss part's Hessian on Gcols at the curvatures c0
         self.Gcols = np.empty(0, dtype=np.int64)
         self.c0 = np.zeros(0)
 
-    def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> np.ndarray | None:
-        """The stored Hessian moved to ``cols`` at its curvatures c0 (None: none stored): the
-        entries of the columns kept are copied, a new column is J_B' (c0 J_i)."""
+    def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """A Hessian of the loss part on ``cols`` at stored curvatures c0, and c0 (None: none
+        stored): the one formed on exactly these columns by either active set sharing the rows
+        (LEAN_HESSIANS kept), else this engine's last one moved to ``cols`` (the entries of the
+        columns kept are copied, a new column is J_B' (c0 J_i))."""
+        same = self.hessians_on.get(cols.tobytes())
+        if same is not None:
+            return same[0].copy(), same[1]
         if self.G is None:
             return None
         prev = self.Gcols
         at = np.minimum(np.searchsorted(prev, cols), max(len(prev) - 1, 0))
         kept = (prev[at] == cols) if len(prev) else np.zeros(len(cols), dtype=bool)
-        if kept.all() and len(cols) == len(prev):
-            return self.G.copy()
         G = np.empty((len(cols), len(cols)))
         k = np.flatnonzero(kept)
         G[np.ix_(k, k)] = self.G[np.ix_(at[k], at[k])]
@@ -746,7 +762,14 @@ class _LeanNewton:
             B = JTB @ (self.c0[:, None] * JTB[new].T)
             G[:, new] = B
             G[new, :] = B.T
-        return G
+        return G, self.c0
+
+    def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray) -> None:
+        key = cols.tobytes()
+        self.hessians_on.pop(key, None)
+        if len(self.hessians_on) >= LEAN_HESSIANS:
+            self.hessians_on.pop(next(iter(self.hessians_on)))
+        self.hessians_on[key] = (G, c0)
 
     def move(
         self,
@@ -775,8 +798,8 @@ class _LeanNewton:
         f = sh.const + fl + float(lin @ u) + 0.5 * float(r @ (u * u))
         if not np.isfinite(f):
             return None
-        G = self.start_hessian(cols, JTB)
-        c0 = self.c0
+        start = self.start_hessian(cols, JTB)
+        G, c0 = start if start is not None else (None, self.c0)
         fresh = G is None
         conv = stopped = False
         its = 0
@@ -811,7 +834,8 @@ class _LeanNewton:
             dec = -float(g @ step)
             if not dec >= 0:
                 return None
-            if dec / lo <= 2.0 * self.tol * (1.0 + abs(f)):
+            bound = 2.0 * self.tol * (1.0 + abs(f))
+            if dec / lo <= bound:
                 conv = True
                 ut = u + step
                 zt = ut @ JTB + sh.b
@@ -826,7 +850,7 @@ class _LeanNewton:
                 if decide(f, lower):
                     stopped = True
                     break
-            if not fresh and dec > LEAN_RATE * prev_dec:
+            if not fresh and (dec > LEAN_RATE * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > LEAN_CHORD):
                 G = None  # slow progress on the stored Hessian: a fresh one
                 continue
             dz = step @ JTB
@@ -854,6 +878,7 @@ class _LeanNewton:
             return None
         if G is not None:
             self.G, self.Gcols, self.c0 = G, cols, c0
+            self.keep_hessian(cols, G, c0)
         self.cols, self.u, self.d1 = cols, u, d1
         self.exact, self.lower = not stopped, lower
         x = self.lp.zeros()
