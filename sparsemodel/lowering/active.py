@@ -636,6 +636,8 @@ LEAN_STALE = 2.0  # a stored Hessian serves while every curvature is within this
 LEAN_RATE = 0.1  # ... and each step cuts the decrement by at least this factor (else a fresh Hessian is formed)
 LEAN_HESSIANS = 4  # Hessians kept by their columns (a re-solve on a support starts from the last one there)
 LEAN_CHORD = 3.0  # ... or more than this many further steps at its rate would be needed
+LEAN_MOVED = 0.1  # a Hessian is updated on the samples whose curvature moved by more than this, relative
+LEAN_PART = 0.5  # ... when they are at most this share of the samples (else it is formed from scratch)
 LEAN_ROWS = 4  # gathered row blocks J'[cols] kept (the f- and g_R-solves of ARHT visit the same supports)
 DECIDE_LOCAL = (
     1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
@@ -754,15 +756,33 @@ class _LeanNewton:
         prev = self.Gcols
         at = np.minimum(np.searchsorted(prev, cols), max(len(prev) - 1, 0))
         kept = (prev[at] == cols) if len(prev) else np.zeros(len(cols), dtype=bool)
-        G = np.empty((len(cols), len(cols)))
-        k = np.flatnonzero(kept)
-        G[np.ix_(k, k)] = self.G[np.ix_(at[k], at[k])]
-        new = np.flatnonzero(~kept)
-        if len(new):
-            B = JTB @ (self.c0[:, None] * JTB[new].T)
-            G[:, new] = B
-            G[new, :] = B.T
-        return G, self.c0
+        k, new = np.flatnonzero(kept), np.flatnonzero(~kept)
+        sub = self.G.take(at[k], axis=0).take(at[k], axis=1)
+        if len(new) == 0:
+            return sub, self.c0
+        B = JTB @ (self.c0[:, None] * JTB[new].T)  # the new columns, in the order of cols
+        Gp = np.block([[sub, B[k]], [B[k].T, B[new]]])  # kept columns first, then the new ones
+        back = np.argsort(np.concatenate([k, new]))
+        return Gp.take(back, axis=0).take(back, axis=1), self.c0
+
+    def _renew(
+        self, G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, JTB: np.ndarray, full: bool
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """The Hessian of the loss part at (about) the curvatures d2, its curvatures, and whether
+        they are d2 exactly. From the Hessian G at c0 on the same columns: G + J_B' diag(d2 - c0) J_B
+        over the samples whose curvature moved by more than LEAN_MOVED relative (exactly the Hessian
+        at c0 with those entries replaced by d2's, so the certification of :meth:`move` holds), when
+        they are at most LEAN_PART of them; else formed from scratch."""
+        self.sh.hessians += 1
+        if not full and G is not None and len(c0) == len(d2):
+            diff = d2 - c0
+            moved = np.flatnonzero(np.abs(diff) > LEAN_MOVED * np.maximum(d2, c0))
+            if len(moved) <= LEAN_PART * len(d2):
+                Jm = JTB[:, moved]
+                c1 = c0.copy()
+                c1[moved] = d2[moved]
+                return G + (Jm * diff[moved]) @ Jm.T, c1, False
+        return (JTB * d2) @ JTB.T, d2, True
 
     def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray) -> None:
         key = cols.tobytes()
@@ -800,35 +820,37 @@ class _LeanNewton:
             return None
         start = self.start_hessian(cols, JTB)
         G, c0 = start if start is not None else (None, self.c0)
-        fresh = G is None
+        fresh = G is None  # G is the Hessian at this point
+        renew = full = G is None  # form it here: updated from the stored one, or (full) from scratch
         conv = stopped = False
         its = 0
         prev_dec = np.inf
         lower = f
         for _ in range(100):
             its += 1
+            if renew:
+                G, c0, fresh = self._renew(G, c0, d2, JTB, full)
+                renew = full = False
+                prev_dec = np.inf
             lo = hi = 1.0
+            far = False  # the stored Hessian is too far off for steps (it may still decide the caller's test)
             if not fresh:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     q = d2 / c0
                 lo, hi = float(q.min()), float(q.max())  # (NaN, 0/0: both curvatures underflowed)
-                if not (lo >= 1.0 / LEAN_STALE and hi <= LEAN_STALE):
-                    G = None  # the stored Hessian is too far off: form the true one at this point
+                far = not (lo >= 1.0 / LEAN_STALE and hi <= LEAN_STALE)
+                if far and (decide is None or not lo > 0.0):
+                    renew = True
+                    continue
                 lo = min(lo, 1.0)
             g = JTB @ d1 + lin + r * u
-            if G is None:
-                G = (JTB * d2) @ JTB.T
-                c0 = d2
-                fresh = True
-                lo = 1.0
-                sh.hessians += 1
             H = G + np.diag(r)
             H.reshape(-1)[:: len(r) + 1] += 1e-14 * abs(H.trace()) / max(len(r), 1)
             c, info = dpotrf(H, lower=False, clean=True, overwrite_a=True)
             if info != 0:
                 if fresh:
                     return None
-                G = None
+                renew = full = True
                 continue
             step = -dpotrs(c, g)[0]
             dec = -float(g @ step)
@@ -850,8 +872,10 @@ class _LeanNewton:
                 if decide(f, lower):
                     stopped = True
                     break
-            if not fresh and (dec > LEAN_RATE * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > LEAN_CHORD):
-                G = None  # slow progress on the stored Hessian: a fresh one
+            if not fresh and (
+                far or dec > LEAN_RATE * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > LEAN_CHORD
+            ):
+                renew = True  # slow progress on the stored Hessian: one at this point
                 continue
             dz = step @ JTB
             t, moved = 1.0, False
@@ -870,7 +894,7 @@ class _LeanNewton:
                 lower = f
                 break
             if t < 1.0 and not fresh:
-                G = None
+                renew = True
             prev_dec = dec
             fresh = False  # the next point differs from the curvatures G was formed at
         self.lp.oracle.charge(solves=1, grads=its, ifo=self.lp.n_samples * its)

@@ -255,7 +255,7 @@ class ARHT(Solver):
                 break
             rounds += 1
             m = 0.5 * (l + r)  # line 22
-            res = runs.robust(m)  # line 23
+            res = runs.robust(m, r)  # line 23
             if res.f > m + eps / 3:  # line 24
                 l = m
             else:
@@ -381,6 +381,7 @@ class _CoreRuns:
         self.fcache: dict[bytes, list] = {}  # support -> its f-minimizer's nonzeros, value, lower end, exact
         self.gcache: dict[bytes, list] = {}  # (S, R ∩ S) -> g_R-minimizer
         self.gcache_cap = max(256, int(GCACHE_ENTRIES // max(len(self.C), 1)))
+        self.top = np.inf  # every later target of the binary search lies below this (its r)
         self.latest: list | None = None  # the cache entry of geng's last solve (its gradient comes cheaply from it)
         self.stats = {
             "core_runs": 0,
@@ -405,7 +406,7 @@ class _CoreRuns:
         ent = self.fcache.get(key)
         if ent is None or not (ent[4] or (opt is not None and ent[3] > opt)):
             start = warm if ent is None else self._point(ent)
-            decide = _decided(opt) if opt is not None and self.o["screen_tests"] else None
+            decide = _decided(opt, self.top) if opt is not None and self.o["screen_tests"] else None
             x_, f_ = self.feng.solve(sel, x0=start, decide=decide)
             nz = np.flatnonzero(x_)
             ent = self.fcache[key] = [nz, x_[nz], f_, self.feng.lower, self.feng.exact]
@@ -418,18 +419,24 @@ class _CoreRuns:
         return x_
 
     def gmin(
-        self, sel: np.ndarray, R: np.ndarray, warm: np.ndarray | None, thr: float | None = None
+        self,
+        sel: np.ndarray,
+        R: np.ndarray,
+        warm: np.ndarray | None,
+        thr: float | None = None,
+        top: float = np.inf,
     ) -> tuple[np.ndarray, float, list]:
         """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`; entry [4]
         a lower end for min_sel g_R, entry [5] whether it was solved to tol). It depends on R only
         through R ∩ sel: solved once per (sel, R ∩ sel). With ``thr`` (the progress test: Type 1
         iff min g_R <= thr) and ``screen_tests`` the solve may stop once the lower end is above thr
-        (Type 2 decided; the point is then not used as an iterate)."""
+        (Type 2 decided; the point is then not used as an iterate); ``top``: the threshold at the
+        binary search's r (see :func:`_decided`)."""
         key = sel.tobytes() + np.packbits(R[sel]).tobytes()
         hit = self.gcache.get(key)
         if hit is None or not (hit[5] or (thr is not None and hit[4] > thr)):
             start = warm if hit is None else self._point(hit)
-            decide = _decided(thr) if thr is not None and self.o["screen_tests"] else None
+            decide = _decided(thr, top) if thr is not None and self.o["screen_tests"] else None
             x_, g_ = self.geng.solve(sel, x0=start, ridge=(self.rho, np.flatnonzero(R)), decide=decide)
             nz = np.flatnonzero(x_)
             if len(self.gcache) >= self.gcache_cap:
@@ -483,7 +490,7 @@ class _CoreRuns:
             S1 = np.sort(np.append(S[S != j], i))  # line 17
             warm = x.copy()
             warm[C[j]] = 0.0
-            x1, g1, gx1 = self.gmin(S1, R, warm, g - c / s * (g - opt))  # line 18
+            x1, g1, gx1 = self.gmin(S1, R, warm, g - c / s * (g - opt), g - c / s * (g - self.top))  # line 18
             type1 = gx1[5] and g - g1 >= c / s * (g - opt)  # (a stopped solve: Type 2 decided)
             if c > 0:  # the test is opt >= tau (at most tau when Type 2 with min g_R >= its lower end)
                 tau = g - (g - (g1 if type1 else gx1[4])) * s / c
@@ -521,8 +528,10 @@ class _CoreRuns:
             self.runs.setdefault(q, []).append((lo, hi, run))
         return run
 
-    def robust(self, opt: float) -> _Core:
-        """ARHT_robust: the best of ``restarts`` core runs."""
+    def robust(self, opt: float, top: float = np.inf) -> _Core:
+        """ARHT_robust: the best of ``restarts`` core runs. ``top``: every later target of the
+        binary search lies below it (its current r)."""
+        self.top = top
         best = None
         for q in range(self.restarts):
             run = self.core(opt, q)
@@ -533,12 +542,14 @@ class _CoreRuns:
         return best
 
 
-def _decided(thr: float) -> Callable[[float, float], bool]:
+def _decided(thr: float, top: float) -> Callable[[float, float], bool]:
     """The test ``min > thr`` of a solve whose minimum lies in [lower, f]: decided (true) once
-    lower > thr, and the solve stops there when lower keeps DECIDE_SHARE of the distance f - thr (the
-    interval of targets a run records then keeps that share of the exact one: later rounds of the
-    binary search still reuse the run)."""
-    return lambda f, lower: lower > thr and lower - thr >= DECIDE_SHARE * (f - thr)
+    lower > thr; the solve stops there when the test is decided for every later target of the
+    binary search too (lower > top, the threshold at the bracket's upper end r, which later targets
+    stay below), or lower keeps DECIDE_SHARE of the distance f - thr. The interval of targets the
+    run records then holds every later target, or that share of the exact one: later rounds of the
+    binary search still reuse the run."""
+    return lambda f, lower: lower > thr and (lower > top or lower - thr >= DECIDE_SHARE * (f - thr))
 
 
 def _blend(xf: np.ndarray, x: np.ndarray, C: np.ndarray, S: np.ndarray) -> np.ndarray:
