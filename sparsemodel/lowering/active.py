@@ -820,6 +820,7 @@ class _LeanNewton:
             return None
         start = self.start_hessian(cols, JTB)
         G, c0 = start if start is not None else (None, self.c0)
+        c = None  # the Cholesky factor of G + diag(r)
         fresh = G is None  # G is the Hessian at this point
         renew = full = G is None  # form it here: updated from the stored one, or (full) from scratch
         conv = stopped = False
@@ -832,6 +833,7 @@ class _LeanNewton:
                 G, c0, fresh = self._renew(G, c0, d2, JTB, full)
                 renew = full = False
                 prev_dec = np.inf
+                c = None
             lo = hi = 1.0
             far = False  # the stored Hessian is too far off for steps (it may still decide the caller's test)
             if not fresh:
@@ -844,14 +846,15 @@ class _LeanNewton:
                     continue
                 lo = min(lo, 1.0)
             g = JTB @ d1 + lin + r * u
-            H = G + np.diag(r)
-            H.reshape(-1)[:: len(r) + 1] += 1e-14 * abs(H.trace()) / max(len(r), 1)
-            c, info = dpotrf(H, lower=False, clean=True, overwrite_a=True)
-            if info != 0:
-                if fresh:
-                    return None
-                renew = full = True
-                continue
+            if c is None:  # factorize G + diag(r) once per Hessian (the chord steps reuse it)
+                H = G + np.diag(r)
+                H.reshape(-1)[:: len(r) + 1] += 1e-14 * abs(H.trace()) / max(len(r), 1)
+                c, info = dpotrf(H, lower=False, clean=True, overwrite_a=True)
+                if info != 0:
+                    if fresh:
+                        return None
+                    renew = full = True
+                    continue
             step = -dpotrs(c, g)[0]
             dec = -float(g @ step)
             if not dec >= 0:
