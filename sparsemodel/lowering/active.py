@@ -158,6 +158,7 @@ class ActiveSet:
         ridge: tuple[float, np.ndarray] | None = None,
         give_up: float | None = None,
         decide: Callable[[float, float], bool] | None = None,
+        accurate: bool = False,
     ) -> tuple[np.ndarray, float]:
         sel = _positions(sel)
         if ridge is not None and (ridge[0] <= 0 or len(ridge[1]) == 0):
@@ -165,7 +166,7 @@ class ActiveSet:
         self.solves += 1
         self.lean_fresh = False
         if self.lean is not None and give_up is None:
-            moved = self.lean.move(self.F, self.C, sel, ridge, self.x if x0 is None else x0, decide)
+            moved = self.lean.move(self.F, self.C, sel, ridge, self.x if x0 is None else x0, decide, accurate)
             if moved is not None:
                 self.x, self.f = moved
                 self._result = None
@@ -799,6 +800,7 @@ class _LeanNewton:
         ridge: tuple[float, np.ndarray] | None,
         x0: np.ndarray,
         decide: Callable[[float, float], bool] | None = None,
+        accurate: bool = False,
     ) -> tuple[np.ndarray, float] | None:
         sh = self.sh
         cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))
@@ -861,6 +863,9 @@ class _LeanNewton:
                 return None
             bound = 2.0 * self.tol * (1.0 + abs(f))
             if dec / lo <= bound:
+                if accurate and not fresh:  # the last step from the true Hessian: x to rounding
+                    renew = full = True
+                    continue
                 conv = True
                 ut = u + step
                 zt = ut @ JTB + sh.b

@@ -239,7 +239,7 @@ class ARHT(Solver):
         shared = feng.lean.sh if feng.lean is not None else False  # the gathered rows, shared
         geng = ActiveSet(lp, method=o["restricted"], tol=o["tol"], lean=shared)  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
-        xb, fb = feng.solve(sel0)
+        xb, fb = feng.solve(sel0, accurate=True)
         hist = self.history(lp, clock)
         hist.log(fb)
         B, b_note, eps, span, log_ratio = self._bracket(lp, o, fb, how)
@@ -378,7 +378,8 @@ class _CoreRuns:
         # random numbers): restart q of every round is an independent draw of Algorithm 5, and a round
         # whose target lies where a recorded run of restart q made the same decisions reuses that run
         self.base_seed = o["seed"] if o["seed"] is not None else int(np.random.SeedSequence().entropy % (1 << 62))
-        self.fcache: dict[bytes, list] = {}  # support -> its f-minimizer's nonzeros, value, lower end, exact
+        # support -> its f-minimizer's nonzeros, value, lower end, solved to tol, last step accurate
+        self.fcache: dict[bytes, list] = {}
         self.gcache: dict[bytes, list] = {}  # (S, R ∩ S) -> g_R-minimizer
         self.gcache_cap = max(256, int(GCACHE_ENTRIES // max(len(self.C), 1)))
         self.top = np.inf  # every later target of the binary search lies below this (its r)
@@ -390,27 +391,31 @@ class _CoreRuns:
             "replayed_runs": 0,
             "g_solves": 0,
             "f_solves": 0,
+            "stopped_solves": 0,
         }
         self.runs: dict[
             int, list[tuple[float, float, _Core]]
         ] = {}  # restart -> (lo, hi, run): same run for lo <= opt < hi
 
     def fmin(
-        self, sel: np.ndarray, warm: np.ndarray | None = None, opt: float | None = None
+        self, sel: np.ndarray, warm: np.ndarray | None = None, opt: float | None = None, accurate: bool = False
     ) -> tuple[np.ndarray, float, float]:
         """The f-minimizer on the support sel, its value, and a lower end for min_sel f (the value
         itself once solved to tol). With ``opt`` (line 12's test f <= opt) and ``screen_tests`` the
         solve may stop once that lower end is above opt (the test is decided: false); without,
-        the minimizer to tol. Solved once per support (an early stop is resumed when needed)."""
+        the minimizer to tol; ``accurate``: its last Newton step from the true Hessian, so the point
+        (one a run returns) is accurate to rounding. Solved once per support (an early stop is
+        resumed when needed)."""
         key = sel.tobytes()
         ent = self.fcache.get(key)
-        if ent is None or not (ent[4] or (opt is not None and ent[3] > opt)):
+        if ent is None or not (ent[4] or (opt is not None and ent[3] > opt)) or (accurate and not ent[5]):
             start = warm if ent is None else self._point(ent)
             decide = _decided(opt, self.top) if opt is not None and self.o["screen_tests"] else None
-            x_, f_ = self.feng.solve(sel, x0=start, decide=decide)
+            x_, f_ = self.feng.solve(sel, x0=start, decide=decide, accurate=accurate)
             nz = np.flatnonzero(x_)
-            ent = self.fcache[key] = [nz, x_[nz], f_, self.feng.lower, self.feng.exact]
+            ent = self.fcache[key] = [nz, x_[nz], f_, self.feng.lower, self.feng.exact, accurate]
             self.stats["f_solves"] += 1
+            self.stats["stopped_solves"] += not self.feng.exact
         return self._point(ent), ent[2], ent[3]
 
     def _point(self, ent: list) -> np.ndarray:
@@ -444,6 +449,7 @@ class _CoreRuns:
             hit = self.gcache[key] = [nz, x_[nz], g_, None, self.geng.lower, self.geng.exact]
             self.latest = hit
             self.stats["g_solves"] += 1
+            self.stats["stopped_solves"] += not self.geng.exact
         return self._point(hit), hit[2], hit
 
     def grad_f(self, hit: list, x_: np.ndarray) -> np.ndarray:
@@ -517,12 +523,11 @@ class _CoreRuns:
         self.stats["core_runs"] += 1
         self.stats["core_iterations"] += it
         self.stats["type2"] += t2
-        if stop == "reached opt":
-            run = _Core(xf, ff, True, it, t2, sampled, stop)
-        elif o["polish"]:
-            xf, ff, _ = self.fmin(S, x)
+        if stop == "reached opt" or o["polish"]:
+            xf, ff, _ = self.fmin(S, x if stop != "reached opt" else xf, accurate=True)
             run = _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
-        else:
+        else:  # x(T) (to rounding, as the point returned)
+            x, _ = self.geng.solve(S, x0=x, ridge=(rho, np.flatnonzero(R)), accurate=True)
             run = _Core(x, self.lp.f(x), False, it, t2, sampled, stop)
         if o["reuse_runs"]:
             self.runs.setdefault(q, []).append((lo, hi, run))
