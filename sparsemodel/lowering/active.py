@@ -713,24 +713,31 @@ class _LeanNewton:
     loss phi of J x + b, linear terms, a separable ridge) whose loss is finite on the whole line
     (logistic, exp), for a support that changes one coordinate at a time (ARHT's f- and
     g_R-minimizers): the damped Newton loop of :func:`sparsemodel.numerics.newton.newton` (the same
-    stopping test on the Newton decrement, Armijo constant and polish) on the gathered rows J'[cols],
-    with the Hessian of the loss part kept across solves.
+    stopping test on the Newton decrement and Armijo constant) on the gathered rows J'[cols], with
+    the Hessian of the loss part kept across solves.
 
     That Hessian, G = J_B' diag(c) J_B at the curvatures c = wc phi'', is formed only when needed;
-    the next solve (one swap away) starts from it (:meth:`start_hessian`), so G is exactly
-    the Hessian at the stored curvatures c0. Its steps (a chord method) are certified as in
+    the next solve (one swap away) starts from this engine's last one on the same columns, else its
+    last one moved to the new columns (:meth:`start_hessian`), so G is exactly the Hessian at the
+    stored curvatures c0. Its steps (a chord method) are certified as in
     :func:`sparsemodel.numerics.newton._stale_direction`: when every curvature lies within [lo, hi]
     times c0, the true Hessian lies within [min(lo, 1), max(hi, 1)] times the one factorized (the
     ridges do not move), so the true decrement is at most the computed one over min(lo, 1), and the
-    solve stops on that bound. A fresh Hessian is formed when the curvatures left [1/2, 2] times c0,
-    or a step cut the decrement by less than a factor 10 or needed backtracking.
+    solve stops on that bound. A Hessian at the current point is formed (:meth:`_renew`: an update
+    on the samples whose curvature moved, or from scratch) when the curvatures left [1/2, 2] times
+    c0, a step cut the decrement by less than a factor 10, more than LEAN_CHORD further steps would
+    be needed at its rate, or a step needed backtracking.
 
-    ``decide(f, lower)`` (optional): the caller's test, given the value reached and a lower end for
-    the minimum; once the decrement is small (DECIDE_LOCAL) and the test returns True the solve stops
-    there (``exact`` False), with ``lower`` = f - DECIDE_SAFETY * dec / (2 lo) (the quadratic model's
-    decrease, times a safety factor). ``move`` returns None where this path does not apply (a value
-    that is not finite, a Hessian not numerically positive definite, no convergence, a point running
-    away); the caller then uses the general path."""
+    A solve stops at the test, the point within the decrement's accuracy (a search's iterate);
+    ``accurate=True`` (a point returned to the user) takes the last step from the true Hessian at
+    the point when the test is met, as the general loop's polish, so the point is accurate to
+    rounding. ``decide(f, lower)`` (optional): the caller's test, given the value reached and a
+    lower end for the minimum; once the decrement is small (DECIDE_LOCAL) and the test returns True
+    the solve stops there (``exact`` False), with ``lower`` = f - DECIDE_SAFETY * dec / (2 lo) (the
+    quadratic model's decrease, times a safety factor: an estimate, not a proven bound). ``move``
+    returns None where this path does not apply (a value that is not finite, a Hessian not
+    numerically positive definite, no convergence, a point running away); the caller then uses the
+    general path."""
 
     def __init__(self, lp: LoweredProblem, rows: LeanRows, tol: float):
         self.lp, self.sh, self.tol = lp, rows, tol
@@ -867,6 +874,8 @@ class _LeanNewton:
                     renew = full = True
                     continue
                 conv = True
+                if not accurate:  # a point within the decrement's accuracy (an iterate of a search)
+                    break
                 ut = u + step
                 zt = ut @ JTB + sh.b
                 ft_l, e1, e2 = sh.loss(zt)
