@@ -874,6 +874,7 @@ class _LeanNewton:
                     renew = full = True
                     continue
                 conv = True
+                lower = f
                 if not accurate:  # a point within the decrement's accuracy (an iterate of a search)
                     break
                 ut = u + step
