@@ -25,7 +25,13 @@ the gradient of g_R vanishes at the restricted minimizer x(t), so this is the pa
 [n]). The restricted solves use the incremental Cholesky factorization of
 :class:`~sparsemodel.lowering.active.ActiveSet` on least squares (the regularizer is a diagonal on
 the Gram matrix: paper 003, Section 6.2.2 encodes it the same way, as identity rows appended to A),
-warm-started Newton otherwise.
+warm-started Newton otherwise. With ``restricted='auto'`` on a logistic or Poisson loss of stored
+columns (the lean class of :mod:`sparsemodel.lowering.lean`) the Newton solves run on the gathered
+rows J'[S] with the loss Hessian kept across solves and moved to the next support by one column
+(``ActiveSet(lean=...)``, :class:`~sparsemodel.lowering.active._LeanNewton`): the same minimizers to
+the decrement test (``tol``), iterates within its accuracy, and the points a run returns (its
+polished f-minimizer, the start) to rounding; ``restricted='newton'`` runs the general Newton
+pipeline instead.
 
 Settings (option ``settings``):
 
@@ -51,6 +57,20 @@ Deviations, each with the paper's version reachable:
   Algorithm 6 does.
 * When R(t) ∩ S(t) holds no nonzero coordinate the sampling of line 21 is impossible; the run stops.
 * ``eps='auto'`` is 1e-3 * (f(b) - B) (a number gives the paper's absolute eps).
+* Tests decided from value brackets (``screen_tests=true``): line 12 (min_S f <= opt) and the
+  progress test of line 19 (Type 1 iff min_{S(t+1)} g_R <= tau' = g - c/s (g - opt)) read one value
+  each. A Newton solve knows its value f and, once its decrement dec is small, the quadratic model's
+  lower end f - 4 dec / (2 lo) (four times the model's decrease dec / 2; lo the certified curvature
+  ratio); it stops as soon as that lower end is above the threshold (the test is false: line 12 does
+  not return; Type 2) and either above the threshold at the bracket's current r (the test is then
+  false for every later target of the binary search) or keeps 90% of the distance f - threshold (so
+  the interval of targets the run records stays nearly that of the exact value, and later rounds
+  still replay the run). The run records the lower end in place of the value. A test whose
+  threshold lies inside the bracket, and every Type 1 swap (its minimizer is the next iterate), is
+  solved to ``tol``; an entry stopped early is resumed when a later test needs more. The lower end
+  is the model's estimate, not a proven bound (a convex loss's decrease beyond its Newton model is
+  not bounded without global curvature bounds): on the benchmarks and tests the decisions, core
+  runs and answers are those of solving every test to ``tol``, which ``screen_tests=false`` does.
 * Common random numbers (``reuse_runs=true``): restart q of every round of the binary search draws
   from the same random stream (seeded by (seed, q)), so the restarts of one round are still
   independent runs of Algorithm 5, as ARHT_robust needs, while the same restart in two rounds is
@@ -528,6 +548,7 @@ class _CoreRuns:
             run = _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
         else:  # x(T) (to rounding, as the point returned)
             x, _ = self.geng.solve(S, x0=x, ridge=(rho, np.flatnonzero(R)), accurate=True)
+            self.latest = None  # geng moved: no cache entry's gradient comes from it now
             run = _Core(x, self.lp.f(x), False, it, t2, sampled, stop)
         if o["reuse_runs"]:
             self.runs.setdefault(q, []).append((lo, hi, run))

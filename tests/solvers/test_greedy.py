@@ -622,11 +622,12 @@ def test_arht_lean_solves_and_screened_tests_follow_the_exact_path(kind, monkeyp
         assert old.extra["stopped_solves"] == 0
         with monkeypatch.context() as mp:
             mp.setattr(arht_module, "REPLAY", False)
-            new = prob.solve("arht", seed=seed)
-            old = prob.solve("arht", seed=seed, restricted="newton", screen_tests=False)
-        for key in ("core_runs", "core_iterations", "type2", "rounds"):
-            assert new.extra[key] == old.extra[key], (seed, key)
-        assert new.objective == pytest.approx(old.objective, rel=1e-12)
+            for extra in ({}, {"polish": False, "restarts": 4}):  # polish=false: x(T) returned
+                new = prob.solve("arht", seed=seed, **extra)
+                old = prob.solve("arht", seed=seed, restricted="newton", screen_tests=False, **extra)
+                for key in ("core_runs", "core_iterations", "type2", "rounds"):
+                    assert new.extra[key] == old.extra[key], (seed, key, extra)
+                assert new.objective == pytest.approx(old.objective, rel=1e-12)
     assert stopped > 0  # the brackets decided tests here
 
 
