@@ -32,7 +32,8 @@ How the values are computed:
 :class:`ActiveSet` is the stateful form the solvers use: ``solve(sel, x0, ridge)`` moves to a new
 support; on least squares it updates a Cholesky factorization of the selected columns instead of
 refactorizing (a column entering costs O(n s), one leaving O(s^2) plus O(n s) to shift the stored
-columns), on other objectives it warm-starts the lowered problem's restricted solve."""
+columns), on other objectives it warm-starts the lowered problem's restricted solve, or (``lean``,
+ARHT's) runs Newton on the gathered rows with the Hessian kept across solves (:class:`_LeanNewton`)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,12 @@ class ActiveSet:
 
     ``method``: the restricted-solve method of :meth:`LoweredProblem.restricted_minimize`; with
     ``auto`` or ``lstsq`` on a least-squares objective the incremental factorization is used.
+
+    ``lean=True`` (or a :class:`LeanRows` to share with another active set on the same problem), with
+    Newton solves on a logistic or Poisson loss of stored columns: :class:`_LeanNewton` solves them
+    (iterates to the decrement test; ``solve(..., accurate=True)`` polishes the point to rounding;
+    ``solve(..., decide=test)`` may stop once ``test(f, lower)`` holds, then ``exact`` is False and
+    ``lower`` an estimated lower end for the minimum). Scoring still works from its points.
     """
 
     def __init__(
