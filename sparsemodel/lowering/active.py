@@ -709,6 +709,10 @@ class LeanRows:
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:
     """The shared state of the lean solves of ``lp`` (None outside their class: see
     :class:`_LeanNewton`)."""
+    try:  # the arrays come with the compiled kernels' Problem: without the build, the general path (quietly)
+        from ..numerics import _lean  # noqa: F401
+    except ImportError:
+        return None
     data = lean_data(lp)
     if data is None or data.quadratic or int(data.P.code) not in LEAN_LOSSES.values():
         return None

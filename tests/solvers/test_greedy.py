@@ -644,3 +644,23 @@ def test_arht_lean_path_reaches_the_enumerated_best_support():
         assert new.objective == pytest.approx(old.objective, rel=1e-12)
         hits.append(new.objective <= best + 1e-9 * max(1.0, abs(best)))
     assert sum(hits) >= 5, hits
+
+
+def test_arht_without_the_compiled_kernels_runs_the_general_newton_path_quietly(monkeypatch):
+    """The lean solves read the arrays kept with the compiled kernels' Problem; in a source tree
+    without the build ARHT solves with the general Newton pipeline, with no warning (the one that
+    says ``auto`` runs its Python pipeline is auto's), and the same answer."""
+    import warnings
+
+    import sparsemodel.numerics as numerics
+
+    prob = glm("logistic", 5, n=100, p=10, k=3)
+    ref = prob.solve("arht", seed=1)
+    monkeypatch.delattr(numerics, "_lean", raising=False)
+    monkeypatch.setitem(__import__("sys").modules, "sparsemodel.numerics._lean", None)
+    lp = prob.lower()
+    assert ActiveSet(lp, lean=True).lean is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = prob.solve("arht", seed=1)
+    assert r.objective == pytest.approx(ref.objective, rel=1e-12)
