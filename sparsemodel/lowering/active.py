@@ -696,7 +696,7 @@ class LeanRows:
         np.negative(e, out=e)
         np.exp(e, out=e)  # e^-|z|
         v = np.log1p(e)
-        v += z.clip(0.0)  # log(1 + e^z)
+        v += np.maximum(z, 0.0)  # log(1 + e^z)
         total = self.w * float(v.sum()) if self.w is not None else float(self.wc @ v)
         ope = e + 1.0
         inv = w / ope
@@ -779,8 +779,13 @@ class _LeanNewton:
         sub = self.G.take(at[k], axis=0).take(at[k], axis=1)
         if len(new) == 0:
             return sub, self.c0
-        B = JTB @ (self.c0[:, None] * JTB[new].T)  # the new columns, in the order of cols
-        Gp = np.block([[sub, B[k]], [B[k].T, B[new]]])  # kept columns first, then the new ones
+        B = JTB @ (JTB[new] * self.c0).T  # the new columns, in the order of cols
+        m = len(k)
+        Gp = np.empty((len(cols), len(cols)))  # kept columns first, then the new ones
+        Gp[:m, :m] = sub
+        Gp[:m, m:] = B[k]
+        Gp[m:, :m] = B[k].T
+        Gp[m:, m:] = B[new]
         back = np.argsort(np.concatenate([k, new]))
         return Gp.take(back, axis=0).take(back, axis=1), self.c0
 
