@@ -128,7 +128,6 @@ class _Core:
     stop: str
 
 
-LEAN = True
 DECIDE_SHARE = 0.9  # a solve stopped by a decided test keeps this share of the distance to the threshold
 REPLAY = True  # reuse recorded core runs (tests switch it off to check that the reuse changes nothing)
 GCACHE_ENTRIES = 2e7  # floats kept by the cache of g_R-minimizers (their gradients on C)
@@ -254,7 +253,7 @@ class ARHT(Solver):
         if lp.set is None:
             return solve_unconstrained(lp, self, o["restricted"])
         clock = Clock()
-        lean = LEAN and o["restricted"] == "auto"
+        lean = o["restricted"] == "auto"  # Newton on the gathered rows where it applies (see the module docstring)
         feng = ActiveSet(lp, method=o["restricted"], tol=o["tol"], lean=lean)  # f-minimizers (line 12, polish)
         shared = feng.lean.sh if feng.lean is not None else False  # the gathered rows, shared
         geng = ActiveSet(lp, method=o["restricted"], tol=o["tol"], lean=shared)  # g_R-minimizers
@@ -545,7 +544,7 @@ class _CoreRuns:
         self.stats["type2"] += t2
         if stop == "reached opt" or o["polish"]:
             xf, ff, _ = self.fmin(S, x if stop != "reached opt" else xf, accurate=True)
-            run = _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
+            run = _Core(xf, ff, stop == "reached opt" or ff <= opt, it, t2, sampled, stop)
         else:  # x(T) (to rounding, as the point returned)
             x, _ = self.geng.solve(S, x0=x, ridge=(rho, np.flatnonzero(R)), accurate=True)
             self.latest = None  # geng moved: no cache entry's gradient comes from it now
