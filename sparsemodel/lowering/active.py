@@ -825,6 +825,19 @@ class _LeanNewton:
         decide: Callable[[float, float], bool] | None = None,
         accurate: bool = False,
     ) -> tuple[np.ndarray, float] | None:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # steps outside the domain give inf
+            return self._move(F, C, sel, ridge, x0, decide, accurate)
+
+    def _move(
+        self,
+        F: np.ndarray,
+        C: np.ndarray,
+        sel: np.ndarray,
+        ridge: tuple[float, np.ndarray] | None,
+        x0: np.ndarray,
+        decide: Callable[[float, float], bool] | None,
+        accurate: bool,
+    ) -> tuple[np.ndarray, float] | None:
         sh = self.sh
         cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))
         if len(cols) == 0:
@@ -862,8 +875,7 @@ class _LeanNewton:
             lo = hi = 1.0
             far = False  # the stored Hessian is too far off for steps (it may still decide the caller's test)
             if not fresh:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    q = d2 / c0
+                q = d2 / c0
                 lo, hi = float(q.min()), float(q.max())  # (NaN, 0/0: both curvatures underflowed)
                 far = not (lo >= 1.0 / LEAN_STALE and hi <= LEAN_STALE)
                 if far and (decide is None or not lo > 0.0):

@@ -20,6 +20,7 @@ run checks the first rows on 20 and 12 seeds; ``-m slow`` runs all 300 trials.
 from __future__ import annotations
 
 import json
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -563,6 +564,7 @@ def test_lean_restricted_solves_equal_the_newton_pipeline(kind):
     rng = np.random.default_rng(0)
     sel = np.array([0, 2, 5, 7])
     x = None
+    warnings.simplefilter("error")  # (pytest restores the filters) no overflow warning from a trial step leaks
     for step in range(12):
         R = np.flatnonzero(rng.random(12) < 0.6)
         ridge = (0.7, R) if step % 2 else None
@@ -650,8 +652,6 @@ def test_arht_without_the_compiled_kernels_runs_the_general_newton_path_quietly(
     """The lean solves read the arrays kept with the compiled kernels' Problem; in a source tree
     without the build ARHT solves with the general Newton pipeline, with no warning (the one that
     says ``auto`` runs its Python pipeline is auto's), and the same answer."""
-    import warnings
-
     import sparsemodel.numerics as numerics
 
     prob = glm("logistic", 5, n=100, p=10, k=3)
