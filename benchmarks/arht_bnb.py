@@ -28,6 +28,8 @@ one run, and read the CPU seconds (``time.process_time``) beside the wall time.
     python benchmarks/arht_bnb.py --part bnb --bnb-k 2:8 --bnb-time 120
     python benchmarks/arht_bnb.py --part bnb --bnb-k 2:4 --bnb-modes default,steps,original
     python benchmarks/arht_bnb.py --part arht --arht-compare reuse_runs=false --kmax 12
+    python benchmarks/arht_bnb.py --part arht --arht-compare restricted=newton,screen_tests=false
+                                  # against the general Newton pipeline with every test solved to tol
 """
 
 from __future__ import annotations

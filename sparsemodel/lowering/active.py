@@ -32,10 +32,13 @@ How the values are computed:
 :class:`ActiveSet` is the stateful form the solvers use: ``solve(sel, x0, ridge)`` moves to a new
 support; on least squares it updates a Cholesky factorization of the selected columns instead of
 refactorizing (a column entering costs O(n s), one leaving O(s^2) plus O(n s) to shift the stored
-columns), on other objectives it warm-starts the lowered problem's restricted solve."""
+columns), on other objectives it warm-starts the lowered problem's restricted solve, or (``lean``,
+ARHT's) runs Newton on the gathered rows with the Hessian kept across solves (:class:`_LeanNewton`)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +47,7 @@ import scipy.sparse as sp
 from scipy.linalg.lapack import dpotrf, dpotrs
 
 from ..numerics.newton import newton
+from .lean import lean_data
 
 if TYPE_CHECKING:
     from .lowered import LoweredProblem
@@ -103,9 +107,22 @@ class ActiveSet:
 
     ``method``: the restricted-solve method of :meth:`LoweredProblem.restricted_minimize`; with
     ``auto`` or ``lstsq`` on a least-squares objective the incremental factorization is used.
+
+    ``lean=True`` (or a :class:`LeanRows` to share with another active set on the same problem), with
+    Newton solves on a logistic or Poisson loss of stored columns: :class:`_LeanNewton` solves them
+    (iterates to the decrement test; ``solve(..., accurate=True)`` polishes the point to rounding;
+    ``solve(..., decide=test)`` may stop once ``test(f, lower)`` holds, then ``exact`` is False and
+    ``lower`` an estimated lower end for the minimum). Scoring still works from its points.
     """
 
-    def __init__(self, lp: LoweredProblem, method: str = "auto", tol: float = 1e-12, gram: bool = False):
+    def __init__(
+        self,
+        lp: LoweredProblem,
+        method: str = "auto",
+        tol: float = 1e-12,
+        gram: bool = False,
+        lean: bool | LeanRows = False,
+    ):
         self.lp = lp
         self.method = lp.restricted_method(method)
         self.tol = tol
@@ -120,6 +137,14 @@ class ActiveSet:
         # columns of the constant Hessian, no pass over the data
         self.gram = _GramQuadratic(lp) if gram and quad and gram_pays(lp, len(self.F) + lp.set.k + 256) else None
         self.ls = _LeastSquares(lp, self.C) if quad and self.gram is None else None
+        # lean (a search that moves and reads gradients, never scores): Newton on the gathered rows of
+        # the stored Jacobian with the Hessian kept across solves (_LeanNewton); a LeanRows to share
+        rows = None
+        if lean is not False and self.method == "newton" and not self.bounded:
+            rows = lean if isinstance(lean, LeanRows) else lean_rows(lp)
+        self.lean = _LeanNewton(lp, rows, tol) if rows is not None else None
+        self.exact, self.lower = True, float("nan")  # the last solve ran to tol; a lower end for its minimum
+        self.lean_fresh = False  # the last solve was the lean one (its gradient comes from it)
         self.sel = np.empty(0, dtype=np.int64)
         self.ridge: tuple[float, np.ndarray] | None = None
         self.x = lp.zeros()
@@ -139,11 +164,22 @@ class ActiveSet:
         x0: np.ndarray | None = None,
         ridge: tuple[float, np.ndarray] | None = None,
         give_up: float | None = None,
+        decide: Callable[[float, float], bool] | None = None,
+        accurate: bool = False,
     ) -> tuple[np.ndarray, float]:
         sel = _positions(sel)
         if ridge is not None and (ridge[0] <= 0 or len(ridge[1]) == 0):
             ridge = None
         self.solves += 1
+        self.lean_fresh = False
+        if self.lean is not None and give_up is None:
+            moved = self.lean.move(self.F, self.C, sel, ridge, self.x if x0 is None else x0, decide, accurate)
+            if moved is not None:
+                self.x, self.f = moved
+                self._result = None
+                self.sel, self.ridge, self.lean_fresh = sel, ridge, True
+                self.exact, self.lower = self.lean.exact, self.lean.lower
+                return self.x, self.f
         moved = self.gram.move(self.F, self.C, sel, ridge) if self.gram is not None else None
         if moved is not None:
             self.lp.oracle.charge(solves=1)
@@ -164,6 +200,7 @@ class ActiveSet:
             self.x, self.f = r.x, float(r.f)
             self._result = r
         self.sel, self.ridge = sel, ridge
+        self.exact, self.lower = True, self.f
         return self.x, self.f
 
     def grad(self) -> np.ndarray:
@@ -173,6 +210,9 @@ class ActiveSet:
             return -2.0 * self.ls.rmatvec(self.ls.e)
         if self.gram is not None and self.gram.fresh:
             return self.gram.grad()
+        if self.lean_fresh:
+            self.lp.oracle.charge(grads=1, ifo=self.lp.n_samples)
+            return self.lean.grad()
         if self._result is not None:
             return self._result.grad_at(self.lp)
         return self.lp.value_and_grad(self.x)[1]
@@ -597,3 +637,327 @@ class _LeastSquares:
         u, *_ = np.linalg.lstsq(aug, rhs, rcond=None)
         res = rhs - aug @ u
         return self.const + float(res @ res)
+
+
+LEAN_LOSSES = {"logistic": 1, "exp": 2}  # the lean kernels' codes of the losses finite on the whole line
+LEAN_STALE = 2.0  # a stored Hessian serves while every curvature is within this factor of the one it was formed at
+LEAN_RATE = 0.1  # ... and each step cuts the decrement by at least this factor (else a fresh Hessian is formed)
+LEAN_HESSIANS = 4  # Hessians kept by their columns (a re-solve on a support starts from the last one there)
+LEAN_CHORD = 3.0  # ... or more than this many further steps at its rate would be needed
+LEAN_MOVED = 0.1  # a Hessian is updated on the samples whose curvature moved by more than this, relative
+LEAN_PART = 0.5  # ... when they are at most this share of the samples (else it is formed from scratch)
+LEAN_ROWS = 4  # gathered row blocks J'[cols] kept (the f- and g_R-solves of ARHT visit the same supports)
+DECIDE_LOCAL = (
+    1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
+)
+DECIDE_SAFETY = 4.0  # ... and its lower end is f minus this many times the quadratic model's decrease dec / 2
+
+
+def _chord_steps(dec: float, prev: float, target: float) -> float:
+    """The chord steps still needed to bring the decrement from ``dec`` to ``target`` at the rate of
+    the last one (dec / prev)."""
+    rate = dec / prev if prev > 0 else 1.0
+    if not (0.0 < rate < 1.0 and target > 0.0) or dec <= target:
+        return 0.0
+    return math.log(target / dec) / math.log(rate)
+
+
+class LeanRows:
+    """What the lean solves of one problem share: its arrays (:mod:`.lean`) and the last row blocks
+    J'[cols] gathered. Two active sets on the same problem (ARHT's f- and g_R-minimizers, which visit
+    the same supports) pass one of these to share them."""
+
+    def __init__(self, P: Any):
+        self.JT = np.ascontiguousarray(np.asarray(P.J).T)  # (D, n): the rows of one support gather contiguously
+        self.b, self.wc = np.asarray(P.b), np.asarray(P.wc)
+        self.lin, self.rd = np.asarray(P.lin), np.asarray(P.rd)
+        self.const, self.code = float(P.const), int(P.code)
+        w0 = float(self.wc[0]) if len(self.wc) else 0.0
+        self.w = w0 if np.all(self.wc == w0) else None  # uniform weights (a mean): a scalar
+        self.rows: dict[bytes, np.ndarray] = {}
+        self.hessians = 0
+
+    def gather(self, cols: np.ndarray) -> np.ndarray:
+        key = cols.tobytes()
+        JTB = self.rows.get(key)
+        if JTB is None:
+            if len(self.rows) >= LEAN_ROWS:
+                self.rows.pop(next(iter(self.rows)))
+            JTB = self.rows[key] = self.JT[cols]
+        return JTB
+
+    def loss(self, z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """sum wc phi(z), wc phi'(z), wc phi''(z)."""
+        if self.code != 1:  # exp
+            e = np.exp(z)
+            return float(self.wc @ e), self.wc * e, self.wc * e
+        w = self.w if self.w is not None else self.wc
+        e = np.abs(z)
+        np.negative(e, out=e)
+        np.exp(e, out=e)  # e^-|z|
+        v = np.log1p(e)
+        v += np.maximum(z, 0.0)  # log(1 + e^z)
+        total = self.w * float(v.sum()) if self.w is not None else float(self.wc @ v)
+        ope = e + 1.0
+        inv = w / ope
+        d2 = e * inv  # w e^-|z| / (1 + e^-|z|): w phi'(z) where z < 0
+        d1 = np.where(z >= 0, inv, d2)
+        d2 /= ope  # w e^-|z| / (1 + e^-|z|)^2 = w phi''(z)
+        return total, d1, d2
+
+
+def lean_rows(lp: LoweredProblem) -> LeanRows | None:
+    """The shared state of the lean solves of ``lp`` (None outside their class: see
+    :class:`_LeanNewton`)."""
+    try:  # the arrays come with the compiled kernels' Problem: without the build, the general path (quietly)
+        from ..numerics import _lean  # noqa: F401
+    except ImportError:
+        return None
+    data = lean_data(lp)
+    if data is None or data.quadratic or int(data.P.code) not in LEAN_LOSSES.values():
+        return None
+    return LeanRows(data.P)
+
+
+class _LeanNewton:
+    """Restricted minimizers of a composite objective of the lean class (:mod:`.lean`: one elementwise
+    loss phi of J x + b, linear terms, a separable ridge) whose loss is finite on the whole line
+    (logistic, exp), for a support that changes one coordinate at a time (ARHT's f- and
+    g_R-minimizers): the damped Newton loop of :func:`sparsemodel.numerics.newton.newton` (the same
+    stopping test on the Newton decrement and Armijo constant) on the gathered rows J'[cols], with
+    the Hessian of the loss part kept across solves.
+
+    That Hessian, G = J_B' diag(c) J_B at the curvatures c = wc phi'', is formed only when needed;
+    the next solve (one swap away) starts from this engine's last one on the same columns, else its
+    last one moved to the new columns (:meth:`start_hessian`), so G is exactly the Hessian at the
+    stored curvatures c0. Its steps (a chord method) are certified as in
+    :func:`sparsemodel.numerics.newton._stale_direction`: when every curvature lies within [lo, hi]
+    times c0, the true Hessian lies within [min(lo, 1), max(hi, 1)] times the one factorized (the
+    ridges do not move), so the true decrement is at most the computed one over min(lo, 1), and the
+    solve stops on that bound. A Hessian at the current point is formed (:meth:`_renew`: an update
+    on the samples whose curvature moved, or from scratch) when the curvatures left [1/2, 2] times
+    c0, a step cut the decrement by less than a factor 10, more than LEAN_CHORD further steps would
+    be needed at its rate, or a step needed backtracking.
+
+    A solve stops at the test, the point within the decrement's accuracy (a search's iterate);
+    ``accurate=True`` (a point returned to the user) takes the last step from the true Hessian at
+    the point when the test is met, as the general loop's polish, so the point is accurate to
+    rounding. ``decide(f, lower)`` (optional): the caller's test, given the value reached and a
+    lower end for the minimum; once the decrement is small (DECIDE_LOCAL) and the test returns True
+    the solve stops there (``exact`` False), with ``lower`` = f - DECIDE_SAFETY * dec / (2 lo) (the
+    quadratic model's decrease, times a safety factor: an estimate, not a proven bound). ``move``
+    returns None where this path does not apply (a value that is not finite, a Hessian not
+    numerically positive definite, no convergence, a point running away); the caller then uses the
+    general path."""
+
+    def __init__(self, lp: LoweredProblem, rows: LeanRows, tol: float):
+        self.lp, self.sh, self.tol = lp, rows, tol
+        self.cols = np.empty(0, dtype=np.int64)
+        self.u = np.zeros(0)
+        self.d1 = np.zeros(0)
+        self.exact = True
+        self.lower = np.nan
+        self.hessians_on: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # columns -> (last Hessian there, c0)
+        self.G: np.ndarray | None = None  # the loss part's Hessian on Gcols at the curvatures c0
+        self.Gcols = np.empty(0, dtype=np.int64)
+        self.c0 = np.zeros(0)
+
+    def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """A Hessian of the loss part on ``cols`` at stored curvatures c0, and c0 (None: none
+        stored): the one formed on exactly these columns by either active set sharing the rows
+        (LEAN_HESSIANS kept), else this engine's last one moved to ``cols`` (the entries of the
+        columns kept are copied, a new column is J_B' (c0 J_i))."""
+        same = self.hessians_on.get(cols.tobytes())
+        if same is not None:
+            return same[0].copy(), same[1]
+        if self.G is None:
+            return None
+        prev = self.Gcols
+        at = np.minimum(np.searchsorted(prev, cols), max(len(prev) - 1, 0))
+        kept = (prev[at] == cols) if len(prev) else np.zeros(len(cols), dtype=bool)
+        k, new = np.flatnonzero(kept), np.flatnonzero(~kept)
+        sub = self.G.take(at[k], axis=0).take(at[k], axis=1)
+        if len(new) == 0:
+            return sub, self.c0
+        B = JTB @ (JTB[new] * self.c0).T  # the new columns, in the order of cols
+        m = len(k)
+        Gp = np.empty((len(cols), len(cols)))  # kept columns first, then the new ones
+        Gp[:m, :m] = sub
+        Gp[:m, m:] = B[k]
+        Gp[m:, :m] = B[k].T
+        Gp[m:, m:] = B[new]
+        back = np.argsort(np.concatenate([k, new]))
+        return Gp.take(back, axis=0).take(back, axis=1), self.c0
+
+    def _renew(
+        self, G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, JTB: np.ndarray, full: bool
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """The Hessian of the loss part at (about) the curvatures d2, its curvatures, and whether
+        they are d2 exactly. From the Hessian G at c0 on the same columns: G + J_B' diag(d2 - c0) J_B
+        over the samples whose curvature moved by more than LEAN_MOVED relative (exactly the Hessian
+        at c0 with those entries replaced by d2's, so the certification of :meth:`move` holds), when
+        they are at most LEAN_PART of them; else formed from scratch."""
+        self.sh.hessians += 1
+        if not full and G is not None and len(c0) == len(d2):
+            diff = d2 - c0
+            moved = np.flatnonzero(np.abs(diff) > LEAN_MOVED * np.maximum(d2, c0))
+            if len(moved) <= LEAN_PART * len(d2):
+                Jm = JTB[:, moved]
+                c1 = c0.copy()
+                c1[moved] = d2[moved]
+                return G + (Jm * diff[moved]) @ Jm.T, c1, False
+        return (JTB * d2) @ JTB.T, d2, True
+
+    def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray) -> None:
+        key = cols.tobytes()
+        self.hessians_on.pop(key, None)
+        if len(self.hessians_on) >= LEAN_HESSIANS:
+            self.hessians_on.pop(next(iter(self.hessians_on)))
+        self.hessians_on[key] = (G, c0)
+
+    def move(
+        self,
+        F: np.ndarray,
+        C: np.ndarray,
+        sel: np.ndarray,
+        ridge: tuple[float, np.ndarray] | None,
+        x0: np.ndarray,
+        decide: Callable[[float, float], bool] | None = None,
+        accurate: bool = False,
+    ) -> tuple[np.ndarray, float] | None:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # steps outside the domain give inf
+            return self._move(F, C, sel, ridge, x0, decide, accurate)
+
+    def _move(
+        self,
+        F: np.ndarray,
+        C: np.ndarray,
+        sel: np.ndarray,
+        ridge: tuple[float, np.ndarray] | None,
+        x0: np.ndarray,
+        decide: Callable[[float, float], bool] | None,
+        accurate: bool,
+    ) -> tuple[np.ndarray, float] | None:
+        sh = self.sh
+        cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))
+        if len(cols) == 0:
+            return None
+        r = sh.rd[cols].copy()
+        if ridge is not None:
+            on = np.zeros(self.lp.n)
+            on[C[np.asarray(ridge[1], dtype=np.int64)]] = ridge[0]
+            r += on[cols]
+        lin = sh.lin[cols]
+        JTB = sh.gather(cols)
+        u = np.array(x0[cols], dtype=float)
+        scale = 1.0 + float(np.linalg.norm(u))
+        z = u @ JTB + sh.b
+        fl, d1, d2 = sh.loss(z)
+        f = sh.const + fl + float(lin @ u) + 0.5 * float(r @ (u * u))
+        if not np.isfinite(f):
+            return None
+        start = self.start_hessian(cols, JTB)
+        G, c0 = start if start is not None else (None, self.c0)
+        c = None  # the Cholesky factor of G + diag(r)
+        fresh = G is None  # G is the Hessian at this point
+        renew = full = G is None  # form it here: updated from the stored one, or (full) from scratch
+        conv = stopped = False
+        its = 0
+        prev_dec = np.inf
+        lower = f
+        for _ in range(100):
+            its += 1
+            if renew:
+                G, c0, fresh = self._renew(G, c0, d2, JTB, full)
+                renew = full = False
+                prev_dec = np.inf
+                c = None
+            lo = hi = 1.0
+            far = False  # the stored Hessian is too far off for steps (it may still decide the caller's test)
+            if not fresh:
+                q = d2 / c0
+                lo, hi = float(q.min()), float(q.max())  # (NaN, 0/0: both curvatures underflowed)
+                far = not (lo >= 1.0 / LEAN_STALE and hi <= LEAN_STALE)
+                if far and (decide is None or not lo > 0.0):
+                    renew = True
+                    continue
+                lo = min(lo, 1.0)
+            g = JTB @ d1 + lin + r * u
+            if c is None:  # factorize G + diag(r) once per Hessian (the chord steps reuse it)
+                H = G + np.diag(r)
+                H.reshape(-1)[:: len(r) + 1] += 1e-14 * abs(H.trace()) / max(len(r), 1)
+                c, info = dpotrf(H, lower=False, clean=True, overwrite_a=True)
+                if info != 0:
+                    if fresh:
+                        return None
+                    renew = full = True
+                    continue
+            step = -dpotrs(c, g)[0]
+            dec = -float(g @ step)
+            if not dec >= 0:
+                return None
+            bound = 2.0 * self.tol * (1.0 + abs(f))
+            if dec / lo <= bound:
+                if accurate and not fresh:  # the last step from the true Hessian: x to rounding
+                    renew = full = True
+                    continue
+                conv = True
+                lower = f
+                if not accurate:  # a point within the decrement's accuracy (an iterate of a search)
+                    break
+                ut = u + step
+                zt = ut @ JTB + sh.b
+                ft_l, e1, e2 = sh.loss(zt)
+                ft = sh.const + ft_l + float(lin @ ut) + 0.5 * float(r @ (ut * ut))
+                if np.isfinite(ft) and ft <= f + 4 * np.finfo(float).eps * (1.0 + abs(f)):
+                    u, z, d1, d2, f = ut, zt, e1, e2, ft
+                lower = f
+                break
+            if decide is not None and dec / lo <= DECIDE_LOCAL * (1.0 + abs(f)):
+                lower = f - DECIDE_SAFETY * dec / (2.0 * lo)
+                if decide(f, lower):
+                    stopped = True
+                    break
+            if not fresh and (
+                far or dec > LEAN_RATE * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > LEAN_CHORD
+            ):
+                renew = True  # slow progress on the stored Hessian: one at this point
+                continue
+            dz = step @ JTB
+            t, moved = 1.0, False
+            for _ls in range(50):
+                ut = u + t * step
+                zt = z + t * dz
+                ft_l, e1, e2 = sh.loss(zt)
+                ft = sh.const + ft_l + float(lin @ ut) + 0.5 * float(r @ (ut * ut))
+                if ft <= f - 0.25 * t * dec:
+                    u, z, d1, d2, f = ut, zt, e1, e2, ft
+                    moved = True
+                    break
+                t *= 0.5
+            if not moved:
+                conv = True
+                lower = f
+                break
+            if t < 1.0 and not fresh:
+                renew = True
+            prev_dec = dec
+            fresh = False  # the next point differs from the curvatures G was formed at
+        self.lp.oracle.charge(solves=1, grads=its, ifo=self.lp.n_samples * its)
+        if not (conv or stopped) or float(np.linalg.norm(u)) > 1e4 * scale:
+            return None
+        if G is not None:
+            self.G, self.Gcols, self.c0 = G, cols, c0
+            self.keep_hessian(cols, G, c0)
+        self.cols, self.u, self.d1 = cols, u, d1
+        self.exact, self.lower = not stopped, lower
+        x = self.lp.zeros()
+        x[cols] = u
+        return x, f
+
+    def grad(self) -> np.ndarray:
+        """The gradient of f (without the ridge) at the last point moved to."""
+        sh = self.sh
+        g = sh.JT @ self.d1 + sh.lin
+        g[self.cols] += sh.rd[self.cols] * self.u
+        return g

@@ -25,7 +25,13 @@ the gradient of g_R vanishes at the restricted minimizer x(t), so this is the pa
 [n]). The restricted solves use the incremental Cholesky factorization of
 :class:`~sparsemodel.lowering.active.ActiveSet` on least squares (the regularizer is a diagonal on
 the Gram matrix: paper 003, Section 6.2.2 encodes it the same way, as identity rows appended to A),
-warm-started Newton otherwise.
+warm-started Newton otherwise. With ``restricted='auto'`` on a logistic or Poisson loss of stored
+columns (the lean class of :mod:`sparsemodel.lowering.lean`) the Newton solves run on the gathered
+rows J'[S] with the loss Hessian kept across solves and moved to the next support by one column
+(``ActiveSet(lean=...)``, :class:`~sparsemodel.lowering.active._LeanNewton`): the same minimizers to
+the decrement test (``tol``), iterates within its accuracy, and the points a run returns (its
+polished f-minimizer, the start) to rounding; ``restricted='newton'`` runs the general Newton
+pipeline instead.
 
 Settings (option ``settings``):
 
@@ -51,6 +57,20 @@ Deviations, each with the paper's version reachable:
   Algorithm 6 does.
 * When R(t) ∩ S(t) holds no nonzero coordinate the sampling of line 21 is impossible; the run stops.
 * ``eps='auto'`` is 1e-3 * (f(b) - B) (a number gives the paper's absolute eps).
+* Tests decided from value brackets (``screen_tests=true``): line 12 (min_S f <= opt) and the
+  progress test of line 19 (Type 1 iff min_{S(t+1)} g_R <= tau' = g - c/s (g - opt)) read one value
+  each. A Newton solve knows its value f and, once its decrement dec is small, the quadratic model's
+  lower end f - 4 dec / (2 lo) (four times the model's decrease dec / 2; lo the certified curvature
+  ratio); it stops as soon as that lower end is above the threshold (the test is false: line 12 does
+  not return; Type 2) and either above the threshold at the bracket's current r (the test is then
+  false for every later target of the binary search) or keeps 90% of the distance f - threshold (so
+  the interval of targets the run records stays nearly that of the exact value, and later rounds
+  still replay the run). The run records the lower end in place of the value. A test whose
+  threshold lies inside the bracket, and every Type 1 swap (its minimizer is the next iterate), is
+  solved to ``tol``; an entry stopped early is resumed when a later test needs more. The lower end
+  is the model's estimate, not a proven bound (a convex loss's decrease beyond its Newton model is
+  not bounded without global curvature bounds): on the benchmarks and tests the decisions, core
+  runs and answers are those of solving every test to ``tol``, which ``screen_tests=false`` does.
 * Common random numbers (``reuse_runs=true``): restart q of every round of the binary search draws
   from the same random stream (seeded by (seed, q)), so the restarts of one round are still
   independent runs of Algorithm 5, as ARHT_robust needs, while the same restart in two rounds is
@@ -77,6 +97,7 @@ bounds them by 6 log(...)) end with status ``max_iter``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,8 +109,8 @@ from ..numerics.smooth import power_method
 from ..sets.sparsity import top_k
 from ..util import Clock
 from .base import Solver, register
-from .greedy import INIT, RESTRICTED, solve_unconstrained, start_support
-from .options import Option
+from .greedy import INIT, solve_unconstrained, start_support
+from .options import Option, restricted_option
 from .result import CONVERGED, MAX_ITER, Result, finish
 
 PRACTICAL_PROGRESS = 1e-3
@@ -107,6 +128,7 @@ class _Core:
     stop: str
 
 
+DECIDE_SHARE = 0.9  # a solve stopped by a decided test keeps this share of the distance to the threshold
 REPLAY = True  # reuse recorded core runs (tests switch it off to check that the reuse changes nothing)
 GCACHE_ENTRIES = 2e7  # floats kept by the cache of g_R-minimizers (their gradients on C)
 EXACT_RHO_BUDGET = 5e8  # multiply-adds allowed for forming the Hessian (bound) on C exactly
@@ -205,7 +227,17 @@ class ARHT(Solver):
             "tests its target does not change (false: fresh randomness for every run, Algorithm 6 as stated)",
             bool,
         ),
-        "restricted": RESTRICTED,
+        "screen_tests": Option(
+            True,
+            "stop a restricted solve once its value bracket decides line 12 (f <= opt) or the progress test; "
+            "exact solves only when a test is close (false: every solve to tol)",
+            bool,
+        ),
+        "restricted": restricted_option(
+            "the restricted solves (least squares: an incremental Cholesky factor; auto on a logistic or "
+            "Poisson loss with a stored Jacobian: Newton on its gathered rows with the Hessian kept across "
+            "solves; newton: the general Newton pipeline)"
+        ),
         "tol": Option(
             1e-12,
             "tolerance of the restricted solves (Newton decrement relative to 1 + |f|); the paper's experiments "
@@ -221,10 +253,12 @@ class ARHT(Solver):
         if lp.set is None:
             return solve_unconstrained(lp, self, o["restricted"])
         clock = Clock()
-        feng = ActiveSet(lp, method=o["restricted"], tol=o["tol"])  # f-minimizers on supports (line 12, polish)
-        geng = ActiveSet(lp, method=o["restricted"], tol=o["tol"])  # g_R-minimizers
+        lean = o["restricted"] == "auto"  # Newton on the gathered rows where it applies (see the module docstring)
+        feng = ActiveSet(lp, method=o["restricted"], tol=o["tol"], lean=lean)  # f-minimizers (line 12, polish)
+        shared = feng.lean.sh if feng.lean is not None else False  # the gathered rows, shared
+        geng = ActiveSet(lp, method=o["restricted"], tol=o["tol"], lean=shared)  # g_R-minimizers
         sel0, how = start_support(lp, feng, o["init"], self.name)
-        xb, fb = feng.solve(sel0)
+        xb, fb = feng.solve(sel0, accurate=True)
         hist = self.history(lp, clock)
         hist.log(fb)
         B, b_note, eps, span, log_ratio = self._bracket(lp, o, fb, how)
@@ -240,7 +274,7 @@ class ARHT(Solver):
                 break
             rounds += 1
             m = 0.5 * (l + r)  # line 22
-            res = runs.robust(m)  # line 23
+            res = runs.robust(m, r)  # line 23
             if res.f > m + eps / 3:  # line 24
                 l = m
             else:
@@ -363,44 +397,79 @@ class _CoreRuns:
         # random numbers): restart q of every round is an independent draw of Algorithm 5, and a round
         # whose target lies where a recorded run of restart q made the same decisions reuses that run
         self.base_seed = o["seed"] if o["seed"] is not None else int(np.random.SeedSequence().entropy % (1 << 62))
-        self.fcache: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}  # support -> nonzeros of its f-minimizer
+        # support -> its f-minimizer's nonzeros, value, lower end, solved to tol, last step accurate
+        self.fcache: dict[bytes, list] = {}
         self.gcache: dict[bytes, list] = {}  # (S, R ∩ S) -> g_R-minimizer
         self.gcache_cap = max(256, int(GCACHE_ENTRIES // max(len(self.C), 1)))
+        self.top = np.inf  # every later target of the binary search lies below this (its r)
         self.latest: list | None = None  # the cache entry of geng's last solve (its gradient comes cheaply from it)
-        self.stats = {"core_runs": 0, "core_iterations": 0, "type2": 0, "replayed_runs": 0, "g_solves": 0}
+        self.stats = {
+            "core_runs": 0,
+            "core_iterations": 0,
+            "type2": 0,
+            "replayed_runs": 0,
+            "g_solves": 0,
+            "f_solves": 0,
+            "stopped_solves": 0,
+        }
         self.runs: dict[
             int, list[tuple[float, float, _Core]]
         ] = {}  # restart -> (lo, hi, run): same run for lo <= opt < hi
 
-    def fmin(self, sel: np.ndarray, warm: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-        """The f-minimizer on the support sel and its value (solved once per support)."""
+    def fmin(
+        self, sel: np.ndarray, warm: np.ndarray | None = None, opt: float | None = None, accurate: bool = False
+    ) -> tuple[np.ndarray, float, float]:
+        """The f-minimizer on the support sel, its value, and a lower end for min_sel f (the value
+        itself once solved to tol). With ``opt`` (line 12's test f <= opt) and ``screen_tests`` the
+        solve may stop once that lower end is above opt (the test is decided: false); without,
+        the minimizer to tol; ``accurate``: its last Newton step from the true Hessian, so the point
+        (one a run returns) is accurate to rounding. Solved once per support (an early stop is
+        resumed when needed)."""
         key = sel.tobytes()
-        if key not in self.fcache:
-            x_, f_ = self.feng.solve(sel, x0=warm)
+        ent = self.fcache.get(key)
+        if ent is None or not (ent[4] or (opt is not None and ent[3] > opt)) or (accurate and not ent[5]):
+            start = warm if ent is None else self._point(ent)
+            decide = _decided(opt, self.top) if opt is not None and self.o["screen_tests"] else None
+            x_, f_ = self.feng.solve(sel, x0=start, decide=decide, accurate=accurate)
             nz = np.flatnonzero(x_)
-            self.fcache[key] = (nz, x_[nz], f_)
-        nz, vals, f_ = self.fcache[key]
-        x_ = self.lp.zeros()
-        x_[nz] = vals
-        return x_, f_
+            ent = self.fcache[key] = [nz, x_[nz], f_, self.feng.lower, self.feng.exact, accurate]
+            self.stats["f_solves"] += 1
+            self.stats["stopped_solves"] += not self.feng.exact
+        return self._point(ent), ent[2], ent[3]
 
-    def gmin(self, sel: np.ndarray, R: np.ndarray, warm: np.ndarray | None) -> tuple[np.ndarray, float, list]:
-        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`). It
-        depends on R only through R ∩ sel: solved once per (sel, R ∩ sel)."""
+    def _point(self, ent: list) -> np.ndarray:
+        x_ = self.lp.zeros()
+        x_[ent[0]] = ent[1]
+        return x_
+
+    def gmin(
+        self,
+        sel: np.ndarray,
+        R: np.ndarray,
+        warm: np.ndarray | None,
+        thr: float | None = None,
+        top: float = np.inf,
+    ) -> tuple[np.ndarray, float, list]:
+        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`; entry [4]
+        a lower end for min_sel g_R, entry [5] whether it was solved to tol). It depends on R only
+        through R ∩ sel: solved once per (sel, R ∩ sel). With ``thr`` (the progress test: Type 1
+        iff min g_R <= thr) and ``screen_tests`` the solve may stop once the lower end is above thr
+        (Type 2 decided; the point is then not used as an iterate); ``top``: the threshold at the
+        binary search's r (see :func:`_decided`)."""
         key = sel.tobytes() + np.packbits(R[sel]).tobytes()
         hit = self.gcache.get(key)
-        if hit is None:
-            x_, g_ = self.geng.solve(sel, x0=warm, ridge=(self.rho, np.flatnonzero(R)))
+        if hit is None or not (hit[5] or (thr is not None and hit[4] > thr)):
+            start = warm if hit is None else self._point(hit)
+            decide = _decided(thr, top) if thr is not None and self.o["screen_tests"] else None
+            x_, g_ = self.geng.solve(sel, x0=start, ridge=(self.rho, np.flatnonzero(R)), decide=decide)
             nz = np.flatnonzero(x_)
             if len(self.gcache) >= self.gcache_cap:
                 self.gcache.clear()
-            hit = self.gcache[key] = [nz, x_[nz], g_, None]
+            hit = self.gcache[key] = [nz, x_[nz], g_, None, self.geng.lower, self.geng.exact]
             self.latest = hit
             self.stats["g_solves"] += 1
-        nz, vals, g_, _ = hit
-        x_ = self.lp.zeros()
-        x_[nz] = vals
-        return x_, g_, hit
+            self.stats["stopped_solves"] += not self.geng.exact
+        return self._point(hit), hit[2], hit
 
     def grad_f(self, hit: list, x_: np.ndarray) -> np.ndarray:
         """grad f on C at a g_R-minimizer, computed when line 15 first needs it (a minimizer
@@ -431,25 +500,25 @@ class _CoreRuns:
         stop = "max_iter"
         xf = None
         while it < self.T:
-            xf, ff = self.fmin(S, x if xf is None else _blend(xf, x, C, S))
-            if ff <= opt:  # line 12
+            xf, ff, ff_lo = self.fmin(S, x if xf is None else _blend(xf, x, C, S), opt)
+            if ff <= opt:  # line 12 (solved to tol: a stopped solve's lower end is above opt)
                 lo = max(lo, ff)
                 stop = "reached opt"
                 break
-            hi = min(hi, ff)
+            hi = min(hi, ff_lo)
             it += 1
             grad_c = self.grad_f(gx, x) + rho * R * x[C]  # grad g_R = grad f + rho x_R
             score = np.abs(grad_c)
             score[S] = -np.inf
             i = int(np.argmax(score))  # line 15
             j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
-            S1 = np.union1d(np.setdiff1d(S, [j]), [i])  # line 17
+            S1 = np.sort(np.append(S[S != j], i))  # line 17
             warm = x.copy()
             warm[C[j]] = 0.0
-            x1, g1, gx1 = self.gmin(S1, R, warm)  # line 18
-            type1 = g - g1 >= c / s * (g - opt)
-            if c > 0:  # the test is opt >= tau
-                tau = g - (g - g1) * s / c
+            x1, g1, gx1 = self.gmin(S1, R, warm, g - c / s * (g - opt), g - c / s * (g - self.top))  # line 18
+            type1 = gx1[5] and g - g1 >= c / s * (g - opt)  # (a stopped solve: Type 2 decided)
+            if c > 0:  # the test is opt >= tau (at most tau when Type 2 with min g_R >= its lower end)
+                tau = g - (g - (g1 if type1 else gx1[4])) * s / c
                 lo, hi = (max(lo, tau), hi) if type1 else (lo, min(hi, tau))
             elif c < 0:  # a negative c reverses the test: such runs are not reused
                 lo, hi = np.inf, -np.inf
@@ -473,19 +542,21 @@ class _CoreRuns:
         self.stats["core_runs"] += 1
         self.stats["core_iterations"] += it
         self.stats["type2"] += t2
-        if stop == "reached opt":
-            run = _Core(xf, ff, True, it, t2, sampled, stop)
-        elif o["polish"]:
-            xf, ff = self.fmin(S, x)
-            run = _Core(xf, ff, ff <= opt, it, t2, sampled, stop)
-        else:
+        if stop == "reached opt" or o["polish"]:
+            xf, ff, _ = self.fmin(S, x if stop != "reached opt" else xf, accurate=True)
+            run = _Core(xf, ff, stop == "reached opt" or ff <= opt, it, t2, sampled, stop)
+        else:  # x(T) (to rounding, as the point returned)
+            x, _ = self.geng.solve(S, x0=x, ridge=(rho, np.flatnonzero(R)), accurate=True)
+            self.latest = None  # geng moved: no cache entry's gradient comes from it now
             run = _Core(x, self.lp.f(x), False, it, t2, sampled, stop)
         if o["reuse_runs"]:
             self.runs.setdefault(q, []).append((lo, hi, run))
         return run
 
-    def robust(self, opt: float) -> _Core:
-        """ARHT_robust: the best of ``restarts`` core runs."""
+    def robust(self, opt: float, top: float = np.inf) -> _Core:
+        """ARHT_robust: the best of ``restarts`` core runs. ``top``: every later target of the
+        binary search lies below it (its current r)."""
+        self.top = top
         best = None
         for q in range(self.restarts):
             run = self.core(opt, q)
@@ -494,6 +565,16 @@ class _CoreRuns:
             if not self.o["all_restarts"] and (run.f <= opt or not run.sampled):
                 break
         return best
+
+
+def _decided(thr: float, top: float) -> Callable[[float, float], bool]:
+    """The test ``min > thr`` of a solve whose minimum lies in [lower, f]: decided (true) once
+    lower > thr; the solve stops there when the test is decided for every later target of the
+    binary search too (lower > top, the threshold at the bracket's upper end r, which later targets
+    stay below), or lower keeps DECIDE_SHARE of the distance f - thr. The interval of targets the
+    run records then holds every later target, or that share of the exact one: later rounds of the
+    binary search still reuse the run."""
+    return lambda f, lower: lower > thr and (lower > top or lower - thr >= DECIDE_SHARE * (f - thr))
 
 
 def _blend(xf: np.ndarray, x: np.ndarray, C: np.ndarray, S: np.ndarray) -> np.ndarray:

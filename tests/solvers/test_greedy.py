@@ -20,6 +20,7 @@ run checks the first rows on 20 and 12 seeds; ``-m slow`` runs all 300 trials.
 from __future__ import annotations
 
 import json
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -226,9 +227,9 @@ def test_arht_tol_reaches_the_restricted_solves(monkeypatch):
     seen = []
     init = ActiveSet.__init__
 
-    def spy(self, lp, method="auto", tol=1e-12, gram=False):
+    def spy(self, lp, method="auto", tol=1e-12, gram=False, lean=False):
         seen.append(tol)
-        init(self, lp, method, tol, gram)
+        init(self, lp, method, tol, gram, lean)
 
     rng = np.random.default_rng(5)
     X = rng.standard_normal((150, 20))
@@ -524,3 +525,142 @@ def test_arht_reuse_of_core_runs_across_rounds_is_exact(monkeypatch):
         assert fast.history["lower"] == slow.history["lower"] and fast.extra["rounds"] == slow.extra["rounds"]
         fresh = prob.solve("arht", seed=seed, reuse_runs=False)  # Algorithm 6's fresh randomness per run
         assert fresh.extra["replayed_runs"] == 0 and fresh.objective <= fresh.extra["init_objective"] * (1 + 1e-12)
+
+
+# ---------------------------------------------------------------- ARHT's lean restricted solves
+def glm(kind: str, seed: int, n: int = 120, p: int = 12, k: int = 4, ridge: float = 0.0) -> sm.Problem:
+    """A logistic (mean loss, labels +-1; or a weighted sum) or Poisson (sum loss) regression with
+    a free intercept: the lean engine's two losses, with uniform and non-uniform sample weights."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    t = X[:, :4] @ np.array([1.0, -0.8, 0.6, 0.5])
+    w = sm.Variable(p + 1, name="w")
+    z = X @ w[1:] + w[0]
+    if kind in ("logistic", "weighted"):
+        v = np.where(t + 0.5 * rng.standard_normal(n) > 0, 1.0, -1.0)
+        if kind == "weighted":
+            loss = sm.sum(rng.uniform(0.2, 2.0, n) * sm.logistic(-v * z))
+        else:
+            loss = sm.mean(sm.logistic(-v * z))
+    else:
+        y = rng.poisson(np.exp(0.4 * t)).astype(float)
+        loss = sm.sum(sm.exp(z) - y * z)
+    if ridge:
+        loss = loss + ridge / 2 * sm.sum_squares(w[1:])
+    return sm.Problem(sm.minimize(loss), [sm.nnz(w[1:]) <= k])
+
+
+@pytest.mark.parametrize("kind", ["logistic", "weighted", "poisson"])
+def test_lean_restricted_solves_equal_the_newton_pipeline(kind):
+    """ARHT's active sets (ActiveSet(lean=...)): along a walk of one-swap supports with and without
+    ARHT's ridge rho/2 ||x_R||^2, each minimizer equals the general restricted solve's
+    (lowering/restricted, Newton to 1e-12, its last step polished to rounding) to the Newton
+    decrement's 1e-12 (the value within ~1e-12 (1 + |f|), the point within ~1e-6 in the Hessian's
+    norm), and to rounding with ``accurate`` (the last step from the true Hessian), the gradient of
+    f there too."""
+    lp = glm(kind, 3, ridge=1e-3).lower()
+    act = ActiveSet(lp, tol=1e-12, lean=True)
+    assert act.lean is not None  # the lean class: one elementwise loss of stored columns
+    rng = np.random.default_rng(0)
+    sel = np.array([0, 2, 5, 7])
+    x = None
+    warnings.simplefilter("error")  # (pytest restores the filters) no overflow warning from a trial step leaks
+    for step in range(12):
+        R = np.flatnonzero(rng.random(12) < 0.6)
+        ridge = (0.7, R) if step % 2 else None
+        ref = lp.restricted_minimize(sel, ridge=ridge, method="newton", tol=1e-12, grad=True)
+        scale = max(1.0, np.abs(ref.x).max())
+        x, f = act.solve(sel, x0=x, ridge=ridge)
+        assert act.lean_fresh and act.exact
+        assert abs(f - ref.f) <= 2e-12 * (1 + abs(ref.f))  # the decrement test: f - min <= ~tol (1 + |f|)
+        np.testing.assert_allclose(x, ref.x, rtol=0, atol=1e-5 * scale)
+        x, f = act.solve(sel, x0=x, ridge=ridge, accurate=True)
+        assert f == pytest.approx(ref.f, rel=1e-12, abs=1e-14)
+        np.testing.assert_allclose(x, ref.x, rtol=0, atol=1e-10 * scale)
+        np.testing.assert_allclose(act.grad(), ref.g, rtol=0, atol=1e-10 * max(1.0, np.abs(ref.g).max()))
+        out = int(rng.choice(sel))  # one swap, as ARHT's line 17
+        sel = np.sort(np.append(sel[sel != out], rng.choice(np.setdiff1d(np.arange(12), sel))))
+
+
+def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
+    """The stored Hessian moved to a support one swap away, and one updated on the samples whose
+    curvature moved, are exactly J_B' diag(c) J_B at the curvatures c they carry: the premise of the
+    certified chord steps."""
+    lp = glm("logistic", 4).lower()
+    act = ActiveSet(lp, lean=True)
+    eng = act.lean
+    act.solve(np.array([1, 3, 4, 8]))
+    cols = np.array([0, 2, 3, 5, 9])  # flat: intercept 0, C = 1..12; one swap (C[3] = 4 out, C[2] = 3 in)
+    assert not np.array_equal(eng.Gcols, cols)
+    JTB = eng.sh.gather(cols)
+    G, c0 = eng.start_hessian(cols, JTB)
+    np.testing.assert_allclose(G, (JTB * c0) @ JTB.T, rtol=1e-12, atol=1e-15)
+    d2 = c0 * np.exp(np.random.default_rng(1).normal(0.0, 0.03, len(c0)))
+    d2[::12] *= 3.0  # a few samples moved much (one in twelve), the rest by about 3%
+    G1, c1, full = eng._renew(G, c0, d2, JTB, False)
+    assert not full and np.any(c1 != c0) and np.any(c1 != d2)  # an update, not a new formation
+    np.testing.assert_allclose(G1, (JTB * c1) @ JTB.T, rtol=1e-12, atol=1e-15)
+    assert np.all(np.abs(d2 / c1 - 1) <= 0.1 + 1e-12)
+
+
+@pytest.mark.parametrize("kind", ["logistic", "weighted", "poisson"])
+def test_arht_lean_solves_and_screened_tests_follow_the_exact_path(kind, monkeypatch):
+    """ARHT with its lean solves and tests decided from value brackets (the default) against the
+    general Newton pipeline with every solve to tol (restricted='newton', screen_tests=false): with
+    every run recomputed (no replay, whose intervals the brackets narrow) the same core runs
+    (iterations, failed swaps, rounds); with replay the same answer."""
+    stopped = 0
+    for seed in range(3):
+        prob = glm(kind, seed, n=150, p=20, k=5)
+        new = prob.solve("arht", seed=seed)
+        old = prob.solve("arht", seed=seed, restricted="newton", screen_tests=False)
+        assert new.objective == pytest.approx(old.objective, rel=1e-12)
+        assert np.array_equal(new.support, old.support)
+        np.testing.assert_allclose(new.x, old.x, rtol=0, atol=1e-9 * max(1.0, np.abs(old.x).max()))
+        assert (
+            new.extra["core_runs"] + new.extra["replayed_runs"] == old.extra["core_runs"] + old.extra["replayed_runs"]
+        )
+        stopped += new.extra["stopped_solves"]
+        assert old.extra["stopped_solves"] == 0
+        with monkeypatch.context() as mp:
+            mp.setattr(arht_module, "REPLAY", False)
+            for extra in ({}, {"polish": False, "restarts": 4}):  # polish=false: x(T) returned
+                new = prob.solve("arht", seed=seed, **extra)
+                old = prob.solve("arht", seed=seed, restricted="newton", screen_tests=False, **extra)
+                for key in ("core_runs", "core_iterations", "type2", "rounds"):
+                    assert new.extra[key] == old.extra[key], (seed, key, extra)
+                assert new.objective == pytest.approx(old.objective, rel=1e-12)
+    assert stopped > 0  # the brackets decided tests here
+
+
+def test_arht_lean_path_reaches_the_enumerated_best_support():
+    """On tiny logistic problems the default path (lean solves, screened tests) reaches the best of
+    all 120 supports exactly where the general path does (81 of 100 in the module table)."""
+    hits = []
+    for seed in range(8):
+        prob = tiny("logistic", seed)
+        best = brute_force(prob)
+        new = prob.solve("arht")
+        old = prob.solve("arht", restricted="newton", screen_tests=False)
+        assert new.objective >= best - 1e-9 * max(1.0, abs(best))
+        assert new.objective == pytest.approx(old.objective, rel=1e-12)
+        hits.append(new.objective <= best + 1e-9 * max(1.0, abs(best)))
+    assert sum(hits) >= 5, hits
+
+
+def test_arht_without_the_compiled_kernels_runs_the_general_newton_path_quietly(monkeypatch):
+    """The lean solves read the arrays kept with the compiled kernels' Problem; in a source tree
+    without the build ARHT solves with the general Newton pipeline, with no warning (the one that
+    says ``auto`` runs its Python pipeline is auto's), and the same answer."""
+    import sparsemodel.numerics as numerics
+
+    prob = glm("logistic", 5, n=100, p=10, k=3)
+    ref = prob.solve("arht", seed=1)
+    monkeypatch.delattr(numerics, "_lean", raising=False)
+    monkeypatch.setitem(__import__("sys").modules, "sparsemodel.numerics._lean", None)
+    lp = prob.lower()
+    assert ActiveSet(lp, lean=True).lean is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = prob.solve("arht", seed=1)
+    assert r.objective == pytest.approx(ref.objective, rel=1e-12)
