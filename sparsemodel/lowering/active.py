@@ -639,7 +639,7 @@ class _LeastSquares:
         return self.const + float(res @ res)
 
 
-LEAN_LOSSES = {"logistic": 1, "exp": 2}  # the lean kernels' codes of the losses finite on the whole line
+LEAN_LOSSES = ("logistic", "exp")  # the losses of the lean class finite on the whole line (the ones these solves take)
 LEAN_STALE = 2.0  # a stored Hessian serves while every curvature is within this factor of the one it was formed at
 LEAN_RATE = 0.1  # ... and each step cuts the decrement by at least this factor (else a fresh Hessian is formed)
 LEAN_HESSIANS = 4  # Hessians kept by their columns (a re-solve on a support starts from the last one there)
@@ -667,11 +667,12 @@ class LeanRows:
     J'[cols] gathered. Two active sets on the same problem (ARHT's f- and g_R-minimizers, which visit
     the same supports) pass one of these to share them."""
 
-    def __init__(self, P: Any):
+    def __init__(self, P: Any, phi: Any):
+        self.phi = phi
         self.JT = np.ascontiguousarray(np.asarray(P.J).T)  # (D, n): the rows of one support gather contiguously
         self.b, self.wc = np.asarray(P.b), np.asarray(P.wc)
         self.lin, self.rd = np.asarray(P.lin), np.asarray(P.rd)
-        self.const, self.code = float(P.const), int(P.code)
+        self.const = float(P.const)
         w0 = float(self.wc[0]) if len(self.wc) else 0.0
         self.w = w0 if np.all(self.wc == w0) else None  # uniform weights (a mean): a scalar
         self.rows: dict[bytes, np.ndarray] = {}
@@ -687,23 +688,11 @@ class LeanRows:
         return JTB
 
     def loss(self, z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """sum wc phi(z), wc phi'(z), wc phi''(z)."""
-        if self.code != 1:  # exp
-            e = np.exp(z)
-            return float(self.wc @ e), self.wc * e, self.wc * e
-        w = self.w if self.w is not None else self.wc
-        e = np.abs(z)
-        np.negative(e, out=e)
-        np.exp(e, out=e)  # e^-|z|
-        v = np.log1p(e)
-        v += np.maximum(z, 0.0)  # log(1 + e^z)
-        total = self.w * float(v.sum()) if self.w is not None else float(self.wc @ v)
-        ope = e + 1.0
-        inv = w / ope
-        d2 = e * inv  # w e^-|z| / (1 + e^-|z|): w phi'(z) where z < 0
-        d1 = np.where(z >= 0, inv, d2)
-        d2 /= ope  # w e^-|z| / (1 + e^-|z|)^2 = w phi''(z)
-        return total, d1, d2
+        """sum wc phi(z), wc phi'(z), wc phi''(z), from the loss's atom (``phi.derivs``)."""
+        v, d1, d2 = self.phi.derivs(z, 2)
+        if self.w is not None:  # uniform weights (a mean): scalars
+            return self.w * float(v.sum()), self.w * d1, self.w * d2
+        return float(self.wc @ v), self.wc * d1, self.wc * d2
 
 
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:
@@ -714,9 +703,9 @@ def lean_rows(lp: LoweredProblem) -> LeanRows | None:
     except ImportError:
         return None
     data = lean_data(lp)
-    if data is None or data.quadratic or int(data.P.code) not in LEAN_LOSSES.values():
+    if data is None or data.quadratic or data.phi is None or data.phi.name not in LEAN_LOSSES:
         return None
-    return LeanRows(data.P)
+    return LeanRows(data.P, data.phi)
 
 
 class _LeanNewton:

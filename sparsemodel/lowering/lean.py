@@ -38,6 +38,7 @@ class LeanData:
     P: Any
     quadratic: bool
     coords: int  # |C|
+    phi: Any = None  # the data term's loss (its atom: value and derivatives in one place)
     start: np.ndarray | None = None  # the start inside the loss's domain (initial_point), once known
 
 
@@ -141,6 +142,7 @@ def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
         "lin": lin,
         "rd": rd,
         "code": kern.ATOM_CODES[t.phi.name],
+        "phi": t.phi,
         "const": float(d.const),
         "quad": quad,
         "g0": g0,
@@ -178,7 +180,7 @@ def _build(lp: LoweredData) -> LeanData | None:
         have,
         domain,
     )
-    return LeanData(P, a["quad"], len(C))
+    return LeanData(P, a["quad"], len(C), a["phi"])
 
 
 def move(old: LoweredData, new: LoweredData) -> None:
