@@ -26,7 +26,8 @@ from .guards import DOMAIN_TRIALS
 if TYPE_CHECKING:
     from .data import LoweredData
 
-ATOM_NAMES = ("square", "logistic", "exp", "log")  # the losses the kernels evaluate (numerics/_lean.ATOM_CODES)
+ATOM_NAMES = ("square", "logistic", "exp", "log")  # the elementwise losses the kernels evaluate (numerics/_lean.ATOM_CODES)
+MAX_UNIT = 8  # the largest group the kernels take (numerics/_lean.MAX_UNIT)
 
 
 @dataclass
@@ -77,7 +78,7 @@ def lean_data(lp: LoweredData) -> LeanData | None:
     if any(v.symmetric for v in lp.layout.variables):
         return None
     members = s.swap_members()
-    if members is None or members.ndim != 2 or members.shape[1] != 1:
+    if members is None or members.ndim != 2 or not 1 <= members.shape[1] <= MAX_UNIT:
         return None
     per = _CACHE.get(d)
     if per is None:
@@ -102,7 +103,7 @@ def _arrays(lp: LoweredData) -> dict[str, Any] | None:
         if r is not None:
             rd += r
             continue
-        if data_term is not None or not t.diagonal or t.phi.name not in ATOM_NAMES or t.phi.params:
+        if data_term is not None or _classes(t) is None:
             return None
         data_term = i
     if data_term is None:
@@ -115,14 +116,16 @@ def _arrays(lp: LoweredData) -> dict[str, Any] | None:
         return None
     t = d.terms[data_term]
     J = np.array(stored[0], dtype=float, order="C")
-    n = J.shape[0]
+    n, K = J.shape[0], _classes(t)
     b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
-    w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
+    w = np.ones(n // K) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
+    if len(w) != n // K:
+        return None
     wc = np.array(t.coef * w)
     lin = np.array(d.lin, dtype=float)
     quad = bool(t.quadratic)
     Jsq = J * J
-    R = np.ascontiguousarray(Jsq[:, s.coords].sum(axis=1))
+    R = np.ascontiguousarray(Jsq[:, s.coords].sum(axis=1) if K == 1 else _sample_grams(J[:, s.coords], K))
     if quad:
         g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
         diag = np.ascontiguousarray(Jsq.T @ (2.0 * wc) + rd)
@@ -143,6 +146,24 @@ def _arrays(lp: LoweredData) -> dict[str, Any] | None:
         "diag": diag,
         "Jsq": Jsq,
     }
+
+
+def _classes(t: Any) -> int | None:
+    """The entries per sample of a data term the kernels evaluate: 1 for a built-in elementwise loss
+    without parameters, the classes for the row-wise softmax ``logsumexp(Z, axis=1)``; None for any
+    other term."""
+    if t.diagonal and t.phi.name in ATOM_NAMES and not t.phi.params:
+        return 1
+    if t.rowwise and t.phi.name == "logsumexp" and len(t.map.shape) == 2 and 1 <= t.map.shape[1]:
+        return int(t.map.shape[1])
+    return None
+
+
+def _sample_grams(JC: np.ndarray, K: int) -> np.ndarray:
+    """The Gram block of each sample's K rows of J[:, C], flattened (n x K x K): the softmax's
+    mean curvature over C is sum_i w_i tr(H_i G_i) (lowering/constants.mean_curvature_exact)."""
+    J3 = JC.reshape(-1, K, JC.shape[1])
+    return np.einsum("iaj,ibj->iab", J3, J3).ravel()
 
 
 def _build(lp: LoweredData) -> LeanData | None:
@@ -172,6 +193,7 @@ def _build(lp: LoweredData) -> LeanData | None:
         Q,
         have,
         domain,
+        np.ascontiguousarray(lp.set.swap_members(), dtype=np.intp),
     )
     return LeanData(P, a["quad"], len(C))
 
