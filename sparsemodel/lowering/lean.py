@@ -77,15 +77,17 @@ def lean_data(lp: LoweredData) -> LeanData | None:
         return None
     if any(v.symmetric for v in lp.layout.variables):
         return None
-    members = s.swap_members()
-    if members is None or members.ndim != 2 or not 1 <= members.shape[1] <= MAX_UNIT:
-        return None
     per = _CACHE.get(d)
     if per is None:
         per = {}
         _CACHE[d] = per
-    key = s.coords.tobytes() + b"|" + s.free.tobytes()
+    unit_of = getattr(s, "unit_of", None)
+    units = unit_of.tobytes() if unit_of is not None else b""
+    key = s.coords.tobytes() + b"|" + s.free.tobytes() + b"|" + units
     if key not in per:
+        members = s.swap_members()  # (groups of one size, at most MAX_UNIT coordinates)
+        if members is None or members.ndim != 2 or not 1 <= members.shape[1] <= MAX_UNIT:
+            return None
         data = _build(lp)
         if data is None and _KERNELS == [None]:  # the kernels are missing: nothing cached for this design
             return None

@@ -155,7 +155,11 @@ cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
 
 
 cdef Py_ssize_t[::1] _sorted(Py_ssize_t[::1] a):
-    out = np.sort(np.asarray(a))
+    cdef Py_ssize_t[::1] out
+    if a.shape[0] > 64:
+        return np.sort(np.asarray(a))
+    out = np.array(a)
+    _sort_positions(out)  # (short: in place, no NumPy call)
     return out
 
 
@@ -174,9 +178,9 @@ cdef double _softmax_losses(Problem P, double[::1] z, double[::1] d1, double[::1
         for c in range(1, K):
             zmax = max(zmax, z[r + c])
         s = 0.0
-        if order >= 1:  # (the exponentials kept in d1)
+        if order >= 1:  # (the exponentials kept in d1; exp(0) = 1 at the largest entry)
             for c in range(K):
-                d1[r + c] = exp(z[r + c] - zmax)
+                d1[r + c] = exp(z[r + c] - zmax) if z[r + c] != zmax else 1.0
                 s += d1[r + c]
             for c in range(K):
                 d1[r + c] = d1[r + c] / s
@@ -185,7 +189,7 @@ cdef double _softmax_losses(Problem P, double[::1] z, double[::1] d1, double[::1
                 d1[r + c] *= P.wc[i]
         else:
             for c in range(K):
-                s += exp(z[r + c] - zmax)
+                s += exp(z[r + c] - zmax) if z[r + c] != zmax else 1.0
         total += P.wc[i] * (log(s) + zmax)
     return total
 
@@ -515,6 +519,75 @@ cdef void _gram_rows(Problem P, Py_ssize_t[::1] cols):
         P.Q[c, c] += P.rd[c]
 
 
+cdef class ClassCols:
+    """Columns of J each nonzero in one class only (the softmax's Z = X W + b), grouped by class:
+    ``V`` (samples x columns, ordered class by class) their values, ``pos`` each one's column in
+    the gathered block, ``start`` where each class's columns begin in V."""
+
+    cdef double[:, ::1] V, Hp
+    cdef Py_ssize_t[::1] pos, start
+
+
+cdef ClassCols _class_cols(Problem P, double[:, ::1] JB):
+    """The columns JB by class (:class:`ClassCols`), or None for an elementwise loss or when some
+    column is nonzero in several classes."""
+    cdef Py_ssize_t K = P.classes, ns = P.wc.shape[0], nb = JB.shape[1], i, a, c, q
+    if K == 1 or nb == 0:
+        return None
+    cdef Py_ssize_t[::1] slot = np.empty(nb, dtype=np.intp)
+    for a in range(nb):
+        slot[a] = -1
+    for i in range(ns):
+        for c in range(K):
+            for a in range(nb):
+                if JB[i * K + c, a] != 0.0:
+                    if slot[a] == -1:
+                        slot[a] = c
+                    elif slot[a] != c:
+                        return None
+    cdef ClassCols cc = ClassCols()
+    cc.pos = np.empty(nb, dtype=np.intp)
+    cc.start = np.empty(K + 1, dtype=np.intp)
+    cc.V = np.empty((ns, nb))
+    cc.Hp = np.empty((nb, nb))
+    q = 0
+    for c in range(K):
+        cc.start[c] = q
+        for a in range(nb):
+            if slot[a] == c or (c == 0 and slot[a] == -1):  # (a zero column: any class)
+                cc.pos[q] = a
+                for i in range(ns):
+                    cc.V[i, q] = JB[i * K + c, a]
+                q += 1
+    cc.start[K] = q
+    return cc
+
+
+cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept nogil:
+    """H = JB' M (as :func:`_atb` gives M' JB: the same symmetric matrix) from the columns by class:
+    the rows of class c of M against the values of that class's columns, one product per class
+    (a third of the work of the full product for three classes, skipping the zeros)."""
+    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], c, a, b
+    cdef int n = <int> cc.V.shape[0], m, ldm = <int> (K * nb), ldv = <int> cc.V.shape[1], nbi = <int> nb
+    cdef double alpha = 1.0, beta = 0.0
+    for c in range(K):
+        m = <int> (cc.start[c + 1] - cc.start[c])
+        if m == 0:
+            continue
+        if n == 0:
+            for a in range(cc.start[c], cc.start[c + 1]):
+                for b in range(nb):
+                    cc.Hp[a, b] = 0.0
+            continue
+        # Hp[rows of class c] (m x nb) = V_c' (m x n) M_c (n x nb); in Fortran order the transpose:
+        # Hp_c' (nb x m) = M_c' (nb x n, ld K nb) V_c (n x m, as V_c' of ld ldv, transposed)
+        dgemm(b"N", b"T", &nbi, &m, &n, &alpha, &M[c, 0], &ldm, &cc.V[0, cc.start[c]], &ldv, &beta,
+              &cc.Hp[cc.start[c], 0], &nbi)
+    for a in range(nb):
+        for b in range(nb):
+            H[cc.pos[a], b] = cc.Hp[a, b]
+
+
 # ---------------------------------------------------------------------- restricted solves
 
 
@@ -584,6 +657,7 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
     for i in range(P.n):
         for a in range(nb):
             JB[i, a] = P.J[i, cols[a]]
+    cdef ClassCols cc = _class_cols(P, JB)
     for _ in range(NEWTON_MAX_ITER):
         its += 1
         if nb == 0:
@@ -594,7 +668,10 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
         if P.n > 0:  # g += JB' d1 (JB in C order is JB' in Fortran order)
             dgemv(b"N", &nbi, &ni, &one_d, &JB[0, 0], &nbi, &d1[0], &one_i, &one_d, &g[0], &one_i)
         _weigh(P, d2, JB, M)
-        _atb(M, JB, H)
+        if cc is not None:
+            _class_atb(cc, M, H)
+        else:
+            _atb(M, JB, H)
         for a in range(nb):
             H[a, a] += P.rd[cols[a]]
         if not _factor(H, L, 1e-14):
@@ -657,12 +734,18 @@ cdef Py_ssize_t[::1] _union(Problem P, Py_ssize_t[::1] sel):
         out[a] = P.F[a]
     for a in range(sel.shape[0]):
         out[nf + a] = P.C[sel[a]]
-    out_.sort()
+    if out.shape[0] > 64:
+        out_.sort()
+    else:
+        _sort_positions(out)
     return out
 
 
-cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats):
-    """The restricted minimizer over C[sel] and F from the flat point x0: (x, f, g, ok)."""
+cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats,
+                     double wanted=NAN):
+    """The restricted minimizer over C[sel] and F from the flat point x0: (x, f, g, ok); with
+    ``wanted`` (the caller's acceptance bar) the gradient only when f < wanted (else x in its
+    place: a rejected support's gradient is never read)."""
     cdef Py_ssize_t[::1] cols = _union(P, sel)
     cdef Py_ssize_t a, nb = cols.shape[0]
     cdef double[::1] u = np.empty(nb)
@@ -680,6 +763,8 @@ cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give
         x[cols[a]] = u[a]
     if not ok:
         return x, f, x, False
+    if not isnan(wanted) and not f < wanted:
+        return x, f, x, True
     stats[2] += 1  # ST_GRADS
     return x, f, _full_grad(P, u, cols, P.d1), True
 
@@ -759,7 +844,10 @@ cdef Py_ssize_t _select_groups(Problem P, double[::1] x, double e, double[::1] g
         for a in range(m):
             P.selbuf[q] = P.members[order[u], a]
             q += 1
-    _sort_positions(P.selbuf[:q])
+    if q > 64:
+        np.asarray(P.selbuf)[:q].sort()
+    else:
+        _sort_positions(P.selbuf[:q])
     return q
 
 
@@ -785,7 +873,10 @@ cdef Py_ssize_t[::1] _positions(Problem P, Py_ssize_t[::1] units):
         for a in range(P.m):
             out[q] = P.members[units[u], a]
             q += 1
-    _sort_positions(out)
+    if out.shape[0] > 64:
+        np.asarray(out).sort()
+    else:
+        _sort_positions(out)
     return out
 
 
@@ -1000,7 +1091,7 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
                 tried[ntried] = st2
                 ntried += 1
                 bar = f - 1e-12 * max(1.0, fabs(f))
-                xs, fs, gs, ok = _solve_on(P, st2, warm, bar, stats)
+                xs, fs, gs, ok = _solve_on(P, st2, warm, bar, stats, bar)
                 if not ok:
                     return x, f, g, FALLBACK, it
                 if isfinite(fs) and fs < bar:
@@ -1418,10 +1509,18 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
             if md.units_out[a] == pi[s]:
                 for q in range(um):
                     in_cols[s * um + q] = a * um + q
-    keep_mask = np.ones(nb, dtype=np.bool_)
-    keep_mask[np.asarray(out_rows)] = False
-    cdef Py_ssize_t[::1] keep = np.flatnonzero(keep_mask).astype(np.intp)
-    nk = keep.shape[0]
+    cdef Py_ssize_t[::1] keep = np.empty(nb, dtype=np.intp)
+    nk = 0
+    for a in range(nb):  # the rows of B that stay
+        j0 = 0
+        for s in range(ne):
+            if out_rows[s] == a:
+                j0 = 1
+                break
+        if not j0:
+            keep[nk] = a
+            nk += 1
+    keep = keep[:nk]
     m = nk + ne
     cdef double[:, ::1] H = np.zeros((m, m)), L = np.empty((m, m))
     cdef double[::1] rhs = np.empty(m), step = np.empty(m)
@@ -1483,7 +1582,7 @@ cdef tuple _check(Problem P, Model md, double[::1] x, double[::1] g, Py_ssize_t[
         x0 = x  # a direct solve: the start is not used
     else:
         x0 = _warm(P, md, x, g, po, pi, c)
-    xn, fn, gn, ok = _solve_on(P, _positions(P, new), x0, bar, stats)
+    xn, fn, gn, ok = _solve_on(P, _positions(P, new), x0, bar, stats, bar)
     stats[5] += 1  # ST_EXACT
     if not ok:
         return xn, fn, gn, False, False
