@@ -26,7 +26,12 @@ from .guards import DOMAIN_TRIALS
 if TYPE_CHECKING:
     from .data import LoweredData
 
-ATOM_NAMES = ("square", "logistic", "exp", "log")  # the elementwise losses the kernels evaluate (numerics/_lean.ATOM_CODES)
+ATOM_NAMES = (
+    "square",
+    "logistic",
+    "exp",
+    "log",
+)  # the elementwise losses the kernels evaluate (numerics/_lean.ATOM_CODES)
 MAX_UNIT = 8  # the largest group the kernels take (numerics/_lean.MAX_UNIT)
 
 
