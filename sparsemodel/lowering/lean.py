@@ -4,11 +4,14 @@ path over k, a comparison or a repeated solve pays nothing again), with the Gram
 quadratic objective filled column by column as the searches read it.
 
 The class it covers (:func:`lean_data` returns None otherwise): coordinate sparsity on single
-coordinates (free coordinates allowed: an intercept), no box, linear constraint, eigenvalue box or
-other side set; a composite objective with one data term c sum_i w_i phi((J x + b)_i) of a built-in
-elementwise loss without parameters (square, logistic, exp, log: least squares, logistic, Poisson and
-Gamma regression), its Jacobian stored (below the design's storage limit), plus linear terms and
-separable ridges (lam/2 ||w||^2). Everything else runs the general path.
+coordinates or on groups of one size of at most MAX_UNIT coordinates (free coordinates allowed: an
+intercept), no box, linear constraint, eigenvalue box or other side set; a composite objective with
+one data term, either c sum_i w_i phi((J x + b)_i) of a built-in elementwise loss without parameters
+(square, logistic, exp, log: least squares, logistic, Poisson and Gamma regression) or the row-wise
+softmax c sum_i w_i logsumexp((J x + b)_i) over samples i of K entries (``logsumexp(Z, axis=1)``:
+multinomial regression), its Jacobian stored dense (below the design's storage limit; a softmax's
+is kept sparse from a few hundred samples on, which leaves it out), plus linear terms and separable
+ridges (lam/2 ||w||^2). Everything else runs the general path.
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ builds it once per lowering and rebinds its data in place for new data of the sa
 over the flat vector x (D coordinates), with nnz(x_C) <= k on the constrained coordinates C and the
 free coordinates F (an intercept) always optimized; phi one elementwise loss by its code (SQUARE,
 LOGISTIC, EXP, LOG), wc the coefficient times the weights, rd a separable ridge's Hessian diagonal.
+Or the row-wise softmax (SOFTMAX): the rows of J x + b come in samples of ``classes`` entries and
+the loss is sum_i wc_i logsumexp((J x + b)_i) (multinomial regression, Z = X W + b), whose Hessian
+J' blockdiag(wc_i (diag p_i - p_i p_i')) J is formed from the columns each class reads. k counts
+units: single coordinates, or groups of one size (``members``: each unit's positions into C, at
+most MAX_UNIT of them), kept and swapped whole; a group's size in the thresholding is its
+Euclidean norm (sets/sparsity.top_k).
 
 What runs is the algorithm of :mod:`sparsemodel.solvers.auto` and :mod:`sparsemodel.solvers.grahtp`
 for this class of problems, step for step: the GraHTP start (paper 000, Algorithm 1, with its unit
