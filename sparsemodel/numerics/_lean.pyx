@@ -569,6 +569,22 @@ cdef ClassCols _class_cols(Problem P, double[:, ::1] JB):
     return cc
 
 
+cdef void _class_weigh(Problem P, double[::1] d2, ClassCols cc, double[:, ::1] M) noexcept nogil:
+    """:func:`_weigh` of the softmax from the columns by class: row (i, c) of M holds
+    wc_i p_ic (delta(c, c') - p_ic') V_ib for each column b of class c' (the row's Hessian
+    diag(p) - p p' applied to columns each nonzero in one class)."""
+    cdef Py_ssize_t K = P.classes, i, c, c2, q, r
+    cdef double pc, lam
+    for i in range(cc.V.shape[0]):
+        r = i * K
+        for c in range(K):
+            pc = P.wc[i] * d2[r + c]
+            for c2 in range(K):
+                lam = pc * ((1.0 if c == c2 else 0.0) - d2[r + c2])
+                for q in range(cc.start[c2], cc.start[c2 + 1]):
+                    M[r + c, cc.pos[q]] = lam * cc.V[i, q]
+
+
 cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept nogil:
     """H = JB' M (as :func:`_atb` gives M' JB: the same symmetric matrix) from the columns by class:
     the rows of class c of M against the values of that class's columns, one product per class
@@ -673,10 +689,11 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             g[a] = P.lin[cols[a]] + P.rd[cols[a]] * u[a]
         if P.n > 0:  # g += JB' d1 (JB in C order is JB' in Fortran order)
             dgemv(b"N", &nbi, &ni, &one_d, &JB[0, 0], &nbi, &d1[0], &one_i, &one_d, &g[0], &one_i)
-        _weigh(P, d2, JB, M)
         if cc is not None:
+            _class_weigh(P, d2, cc, M)
             _class_atb(cc, M, H)
         else:
+            _weigh(P, d2, JB, M)
             _atb(M, JB, H)
         for a in range(nb):
             H[a, a] += P.rd[cols[a]]
