@@ -531,12 +531,14 @@ cdef class ClassCols:
     the gathered block, ``start`` where each class's columns begin in V."""
 
     cdef double[:, ::1] V, Hp
-    cdef Py_ssize_t[::1] pos, start
+    cdef Py_ssize_t[::1] pos, start, slot, inv
 
 
-cdef ClassCols _class_cols(Problem P, double[:, ::1] JB):
-    """The columns JB by class (:class:`ClassCols`), or None for an elementwise loss or when some
-    column is nonzero in several classes."""
+cdef ClassCols _class_cols(Problem P, double[:, ::1] JB, Py_ssize_t q_out=-1):
+    """The columns JB by class (:class:`ClassCols`; ``slot`` each column's class, -1 for a zero
+    column, ``inv`` its place in V), or None for an elementwise loss or when some column is nonzero
+    in several classes. ``q_out``: the columns of the M that :func:`_class_atb` will take (default:
+    as many as JB's)."""
     cdef Py_ssize_t K = P.classes, ns = P.wc.shape[0], nb = JB.shape[1], i, a, c, q
     if K == 1 or nb == 0:
         return None
@@ -553,15 +555,18 @@ cdef ClassCols _class_cols(Problem P, double[:, ::1] JB):
                         return None
     cdef ClassCols cc = ClassCols()
     cc.pos = np.empty(nb, dtype=np.intp)
+    cc.inv = np.empty(nb, dtype=np.intp)
+    cc.slot = slot
     cc.start = np.empty(K + 1, dtype=np.intp)
     cc.V = np.empty((ns, nb))
-    cc.Hp = np.empty((nb, nb))
+    cc.Hp = np.empty((nb, nb if q_out < 0 else q_out))
     q = 0
     for c in range(K):
         cc.start[c] = q
         for a in range(nb):
             if slot[a] == c or (c == 0 and slot[a] == -1):  # (a zero column: any class)
                 cc.pos[q] = a
+                cc.inv[a] = q
                 for i in range(ns):
                     cc.V[i, q] = JB[i * K + c, a]
                 q += 1
@@ -586,10 +591,11 @@ cdef void _class_weigh(Problem P, double[::1] d2, ClassCols cc, double[:, ::1] M
 
 
 cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept nogil:
-    """H = JB' M (as :func:`_atb` gives M' JB: the same symmetric matrix) from the columns by class:
-    the rows of class c of M against the values of that class's columns, one product per class
-    (a third of the work of the full product for three classes, skipping the zeros)."""
-    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], c, a, b
+    """H = JB' M (in the restricted solve, where :func:`_atb` gives M' JB: the same symmetric matrix)
+    from the columns by class: the rows of class c of M against the values of that class's columns,
+    one product per class (a third of the work of the full product for three classes, skipping the
+    zeros). H: JB's columns x M's."""
+    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], nc = cc.pos.shape[0], c, a, b
     cdef int n = <int> cc.V.shape[0], m, ldm = <int> (K * nb), ldv = <int> cc.V.shape[1], nbi = <int> nb
     cdef double alpha = 1.0, beta = 0.0
     for c in range(K):
@@ -605,7 +611,7 @@ cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept 
         # Hp_c' (nb x m) = M_c' (nb x n, ld K nb) V_c (n x m, as V_c' of ld ldv, transposed)
         dgemm(b"N", b"T", &nbi, &m, &n, &alpha, &M[c, 0], &ldm, &cc.V[0, cc.start[c]], &ldv, &beta,
               &cc.Hp[cc.start[c], 0], &nbi)
-    for a in range(nb):
+    for a in range(nc):
         for b in range(nb):
             H[cc.pos[a], b] = cc.Hp[a, b]
 
@@ -1177,6 +1183,27 @@ cdef double[:, ::1] _columns(Problem P, Py_ssize_t[::1] cols):
     return out
 
 
+cdef void _class_blocks(Problem P, double[::1] d2, ClassCols cc, Py_ssize_t[::1] Icols,
+                        double[:, ::1] HII) noexcept nogil:
+    """The candidates' diagonal blocks of the softmax's Hessian (with the ridge) from the columns by
+    class: H_ab = sum_i wc_i p_{i,s_a} (delta(s_a, s_b) - p_{i,s_b}) V_ia V_ib."""
+    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, b, u, i, q1, q2, s1, s2
+    cdef double acc, dl
+    for c in range(ni):
+        u = (c // m) * m
+        q1 = cc.inv[Icols[c]]
+        s1 = cc.slot[Icols[c]] if cc.slot[Icols[c]] >= 0 else 0
+        for b in range(m):
+            q2 = cc.inv[Icols[u + b]]
+            s2 = cc.slot[Icols[u + b]] if cc.slot[Icols[u + b]] >= 0 else 0
+            dl = 1.0 if s1 == s2 else 0.0
+            acc = 0.0
+            for i in range(cc.V.shape[0]):
+                acc += cc.V[i, q1] * cc.V[i, q2] * P.wc[i] * d2[i * K + s1] * (dl - d2[i * K + s2])
+            HII[c, b] = acc
+        HII[c, c % m] += P.rd[Icols[c]]
+
+
 cdef bint _small_solve(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
     """out = M[r0:r0+m, :m]^-1 rhs by Gaussian elimination with partial pivoting (LAPACK gesv's
     steps, what np.linalg.solve runs; m at most 8); False when a pivot is zero."""
@@ -1222,6 +1249,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     cdef double[::1] diag, score, d2, full
     cdef double[:, ::1] JX, MX
     cdef Py_ssize_t[::1] order
+    cdef ClassCols ccJ = None
     inside = np.zeros(nunits, dtype=np.bool_)
     inside[np.asarray(units)] = True
     cdef Py_ssize_t[::1] units_out = np.flatnonzero(~inside).astype(np.intp)
@@ -1276,15 +1304,28 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         JX = _columns(P, B)
         Mw = np.empty((P.n, nb))
         _weigh(P, d2, JX, Mw)
-        Hrows = np.empty((nb, P.D))
-        _atb(Mw, P.J, Hrows)
-        for a in range(nb):
-            for c in range(nb):
-                HBB[a, c] = Hrows[a, B[c]]
-            HBB[a, a] += P.rd[B[a]]
-            for c in range(ni):
-                HBI[a, c] = Hrows[a, Icols[c]]
-        if m == 1 and P.code != SOFTMAX_CODE:
+        ccJ = _class_cols(P, P.J, nb)  # (the softmax's columns by class: a third of the products)
+        if ccJ is not None:
+            Hrows = np.empty((P.D, nb))  # (transposed: J' Mw)
+            _class_atb(ccJ, Mw, Hrows)
+            for a in range(nb):
+                for c in range(nb):
+                    HBB[a, c] = Hrows[B[c], a]
+                HBB[a, a] += P.rd[B[a]]
+                for c in range(ni):
+                    HBI[a, c] = Hrows[Icols[c], a]
+        else:
+            Hrows = np.empty((nb, P.D))
+            _atb(Mw, P.J, Hrows)
+            for a in range(nb):
+                for c in range(nb):
+                    HBB[a, c] = Hrows[a, B[c]]
+                HBB[a, a] += P.rd[B[a]]
+                for c in range(ni):
+                    HBI[a, c] = Hrows[a, Icols[c]]
+        if ccJ is not None:  # each candidate's block: sum_i V_ia V_ib wc_i p_ia (delta - p_ib), a, b its classes
+            _class_blocks(P, d2, ccJ, Icols, HII)
+        elif m == 1 and P.code != SOFTMAX_CODE:
             full = _hess_diag_at(P, x)
             for c in range(nI):
                 HII[c, 0] = full[Icols[c]]
