@@ -81,6 +81,7 @@ cdef class Problem:
     cdef double[::1] z, d1, d2, e1, e2, w  # scratch of length n
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
     cdef Py_ssize_t[::1] selbuf, nzbuf  # scratch of length |C|, D
+    cdef object ws  # the restricted solve's Workspace
 
     def __init__(self, J, b, wc, lin, rd, int code, double const, bint quad, C, F, g0, R, diag, Jsq, Q, have, domain,
                  members=None):
@@ -534,15 +535,24 @@ cdef class ClassCols:
     cdef Py_ssize_t[::1] pos, start, slot, inv
 
 
-cdef ClassCols _class_cols(Problem P, double[:, ::1] JB, Py_ssize_t q_out=-1):
+cdef ClassCols _class_cols(Problem P, double[:, ::1] JB, Py_ssize_t q_out=-1, ClassCols into=None):
     """The columns JB by class (:class:`ClassCols`; ``slot`` each column's class, -1 for a zero
     column, ``inv`` its place in V), or None for an elementwise loss or when some column is nonzero
     in several classes. ``q_out``: the columns of the M that :func:`_class_atb` will take (default:
-    as many as JB's)."""
+    as many as JB's); ``into``: arrays of these sizes to fill (a restricted solve's workspace)."""
     cdef Py_ssize_t K = P.classes, ns = P.wc.shape[0], nb = JB.shape[1], i, a, c, q
     if K == 1 or nb == 0:
         return None
-    cdef Py_ssize_t[::1] slot = np.empty(nb, dtype=np.intp)
+    cdef ClassCols cc = into
+    if cc is None:
+        cc = ClassCols()
+        cc.pos = np.empty(nb, dtype=np.intp)
+        cc.inv = np.empty(nb, dtype=np.intp)
+        cc.slot = np.empty(nb, dtype=np.intp)
+        cc.start = np.empty(K + 1, dtype=np.intp)
+        cc.V = np.empty((ns, nb))
+        cc.Hp = np.empty((nb, nb if q_out < 0 else q_out))
+    cdef Py_ssize_t[::1] slot = cc.slot
     for a in range(nb):
         slot[a] = -1
     for i in range(ns):
@@ -553,13 +563,6 @@ cdef ClassCols _class_cols(Problem P, double[:, ::1] JB, Py_ssize_t q_out=-1):
                         slot[a] = c
                     elif slot[a] != c:
                         return None
-    cdef ClassCols cc = ClassCols()
-    cc.pos = np.empty(nb, dtype=np.intp)
-    cc.inv = np.empty(nb, dtype=np.intp)
-    cc.slot = slot
-    cc.start = np.empty(K + 1, dtype=np.intp)
-    cc.V = np.empty((ns, nb))
-    cc.Hp = np.empty((nb, nb if q_out < 0 else q_out))
     q = 0
     for c in range(K):
         cc.start[c] = q
@@ -619,6 +622,38 @@ cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept 
 # ---------------------------------------------------------------------- restricted solves
 
 
+cdef class Workspace:
+    """A restricted solve's scratch for supports of ``nb`` coordinates, kept on the Problem and made
+    again when nb changes (most solves of a search have the same size: no allocation per solve)."""
+
+    cdef Py_ssize_t nb
+    cdef double[:, ::1] JB, M, H, L
+    cdef double[::1] g, step, ut
+    cdef ClassCols cc
+
+
+cdef Workspace _workspace(Problem P, Py_ssize_t nb):
+    cdef Workspace ws = P.ws
+    if ws is not None and ws.nb == nb:
+        return ws
+    ws = Workspace()
+    ws.nb = nb
+    ws.JB, ws.M = np.empty((P.n, nb)), np.empty((P.n, nb))
+    ws.H, ws.L = np.empty((nb, nb)), np.empty((nb, nb))
+    ws.g, ws.step, ws.ut = np.empty(nb), np.empty(nb), np.empty(nb)
+    ws.cc = None
+    if P.classes > 1 and nb > 0:
+        ws.cc = ClassCols()
+        ws.cc.pos = np.empty(nb, dtype=np.intp)
+        ws.cc.inv = np.empty(nb, dtype=np.intp)
+        ws.cc.slot = np.empty(nb, dtype=np.intp)
+        ws.cc.start = np.empty(P.classes + 1, dtype=np.intp)
+        ws.cc.V = np.empty((P.wc.shape[0], nb))
+        ws.cc.Hp = np.empty((nb, nb))
+    P.ws = ws
+    return ws
+
+
 cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, double[::1] u, double tol, double give_up,
                                             double[::1] d1):
     """min f over the coordinates ``cols`` (every other coordinate 0), from u (overwritten with the
@@ -675,17 +710,12 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
                 break
         if not found:
             return INFINITY, False, False, 0
-    JB = np.empty((P.n, nb))
-    M = np.empty((P.n, nb))
-    H = np.empty((nb, nb))
-    L = np.empty((nb, nb))
-    g = np.empty(nb)
-    step = np.empty(nb)
-    ut = np.empty(nb)
+    cdef Workspace ws = _workspace(P, nb)
+    JB, M, H, L, g, step, ut = ws.JB, ws.M, ws.H, ws.L, ws.g, ws.step, ws.ut
     for i in range(P.n):
         for a in range(nb):
             JB[i, a] = P.J[i, cols[a]]
-    cdef ClassCols cc = _class_cols(P, JB)
+    cdef ClassCols cc = _class_cols(P, JB, -1, ws.cc)
     for _ in range(NEWTON_MAX_ITER):
         its += 1
         if nb == 0:
