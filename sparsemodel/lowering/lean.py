@@ -4,11 +4,14 @@ path over k, a comparison or a repeated solve pays nothing again), with the Gram
 quadratic objective filled column by column as the searches read it.
 
 The class it covers (:func:`lean_data` returns None otherwise): coordinate sparsity on single
-coordinates (free coordinates allowed: an intercept), no box, linear constraint, eigenvalue box or
-other side set; a composite objective with one data term c sum_i w_i phi((J x + b)_i) of a built-in
-elementwise loss without parameters (square, logistic, exp, log: least squares, logistic, Poisson and
-Gamma regression), its Jacobian stored (below the design's storage limit), plus linear terms and
-separable ridges (lam/2 ||w||^2). Everything else runs the general path.
+coordinates or on groups of one size of at most MAX_UNIT coordinates (free coordinates allowed: an
+intercept), no box, linear constraint, eigenvalue box or other side set; a composite objective with
+one data term, either c sum_i w_i phi((J x + b)_i) of a built-in elementwise loss without parameters
+(square, logistic, exp, log: least squares, logistic, Poisson and Gamma regression) or the row-wise
+softmax c sum_i w_i logsumexp((J x + b)_i) over samples i of K entries (``logsumexp(Z, axis=1)``:
+multinomial regression), its Jacobian stored dense (below the design's storage limit; a softmax's
+is kept sparse from a few hundred samples on, which leaves it out), plus linear terms and separable
+ridges (lam/2 ||w||^2). Everything else runs the general path.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from .guards import DOMAIN_TRIALS
 if TYPE_CHECKING:
     from .data import LoweredData
 
-ATOM_NAMES = ("square", "logistic", "exp", "log")  # the losses the kernels evaluate (numerics/_lean.ATOM_CODES)
+ATOM_NAMES = (
+    "square",
+    "logistic",
+    "exp",
+    "log",
+)  # the elementwise losses the kernels evaluate (numerics/_lean.ATOM_CODES)
+MAX_UNIT = 8  # the largest group the kernels take (numerics/_lean.MAX_UNIT)
 
 
 @dataclass
@@ -77,15 +86,17 @@ def lean_data(lp: LoweredData) -> LeanData | None:
         return None
     if any(v.symmetric for v in lp.layout.variables):
         return None
-    members = s.swap_members()
-    if members is None or members.ndim != 2 or members.shape[1] != 1:
-        return None
     per = _CACHE.get(d)
     if per is None:
         per = {}
         _CACHE[d] = per
-    key = s.coords.tobytes() + b"|" + s.free.tobytes()
+    unit_of = getattr(s, "unit_of", None)
+    units = unit_of.tobytes() if unit_of is not None else b""
+    key = s.coords.tobytes() + b"|" + s.free.tobytes() + b"|" + units
     if key not in per:
+        members = s.swap_members()  # (groups of one size, at most MAX_UNIT coordinates)
+        if members is None or members.ndim != 2 or not 1 <= members.shape[1] <= MAX_UNIT:
+            return None
         data = _build(lp)
         if data is None and _KERNELS == [None]:  # the kernels are missing: nothing cached for this design
             return None
@@ -105,7 +116,7 @@ def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
         if r is not None:
             rd += r
             continue
-        if data_term is not None or not t.diagonal or t.phi.name not in ATOM_NAMES or t.phi.params:
+        if data_term is not None or _classes(t) is None:
             return None
         data_term = i
     if data_term is None:
@@ -119,14 +130,16 @@ def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
     J = d.dense_jacobian(data_term, J_into)  # C order, the kernel's own copy (a rebinding overwrites it)
     if J is None:
         return None
-    n = J.shape[0]
+    n, K = J.shape[0], _classes(t)
     b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
-    w = np.ones(n) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
+    w = np.ones(n // K) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
+    if len(w) != n // K:
+        return None
     wc = np.array(t.coef * w)
     lin = np.array(d.lin, dtype=float)
     quad = bool(t.quadratic)
     JC = J[:, as_slice(s.coords)]
-    R = np.ascontiguousarray(np.einsum("ij,ij->i", JC, JC))
+    R = np.ascontiguousarray(np.einsum("ij,ij->i", JC, JC) if K == 1 else _sample_grams(JC, K))
     if quad:
         g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
         diag = np.ascontiguousarray(np.einsum("ij,ij,i->j", J, J, 2.0 * wc) + rd)
@@ -150,6 +163,24 @@ def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
         "diag": diag,
         "Jsq": Jsq,
     }
+
+
+def _classes(t: Any) -> int | None:
+    """The entries per sample of a data term the kernels evaluate: 1 for a built-in elementwise loss
+    without parameters, the classes for the row-wise softmax ``logsumexp(Z, axis=1)``; None for any
+    other term."""
+    if t.diagonal and t.phi.name in ATOM_NAMES and not t.phi.params:
+        return 1
+    if t.rowwise and t.phi.name == "logsumexp" and len(t.map.shape) == 2 and 1 <= t.map.shape[1]:
+        return int(t.map.shape[1])
+    return None
+
+
+def _sample_grams(JC: np.ndarray, K: int) -> np.ndarray:
+    """The Gram block of each sample's K rows of J[:, C], flattened (n x K x K): the softmax's
+    mean curvature over C is sum_i w_i tr(H_i G_i) (lowering/constants.mean_curvature_exact)."""
+    J3 = JC.reshape(-1, K, JC.shape[1])
+    return np.einsum("iaj,ibj->iab", J3, J3).ravel()
 
 
 def _build(lp: LoweredData) -> LeanData | None:
@@ -179,6 +210,7 @@ def _build(lp: LoweredData) -> LeanData | None:
         Q,
         have,
         domain,
+        np.ascontiguousarray(lp.set.swap_members(), dtype=np.intp),
     )
     return LeanData(P, a["quad"], len(C), a["phi"])
 

@@ -11,6 +11,12 @@ builds it once per lowering and rebinds its data in place for new data of the sa
 over the flat vector x (D coordinates), with nnz(x_C) <= k on the constrained coordinates C and the
 free coordinates F (an intercept) always optimized; phi one elementwise loss by its code (SQUARE,
 LOGISTIC, EXP, LOG), wc the coefficient times the weights, rd a separable ridge's Hessian diagonal.
+Or the row-wise softmax (SOFTMAX): the rows of J x + b come in samples of ``classes`` entries and
+the loss is sum_i wc_i logsumexp((J x + b)_i) (multinomial regression, Z = X W + b), whose Hessian
+J' blockdiag(wc_i (diag p_i - p_i p_i')) J is formed from the columns each class reads. k counts
+units: single coordinates, or groups of one size (``members``: each unit's positions into C, at
+most MAX_UNIT of them), kept and swapped whole; a group's size in the thresholding is its
+Euclidean norm (sets/sparsity.top_k).
 
 What runs is the algorithm of :mod:`sparsemodel.solvers.auto` and :mod:`sparsemodel.solvers.grahtp`
 for this class of problems, step for step: the GraHTP start (paper 000, Algorithm 1, with its unit
@@ -34,8 +40,8 @@ from libc.stdlib cimport free, malloc, qsort
 from scipy.linalg.cython_blas cimport dgemm, dgemv
 from scipy.linalg.cython_lapack cimport dpotrf, dpotri, dpotrs
 
-SQUARE, LOGISTIC, EXP, LOG = 0, 1, 2, 3
-ATOM_CODES = {"square": SQUARE, "logistic": LOGISTIC, "exp": EXP, "log": LOG}
+SQUARE, LOGISTIC, EXP, LOG, SOFTMAX = 0, 1, 2, 3, 4
+ATOM_CODES = {"square": SQUARE, "logistic": LOGISTIC, "exp": EXP, "log": LOG, "logsumexp": SOFTMAX}
 
 # statuses of a run
 CONVERGED, MAX_ITER, DIVERGED, FALLBACK = 0, 1, 2, 3
@@ -51,6 +57,8 @@ cdef int SEARCH_TRIES = 3  # supports tried by one support-change line search (s
 cdef double MAX_MOVE = 1e6  # lowering/constants.MAX_MOVE
 cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.SwapModel)
 cdef int TRIED_CAP = 64
+cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
+MAX_UNIT = 8  # the largest unit (group) size the kernels take (their small solves use fixed buffers)
 cdef Py_ssize_t LAPACK_DIM = 16  # factorizations above this size go to LAPACK, below it plain loops
 
 
@@ -64,21 +72,29 @@ cdef class Problem:
     cdef public double[:, ::1] J, Jsq, Q
     cdef public double[::1] b, wc, lin, rd, g0, R, diag, domain
     cdef public Py_ssize_t[::1] C, F
+    cdef public Py_ssize_t[:, ::1] members
     cdef public unsigned char[::1] have
     cdef public int code
     cdef public double const
     cdef public bint quad
-    cdef public Py_ssize_t n, D
+    cdef public Py_ssize_t n, D, classes, m
     cdef double[::1] z, d1, d2, e1, e2, w  # scratch of length n
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
     cdef Py_ssize_t[::1] selbuf, nzbuf  # scratch of length |C|, D
+    cdef object ws  # the restricted solve's Workspace
 
-    def __init__(self, J, b, wc, lin, rd, int code, double const, bint quad, C, F, g0, R, diag, Jsq, Q, have, domain):
+    def __init__(self, J, b, wc, lin, rd, int code, double const, bint quad, C, F, g0, R, diag, Jsq, Q, have, domain,
+                 members=None):
         self.J, self.b, self.wc, self.lin, self.rd = J, b, wc, lin, rd
         self.code, self.const, self.quad = code, const, quad
         self.C, self.F, self.g0, self.R, self.diag, self.Jsq, self.Q, self.have = C, F, g0, R, diag, Jsq, Q, have
         self.domain = domain
         self.n, self.D = J.shape[0], J.shape[1]
+        self.classes = self.n // wc.shape[0]  # the softmax's classes per sample (1: an elementwise loss)
+        if members is None:  # single coordinates
+            members = np.arange(len(C), dtype=np.intp)[:, None]
+        self.members = np.ascontiguousarray(members, dtype=np.intp)
+        self.m = self.members.shape[1]
         self.z, self.d1, self.d2 = np.empty(self.n), np.empty(self.n), np.empty(self.n)
         self.e1, self.e2, self.w = np.empty(self.n), np.empty(self.n), np.empty(self.n)
         self.mag, self.ubuf = np.empty(len(C)), np.empty(self.D)
@@ -146,18 +162,83 @@ cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
 
 
 cdef Py_ssize_t[::1] _sorted(Py_ssize_t[::1] a):
-    out = np.sort(np.asarray(a))
+    cdef Py_ssize_t[::1] out
+    if a.shape[0] > 64:
+        return np.sort(np.asarray(a))
+    out = np.array(a)
+    _sort_positions(out)  # (short: in place, no NumPy call)
     return out
 
 
 # ---------------------------------------------------------------------- the loss
 
 
+cdef double _softmax_losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, int order) noexcept nogil:
+    """sum_i wc_i logsumexp(z_i) over the samples i (rows of ``classes`` entries); with order >= 1
+    fills d1 = wc_i p_i (p_i the softmax of the row: the gradient), order 2 also d2 = p_i (the row's
+    Hessian diag(p_i) - p_i p_i' is applied by :func:`_weigh`)."""
+    cdef Py_ssize_t K = P.classes, i, c, r
+    cdef double total = 0.0, zmax, s
+    for i in range(P.wc.shape[0]):
+        r = i * K
+        zmax = z[r]
+        for c in range(1, K):
+            zmax = max(zmax, z[r + c])
+        s = 0.0
+        if order >= 1:  # (the exponentials kept in d1; exp(0) = 1 at the largest entry)
+            for c in range(K):
+                d1[r + c] = exp(z[r + c] - zmax) if z[r + c] != zmax else 1.0
+                s += d1[r + c]
+            for c in range(K):
+                d1[r + c] = d1[r + c] / s
+                if order >= 2:
+                    d2[r + c] = d1[r + c]
+                d1[r + c] *= P.wc[i]
+        else:
+            for c in range(K):
+                s += exp(z[r + c] - zmax) if z[r + c] != zmax else 1.0
+        total += P.wc[i] * (log(s) + zmax)
+    return total
+
+
+cdef void _weigh(Problem P, double[::1] d2, double[:, ::1] JB, double[:, ::1] M) noexcept nogil:
+    """M with M' J = the loss part of the Hessian's rows for the columns JB of J (d2 from
+    :func:`_losses` at the point): d2 * JB for an elementwise loss; for the softmax, row by row,
+    wc_i (diag(p_i) - p_i p_i') JB_i (reductions.softmax_hessian_apply)."""
+    cdef Py_ssize_t K = P.classes, i, c, r, a, q = JB.shape[1]
+    cdef double pc
+    cdef double* t
+    if P.code != SOFTMAX_CODE:
+        for r in range(JB.shape[0]):
+            for a in range(q):
+                M[r, a] = d2[r] * JB[r, a]
+        return
+    if q == 0:
+        return
+    t = <double*> malloc(q * sizeof(double))
+    for i in range(P.wc.shape[0]):  # (rows in the inner loops: contiguous)
+        r = i * K
+        for a in range(q):
+            t[a] = 0.0
+        for c in range(K):
+            pc = d2[r + c]
+            for a in range(q):
+                t[a] += pc * JB[r + c, a]
+        for c in range(K):
+            pc = d2[r + c]
+            for a in range(q):
+                M[r + c, a] = P.wc[i] * (pc * JB[r + c, a] - pc * t[a])
+    free(t)
+
+
 cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, int order) noexcept nogil:
-    """sum_i wc_i phi(z_i); with order >= 1 fills d1 = wc phi'(z), order 2 also d2 = wc phi''(z)."""
+    """sum_i wc_i phi(z_i); with order >= 1 fills d1 = wc phi'(z), order 2 also d2 = wc phi''(z)
+    (the softmax: :func:`_softmax_losses`)."""
     cdef double total = 0.0, zi, v, a, h, e, inv
     cdef Py_ssize_t i
     cdef int code = P.code
+    if code == SOFTMAX_CODE:
+        return _softmax_losses(P, z, d1, d2, order)
     for i in range(z.shape[0]):
         zi = z[i]
         if code == 0:
@@ -202,10 +283,27 @@ cdef void _affine(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] z)
         z[i] = s
 
 
+cdef void _affine_cols(Problem P, double[:, ::1] JB, double[::1] u, double[::1] z) noexcept nogil:
+    """z = JB u + b for the gathered columns JB = J[:, cols] (one BLAS product)."""
+    cdef int nb = <int> JB.shape[1], n = <int> JB.shape[0], one = 1
+    cdef double alpha = 1.0, beta = 1.0
+    cdef Py_ssize_t i
+    for i in range(n):
+        z[i] = P.b[i]
+    if nb == 0 or n == 0:
+        return
+    dgemv(b"T", &nb, &n, &alpha, &JB[0, 0], &nb, &u[0], &one, &beta, &z[0], &one)
+
+
 cdef double _value(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] d1, double[::1] d2, int order) noexcept nogil:
     """f at the point with x[cols] = u and every other coordinate 0 (the loss's derivatives in d1, d2)."""
-    cdef Py_ssize_t a, c
     _affine(P, u, cols, P.z)
+    return _value_z(P, u, cols, d1, d2, order)
+
+
+cdef double _value_z(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] d1, double[::1] d2, int order) noexcept nogil:
+    """:func:`_value` with P.z = J x + b already computed."""
+    cdef Py_ssize_t a, c
     cdef double f = P.const + _losses(P, P.z, d1, d2, order)
     for a in range(cols.shape[0]):
         c = cols[a]
@@ -428,7 +526,132 @@ cdef void _gram_rows(Problem P, Py_ssize_t[::1] cols):
         P.Q[c, c] += P.rd[c]
 
 
+cdef class ClassCols:
+    """Columns of J each nonzero in one class only (the softmax's Z = X W + b), grouped by class:
+    ``V`` (samples x columns, ordered class by class) their values, ``pos`` each one's column in
+    the gathered block, ``start`` where each class's columns begin in V."""
+
+    cdef double[:, ::1] V, Hp
+    cdef Py_ssize_t[::1] pos, start, slot, inv
+
+
+cdef ClassCols _class_cols(Problem P, double[:, ::1] JB, Py_ssize_t q_out=-1, ClassCols into=None):
+    """The columns JB by class (:class:`ClassCols`; ``slot`` each column's class, -1 for a zero
+    column, ``inv`` its place in V), or None for an elementwise loss or when some column is nonzero
+    in several classes. ``q_out``: the columns of the M that :func:`_class_atb` will take (default:
+    as many as JB's); ``into``: arrays of these sizes to fill (a restricted solve's workspace)."""
+    cdef Py_ssize_t K = P.classes, ns = P.wc.shape[0], nb = JB.shape[1], i, a, c, q
+    if K == 1 or nb == 0:
+        return None
+    cdef ClassCols cc = into
+    if cc is None:
+        cc = ClassCols()
+        cc.pos = np.empty(nb, dtype=np.intp)
+        cc.inv = np.empty(nb, dtype=np.intp)
+        cc.slot = np.empty(nb, dtype=np.intp)
+        cc.start = np.empty(K + 1, dtype=np.intp)
+        cc.V = np.empty((ns, nb))
+        cc.Hp = np.empty((nb, nb if q_out < 0 else q_out))
+    cdef Py_ssize_t[::1] slot = cc.slot
+    for a in range(nb):
+        slot[a] = -1
+    for i in range(ns):
+        for c in range(K):
+            for a in range(nb):
+                if JB[i * K + c, a] != 0.0:
+                    if slot[a] == -1:
+                        slot[a] = c
+                    elif slot[a] != c:
+                        return None
+    q = 0
+    for c in range(K):
+        cc.start[c] = q
+        for a in range(nb):
+            if slot[a] == c or (c == 0 and slot[a] == -1):  # (a zero column: any class)
+                cc.pos[q] = a
+                cc.inv[a] = q
+                for i in range(ns):
+                    cc.V[i, q] = JB[i * K + c, a]
+                q += 1
+    cc.start[K] = q
+    return cc
+
+
+cdef void _class_weigh(Problem P, double[::1] d2, ClassCols cc, double[:, ::1] M) noexcept nogil:
+    """:func:`_weigh` of the softmax from the columns by class: row (i, c) of M holds
+    wc_i p_ic (delta(c, c') - p_ic') V_ib for each column b of class c' (the row's Hessian
+    diag(p) - p p' applied to columns each nonzero in one class)."""
+    cdef Py_ssize_t K = P.classes, i, c, c2, q, r
+    cdef double pc, lam
+    for i in range(cc.V.shape[0]):
+        r = i * K
+        for c in range(K):
+            pc = P.wc[i] * d2[r + c]
+            for c2 in range(K):
+                lam = pc * ((1.0 if c == c2 else 0.0) - d2[r + c2])
+                for q in range(cc.start[c2], cc.start[c2 + 1]):
+                    M[r + c, cc.pos[q]] = lam * cc.V[i, q]
+
+
+cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept nogil:
+    """H = JB' M (in the restricted solve, where :func:`_atb` gives M' JB: the same symmetric matrix)
+    from the columns by class: the rows of class c of M against the values of that class's columns,
+    one product per class (a third of the work of the full product for three classes, skipping the
+    zeros). H: JB's columns x M's."""
+    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], nc = cc.pos.shape[0], c, a, b
+    cdef int n = <int> cc.V.shape[0], m, ldm = <int> (K * nb), ldv = <int> cc.V.shape[1], nbi = <int> nb
+    cdef double alpha = 1.0, beta = 0.0
+    for c in range(K):
+        m = <int> (cc.start[c + 1] - cc.start[c])
+        if m == 0:
+            continue
+        if n == 0:
+            for a in range(cc.start[c], cc.start[c + 1]):
+                for b in range(nb):
+                    cc.Hp[a, b] = 0.0
+            continue
+        # Hp[rows of class c] (m x nb) = V_c' (m x n) M_c (n x nb); in Fortran order the transpose:
+        # Hp_c' (nb x m) = M_c' (nb x n, ld K nb) V_c (n x m, as V_c' of ld ldv, transposed)
+        dgemm(b"N", b"T", &nbi, &m, &n, &alpha, &M[c, 0], &ldm, &cc.V[0, cc.start[c]], &ldv, &beta,
+              &cc.Hp[cc.start[c], 0], &nbi)
+    for a in range(nc):
+        for b in range(nb):
+            H[cc.pos[a], b] = cc.Hp[a, b]
+
+
 # ---------------------------------------------------------------------- restricted solves
+
+
+cdef class Workspace:
+    """A restricted solve's scratch for supports of ``nb`` coordinates, kept on the Problem and made
+    again when nb changes (most solves of a search have the same size: no allocation per solve)."""
+
+    cdef Py_ssize_t nb
+    cdef double[:, ::1] JB, M, H, L
+    cdef double[::1] g, step, ut
+    cdef ClassCols cc
+
+
+cdef Workspace _workspace(Problem P, Py_ssize_t nb):
+    cdef Workspace ws = P.ws
+    if ws is not None and ws.nb == nb:
+        return ws
+    ws = Workspace()
+    ws.nb = nb
+    ws.JB, ws.M = np.empty((P.n, nb)), np.empty((P.n, nb))
+    ws.H, ws.L = np.empty((nb, nb)), np.empty((nb, nb))
+    ws.g, ws.step, ws.ut = np.empty(nb), np.empty(nb), np.empty(nb)
+    ws.cc = None
+    if P.classes > 1 and nb > 0:
+        ws.cc = ClassCols()
+        ws.cc.pos = np.empty(nb, dtype=np.intp)
+        ws.cc.inv = np.empty(nb, dtype=np.intp)
+        ws.cc.slot = np.empty(nb, dtype=np.intp)
+        ws.cc.start = np.empty(P.classes + 1, dtype=np.intp)
+        ws.cc.V = np.empty((P.wc.shape[0], nb))
+        ws.cc.Hp = np.empty((nb, nb))
+    P.ws = ws
+    return ws
 
 
 cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, double[::1] u, double tol, double give_up,
@@ -444,6 +667,8 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
     cdef int its = 0, ls
     cdef double[:, ::1] H, L, M, JB
     cdef double[::1] r, g, step, ut, tmp
+    cdef int nbi = <int> nb, ni = <int> P.n, one_i = 1
+    cdef double one_d = 1.0
     if P.quad:
         if nb == 0:
             return _value(P, u, cols, d1, P.d2, 1), True, True, 1
@@ -485,16 +710,12 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
                 break
         if not found:
             return INFINITY, False, False, 0
-    JB = np.empty((P.n, nb))
-    M = np.empty((P.n, nb))
-    H = np.empty((nb, nb))
-    L = np.empty((nb, nb))
-    g = np.empty(nb)
-    step = np.empty(nb)
-    ut = np.empty(nb)
+    cdef Workspace ws = _workspace(P, nb)
+    JB, M, H, L, g, step, ut = ws.JB, ws.M, ws.H, ws.L, ws.g, ws.step, ws.ut
     for i in range(P.n):
         for a in range(nb):
             JB[i, a] = P.J[i, cols[a]]
+    cdef ClassCols cc = _class_cols(P, JB, -1, ws.cc)
     for _ in range(NEWTON_MAX_ITER):
         its += 1
         if nb == 0:
@@ -502,11 +723,14 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             break
         for a in range(nb):
             g[a] = P.lin[cols[a]] + P.rd[cols[a]] * u[a]
-        for i in range(P.n):
-            for a in range(nb):
-                g[a] += JB[i, a] * d1[i]
-                M[i, a] = d2[i] * JB[i, a]
-        _atb(M, JB, H)
+        if P.n > 0:  # g += JB' d1 (JB in C order is JB' in Fortran order)
+            dgemv(b"N", &nbi, &ni, &one_d, &JB[0, 0], &nbi, &d1[0], &one_i, &one_d, &g[0], &one_i)
+        if cc is not None:
+            _class_weigh(P, d2, cc, M)
+            _class_atb(cc, M, H)
+        else:
+            _weigh(P, d2, JB, M)
+            _atb(M, JB, H)
         for a in range(nb):
             H[a, a] += P.rd[cols[a]]
         if not _factor(H, L, 1e-14):
@@ -522,7 +746,8 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             conv = True
             for a in range(nb):
                 ut[a] = u[a] + step[a]
-            ft = _value(P, ut, cols, P.e1, P.e2, 2)
+            _affine_cols(P, JB, ut, P.z)
+            ft = _value_z(P, ut, cols, P.e1, P.e2, 2)
             if isfinite(ft) and ft <= f + ROUNDING * (1.0 + fabs(f)):
                 u[:] = ut
                 d1[:] = P.e1
@@ -536,7 +761,8 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
         for ls in range(50):
             for a in range(nb):
                 ut[a] = u[a] + t * step[a]
-            ft = _value(P, ut, cols, P.e1, P.e2, 2)
+            _affine_cols(P, JB, ut, P.z)
+            ft = _value_z(P, ut, cols, P.e1, P.e2, 2)
             if ft <= f - 0.25 * t * dec:
                 u[:] = ut
                 d1[:] = P.e1
@@ -567,12 +793,18 @@ cdef Py_ssize_t[::1] _union(Problem P, Py_ssize_t[::1] sel):
         out[a] = P.F[a]
     for a in range(sel.shape[0]):
         out[nf + a] = P.C[sel[a]]
-    out_.sort()
+    if out.shape[0] > 64:
+        out_.sort()
+    else:
+        _sort_positions(out)
     return out
 
 
-cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats):
-    """The restricted minimizer over C[sel] and F from the flat point x0: (x, f, g, ok)."""
+cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats,
+                     double wanted=NAN):
+    """The restricted minimizer over C[sel] and F from the flat point x0: (x, f, g, ok); with
+    ``wanted`` (the caller's acceptance bar) the gradient only when f < wanted (else x in its
+    place: a rejected support's gradient is never read)."""
     cdef Py_ssize_t[::1] cols = _union(P, sel)
     cdef Py_ssize_t a, nb = cols.shape[0]
     cdef double[::1] u = np.empty(nb)
@@ -590,6 +822,8 @@ cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give
         x[cols[a]] = u[a]
     if not ok:
         return x, f, x, False
+    if not isnan(wanted) and not f < wanted:
+        return x, f, x, True
     stats[2] += 1  # ST_GRADS
     return x, f, _full_grad(P, u, cols, P.d1), True
 
@@ -615,6 +849,8 @@ cdef Py_ssize_t _select(Problem P, double[::1] x, double e, double[::1] g, Py_ss
     cdef double v
     cdef Py_ssize_t[::1] sel = P.selbuf
     cdef double[::1] mag = P.mag
+    if P.m > 1:
+        return _select_groups(P, x, e, g, k)
     if k >= m:
         for a in range(m):
             sel[a] = a
@@ -646,6 +882,76 @@ cdef Py_ssize_t _select(Problem P, double[::1] x, double e, double[::1] g, Py_ss
             q -= 1
         sel[q] = t
     return k
+
+
+cdef Py_ssize_t _select_groups(Problem P, double[::1] x, double e, double[::1] g, Py_ssize_t k):
+    """:func:`_select` on groups: the members of the k groups of largest ||x - e g|| (sets/sparsity.top_k;
+    ties: the lower group), as sorted positions into C in P.selbuf."""
+    cdef Py_ssize_t nu = P.members.shape[0], m = P.m, u, a, c, q = 0
+    cdef double v, t
+    cdef double[::1] mag = P.mag[:nu]
+    cdef Py_ssize_t[::1] order
+    for u in range(nu):
+        v = 0.0
+        for a in range(m):
+            c = P.C[P.members[u, a]]
+            t = x[c] - e * g[c]
+            v += t * t
+        mag[u] = v
+    order = _top(mag, k, True) if k < nu else np.arange(nu, dtype=np.intp)
+    for u in range(order.shape[0]):
+        for a in range(m):
+            P.selbuf[q] = P.members[order[u], a]
+            q += 1
+    if q > 64:
+        np.asarray(P.selbuf)[:q].sort()
+    else:
+        _sort_positions(P.selbuf[:q])
+    return q
+
+
+cdef void _sort_positions(Py_ssize_t[::1] sel) noexcept nogil:
+    """Insertion sort in place (short arrays)."""
+    cdef Py_ssize_t a, q, t
+    for a in range(1, sel.shape[0]):
+        t = sel[a]
+        q = a
+        while q > 0 and sel[q - 1] > t:
+            sel[q] = sel[q - 1]
+            q -= 1
+        sel[q] = t
+
+
+cdef Py_ssize_t[::1] _positions(Problem P, Py_ssize_t[::1] units):
+    """The sorted positions into C of the units' members (solvers/auto._positions)."""
+    if P.m == 1:
+        return units
+    cdef Py_ssize_t u, a, q = 0
+    cdef Py_ssize_t[::1] out = np.empty(units.shape[0] * P.m, dtype=np.intp)
+    for u in range(units.shape[0]):
+        for a in range(P.m):
+            out[q] = P.members[units[u], a]
+            q += 1
+    if out.shape[0] > 64:
+        np.asarray(out).sort()
+    else:
+        _sort_positions(out)
+    return out
+
+
+cdef Py_ssize_t[::1] _units_at(Problem P, double[::1] x):
+    """The units with a nonzero coordinate at x, sorted (solvers/auto._units_of)."""
+    if P.m == 1:
+        return _support(P, x)
+    cdef Py_ssize_t nu = P.members.shape[0], u, a, q = 0
+    cdef Py_ssize_t[::1] out = np.empty(nu, dtype=np.intp)
+    for u in range(nu):
+        for a in range(P.m):
+            if x[P.C[P.members[u, a]]] != 0.0:
+                out[q] = u
+                q += 1
+                break
+    return np.array(out[:q])
 
 
 cdef bint _same_sel(Problem P, Py_ssize_t ns, Py_ssize_t[::1] b) noexcept nogil:
@@ -739,10 +1045,20 @@ cdef double _step_size(Problem P, double[::1] x, double[::1] g):
     """GraHTP's unit step 1 / M at x: M the mean |Hessian diagonal| over C (lowering/constants:
     mean_curvature), made safe (safe_curvature: at least ||g|| / (MAX_MOVE max(1, ||x||)))."""
     cdef double[::1] d2 = _loss_curvature(P, x)
-    cdef double tot = 0.0, est, gn, floor_, M
-    cdef Py_ssize_t i, a
-    for i in range(P.n):
-        tot += fabs(d2[i]) * P.R[i]
+    cdef double tot = 0.0, est, gn, floor_, M, t
+    cdef Py_ssize_t i, a, c, K = P.classes
+    if P.code == SOFTMAX_CODE:  # sum_i wc_i tr(H_i G_i), G_i the Gram block of sample i's rows of J[:, C] (in R)
+        for i in range(P.wc.shape[0]):
+            t = 0.0
+            for a in range(K):
+                t += d2[i * K + a] * P.R[(i * K + a) * K + a]
+                for c in range(K):
+                    t -= d2[i * K + a] * d2[i * K + c] * P.R[(i * K + a) * K + c]
+            tot += P.wc[i] * t
+        tot = fabs(tot)
+    else:
+        for i in range(P.n):
+            tot += fabs(d2[i]) * P.R[i]
     for a in range(P.C.shape[0]):
         tot += fabs(P.rd[P.C[a]])
     est = tot / P.C.shape[0]
@@ -834,7 +1150,7 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
                 tried[ntried] = st2
                 ntried += 1
                 bar = f - 1e-12 * max(1.0, fabs(f))
-                xs, fs, gs, ok = _solve_on(P, st2, warm, bar, stats)
+                xs, fs, gs, ok = _solve_on(P, st2, warm, bar, stats, bar)
                 if not ok:
                     return x, f, g, FALLBACK, it
                 if isfinite(fs) and fs < bar:
@@ -862,17 +1178,20 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
 
 
 cdef class Model:
-    """The second-order model of every one-coordinate swap at a restricted minimizer
-    (lowering/swaps.SwapModel for single coordinates without linear constraints)."""
+    """The second-order model of every one-unit swap at a restricted minimizer
+    (lowering/swaps.SwapModel without linear constraints; units of ``P.m`` coordinates). Rows and
+    columns of the blocks go unit by unit, member by member: ``HII`` and ``sigma`` hold each
+    candidate's m x m block in the rows u m .. u m + m - 1."""
 
-    cdef Py_ssize_t[::1] units, units_out, cand, B
-    cdef double[::1] gain, removal, s1, v1, HII
-    cdef double[:, ::1] delta, A, AB, HBB, HBI
+    cdef Py_ssize_t[::1] units, units_out, cand, B, Icols
+    cdef double[::1] gain, removal, v1
+    cdef double[:, ::1] delta, A, AB, HBB, HBI, HII, sigma, Sinv
     cdef bint ok
 
 
 cdef double[::1] _hess_diag_at(Problem P, double[::1] x):
-    """diag of the Hessian of the loss part at x over every coordinate, with the ridge."""
+    """diag of the Hessian of the loss part at x over every coordinate, with the ridge (an
+    elementwise loss)."""
     cdef double[::1] d2 = _loss_curvature(P, x)
     cdef double[::1] out = np.empty(P.D)
     cdef int m = <int> P.D, n = <int> P.n, one = 1, lda = <int> P.D
@@ -884,63 +1203,173 @@ cdef double[::1] _hess_diag_at(Problem P, double[::1] x):
     return out
 
 
+cdef double[:, ::1] _columns(Problem P, Py_ssize_t[::1] cols):
+    """J[:, cols]."""
+    cdef double[:, ::1] out = np.empty((P.n, cols.shape[0]))
+    cdef Py_ssize_t i, a
+    for i in range(P.n):
+        for a in range(cols.shape[0]):
+            out[i, a] = P.J[i, cols[a]]
+    return out
+
+
+cdef void _class_blocks(Problem P, double[::1] d2, ClassCols cc, Py_ssize_t[::1] Icols,
+                        double[:, ::1] HII) noexcept nogil:
+    """The candidates' diagonal blocks of the softmax's Hessian (with the ridge) from the columns by
+    class: H_ab = sum_i wc_i p_{i,s_a} (delta(s_a, s_b) - p_{i,s_b}) V_ia V_ib."""
+    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, b, u, i, q1, q2, s1, s2
+    cdef double acc, dl
+    for c in range(ni):
+        u = (c // m) * m
+        q1 = cc.inv[Icols[c]]
+        s1 = cc.slot[Icols[c]] if cc.slot[Icols[c]] >= 0 else 0
+        for b in range(m):
+            q2 = cc.inv[Icols[u + b]]
+            s2 = cc.slot[Icols[u + b]] if cc.slot[Icols[u + b]] >= 0 else 0
+            dl = 1.0 if s1 == s2 else 0.0
+            acc = 0.0
+            for i in range(cc.V.shape[0]):
+                acc += cc.V[i, q1] * cc.V[i, q2] * P.wc[i] * d2[i * K + s1] * (dl - d2[i * K + s2])
+            HII[c, b] = acc
+        HII[c, c % m] += P.rd[Icols[c]]
+
+
+cdef bint _small_solve(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
+    """out = M[r0:r0+m, :m]^-1 rhs by Gaussian elimination with partial pivoting (LAPACK gesv's
+    steps, what np.linalg.solve runs; m at most 8); False when a pivot is zero."""
+    cdef double W[8][9]
+    cdef Py_ssize_t i, j, c, p
+    cdef double t, best
+    for i in range(m):
+        for j in range(m):
+            W[i][j] = M[r0 + i, j]
+        W[i][m] = rhs[i]
+    for c in range(m):
+        p = c
+        best = fabs(W[c][c])
+        for i in range(c + 1, m):
+            if fabs(W[i][c]) > best:
+                best = fabs(W[i][c])
+                p = i
+        if best == 0.0:
+            return False
+        if p != c:
+            for j in range(m + 1):
+                t = W[c][j]
+                W[c][j] = W[p][j]
+                W[p][j] = t
+        for i in range(c + 1, m):
+            t = W[i][c] / W[c][c]
+            for j in range(c, m + 1):
+                W[i][j] -= t * W[c][j]
+    for i in range(m - 1, -1, -1):
+        t = W[i][m]
+        for j in range(i + 1, m):
+            t -= W[i][j] * out[j]
+        out[i] = t / W[i][i]
+    return True
+
+
 cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] units, Py_ssize_t pool,
                        Py_ssize_t candidates):
     cdef Model md = Model()
-    cdef Py_ssize_t nunits = P.C.shape[0], nJ = units.shape[0], nf = P.F.shape[0]
-    cdef Py_ssize_t nb = nJ + nf, a, c, i, nI, take, widest
+    cdef Py_ssize_t nunits = P.members.shape[0], nJ = units.shape[0], nf = P.F.shape[0], m = P.m
+    cdef Py_ssize_t nb = nJ * m + nf, a, b, c, u, i, nI, ni, take, widest
     cdef double s, gn, tr, lam, best
     cdef double[::1] diag, score, d2, full
+    cdef double[:, ::1] JX, MX
     cdef Py_ssize_t[::1] order
+    cdef ClassCols ccJ = None
     inside = np.zeros(nunits, dtype=np.bool_)
     inside[np.asarray(units)] = True
     cdef Py_ssize_t[::1] units_out = np.flatnonzero(~inside).astype(np.intp)
     cdef Py_ssize_t[::1] B = np.empty(nb, dtype=np.intp)
     for a in range(nJ):
-        B[a] = P.C[units[a]]
+        for b in range(m):
+            B[a * m + b] = P.C[P.members[units[a], b]]
     for a in range(nf):
-        B[nJ + a] = P.F[a]
-    if units_out.shape[0] > pool:  # the screen: g_i^2 / H_ii (ABESS's forward sacrifice)
-        diag = P.diag if P.quad else _hess_diag_at(P, x)
+        B[nJ * m + a] = P.F[a]
+    if units_out.shape[0] > pool:  # the screen (swaps._screen)
         score = np.empty(units_out.shape[0])
-        for a in range(units_out.shape[0]):
-            c = P.C[units_out[a]]
-            s = g[c] * g[c] / diag[c]
-            score[a] = s if isfinite(s) else 0.0
+        if m == 1 and P.code != SOFTMAX_CODE:  # g_i^2 / H_ii (ABESS's forward sacrifice)
+            diag = P.diag if P.quad else _hess_diag_at(P, x)
+            for a in range(units_out.shape[0]):
+                c = P.C[units_out[a]]
+                s = g[c] * g[c] / diag[c]
+                score[a] = s if isfinite(s) else 0.0
+        else:  # ||g_I||^2 (no Hessian diagonal at hand: groups, the softmax)
+            for a in range(units_out.shape[0]):
+                s = 0.0
+                for b in range(m):
+                    c = P.C[P.members[units_out[a], b]]
+                    s += g[c] * g[c]
+                score[a] = s
         order = _top(score, pool, True)
         units_out = _sorted(np.asarray(units_out)[np.asarray(order)])
     nI = units_out.shape[0]
-    cdef Py_ssize_t[::1] Icols = np.empty(nI, dtype=np.intp)
+    ni = nI * m
+    cdef Py_ssize_t[::1] Icols = np.empty(ni, dtype=np.intp)
     for a in range(nI):
-        Icols[a] = P.C[units_out[a]]
-    cdef double[:, ::1] HBB = np.empty((nb, nb)), HBI = np.empty((nb, nI)), Hrows, Mw
-    cdef double[::1] HII = np.empty(nI)
+        for b in range(m):
+            Icols[a * m + b] = P.C[P.members[units_out[a], b]]
+    cdef double[:, ::1] HBB = np.empty((nb, nb)), HBI = np.empty((nb, ni)), Hrows, Mw
+    cdef double[:, ::1] HII = np.zeros((ni, m))
     if P.quad:
         _gram_rows(P, B)
         for a in range(nb):
             for c in range(nb):
                 HBB[a, c] = P.Q[B[a], B[c]]
-            for c in range(nI):
+            for c in range(ni):
                 HBI[a, c] = P.Q[B[a], Icols[c]]
-        for c in range(nI):
-            HII[c] = P.diag[Icols[c]]
+        if m == 1:
+            for c in range(nI):
+                HII[c, 0] = P.diag[Icols[c]]
+        else:
+            _gram_rows(P, Icols)
+            for c in range(ni):
+                for b in range(m):
+                    HII[c, b] = P.Q[Icols[c], Icols[(c // m) * m + b]]
     else:
         d2 = _loss_curvature(P, x)
+        JX = _columns(P, B)
         Mw = np.empty((P.n, nb))
-        for i in range(P.n):
+        _weigh(P, d2, JX, Mw)
+        ccJ = _class_cols(P, P.J, nb)  # (the softmax's columns by class: a third of the products)
+        if ccJ is not None:
+            Hrows = np.empty((P.D, nb))  # (transposed: J' Mw)
+            _class_atb(ccJ, Mw, Hrows)
             for a in range(nb):
-                Mw[i, a] = d2[i] * P.J[i, B[a]]
-        Hrows = np.empty((nb, P.D))
-        _atb(Mw, P.J, Hrows)
-        for a in range(nb):
-            for c in range(nb):
-                HBB[a, c] = Hrows[a, B[c]]
-            HBB[a, a] += P.rd[B[a]]
+                for c in range(nb):
+                    HBB[a, c] = Hrows[B[c], a]
+                HBB[a, a] += P.rd[B[a]]
+                for c in range(ni):
+                    HBI[a, c] = Hrows[Icols[c], a]
+        else:
+            Hrows = np.empty((nb, P.D))
+            _atb(Mw, P.J, Hrows)
+            for a in range(nb):
+                for c in range(nb):
+                    HBB[a, c] = Hrows[a, B[c]]
+                HBB[a, a] += P.rd[B[a]]
+                for c in range(ni):
+                    HBI[a, c] = Hrows[a, Icols[c]]
+        if ccJ is not None:  # each candidate's block: sum_i V_ia V_ib wc_i p_ia (delta - p_ib), a, b its classes
+            _class_blocks(P, d2, ccJ, Icols, HII)
+        elif m == 1 and P.code != SOFTMAX_CODE:
+            full = _hess_diag_at(P, x)
             for c in range(nI):
-                HBI[a, c] = Hrows[a, Icols[c]]
-        full = _hess_diag_at(P, x)
-        for c in range(nI):
-            HII[c] = full[Icols[c]]
+                HII[c, 0] = full[Icols[c]]
+        else:  # each candidate's block from its columns
+            JX = _columns(P, Icols)
+            MX = np.empty((P.n, ni))
+            _weigh(P, d2, JX, MX)
+            for i in range(P.n):
+                for c in range(ni):
+                    u = (c // m) * m
+                    for b in range(m):
+                        HII[c, b] += MX[i, c] * JX[i, u + b]
+            for c in range(ni):
+                HII[c, c % m] += P.rd[Icols[c]]
     tr = 0.0
     for a in range(nb):
         for c in range(a + 1, nb):
@@ -952,29 +1381,35 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     cdef double[:, ::1] Mj = np.array(HBB), L = np.empty((nb, nb)), A = np.empty((nb, nb))
     for a in range(nb):
         Mj[a, a] += lam
-    md.units, md.units_out, md.B, md.HBB, md.HBI, md.HII = units, units_out, B, HBB, HBI, HII
+    md.units, md.units_out, md.B, md.Icols, md.HBB, md.HBI, md.HII = units, units_out, B, Icols, HBB, HBI, HII
     if not _factor(Mj, L, 0.0):
         md.ok = False
         return md
     _finverse(L, A)
-    cdef double[:, ::1] AB = np.empty((nb, nI))
+    cdef double[:, ::1] AB = np.empty((nb, ni))
     _matmul(A, HBI, AB)
-    cdef double[::1] s1 = np.empty(nI), v1 = np.empty(nI), gain = np.empty(nI), removal = np.empty(nJ)
-    for c in range(nI):
-        s = HII[c]
-        for a in range(nb):
-            s -= HBI[a, c] * AB[a, c]
-        s += JITTER * max(fabs(HII[c]), 1e-300)
-        s1[c] = s
-        v1[c] = g[Icols[c]] / s
-        gn = 0.5 * g[Icols[c]] * v1[c]
-        gain[c] = max(gn, 0.0) if isfinite(gn) else 0.0
-    for a in range(nJ):
-        removal[a] = 0.5 * x[B[a]] * x[B[a]] / A[a, a]
+    cdef double[:, ::1] sigma = np.empty((ni, m)), Sinv = np.empty((ni, m))
+    cdef double[::1] v1 = np.empty(ni), gain = np.empty(nI), removal = np.empty(nJ)
+    if m == 1:
+        for c in range(nI):
+            s = HII[c, 0]
+            for a in range(nb):
+                s -= HBI[a, c] * AB[a, c]
+            s += JITTER * max(fabs(HII[c, 0]), 1e-300)
+            sigma[c, 0] = s
+            Sinv[c, 0] = 1.0 / s
+            v1[c] = g[Icols[c]] / s
+            gn = 0.5 * g[Icols[c]] * v1[c]
+            gain[c] = max(gn, 0.0) if isfinite(gn) else 0.0
+        for a in range(nJ):
+            removal[a] = 0.5 * x[B[a]] * x[B[a]] / A[a, a]
+    else:
+        _group_singles(md, x, g, A, AB, sigma, Sinv, v1, gain, removal, nJ)
     order = _top(gain, nI, True)
     take = min(nI, max(candidates, 1))
     widest = nI if P.quad else min(nI, 4 * take)
-    cdef double[:, ::1] every = _pairs(AB, A, s1, v1, x, B, gain, nJ, order[:widest])
+    md.gain, md.removal, md.sigma, md.Sinv, md.v1, md.A, md.AB = gain, removal, sigma, Sinv, v1, A, AB
+    cdef double[:, ::1] every = _pairs(md, x, nJ, m, order[:widest])
     while nJ > 0:
         best = INFINITY if take > 0 else 0.0
         for a in range(nJ):
@@ -985,24 +1420,114 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         take = min(widest, 2 * take)
     md.cand = np.array(order[:take])
     md.delta = np.array(every[:, :take])
-    md.gain, md.removal, md.s1, md.v1, md.A, md.AB = gain, removal, s1, v1, A, AB
     md.ok = True
     return md
 
 
-cdef double[:, ::1] _pairs(double[:, ::1] AB, double[:, ::1] A, double[::1] s1, double[::1] v1, double[::1] x,
-                           Py_ssize_t[::1] B, double[::1] gain, Py_ssize_t nJ, Py_ssize_t[::1] cols):
-    """delta[J, I]: the model's change of f when J leaves and I enters (SwapModel._pairs)."""
-    cdef Py_ssize_t nc = cols.shape[0], a, q, c
-    cdef double[:, ::1] out = np.empty((nJ, nc))
-    cdef double xa, K, e, d
+cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] A, double[:, ::1] AB,
+                         double[:, ::1] sigma, double[:, ::1] Sinv, double[::1] v1, double[::1] gain,
+                         double[::1] removal, Py_ssize_t nJ):
+    """The single-swap pieces of units of m > 1 coordinates (SwapModel._single_swaps): each
+    candidate's Schur complement sigma_I = H_II - H_IB A H_BI (symmetrized, with the jitter), its
+    inverse, v_I = sigma_I^-1 g_I and gain 0.5 g_I' v_I; each selected unit's removal
+    0.5 x_J' (A_JJ)^-1 x_J."""
+    cdef Py_ssize_t m = md.HII.shape[1], nI = md.units_out.shape[0], nb = md.B.shape[0], u, a, b, r
+    cdef double s, t, gn
+    cdef bint ok
+    cdef double[8] e_, y_
+    cdef double[:, ::1] HII = md.HII, HBI = md.HBI
+    for u in range(nI):
+        for a in range(m):
+            for b in range(m):
+                s = HII[u * m + a, b]
+                for r in range(nb):
+                    s -= HBI[r, u * m + a] * AB[r, u * m + b]
+                sigma[u * m + a, b] = s
+        t = 0.0
+        for a in range(m):
+            t += fabs(HII[u * m + a, a])
+        t = JITTER * max(t / m, 1e-300)
+        for a in range(m):
+            for b in range(a + 1, m):
+                s = 0.5 * (sigma[u * m + a, b] + sigma[u * m + b, a])
+                sigma[u * m + a, b] = s
+                sigma[u * m + b, a] = s
+            sigma[u * m + a, a] += t
+        for a in range(m):
+            e_[a] = g[md.Icols[u * m + a]]
+        ok = _small_solve(sigma, u * m, m, e_, y_)
+        gn = 0.0
+        for a in range(m):
+            v1[u * m + a] = y_[a] if ok else NAN
+            gn += e_[a] * v1[u * m + a]
+        gn *= 0.5
+        gain[u] = max(gn, 0.0) if isfinite(gn) else 0.0
+        for b in range(m):  # column b of sigma_I^-1 (symmetric: stored as row b of the block)
+            for a in range(m):
+                e_[a] = 1.0 if a == b else 0.0
+            ok = _small_solve(sigma, u * m, m, e_, y_)
+            for a in range(m):
+                Sinv[u * m + a, b] = y_[a] if ok else NAN
+    cdef double[:, ::1] AJJ = np.empty((m, m))
+    for u in range(nJ):
+        for a in range(m):
+            for b in range(m):
+                AJJ[a, b] = A[u * m + a, u * m + b]
+            e_[a] = x[md.B[u * m + a]]
+        ok = _small_solve(AJJ, 0, m, e_, y_)
+        s = 0.0
+        for a in range(m):
+            s += e_[a] * y_[a]
+        removal[u] = 0.5 * s if ok else NAN
+
+
+cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m, Py_ssize_t[::1] cols):
+    """delta[J, I]: the model's change of f when J leaves and I enters (SwapModel._pairs): with
+    K = A_JJ + (A H_BI)_JI sigma_I^-1 (A H_BI)_JI' and e = x_J + (A H_BI)_JI sigma_I^-1 g_I,
+    -gain[I] + e' K^-1 e / 2."""
+    cdef Py_ssize_t nc = cols.shape[0], a, q, c, i, j, r
+    cdef double[:, ::1] out = np.empty((nJ, nc)), AB = md.AB, A = md.A, Sinv = md.Sinv
+    cdef double xa, K, e, d, t
+    cdef double[:, ::1] Kb = np.empty((m, m)), T = np.empty((m, m))
+    cdef double[8] e_, y_
+    cdef Py_ssize_t b_
+    if m == 1:
+        for a in range(nJ):
+            xa = x[md.B[a]]
+            for q in range(nc):
+                c = cols[q]
+                K = A[a, a] + AB[a, c] * AB[a, c] / md.sigma[c, 0]
+                e = xa + AB[a, c] * md.v1[c]
+                d = -md.gain[c] + 0.5 * e * e / K
+                out[a, q] = d if isfinite(d) else INFINITY
+        return out
     for a in range(nJ):
-        xa = x[B[a]]
+        r = a * m
         for q in range(nc):
-            c = cols[q]
-            K = A[a, a] + AB[a, c] * AB[a, c] / s1[c]
-            e = xa + AB[a, c] * v1[c]
-            d = -gain[c] + 0.5 * e * e / K
+            c = cols[q] * m
+            for i in range(m):  # T = (A H_BI)_JI sigma_I^-1, e = x_J + (A H_BI)_JI v_I
+                t = x[md.B[r + i]]
+                for j in range(m):
+                    t += AB[r + i, c + j] * md.v1[c + j]
+                e_[i] = t
+                for j in range(m):
+                    t = 0.0
+                    for b_ in range(m):
+                        t += AB[r + i, c + b_] * Sinv[c + b_, j]
+                    T[i, j] = t
+            for i in range(m):
+                for j in range(m):
+                    t = A[r + i, r + j]
+                    for b_ in range(m):
+                        t += T[i, b_] * AB[r + j, c + b_]
+                    Kb[i, j] = t
+            if _small_solve(Kb, 0, m, e_, y_):
+                d = 0.0
+                for i in range(m):
+                    d += e_[i] * y_[i]
+                d = -md.gain[cols[q]] + 0.5 * d
+            else:
+                d = INFINITY
             out[a, q] = d if isfinite(d) else INFINITY
     return out
 
@@ -1066,39 +1591,52 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
     """The model's minimizer on the support with the units po[:c] removed and pi[:c] added (the
     Hessian between two entering units taken as zero), as a flat point: the warm start of the exact
     solve (SwapModel.warm)."""
-    cdef Py_ssize_t nb = md.B.shape[0], nJ = md.units.shape[0], s, a, q, nk, m
-    cdef Py_ssize_t[::1] out_rows = np.empty(c, dtype=np.intp), in_cols = np.empty(c, dtype=np.intp)
+    cdef Py_ssize_t nb = md.B.shape[0], nJ = md.units.shape[0], um = P.m, s, a, q, nk, m, ne, j0, i0
+    ne = c * um
+    cdef Py_ssize_t[::1] out_rows = np.empty(ne, dtype=np.intp), in_cols = np.empty(ne, dtype=np.intp)
     for s in range(c):
         for a in range(nJ):
             if md.units[a] == po[s]:
-                out_rows[s] = a
+                for q in range(um):
+                    out_rows[s * um + q] = a * um + q
         for a in range(md.units_out.shape[0]):
             if md.units_out[a] == pi[s]:
-                in_cols[s] = a
-    keep_mask = np.ones(nb, dtype=np.bool_)
-    keep_mask[np.asarray(out_rows)] = False
-    cdef Py_ssize_t[::1] keep = np.flatnonzero(keep_mask).astype(np.intp)
-    nk = keep.shape[0]
-    m = nk + c
+                for q in range(um):
+                    in_cols[s * um + q] = a * um + q
+    cdef Py_ssize_t[::1] keep = np.empty(nb, dtype=np.intp)
+    nk = 0
+    for a in range(nb):  # the rows of B that stay
+        j0 = 0
+        for s in range(ne):
+            if out_rows[s] == a:
+                j0 = 1
+                break
+        if not j0:
+            keep[nk] = a
+            nk += 1
+    keep = keep[:nk]
+    m = nk + ne
     cdef double[:, ::1] H = np.zeros((m, m)), L = np.empty((m, m))
     cdef double[::1] rhs = np.empty(m), step = np.empty(m)
     cdef double t, tr = 0.0, lam
     for a in range(nk):
         for q in range(nk):
             H[a, q] = md.HBB[keep[a], keep[q]]
-        for s in range(c):
+        for s in range(ne):
             H[a, nk + s] = md.HBI[keep[a], in_cols[s]]
             H[nk + s, a] = H[a, nk + s]
-    for s in range(c):
-        H[nk + s, nk + s] = md.HII[in_cols[s]]
+    for s in range(ne):  # each entering unit's diagonal block
+        i0 = (s // um) * um
+        for q in range(um):
+            H[nk + s, nk + i0 + q] = md.HII[in_cols[s], q]
     for a in range(nk):
         t = g[md.B[keep[a]]]
-        for s in range(c):
+        for s in range(ne):
             t -= md.HBB[keep[a], out_rows[s]] * x[md.B[out_rows[s]]]
         rhs[a] = t
-    for s in range(c):
-        t = g[P.C[md.units_out[in_cols[s]]]]
-        for q in range(c):
+    for s in range(ne):
+        t = g[md.Icols[in_cols[s]]]
+        for q in range(ne):
             t -= md.HBI[out_rows[q], in_cols[s]] * x[md.B[out_rows[q]]]
         rhs[nk + s] = t
     for a in range(m):
@@ -1113,12 +1651,12 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
     else:
         step = -np.linalg.lstsq(np.asarray(H), np.asarray(rhs), rcond=None)[0]
     cdef double[::1] w = np.array(x)
-    for s in range(c):
+    for s in range(ne):
         w[md.B[out_rows[s]]] = 0.0
     for a in range(nk):
         w[md.B[keep[a]]] += step[a]
-    for s in range(c):
-        w[P.C[md.units_out[in_cols[s]]]] = step[nk + s]
+    for s in range(ne):
+        w[md.Icols[in_cols[s]]] = step[nk + s]
     return w
 
 
@@ -1138,7 +1676,7 @@ cdef tuple _check(Problem P, Model md, double[::1] x, double[::1] g, Py_ssize_t[
         x0 = x  # a direct solve: the start is not used
     else:
         x0 = _warm(P, md, x, g, po, pi, c)
-    xn, fn, gn, ok = _solve_on(P, new, x0, bar, stats)
+    xn, fn, gn, ok = _solve_on(P, _positions(P, new), x0, bar, stats, bar)
     stats[5] += 1  # ST_EXACT
     if not ok:
         return xn, fn, gn, False, False
@@ -1242,7 +1780,7 @@ cdef tuple _search(Problem P, double[::1] x, double f, double[::1] g, Py_ssize_t
     cdef Py_ssize_t exchange = <Py_ssize_t> opts[0], tries = <Py_ssize_t> opts[1], candidates = <Py_ssize_t> opts[2]
     cdef Py_ssize_t pool = <Py_ssize_t> opts[3], max_iter = <Py_ssize_t> opts[4]
     cdef double min_dec = opts[5]
-    cdef Py_ssize_t nunits = P.C.shape[0], pl
+    cdef Py_ssize_t nunits = P.members.shape[0], pl
     cdef int status = MAX_ITER, steps = 0, pass_
     cdef bint accepted, ok
     cdef Model md
@@ -1315,8 +1853,8 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
         else:
             x = np.array(xi)
             its = 1
-        units = _support(P, x)
-        x, f, g, ok = _solve_on(P, units, x, NAN, sv[s])
+        units = _units_at(P, x)
+        x, f, g, ok = _solve_on(P, _positions(P, units), x, NAN, sv[s])
         if not ok:
             return np.asarray(bx), bf, FALLBACK, 0, -1, flog
         if not isfinite(f):
@@ -1327,7 +1865,7 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
                 return np.asarray(bx), bf, FALLBACK, 0, -1, flog
             add = np.asarray(md.units_out)[np.asarray(_top(md.gain, k - units.shape[0], True))]
             units = _sorted(np.concatenate((np.asarray(units), np.asarray(add))))
-            x, f, g, ok = _solve_on(P, units, x, NAN, sv[s])
+            x, f, g, ok = _solve_on(P, _positions(P, units), x, NAN, sv[s])
             if not ok:
                 return np.asarray(bx), bf, FALLBACK, 0, -1, flog
         rv[s, 0] = f

@@ -124,14 +124,122 @@ def test_dependent_columns_fall_back_to_the_python_pipeline():
     assert set(np.flatnonzero(res.x)) >= {4} and ({2} <= set(res.support) or {5} <= set(res.support))
 
 
+def multinomial(n: int, p: int, k: int, seed: int, classes: int = 3, ridge: float = 0.0) -> sm.Problem:
+    """vs_abess.py's multinomial family (softmax regression with row-group sparsity on W and a free
+    intercept b), drawn here with NumPy: an equicorrelated design, k rows of W nonzero, labels from
+    the softmax of X W."""
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_normal((n, p)) + rng.standard_normal((n, 1))) / np.sqrt(2.0)
+    B = np.zeros((p, classes))
+    B[rng.choice(p, k, replace=False)] = rng.uniform(-1.5, 1.5, (k, classes))
+    Z = X @ B
+    P = np.exp(Z - Z.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    Y = np.eye(classes)[[rng.choice(classes, p=row) for row in P]]
+    W, b = sm.Variable((p, classes), name="W"), sm.Variable(classes, name="b")
+    Zs = X @ W + b
+    loss = sm.sum(sm.logsumexp(Zs, axis=1)) - sm.sum(Y * Zs)
+    if ridge:
+        loss = loss + ridge / 2 * sm.sum_squares(W)
+    return sm.Problem(sm.minimize(loss), [sm.nnz(W, groups=np.repeat(np.arange(p), classes)) <= k])
+
+
+def agree_answer(lean, python) -> None:
+    """The same objective (to rounding) and support. Softmax regression with a free coefficient per
+    class is not identifiable (adding one number to a row of W leaves the loss unchanged), so a
+    restricted minimizer is one of a line of them, picked by the rounding of the Newton steps; the
+    start's thresholded gradient step reads it, and the two pipelines may visit other supports on
+    the way (then the number of swaps differs) -- but they end at the same minimum."""
+    assert lean.extra.get("kernel") == "compiled"
+    assert "kernel" not in python.extra
+    assert lean.status == python.status
+    assert abs(lean.objective - python.objective) <= REL * max(1.0, abs(python.objective))
+    assert list(lean.support) == list(python.support)
+
+
+@pytest.mark.parametrize("size", [(100, 20, 3), (200, 50, 5), (150, 30, 4)])
+def test_multinomial_kernel_gives_the_python_pipeline_answer(size):
+    """The softmax with row groups of three (the multinomial family of vs_abess.py and
+    small_vs_abess.py) runs in the kernel and ends where the Python pipeline does."""
+    n, p, k = size
+    for seed in range(3):
+        agree_answer(*both(multinomial(n, p, k, seed)))
+
+
+def test_multinomial_options_ridge_and_paths():
+    prob = multinomial(120, 25, 4, 7, ridge=0.3)
+    agree_answer(*both(prob))
+    agree_answer(*both(prob, start="grahtp", exchange=2, tries=1, pool=8, candidates=4))
+    lp = prob.lower()
+    for k in (2, 6):  # a path over k: the kernel's arrays built once
+        lpk = lp.with_budget(k)
+        assert lean_mod.lean_data(lpk) is lean_mod.lean_data(lp)
+        agree_answer(AUTO().solve(lpk), AUTO(lean=False).solve(lpk))
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson"])
+def test_groups_at_and_above_the_kernels_largest_unit(family):
+    """Groups of one size on the elementwise losses: two to MAX_UNIT (8) coordinates in the kernel,
+    the Python pipeline's answers; groups of 9 run the Python pipeline (no lean data)."""
+    from sparsemodel.numerics import _lean
+
+    assert lean_mod.MAX_UNIT == _lean.MAX_UNIT == 8
+    for m, G, k in ((2, 10, 3), (3, 20, 4), (8, 12, 2), (9, 10, 2)):
+        rng = np.random.default_rng(m)
+        n, p = 120, G * m
+        X = (rng.standard_normal((n, p)) + rng.standard_normal((n, 1))) / np.sqrt(2.0)
+        beta = np.zeros(p)
+        beta[: 2 * m] = rng.uniform(0.5, 1.0, 2 * m) * rng.choice([-1.0, 1.0], 2 * m)
+        eta = 0.5 * X @ beta
+        w = sm.Variable(p + 1, name="w")
+        z = X @ w[1:] + w[0]
+        if family == "gaussian":
+            loss = sm.sum_squares(z - eta - rng.standard_normal(n))
+        elif family == "binomial":
+            y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+            loss = sm.sum(sm.logistic(-(2 * y - 1) * z))
+        else:
+            y = rng.poisson(np.exp(eta)).astype(float)
+            loss = sm.sum(sm.exp(z) - y * z)
+        prob = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:], groups=np.repeat(np.arange(G), m)) <= k])
+        lean, python = both(prob)
+        if m > lean_mod.MAX_UNIT:
+            assert lean_mod.lean_data(prob.lower()) is None and "kernel" not in lean.extra
+            assert lean.objective == python.objective
+        else:
+            agree(lean, python)
+
+
+def test_multinomial_kernel_value_and_gradient_match_the_model():
+    """The kernel's softmax loss and gradient at a point against the model's own evaluation and
+    against central differences."""
+    prob = multinomial(60, 8, 3, 1, classes=4)
+    lp = prob.lower()
+    data = lean_mod.lean_data(lp)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(lp.n)
+    f, g = lean_mod.kernels().value_and_grad(data.P, x)
+    f_ref, g_ref = lp.value_and_grad(x)
+    assert abs(f - f_ref) <= 1e-12 * max(1.0, abs(f_ref))
+    assert np.allclose(g, g_ref, rtol=1e-12, atol=1e-10)
+    h = 1e-6
+    for j in (0, 5, lp.n - 1):
+        e = np.zeros(lp.n)
+        e[j] = h
+        fd = (
+            lean_mod.kernels().value_and_grad(data.P, x + e)[0] - lean_mod.kernels().value_and_grad(data.P, x - e)[0]
+        ) / (2 * h)
+        assert abs(fd - g[j]) <= 1e-6 * max(1.0, abs(g[j]))
+
+
 def test_outside_the_class_the_python_pipeline_runs():
-    """Groups (the softmax of vs_abess.py's multinomial family), a box, a loss with parameters:
-    no lean data, the Python pipeline's result."""
+    """Groups of unequal sizes, a box, a loss with parameters: no lean data, the Python pipeline's
+    result."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((40, 6))
     y = X[:, 0] - X[:, 1] + 0.1 * rng.standard_normal(40)
     w = sm.Variable(6, name="w")
-    for cons in ([sm.nnz(w, groups=[0, 0, 1, 1, 2, 2]) <= 1], [sm.nnz(w) <= 2, w >= 0]):
+    for cons in ([sm.nnz(w, groups=[0, 0, 1, 1, 1, 2]) <= 1], [sm.nnz(w) <= 2, w >= 0]):
         lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y)), cons).lower()
         assert lean_mod.lean_data(lp) is None
         assert "kernel" not in AUTO().solve(lp).extra
