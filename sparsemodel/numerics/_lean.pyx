@@ -335,7 +335,8 @@ cdef double[::1] _full_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols, doub
 
 
 def value_and_grad(Problem P, x):
-    """f and its gradient at a flat point x (every coordinate): for tests."""
+    """f and its gradient at a flat point x (every coordinate): the lean start's test that zero is
+    inside the loss's domain (lowering/lean.lean_start), and the tests."""
     cols = np.flatnonzero(x).astype(np.intp)
     u = np.ascontiguousarray(np.asarray(x, dtype=float)[cols])
     cdef double f = _value(P, u, cols, P.d1, P.d2, 1)
@@ -831,17 +832,6 @@ cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give
 # ---------------------------------------------------------------------- thresholding
 
 
-cdef Py_ssize_t[::1] _top_k(Problem P, double[::1] z, Py_ssize_t k):
-    """Positions into C of the k entries of z_C of largest magnitude, sorted."""
-    cdef Py_ssize_t m = P.C.shape[0], a
-    if k >= m:
-        return np.arange(m, dtype=np.intp)
-    cdef double[::1] mag = np.empty(m)
-    for a in range(m):
-        mag[a] = fabs(z[P.C[a]])
-    return _sorted(_top(mag, k, True))
-
-
 cdef Py_ssize_t _select(Problem P, double[::1] x, double e, double[::1] g, Py_ssize_t k):
     """The positions into C of the k largest |x - e g| on C, sorted, in P.selbuf[:k] (no array
     made: most projections of the support-change line search repeat a support already tried)."""
@@ -976,19 +966,6 @@ cdef double[::1] _thresholded(Problem P, double[::1] x, double e, double[::1] g,
         else:
             out[P.C[a]] = 0.0
     return out
-
-
-cdef tuple _project(Problem P, double[::1] z, Py_ssize_t k):
-    """Hard thresholding on C (free coordinates untouched): (projected z, selected positions)."""
-    cdef Py_ssize_t[::1] sel = _top_k(P, z, k)
-    cdef double[::1] out = np.array(z)
-    cdef Py_ssize_t m = P.C.shape[0], a, q = 0
-    for a in range(m):
-        if q < sel.shape[0] and sel[q] == a:
-            q += 1
-        else:
-            out[P.C[a]] = 0.0
-    return out, sel
 
 
 cdef bint _same(Py_ssize_t[::1] a, Py_ssize_t[::1] b) noexcept nogil:
