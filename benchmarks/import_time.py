@@ -3,7 +3,10 @@
 Each import runs in a fresh interpreter (``python -X importtime`` is not used: it adds its own
 cost); the two commands alternate, ``--runs`` times each, and the medians of the wall times are
 compared. The interpreter's own start-up (``python -c pass``) is measured the same way and printed,
-so that the import cost proper (median minus start-up) can be compared too.
+so that the import cost proper (median minus start-up) can be compared too. Each interpreter may
+write bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped from its environment), as a user's
+does: numpy's and scipy's come compiled with their wheels, and a shell that forbids writing ours
+would time the compilation of sparsemodel's sources (about 45 ms) at every import.
 
     python benchmarks/import_time.py [--runs 30]
 """
@@ -11,6 +14,7 @@ so that the import cost proper (median minus start-up) can be compared too.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -24,9 +28,12 @@ COMMANDS = {
 }
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def once(code: str) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
     return time.perf_counter() - t0
 
 
