@@ -23,6 +23,7 @@ from ..objective.design import Design
 from ..objective.evaluator import Evaluator
 from ..objective.oracle import Oracle
 from ..objective.structure import decompose
+from ..util import frame_names
 from . import lean
 from .bound import carry_refusals
 
@@ -43,7 +44,8 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
         for v in vars(c).values():
             if isinstance(v, Expr):
                 in_constraints |= set(data_named(v))
-    new: dict[str, np.ndarray] = {}
+    new: dict[str, Any] = {}
+    renamed = False
     for name, value in values.items():
         nodes = named.get(name)
         if not nodes:
@@ -67,11 +69,15 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
             )
         if not np.all(np.isfinite(arr)):
             raise ModelError(f"new data for {name!r} has NaN or infinite entries", nodes[0].span)
-        new[name] = arr
+        named_axes = frame_names(value)[1] is not None
+        new[name] = value if named_axes else arr  # (a DataFrame keeps its column names)
+        renamed = renamed or named_axes
     ob = model.objective
     objective = Objective(rebind_data(ob.stated, new), ob.span, ob.sense)
     problem = copy.copy(model)
     problem.objective = objective
+    if renamed:  # the coordinates' names are read again from the new data's
+        problem.__dict__.pop("_coordinate_names", None)
     if lp.precision is not None or getattr(lp, "spca", None) is not None or lp.design is None:
         return type(lp)(problem, lp.budget)  # the forms read their matrix at lowering: lower again
     expr = objective.expr

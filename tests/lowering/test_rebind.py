@@ -131,3 +131,22 @@ def test_what_cannot_be_rebound_is_refused():
     ).lower()
     with pytest.raises(ModelError, match="read by a constraint"):
         lpc.rebind(A=np.full((1, 20), 2.0))
+
+
+def test_a_rebound_dataframe_names_the_coordinates_by_its_columns():
+    """New data given as a DataFrame names the answer's coordinates by its own columns; an array of
+    the same shape keeps the names the model had."""
+    pd = pytest.importorskip("pandas")
+    from sparsemodel.solvers import get_solver
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 6))
+    y = X[:, 2] - X[:, 4] + 0.1 * rng.standard_normal(80)
+    w = sm.Variable(6, name="w")
+    Xd = sm.Data(pd.DataFrame(X, columns=list("abcdef")), name="X")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(Xd @ w - sm.Data(y, name="y"))), [sm.nnz(w) <= 2]).lower()
+    auto = get_solver("auto")()
+    assert auto.solve(lp).support_names == ["c", "e"]
+    lp2 = lp.rebind(X=pd.DataFrame(X[:, ::-1], columns=list("uvwxyz")))
+    assert auto.solve(lp2).support_names == ["v", "x"]
+    assert auto.solve(lp.rebind(X=X[:, ::-1])).support_names == ["b", "d"]
