@@ -11,6 +11,7 @@ multiply each sample's loss, and the loss is normalized by their sum.
 from __future__ import annotations
 
 import numbers
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -66,7 +67,7 @@ def linear(X: Any, w: Variable, b: Variable | None) -> Any:
     return z + b if b is not None else z
 
 
-class LinearModel(SparseEstimator):
+class LinearModel(SparseEstimator, ABC):
     """The base of the estimators over X w + b: ``_loss(X, y, sw)`` gives the loss (normalized by the
     sum of the weights), the coefficient variable, the intercept variable and any other constraint."""
 
@@ -94,10 +95,11 @@ class LinearModel(SparseEstimator):
         self.alpha = alpha
 
     # ---- to define: the loss on the data
+    @abstractmethod
     def _loss(self, X: Any, y: Any, sw: np.ndarray) -> tuple[Any, Variable, Variable | None, list[Any]]:
         """The model's loss on (X, y) with case weights ``sw``: (the loss, the coefficients, the
-        intercept or None, the other constraints). Every estimator states its own."""
-        raise NotImplementedError(f"{type(self).__name__} states no loss: an estimator defines _loss")
+        intercept or None, the other constraints). Every estimator states its own (a class without
+        it cannot be instantiated)."""
 
     def _check_always(self, n_features: int) -> list[int]:
         if self.always_select is None:

@@ -34,6 +34,7 @@ import inspect
 import math
 import numbers
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -102,7 +103,7 @@ class External:
 
 
 @dataclass
-class Selector(External):
+class Selector(External, ABC):
     """A method that chooses its units itself, with an error guarantee: the inference layer's
     knockoff filter and stability selection (:mod:`sparsemodel.inference.methods`), run on the same
     replications as the solvers. :meth:`select` returns the chosen units of the problem's
@@ -114,8 +115,10 @@ class Selector(External):
     chooses_k: bool = True
     seed: int | None = 0
 
+    @abstractmethod
     def select(self, problem: Model, lp: LoweredProblem, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
-        raise NotImplementedError(f"{type(self).__name__} chooses no units: a selector defines select")
+        """(the chosen units, the report) on one replication (a class without it cannot be
+        instantiated)."""
 
     def refit(self, problem: Model, lp: LoweredProblem, index: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """The values of the model refitted on the selected units, and the report (the whole

@@ -97,3 +97,15 @@ def test_the_support_by_feature_name():
         assert m.support_names_.tolist() == [cols[i] for i in np.flatnonzero(m.support_)]
         assert len(m.support_names_) == 2
     assert fits[0].support_names_.tolist() == ["age", "height"]  # the truth: columns 0 and 3
+
+
+def test_the_bases_cannot_stand_without_their_hooks():
+    """An estimator over X w + b must state its loss, a selector must choose its units: a class
+    without them cannot be made (not a solve that fails later)."""
+    from sparsemodel.estimators.linear_model import LinearModel
+    from sparsemodel.workflows.experiment import Selector
+
+    with pytest.raises(TypeError, match="_loss"):
+        LinearModel()
+    with pytest.raises(TypeError, match="select"):
+        Selector(name="mine")
