@@ -387,3 +387,59 @@ def test_the_fast_bound_searches_the_segment_to_zero(seed):
     assert res.lower_bound >= max(0.0, at_gradient) - 1e-12
     assert res.lower_bound <= opt + 1e-9
     assert res.gap < 1.0
+
+
+def _segment_models():
+    """Losses whose fast bound searches t theta: logistic with an intercept and a small ridge,
+    Poisson, a box without a ridge, free coordinates with a ridge, groups, and the softmax (a
+    row-wise conjugate)."""
+    rng = np.random.default_rng(3)
+    n, p = 50, 9
+    X = rng.standard_normal((n, p))
+    z = X[:, :3] @ np.array([1.0, -1.0, 0.5])
+    v = np.where(rng.random(n) < 1 / (1 + np.exp(-z)), 1.0, -1.0)
+    yield regression("logistic", 1, p=8, k=3)
+    w, b = sm.Variable(p, name="w"), sm.Variable(1, name="b")
+    yield sm.Problem(
+        sm.minimize(sm.mean(sm.logistic(-v * (X @ w + b))) + 1e-4 / 2 * sm.sum_squares(w)), [sm.nnz(w) <= 3]
+    )
+    yield regression("poisson", 2, p=8, k=2)
+    w = sm.Variable(p, name="w")
+    yield sm.Problem(sm.minimize(sm.sum(sm.logistic(-v * (X @ w)))), [sm.nnz(w) <= 3, w <= 2, w >= -2])
+    w, b = sm.Variable(p, name="w"), sm.Variable(2, name="b")  # free coordinates with a ridge of their own
+    ridged = (
+        sm.mean(sm.logistic(-v * (X @ w + b[0] + X[:, 0] * b[1]))) + 1e-3 * sm.sum_squares(w) + 0.5 * sm.sum_squares(b)
+    )
+    yield sm.Problem(sm.minimize(ridged), [sm.nnz(w) <= 2])
+    W = sm.Variable((p, 3), name="W")
+    Y = np.eye(3)[rng.integers(0, 3, n)]
+    soft = sm.sum(sm.logsumexp(X @ W, axis=1)) - sm.sum(Y * (X @ W)) + 0.05 * sm.sum_squares(W)
+    yield sm.Problem(sm.minimize(soft), [sm.nnz(W) <= 6])
+    yield sm.Problem(sm.minimize(soft), [sm.nnz(W, groups="rows") <= 2])
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_the_segments_points_in_one_pass_are_the_node_bounds(case):
+    """The fast bound scores the grid of t theta in one pass (``segment_values``): the same values as
+    the root node's bound at each scaled dual point, one by one; and the grid search ends within
+    rounding of the segment's best value on a fine grid (lb is concave in t), never below the
+    gradient's point."""
+    prob = list(_segment_models())[case]
+    lp = prob.lower()
+    rel = relaxation(lp)
+    assert rel._batched_segment()
+    x = flat(prob, prob.solve(bound="none"))
+    a = rel.anchor(x)
+    ts = np.linspace(0.0, 1.0, 13)
+    with np.errstate(all="ignore"):
+        one = np.array([rel.node_bound(rel.scaled(a, t)).value for t in ts])
+    one = np.where(np.isfinite(one), one, -np.inf)
+    got = rel.segment_values(a, ts)
+    assert np.array_equal(np.isfinite(got), np.isfinite(one))
+    fin = np.isfinite(one)
+    assert np.allclose(got[fin], one[fin], rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(one[fin]).max())))
+    fine = rel.segment_values(a, np.linspace(0.0, 1.0, 2001))
+    top = float(np.max(fine))
+    lb = rel.bound(x)
+    assert lb >= rel.node_bound(a).value - 1e-12
+    assert lb == pytest.approx(top, rel=1e-4, abs=1e-6) or lb >= top

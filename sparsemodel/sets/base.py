@@ -90,17 +90,25 @@ class BoundUnits:
     n_units: int
     budget: int
     free: np.ndarray
+    # whether :meth:`top` takes the m largest scores (every choice of k units is a support); the
+    # relaxation then scores a batch of dual points at once (Relaxation.segment_values)
+    largest_top = True
 
     def __post_init__(self) -> None:
         order = np.argsort(self.unit_of, kind="stable")
         counts = np.bincount(self.unit_of, minlength=self.n_units)
         self._order = order
         self._starts = np.concatenate([[0], np.cumsum(counts)])
+        # every coordinate its own unit, in order: the unit sums are the values themselves
+        self._single = self.n_units == len(self.coords) and np.array_equal(self.unit_of, np.arange(len(self.coords)))
 
     def unit_sums(self, per_coord: np.ndarray) -> np.ndarray:
-        """Per unit: the sum of the per-coordinate values over its members (+inf stays +inf)."""
-        if self.n_units == len(self.coords) and np.array_equal(self.unit_of, np.arange(len(self.coords))):
+        """Per unit: the sum of the per-coordinate values over its members (+inf stays +inf); of
+        every row of a 2-D ``per_coord`` (a batch of dual points)."""
+        if self._single:
             return np.asarray(per_coord, dtype=float)
+        if np.ndim(per_coord) == 2:
+            return np.stack([np.bincount(self.unit_of, weights=row, minlength=self.n_units) for row in per_coord])
         return np.bincount(self.unit_of, weights=per_coord, minlength=self.n_units)
 
     def top(self, scores: np.ndarray, undecided: np.ndarray, m: int, fixed_in: np.ndarray) -> np.ndarray:

@@ -63,6 +63,7 @@ class CappedUnits(BoundUnits):
 
     group: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     caps: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    largest_top = False  # (the greedy basis under the caps)
 
     def top(self, scores: np.ndarray, undecided: np.ndarray, m: int, fixed_in: np.ndarray) -> np.ndarray:
         """The greedy basis of the undecided units by score with each group's room left after the
