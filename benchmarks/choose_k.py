@@ -5,6 +5,8 @@ coefficients with random signs and sizes uniform in [lo, hi], a zero intercept:
 
 * ``high`` -- n = 500, p = 1000, s = 10, sizes 1 to 2 (the issue's problem);
 * ``low``  -- n = 300, p = 50, s = 5, sizes 2 to 3 (well separated);
+* ``small`` -- n = 100, p = 20, s = 3, sizes 1 to 2 (the smallest problems a statistician fits,
+  where the fixed costs of a fit count most; ``--designs small``);
 
 and per design the losses: ``linear`` (y = X beta + noise; noise sd 1 for high, 0.5 for low),
 ``logistic`` (P(y = 1) = 1 / (1 + exp(-X beta))), ``poisson`` (y ~ Poisson(exp(X beta)) with beta
@@ -71,6 +73,7 @@ import sparsemodel as sm
 DESIGNS = {
     "high": dict(n=500, p=1000, s=10, lo=1.0, hi=2.0, noise=1.0),
     "low": dict(n=300, p=50, s=5, lo=2.0, hi=3.0, noise=0.5),
+    "small": dict(n=100, p=20, s=3, lo=1.0, hi=2.0, noise=1.0),
 }
 FAMILIES = ("linear", "logistic", "poisson")
 LOGISTIC_ALPHA = 1e-4  # the estimator's default ridge, for the rows built with Problem.select
@@ -351,7 +354,7 @@ def main() -> None:
     ap.add_argument(
         "--seeds", type=int, default=None, help="seeds per cell (default 10; 3 --quick, 20 --cv, 40 --multinomial)"
     )
-    ap.add_argument("--designs", default=None, help="high,low (default both; high with --quick)")
+    ap.add_argument("--designs", default=None, help="high,low,small (default high,low; high with --quick)")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--quick", action="store_true", help="the high design, 3 seeds, abess and our default and cv")
     ap.add_argument("--cv", action="store_true", help="cross-validation alone: abess cv=5 and our rules")

@@ -163,6 +163,9 @@ class VariableNames:
             return INTERCEPT if col is None else f"{INTERCEPT} {col}"
         if len(shape) == 0:
             return self.var.name
+        if len(shape) == 1:
+            name = self.axes[0][int(flat)]
+            return name if name is not None else f"{self.var.name}[{int(flat)}]"
         idx = np.unravel_index(flat, shape)
         parts = [self.axes[a][int(i)] for a, i in enumerate(idx)]
         if len(shape) == 1:

@@ -133,9 +133,15 @@ class CoordinateSparsity(ConstraintSet):
     def bound_text(self, b: int | None = None) -> str:
         """The constraint as the language writes it with the budget b (entries for edges)."""
         b = self.budget if b is None else b
+        said = self.__dict__.get("_bound_text")
+        if said is not None and said[0] == b:  # (every Result names its bound: read once per set and budget)
+            return said[1]
         if b == self.budget and b == self.constraint.k_units:
-            return str(self.constraint)  # as written: nnz(offdiag(O)) <= 2 * k
-        return f"{self.constraint.nnz} <= {b * self.unit_size}"
+            text = str(self.constraint)  # as written: nnz(offdiag(O)) <= 2 * k
+        else:
+            text = f"{self.constraint.nnz} <= {b * self.unit_size}"
+        self._bound_text = (b, text)
+        return text
 
     # ---- coordinate API
     def select(self, zc: np.ndarray, k: int | None = None) -> np.ndarray:

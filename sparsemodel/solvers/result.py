@@ -143,7 +143,9 @@ class Result(ResultText):
     @property
     def support_names(self) -> list[str]:
         """The names of the selected coordinates (of ``support``)."""
-        return [self.label(int(i)) for i in self.support]
+        var = self.variable
+        names, shape = self.names.get(var), np.shape(self.values.get(var, self.x))  # (read once, not per label)
+        return [coordinate_label(names, var, shape, int(i)) for i in self.support]
 
     @property
     def support_positions(self) -> list[tuple[int, ...]]:
@@ -151,6 +153,8 @@ class Result(ResultText):
         matrix (not the flat index ``row * cols + col``)."""
         if len(self.shape) == 0:
             return [() for _ in self.support]
+        if len(self.shape) == 1:
+            return [(int(i),) for i in self.support]
         return [tuple(int(v) for v in np.unravel_index(int(i), self.shape)) for i in self.support]
 
     def coefficients(self, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002 - the table's word
