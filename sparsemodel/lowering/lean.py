@@ -254,6 +254,20 @@ def lean_start(lp: LoweredData, data: LeanData) -> np.ndarray:
     return data.start
 
 
+def free_fit(lp: LoweredData) -> tuple[np.ndarray, float] | None:
+    """The answer at a budget of 0 by the kernel's restricted solve (the free coordinates fitted,
+    every constrained one at 0; the general path's ``restricted_minimize`` of the empty support,
+    to the same tolerance): (x, f), or None outside the lean class or where the kernel leaves the
+    case to the general path."""
+    data = lean_data(lp)
+    if data is None:
+        return None
+    x, f, ok = kernels().free_fit(data.P, lean_start(lp, data))
+    if not ok or not np.isfinite(f):
+        return None
+    return x, float(f)
+
+
 def clear(data: LeanData) -> None:
     """Forget what was derived from the data (the Gram rows, the start): after a rebind."""
     np.asarray(data.P.have)[:] = 0

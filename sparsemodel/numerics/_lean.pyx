@@ -343,6 +343,16 @@ def value_and_grad(Problem P, x):
     return f, np.asarray(_full_grad(P, u, cols, P.d1))
 
 
+def free_fit(Problem P, x):
+    """The minimizer over the free coordinates alone (every constrained coordinate at 0), from the
+    flat point x (inside the loss's domain): (x, f, ok), the answer at a budget of 0
+    (solvers/base.zero_budget); ok False: a case for the general restricted solve."""
+    cdef long[::1] st = np.zeros(N_STATS, dtype=np.int64)
+    cdef double[::1] x0 = np.array(x, dtype=float)
+    xs, f, g, ok = _solve_on(P, np.empty(0, dtype=np.intp), x0, NAN, st)
+    return np.asarray(xs), f, bool(ok)
+
+
 # ---------------------------------------------------------------------- small dense algebra
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ModelError, SolverError, UnboundedError
+from ..lowering import lean
 from ..sets.registry import KINDS, describe_kind, generic_kind
 from ..util import closest, did_you_mean
 from .options import SUBPROBLEM13, Option
@@ -307,13 +308,19 @@ def zero_budget(lp: LoweredProblem, solver: Solver) -> Result:
 
     clock = Clock()
     method = solver.opts.get("restricted", "auto") if isinstance(solver.opts.get("restricted"), str) else "auto"
-    r = lp.restricted_minimize(lp.set.empty(), method=method)
+    fit = lean.free_fit(lp) if method == "auto" else None  # the compiled kernel's solve, where it applies
+    if fit is not None:
+        x, f = fit
+        lp.oracle.charge(solves=1)
+    else:
+        r = lp.restricted_minimize(lp.set.empty(), method=method)
+        x, f = r.x, r.f
     s = lp.set
     free = len(s.free)
     msg = f"{s.bound_text()}: the constrained part is zero{s.zero_note()}" + (
         f"; the {free} free coordinate(s) were fitted" if free else ""
     )
-    return finish(lp, solver, r.x, CONVERGED, 1, clock, f=r.f, message=msg)
+    return finish(lp, solver, x, CONVERGED, 1, clock, f=f, message=msg)
 
 
 def full_budget(lp: LoweredProblem, solver: Solver) -> Result:

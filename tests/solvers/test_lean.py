@@ -255,3 +255,43 @@ def test_without_the_extension_auto_runs_the_python_pipeline(monkeypatch):
     assert "kernel" not in res.extra
     monkeypatch.undo()
     assert AUTO().solve(lp).extra.get("kernel") == "compiled"
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson", "gamma"])
+def test_the_kernels_budget_zero_is_the_restricted_solve_of_the_free_coordinates(family):
+    """k = 0 (every path's first point): the kernel fits the free coordinates alone (an intercept),
+    the general restricted solve's minimizer to its tolerance; the answer a solver reports at k = 0
+    is that point, and without free coordinates it is zero."""
+    for intercept in (True, False):
+        lp = glm(family, 90, 12, 3, 5, intercept=intercept).lower().with_budget(0)
+        got = lean_mod.free_fit(lp)
+        ref = lp.restricted_minimize(lp.set.empty())
+        if not np.isfinite(ref.f):  # Gamma without an intercept: zero is outside the loss's domain
+            assert got is None and family == "gamma" and not intercept
+            continue
+        x, f = got
+        assert abs(f - ref.f) <= REL * max(1.0, abs(ref.f))
+        # the minimizers agree as far as f's tolerance (1e-12, relative) fixes them: about its root
+        assert np.allclose(x, ref.x, rtol=1e-5, atol=1e-7)
+        assert not np.any(x[lp.set.coords])
+        res = AUTO().solve(lp)
+        assert res.objective == pytest.approx(f, rel=1e-12) and len(res.support) == 0
+        python = AUTO(restricted="newton").solve(lp)  # (another restricted option: the general solve)
+        assert abs(python.objective - f) <= REL * max(1.0, abs(f))
+
+
+def test_the_kernels_budget_zero_on_the_softmax():
+    """The same on the multinomial loss with three intercepts."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((60, 6))
+    Y = np.eye(3)[rng.integers(0, 3, 60)]
+    W, b = sm.Variable((6, 3), name="W"), sm.Variable(3, name="b")
+    Z = X @ W + b
+    lp = sm.Problem(sm.minimize(sm.sum(sm.logsumexp(Z, axis=1)) - sm.sum(Y * Z)), [sm.nnz(W) <= 4]).lower()
+    lp0 = lp.with_budget(0)
+    x, f = lean_mod.free_fit(lp0)
+    ref = lp0.restricted_minimize(lp0.set.empty())
+    assert abs(f - ref.f) <= REL * max(1.0, abs(ref.f))
+    # the softmax's intercepts are fixed up to a common shift (b + c 1 has the same loss)
+    d = x[-3:] - ref.x[-3:]
+    assert np.allclose(d, d.mean(), atol=1e-5) and not np.any(x[:-3])
