@@ -341,7 +341,14 @@ class Relaxation:
         return self.quad is not None
 
     def describe(self) -> str:
-        """Which bound this problem gets, in words (``sparsemodel check``)."""
+        """Which bound this problem gets, in words (``sparsemodel check``, and every certified
+        Result's note: made once per relaxation)."""
+        said = self.__dict__.get("_described")
+        if said is None:
+            said = self._described = self._describe()
+        return said
+
+    def _describe(self) -> str:
         parts = []
         r = self.r[self.C]
         if r.any():
@@ -591,7 +598,10 @@ class Relaxation:
                 HJ = HJ.reshape(-1, len(E))
                 H += J.reshape(-1, len(E)).T @ HJ
                 HJs.append(HJ)
-        delta = lstsq_normal(H, -v[E])  # (H = A_E' H_loss A_E: positive semidefinite)
+        if len(E) == 1 and H[0, 0] > 0:  # one free coordinate (an intercept): what lstsq returns, without its call
+            delta = -v[E] / H[0, 0]
+        else:
+            delta = np.linalg.lstsq(H, -v[E], rcond=None)[0]
         new_v = v.copy()
         new_thetas = []
         for i, th, HJ in zip(self.loss, thetas, HJs):
