@@ -1102,21 +1102,29 @@ def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:
     return got
 
 
-def carry_refusals(old: LoweredProblem, new: LoweredProblem) -> None:
-    """Rebinding (lowering/rebind.py): the plain relaxation's refusals of ``old`` hold for ``new``,
-    the same model with other numbers in its data terms, when the separable terms (the ridges, whose
-    diagonal decides a finite bound) are unchanged: a refusal of the plain form reads only them, the
-    sets and the losses' kinds (no nnz constraint, no conjugate, a constrained coordinate with neither
-    a ridge nor a box). The shifted least-squares form reads the Gram's eigenvalues: never carried."""
-    refusals = {k: v for k, v in old.bound_cache.items() if isinstance(v, NoBoundError) and not k[2]}
+def carry_relaxations(old: LoweredProblem, new: LoweredProblem) -> None:
+    """Rebinding (lowering/rebind.py): the plain relaxation of ``old`` serves ``new``, the same model
+    with other numbers in its data terms, when the separable terms (the ridges, whose diagonal
+    decides a finite bound) are unchanged: a refusal of the plain form reads only them, the sets and
+    the losses' kinds (no nnz constraint, no conjugate, a constrained coordinate with neither a ridge
+    nor a box), and so does the relaxation itself, but for its design (the new one; the dense
+    columns of its Newton steps are read again). The shifted least-squares form reads the Gram's
+    eigenvalues: never carried."""
+    plain = {k: v for k, v in old.bound_cache.items() if not k[2] and (isinstance(v, NoBoundError) or v.quad is None)}
     d0, d1 = old.design, new.design
-    if not refusals or d0 is None or d1 is None or len(d0.terms) != len(d1.terms):
+    if not plain or d0 is None or d1 is None or len(d0.terms) != len(d1.terms):
         return
     for i in range(len(d0.terms)):
         a, b = d0.separable_diagonal(i), d1.separable_diagonal(i)
         if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
             return
-    new.bound_cache.update(refusals)
+    for key, v in plain.items():
+        if isinstance(v, Relaxation):
+            moved = object.__new__(Relaxation)
+            moved.__dict__.update(v.__dict__)
+            moved.design, moved.lp, moved._steps, moved._Js = d1, new, None, None
+            v = moved
+        new.bound_cache[key] = v
 
 
 def _rebudget(rel: Relaxation, lp: LoweredProblem) -> Relaxation:

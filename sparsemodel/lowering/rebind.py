@@ -25,7 +25,7 @@ from ..objective.oracle import Oracle
 from ..objective.structure import decompose
 from ..util import frame_names
 from . import lean
-from .bound import carry_refusals
+from .bound import carry_relaxations
 
 if TYPE_CHECKING:
     from .data import LoweredData
@@ -91,6 +91,6 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     out.design = Design(comp, lp.layout)
     out.oracle = Oracle(out.ev, out.design, lp.layout)
     out.forget_numbers()
-    carry_refusals(lp, out)
+    carry_relaxations(lp, out)
     lean.move(lp, out)
     return out
