@@ -234,7 +234,7 @@ cdef void _weigh(Problem P, double[::1] d2, double[:, ::1] JB, double[:, ::1] M)
 cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, int order) noexcept nogil:
     """sum_i wc_i phi(z_i); with order >= 1 fills d1 = wc phi'(z), order 2 also d2 = wc phi''(z)
     (the softmax: :func:`_softmax_losses`)."""
-    cdef double total = 0.0, zi, v, a, h, e, inv
+    cdef double total = 0.0, zi, v, a, h, e, inv, u1
     cdef Py_ssize_t i
     cdef int code = P.code
     if code == SOFTMAX_CODE:
@@ -247,8 +247,15 @@ cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, in
             h = 2.0
         elif code == 1:
             e = exp(-fabs(zi))
-            v = (zi if zi > 0 else 0.0) + log1p(e)
-            inv = 1.0 / (1.0 + e)
+            u1 = 1.0 + e
+            # log1p(e) by one log (glibc's log1p costs about three exps): where z >= 0, v = z + log(1 + e)
+            # >= log 2 and the rounding of 1 + e is within an ulp of v; else log(u1) e / (u1 - 1), exact
+            # to a few ulps of log1p(e) (Goldberg 1991, Theorem 4)
+            if zi >= 0:
+                v = zi + log(u1)
+            else:
+                v = e if u1 == 1.0 else log(u1) * (e / (u1 - 1.0))
+            inv = 1.0 / u1
             a = inv if zi >= 0 else e * inv
             h = e * inv * inv
         elif code == 2:
