@@ -726,8 +726,10 @@ def lean_rows(lp: LoweredProblem) -> LeanRows | None:
     """The shared state of the lean solves of ``lp`` (None outside their class: see
     :class:`_LeanNewton`)."""
     try:  # the arrays come with the compiled kernels' Problem: without the build, the general path (quietly)
-        from ..numerics import _lean  # noqa: F401
+        from ..numerics import _lean
     except ImportError:
+        return None
+    if not hasattr(_lean, "lean_newton"):  # a build older than its loop (sources updated, not rebuilt): the same
         return None
     data = lean_data(lp)
     if data is None or data.quadratic or data.phi is None or data.phi.name not in LEAN_LOSSES:
