@@ -37,7 +37,6 @@ ARHT's) runs Newton on the gathered rows with the Hessian kept across solves (:c
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -647,19 +646,12 @@ LEAN_CHORD = 3.0  # ... or more than this many further steps at its rate would b
 LEAN_MOVED = 0.1  # a Hessian is updated on the samples whose curvature moved by more than this, relative
 LEAN_PART = 0.5  # ... when they are at most this share of the samples (else it is formed from scratch)
 LEAN_ROWS = 4  # gathered row blocks J'[cols] kept (the f- and g_R-solves of ARHT visit the same supports)
+LEAN_POINTS = 6  # points evaluated kept (a solve starting at one reuses its loss part, near one its z)
+LEAN_UPDATE = 3  # ... z moved from a stored point that differs in at most this many coordinates
 DECIDE_LOCAL = (
     1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
 )
 DECIDE_SAFETY = 4.0  # ... and its lower end is f minus this many times the quadratic model's decrease dec / 2
-
-
-def _chord_steps(dec: float, prev: float, target: float) -> float:
-    """The chord steps still needed to bring the decrement from ``dec`` to ``target`` at the rate of
-    the last one (dec / prev)."""
-    rate = dec / prev if prev > 0 else 1.0
-    if not (0.0 < rate < 1.0 and target > 0.0) or dec <= target:
-        return 0.0
-    return math.log(target / dec) / math.log(rate)
 
 
 class LeanRows:
@@ -668,15 +660,51 @@ class LeanRows:
     the same supports) pass one of these to share them."""
 
     def __init__(self, P: Any, phi: Any):
-        self.phi = phi
+        from ..numerics import _lean  # (lean_rows made sure it is built)
+
+        self.phi, self.P, self.kernel = phi, P, _lean
         self.JT = np.ascontiguousarray(np.asarray(P.J).T)  # (D, n): the rows of one support gather contiguously
         self.b, self.wc = np.asarray(P.b), np.asarray(P.wc)
         self.lin, self.rd = np.asarray(P.lin), np.asarray(P.rd)
         self.const = float(P.const)
-        w0 = float(self.wc[0]) if len(self.wc) else 0.0
-        self.w = w0 if np.all(self.wc == w0) else None  # uniform weights (a mean): a scalar
         self.rows: dict[bytes, np.ndarray] = {}
         self.hessians = 0
+        # the last points evaluated, (x over every coordinate, z = J x + b, sum wc phi(z), wc phi'(z),
+        # wc phi''(z)): the loss part does not depend on the ridge, so the f- and g_R-solves share them
+        self.points: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]] = []
+        self.buf = np.empty((0, len(self.b)))  # scratch of the products J_B' diag(c)
+
+    def weighted(self, JTB: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """J_B' diag(c) (rows of JTB times c) in a scratch block (valid until the next call)."""
+        if self.buf.shape[0] < JTB.shape[0]:
+            self.buf = np.empty((JTB.shape[0] + 8, len(self.b)))
+        return np.multiply(JTB, c, out=self.buf[: JTB.shape[0]])
+
+    def start(self, cols: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, tuple | None]:
+        """z = J_B u + b at the point x[cols] = u (zero elsewhere), and the loss part there when
+        it is a point evaluated before. From a stored point that differs in at most LEAN_UPDATE
+        coordinates (a swap: one coordinate out, one in; the ridge moving a few), z is that point's
+        z plus the change on those coordinates (the linear predictor moved by x_i dx_i - x_j w_j,
+        not recomputed over the support)."""
+        x = np.zeros(len(self.lin))
+        x[cols] = u
+        for xe, ze, fe, d1e, d2e in reversed(self.points):
+            dx = x - xe
+            on = np.flatnonzero(dx)
+            if len(on) == 0:
+                return ze, (fe, d1e, d2e)
+            if len(on) <= LEAN_UPDATE:
+                return ze + dx[on] @ self.JT[on], None
+        return u @ self.gather(cols) + self.b, None
+
+    def remember(
+        self, cols: np.ndarray, u: np.ndarray, z: np.ndarray, fl: float, d1: np.ndarray, d2: np.ndarray
+    ) -> None:
+        x = np.zeros(len(self.lin))
+        x[cols] = u
+        if len(self.points) >= LEAN_POINTS:
+            self.points.pop(0)
+        self.points.append((x, z, fl, d1, d2))
 
     def gather(self, cols: np.ndarray) -> np.ndarray:
         key = cols.tobytes()
@@ -688,19 +716,20 @@ class LeanRows:
         return JTB
 
     def loss(self, z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """sum wc phi(z), wc phi'(z), wc phi''(z), from the loss's atom (``phi.derivs``)."""
-        v, d1, d2 = self.phi.derivs(z, 2)
-        if self.w is not None:  # uniform weights (a mean): scalars
-            return self.w * float(v.sum()), self.w * d1, self.w * d2
-        return float(self.wc @ v), self.wc * d1, self.wc * d2
+        """sum wc phi(z), wc phi'(z), wc phi''(z): the compiled kernel's one pass over the samples
+        (``_lean.losses``, the formulas of the loss's atom, ``phi.derivs``)."""
+        d1, d2 = np.empty(len(z)), np.empty(len(z))
+        return self.kernel.losses(self.P, z, d1, d2), d1, d2
 
 
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:
     """The shared state of the lean solves of ``lp`` (None outside their class: see
     :class:`_LeanNewton`)."""
     try:  # the arrays come with the compiled kernels' Problem: without the build, the general path (quietly)
-        from ..numerics import _lean  # noqa: F401
+        from ..numerics import _lean
     except ImportError:
+        return None
+    if not hasattr(_lean, "lean_newton"):  # a build older than its loop (sources updated, not rebuilt): the same
         return None
     data = lean_data(lp)
     if data is None or data.quadratic or data.phi is None or data.phi.name not in LEAN_LOSSES:
@@ -714,7 +743,12 @@ class _LeanNewton:
     (logistic, exp), for a support that changes one coordinate at a time (ARHT's f- and
     g_R-minimizers): the damped Newton loop of :func:`sparsemodel.numerics.newton.newton` (the same
     stopping test on the Newton decrement and Armijo constant) on the gathered rows J'[cols], with
-    the Hessian of the loss part kept across solves.
+    the Hessian of the loss part kept across solves. The loop runs compiled
+    (:func:`sparsemodel.numerics._lean.lean_newton`: one pass over the samples per loss evaluation,
+    BLAS products on the contiguous rows, no Python per step); the Hessians are formed and moved
+    here. A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets
+    on the same rows: the loss part does not depend on the ridge) reuses its loss part; one starting
+    a swap away moves its linear predictor z by the coordinates that changed.
 
     That Hessian, G = J_B' diag(c) J_B at the curvatures c = wc phi'', is formed only when needed;
     the next solve (one swap away) starts from this engine's last one on the same columns, else its
@@ -795,7 +829,7 @@ class _LeanNewton:
                 c1 = c0.copy()
                 c1[moved] = d2[moved]
                 return G + (Jm * diff[moved]) @ Jm.T, c1, False
-        return (JTB * d2) @ JTB.T, d2, True
+        return self.sh.weighted(JTB, d2) @ JTB.T, d2, True
 
     def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray) -> None:
         key = cols.tobytes()
@@ -840,98 +874,24 @@ class _LeanNewton:
         JTB = sh.gather(cols)
         u = np.array(x0[cols], dtype=float)
         scale = 1.0 + float(np.linalg.norm(u))
-        z = u @ JTB + sh.b
-        fl, d1, d2 = sh.loss(z)
+        z, known = sh.start(cols, u)
+        fl, d1, d2 = known if known is not None else sh.loss(z)
         f = sh.const + fl + float(lin @ u) + 0.5 * float(r @ (u * u))
         if not np.isfinite(f):
             return None
         start = self.start_hessian(cols, JTB)
         G, c0 = start if start is not None else (None, self.c0)
-        c = None  # the Cholesky factor of G + diag(r)
-        fresh = G is None  # G is the Hessian at this point
-        renew = full = G is None  # form it here: updated from the stored one, or (full) from scratch
-        conv = stopped = False
-        its = 0
-        prev_dec = np.inf
-        lower = f
-        for _ in range(100):
-            its += 1
-            if renew:
-                G, c0, fresh = self._renew(G, c0, d2, JTB, full)
-                renew = full = False
-                prev_dec = np.inf
-                c = None
-            lo = hi = 1.0
-            far = False  # the stored Hessian is too far off for steps (it may still decide the caller's test)
-            if not fresh:
-                q = d2 / c0
-                lo, hi = float(q.min()), float(q.max())  # (NaN, 0/0: both curvatures underflowed)
-                far = not (lo >= 1.0 / LEAN_STALE and hi <= LEAN_STALE)
-                if far and (decide is None or not lo > 0.0):
-                    renew = True
-                    continue
-                lo = min(lo, 1.0)
-            g = JTB @ d1 + lin + r * u
-            if c is None:  # factorize G + diag(r) once per Hessian (the chord steps reuse it)
-                H = G + np.diag(r)
-                H.reshape(-1)[:: len(r) + 1] += 1e-14 * abs(H.trace()) / max(len(r), 1)
-                c, info = dpotrf(H, lower=False, clean=True, overwrite_a=True)
-                if info != 0:
-                    if fresh:
-                        return None
-                    renew = full = True
-                    continue
-            step = -dpotrs(c, g)[0]
-            dec = -float(g @ step)
-            if not dec >= 0:
-                return None
-            bound = 2.0 * self.tol * (1.0 + abs(f))
-            if dec / lo <= bound:
-                if accurate and not fresh:  # the last step from the true Hessian: x to rounding
-                    renew = full = True
-                    continue
-                conv = True
-                lower = f
-                if not accurate:  # a point within the decrement's accuracy (an iterate of a search)
-                    break
-                ut = u + step
-                zt = ut @ JTB + sh.b
-                ft_l, e1, e2 = sh.loss(zt)
-                ft = sh.const + ft_l + float(lin @ ut) + 0.5 * float(r @ (ut * ut))
-                if np.isfinite(ft) and ft <= f + 4 * np.finfo(float).eps * (1.0 + abs(f)):
-                    u, z, d1, d2, f = ut, zt, e1, e2, ft
-                lower = f
-                break
-            if decide is not None and dec / lo <= DECIDE_LOCAL * (1.0 + abs(f)):
-                lower = f - DECIDE_SAFETY * dec / (2.0 * lo)
-                if decide(f, lower):
-                    stopped = True
-                    break
-            if not fresh and (
-                far or dec > LEAN_RATE * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > LEAN_CHORD
-            ):
-                renew = True  # slow progress on the stored Hessian: one at this point
-                continue
-            dz = step @ JTB
-            t, moved = 1.0, False
-            for _ls in range(50):
-                ut = u + t * step
-                zt = z + t * dz
-                ft_l, e1, e2 = sh.loss(zt)
-                ft = sh.const + ft_l + float(lin @ ut) + 0.5 * float(r @ (ut * ut))
-                if ft <= f - 0.25 * t * dec:
-                    u, z, d1, d2, f = ut, zt, e1, e2, ft
-                    moved = True
-                    break
-                t *= 0.5
-            if not moved:
-                conv = True
-                lower = f
-                break
-            if t < 1.0 and not fresh:
-                renew = True
-            prev_dec = dec
-            fresh = False  # the next point differs from the curvatures G was formed at
+        if known is not None:  # (a stored point's arrays: the loop overwrites its own)
+            z, d1, d2 = z.copy(), d1.copy(), d2.copy()
+
+        def renew(G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, full: bool) -> tuple:
+            return self._renew(G, c0, d2, JTB, full)
+
+        state, its, f, fl, lower, G, c0 = sh.kernel.lean_newton(
+            sh.P, JTB, lin, r, u, z, d1, d2, f, fl, G, c0, self.tol, decide, accurate, renew,
+            LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY,
+        )  # fmt: skip
+        conv, stopped = state == 0, state == 1
         self.lp.oracle.charge(solves=1, grads=its, ifo=self.lp.n_samples * its)
         if not (conv or stopped) or float(np.linalg.norm(u)) > 1e4 * scale:
             return None
@@ -939,6 +899,7 @@ class _LeanNewton:
             self.G, self.Gcols, self.c0 = G, cols, c0
             self.keep_hessian(cols, G, c0)
         self.cols, self.u, self.d1 = cols, u, d1
+        sh.remember(cols, u, z, fl, d1, d2)
         self.exact, self.lower = not stopped, lower
         x = self.lp.zeros()
         x[cols] = u

@@ -234,7 +234,7 @@ cdef void _weigh(Problem P, double[::1] d2, double[:, ::1] JB, double[:, ::1] M)
 cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, int order) noexcept nogil:
     """sum_i wc_i phi(z_i); with order >= 1 fills d1 = wc phi'(z), order 2 also d2 = wc phi''(z)
     (the softmax: :func:`_softmax_losses`)."""
-    cdef double total = 0.0, zi, v, a, h, e, inv
+    cdef double total = 0.0, zi, v, a, h, e, inv, u1
     cdef Py_ssize_t i
     cdef int code = P.code
     if code == SOFTMAX_CODE:
@@ -247,8 +247,15 @@ cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, in
             h = 2.0
         elif code == 1:
             e = exp(-fabs(zi))
-            v = (zi if zi > 0 else 0.0) + log1p(e)
-            inv = 1.0 / (1.0 + e)
+            u1 = 1.0 + e
+            # log1p(e) by one log (glibc's log1p costs about three exps): where z >= 0, v = z + log(1 + e)
+            # >= log 2 and the rounding of 1 + e is within an ulp of v; else log(u1) e / (u1 - 1), exact
+            # to a few ulps of log1p(e) (Goldberg 1991, Theorem 4)
+            if zi >= 0:
+                v = zi + log(u1)
+            else:
+                v = e if u1 == 1.0 else log(u1) * (e / (u1 - 1.0))
+            inv = 1.0 / u1
             a = inv if zi >= 0 else e * inv
             h = e * inv * inv
         elif code == 2:
@@ -1869,3 +1876,169 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
     if best < 0:
         return np.asarray(bx), bf, FALLBACK, 0, -1, flog
     return np.asarray(bx), bf, bstatus, bits, best, flog
+
+
+# ---------------------------------------------------------------------- ARHT's restricted Newton solves
+
+
+cdef inline double _chord_steps(double dec, double prev, double target) noexcept nogil:
+    """The chord steps still needed to bring the decrement from ``dec`` to ``target`` at the rate of
+    the last one (dec / prev) (lowering/active._chord_steps)."""
+    cdef double r = dec / prev if prev > 0 else 1.0
+    if not (0.0 < r < 1.0 and target > 0.0) or dec <= target:
+        return 0.0
+    return log(target / dec) / log(r)
+
+
+def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
+                double[::1] d1, double[::1] d2, double f, double fl, G, c0, double tol, decide, bint accurate,
+                renew, double stale, double rate, double chord, double local, double safety):
+    """The loop of :class:`sparsemodel.lowering.active._LeanNewton` (its docstring has the method): damped
+    Newton on the gathered rows JTB = J'[cols] (nb x n) from the point u (its z = J_B u + b, loss
+    derivatives d1, d2, value f, loss part fl; all four overwritten with the end point's), with the
+    loss part's Hessian G (nb x nb, at the curvatures c0; None: none) certified by the curvature ratio
+    and renewed through ``renew(G, c0, d2, full) -> (G, c0, fresh)``; ``decide(f, lower)`` the
+    caller's test (None: none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged,
+    1 stopped by ``decide``, 2 no answer on this path (a Hessian not positive definite at the point, a
+    negative decrement), 3 the iteration limit."""
+    cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], i, j, it, ls
+    cdef int inb = <int> nb, inn = <int> n, one = 1
+    cdef double alpha = 1.0, beta = 0.0, beta1 = 1.0, lo, hi, qv, dec, bound, prev_dec = INFINITY, t = 1.0
+    cdef double ft = 0.0, ft_l = 0.0, lower = f, s
+    cdef bint fresh = G is None, need = G is None, full = G is None, have_c = False, far, moved, nan
+    cdef int state = 3, its = 0
+    if nb == 0 or n == 0:
+        return 2, 0, f, fl, f, G, c0
+    H, L = np.empty((nb, nb)), np.empty((nb, nb))
+    cdef double[:, ::1] Hv = H, Lv = L, Gv
+    cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb)
+    cdef double[::1] dz = np.empty(n), zt = np.empty(n), e1 = np.empty(n), e2 = np.empty(n), c0v
+    if not fresh:
+        Gv, c0v = G, c0
+    for it in range(NEWTON_MAX_ITER):
+        its += 1
+        if need:
+            G, c0, fresh = renew(G, c0, np.array(d2), full)
+            Gv, c0v = G, c0
+            need = full = False
+            prev_dec = INFINITY
+            have_c = False
+        lo = 1.0
+        hi = 1.0
+        far = False
+        if not fresh:
+            lo, hi, nan = INFINITY, -INFINITY, False
+            for i in range(n):
+                qv = d2[i] / c0v[i]
+                if isnan(qv):
+                    nan = True
+                elif qv < lo:
+                    lo = qv
+                if qv > hi:
+                    hi = qv
+            if nan:
+                lo, hi = NAN, NAN
+            far = not (lo >= 1.0 / stale and hi <= stale)
+            if far and (decide is None or not lo > 0.0):
+                need = True
+                continue
+            lo = min(lo, 1.0)
+        # g = J_B' d1 + lin + r u  (JTB in C order is J_B in Fortran order)
+        dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &d1[0], &one, &beta, &g[0], &one)
+        for i in range(nb):
+            g[i] += lin[i] + r[i] * u[i]
+        if not have_c:  # factorize G + diag(r) once per Hessian (the chord steps reuse it)
+            for i in range(nb):
+                for j in range(nb):
+                    Hv[i, j] = Gv[i, j]
+                Hv[i, i] += r[i]
+            if not _factor(Hv, Lv, 1e-14):
+                if fresh:
+                    state = 2
+                    break
+                need = full = True
+                continue
+            have_c = True
+        _fsolve(Lv, g, step)
+        dec = 0.0
+        for i in range(nb):
+            step[i] = -step[i]
+            dec -= g[i] * step[i]
+        if not dec >= 0:
+            state = 2
+            break
+        bound = 2.0 * tol * (1.0 + fabs(f))
+        if dec / lo <= bound:
+            if accurate and not fresh:  # the last step from the true Hessian: x to rounding
+                need = full = True
+                continue
+            state = 0
+            lower = f
+            if not accurate:  # a point within the decrement's accuracy (an iterate of a search)
+                break
+            for i in range(nb):
+                ut[i] = u[i] + step[i]
+            for i in range(n):
+                zt[i] = P.b[i]
+            dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &ut[0], &one, &beta1, &zt[0], &one)
+            ft_l = _losses(P, zt, e1, e2, 2)
+            ft = P.const + ft_l
+            for i in range(nb):
+                ft += lin[i] * ut[i] + 0.5 * r[i] * ut[i] * ut[i]
+            if isfinite(ft) and ft <= f + ROUNDING * (1.0 + fabs(f)):
+                u[:] = ut
+                z[:] = zt
+                d1[:] = e1
+                d2[:] = e2
+                f, fl = ft, ft_l
+            lower = f
+            break
+        if decide is not None and dec / lo <= local * (1.0 + fabs(f)):
+            lower = f - safety * dec / (2.0 * lo)
+            if decide(f, lower):
+                state = 1
+                break
+        if not fresh and (far or dec > rate * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > chord):
+            need = True  # slow progress on the stored Hessian: one at this point
+            continue
+        dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
+        t = 1.0
+        moved = False
+        for ls in range(50):
+            for i in range(nb):
+                ut[i] = u[i] + t * step[i]
+            for i in range(n):
+                zt[i] = z[i] + t * dz[i]
+            ft_l = _losses(P, zt, e1, e2, 2)
+            ft = P.const + ft_l
+            for i in range(nb):
+                ft += lin[i] * ut[i] + 0.5 * r[i] * ut[i] * ut[i]
+            if ft <= f - 0.25 * t * dec:
+                u[:] = ut
+                z[:] = zt
+                d1[:] = e1
+                d2[:] = e2
+                f, fl = ft, ft_l
+                moved = True
+                break
+            t *= 0.5
+        if not moved:
+            state = 0
+            lower = f
+            break
+        if t < 1.0 and not fresh:
+            need = True
+        prev_dec = dec
+        fresh = False  # the next point differs from the curvatures G was formed at
+    return state, its, f, fl, lower, G, c0
+
+
+def losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2):
+    """sum_i wc_i phi(z_i) at the linear predictor z, with d1 = wc phi'(z) and d2 = wc phi''(z)
+    written in place: one pass over the samples (the start of :func:`lean_newton`)."""
+    if z.shape[0] != P.n or d1.shape[0] != P.n or d2.shape[0] != P.n:
+        raise ValueError(f"losses: z, d1 and d2 need {P.n} entries; got {z.shape[0]}, {d1.shape[0]}, {d2.shape[0]}")
+    cdef double total
+    with nogil:
+        total = _losses(P, z, d1, d2, 2)
+    return total

@@ -295,3 +295,31 @@ def test_the_kernels_budget_zero_on_the_softmax():
     # the softmax's intercepts are fixed up to a common shift (b + c 1 has the same loss)
     d = x[-3:] - ref.x[-3:]
     assert np.allclose(d, d.mean(), atol=1e-5) and not np.any(x[:-3])
+
+
+@pytest.mark.parametrize("family", ["binomial", "poisson"])
+def test_the_kernels_loss_pass_gives_the_atoms_values_and_derivatives(family):
+    """``_lean.losses`` (one pass over the samples: the loss evaluations of ARHT's lean Newton solves)
+    against the atom's formulas (NumPy's exp and log1p, summed exactly): the weighted sum to a few
+    ulps of its size, also where every sample is far on the flat side of the logistic loss (z down
+    to -40: log(1 + e^z) ~ e^z, where log(1 + e) of the rounded 1 + e would lose every digit), and
+    the derivatives to rounding."""
+    import math
+
+    from sparsemodel.numerics import _lean
+
+    lp = glm(family, 150, 10, 3, 0).lower()
+    data = lean_mod.lean_data(lp)
+    P, phi = data.P, data.phi
+    wc = np.asarray(P.wc)
+    rng = np.random.default_rng(1)
+    shifts = [(0.0, 2.0), (0.0, 30.0), (-30.0, 10.0)] if family == "binomial" else [(0.0, 2.0), (-20.0, 3.0)]
+    for mid, spread in shifts:
+        z = mid + spread * rng.uniform(-1.0, 1.0, P.n)
+        d1, d2 = np.empty(P.n), np.empty(P.n)
+        total = _lean.losses(P, z, d1, d2)
+        v, a, h = phi.derivs(z, 2)
+        exact = math.fsum(wc * v)
+        assert abs(total - exact) <= 1e-14 * abs(exact), (mid, spread, total, exact)
+        np.testing.assert_allclose(d1, wc * a, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(d2, wc * h, rtol=1e-14, atol=0)
