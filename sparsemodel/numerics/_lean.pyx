@@ -1828,6 +1828,8 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
     cdef double[::1] x, g, bx = np.zeros(P.D)
     cdef Py_ssize_t[::1] units, add
     cdef Model md
+    if k < 1 or o[0] < 1 or o[2] < 1 or o[3] < 1:  # (solve answers k = 0 itself; the options' lower bounds)
+        raise ValueError(f"auto_run takes k >= 1 and exchange, candidates, pool >= 1; got k={k}, opts={list(o)}")
     flog = []
     for s in range(len(starts)):
         rv[s, 0] = NAN

@@ -323,3 +323,39 @@ def test_the_kernels_loss_pass_gives_the_atoms_values_and_derivatives(family):
         assert abs(total - exact) <= 1e-14 * abs(exact), (mid, spread, total, exact)
         np.testing.assert_allclose(d1, wc * a, rtol=1e-14, atol=0)
         np.testing.assert_allclose(d2, wc * h, rtol=1e-14, atol=0)
+
+
+def test_the_kernel_refuses_a_budget_or_options_below_their_bounds():
+    """The compiled search is called with k >= 1 (Solver.solve answers k = 0 itself) and options at
+    least their lower bounds; called directly with less it says so instead of writing out of bounds."""
+    lp = glm("gaussian", 60, 8, 2, 0).lower()
+    data = lean_mod.lean_data(lp)
+    kern = lean_mod.kernels()
+    x0 = np.zeros(lp.n)
+    good = np.array([1, 0, 1, 8, 10, 1e-12, 100, 1e-10], dtype=float)
+    for k, change in ((0, None), (2, (0, 0.0)), (2, (2, 0.0)), (2, (3, 0.0))):
+        opts = good.copy()
+        if change is not None:
+            opts[change[0]] = change[1]
+        with pytest.raises(ValueError, match="auto_run takes"):
+            kern.auto_run(
+                data.P,
+                k,
+                np.array([0], dtype=np.int64),
+                x0,
+                x0,
+                opts,
+                np.zeros((1, kern.N_STATS), dtype=np.int64),
+                np.full((1, 5), np.nan),
+            )
+    out = kern.auto_run(
+        data.P,
+        2,
+        np.array([0], dtype=np.int64),
+        x0,
+        x0,
+        good,
+        np.zeros((1, kern.N_STATS), dtype=np.int64),
+        np.full((1, 5), np.nan),
+    )
+    assert np.count_nonzero(out[0][lp.set.coords]) <= 2
