@@ -123,7 +123,7 @@ cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
     cdef Pair* buf
     cdef Py_ssize_t q, filled = 0
     cdef double x
-    if m <= 160 and n > 4 * m:  # a few of many: insertion into the m best so far
+    if (m <= 160 and n > 4 * m) or n <= 64:  # a few of many, or few: insertion into the m best so far
         buf = <Pair*> malloc((m + 1) * sizeof(Pair))
         for a in range(n):
             x = v[a] if largest else -v[a]
@@ -147,8 +147,7 @@ cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
     cdef double[::1] kv = key
     for a in range(n):
         kv[a] = -v[a] if largest else v[a]
-    out = np.argsort(key, kind="stable")[:m].astype(np.intp, copy=False)
-    return out
+    return key.argsort(kind="stable")[:m].astype(np.intp, copy=False)
 
 
 cdef Py_ssize_t[::1] _sorted(Py_ssize_t[::1] a):
