@@ -36,7 +36,7 @@ caller then runs the general pipeline, which handles it (dependent columns, unbo
 import numpy as np
 
 from libc.math cimport INFINITY, NAN, exp, fabs, isfinite, isnan, log, log1p, sqrt
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport free, malloc
 from scipy.linalg.cython_blas cimport dgemm, dgemv
 from scipy.linalg.cython_lapack cimport dpotrf, dpotri, dpotrs
 
@@ -59,6 +59,7 @@ cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.S
 cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
 MAX_UNIT = 8  # the largest unit (group) size the kernels take (their small solves use fixed buffers)
+cdef Py_ssize_t GRAM_GEMV = 4  # Hessian rows filled one product each up to this many at once (_gram_rows)
 cdef Py_ssize_t LAPACK_DIM = 16  # factorizations above this size go to LAPACK, below it plain loops
 
 
@@ -109,16 +110,6 @@ cdef struct Pair:
     Py_ssize_t i
 
 
-cdef int _cmp_desc(const void* a, const void* b) noexcept nogil:
-    cdef Pair* p = <Pair*> a
-    cdef Pair* q = <Pair*> b
-    if p.v > q.v:
-        return -1
-    if p.v < q.v:
-        return 1
-    return (p.i > q.i) - (p.i < q.i)
-
-
 cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
     """The positions of the m largest entries of v (smallest with largest=False), best first; ties:
     the lower position first (a stable sort's order)."""
@@ -127,12 +118,16 @@ cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
         m = n
     out = np.empty(m, dtype=np.intp)
     cdef Py_ssize_t[::1] o = out
-    if n == 0:
+    if n == 0 or m <= 0:
         return o
     cdef Pair* buf
     cdef Py_ssize_t q, filled = 0
     cdef double x
-    if m <= 64 and n > 4 * m:  # a few of many: insertion into the m best so far
+    for a in range(n):
+        if isnan(v[a]):  # (no total order: NumPy's stable sort of the keys, NaN last)
+            key = np.asarray(v, dtype=float)
+            return (-key if largest else key).argsort(kind="stable")[:m].astype(np.intp, copy=False)
+    if (m <= 160 and n > 4 * m) or n <= 64:  # a few of many, or few: insertion into the m best so far
         buf = <Pair*> malloc((m + 1) * sizeof(Pair))
         for a in range(n):
             x = v[a] if largest else -v[a]
@@ -150,15 +145,92 @@ cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
             o[a] = buf[a].i
         free(buf)
         return o
+    # many: the first m in the order (key, position) -- key -v or v, ties to the lower position, as
+    # above -- chosen by partitioning and then sorted, m log m comparisons inline (glibc's qsort,
+    # calling a comparison function per pair, took a quarter of the kernel's time on a thousand
+    # candidates; NumPy's stable sort of all n keys about a tenth at Section 6.1's screens)
     buf = <Pair*> malloc(n * sizeof(Pair))
     for a in range(n):
-        buf[a].v = v[a] if largest else -v[a]
+        buf[a].v = -v[a] if largest else v[a]
         buf[a].i = a
-    qsort(buf, n, sizeof(Pair), _cmp_desc)
+    if m < n:
+        _first(buf, n, m)
+    _sort_pairs(buf, 0, m - 1)
     for a in range(m):
         o[a] = buf[a].i
     free(buf)
     return o
+
+
+def top_positions(v, Py_ssize_t m, bint largest=True):
+    """:func:`_top` from Python (the tests: the m largest, or smallest, entries' positions, best
+    first, ties to the lower position: a stable sort's first m)."""
+    return np.asarray(_top(np.ascontiguousarray(v, dtype=float), m, largest))
+
+
+cdef inline bint _before(Pair a, Pair b) noexcept nogil:
+    """a comes before b in the order (key, position): ascending keys, ties to the lower position."""
+    return a.v < b.v or (a.v == b.v and a.i < b.i)
+
+
+cdef inline void _swap_pairs(Pair* p, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    cdef Pair t = p[a]
+    p[a] = p[b]
+    p[b] = t
+
+
+cdef Py_ssize_t _split(Pair* p, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Partition p[lo..hi] around the median of its first, middle and last entries: the pivot's
+    final place, everything before it coming before it in the order, everything after after it."""
+    cdef Py_ssize_t mid = lo + (hi - lo) // 2, s = lo, a
+    if _before(p[mid], p[lo]):
+        _swap_pairs(p, mid, lo)
+    if _before(p[hi], p[lo]):
+        _swap_pairs(p, hi, lo)
+    if _before(p[mid], p[hi]):
+        _swap_pairs(p, mid, hi)
+    cdef Pair piv = p[hi]
+    for a in range(lo, hi):
+        if _before(p[a], piv):
+            _swap_pairs(p, a, s)
+            s += 1
+    _swap_pairs(p, s, hi)
+    return s
+
+
+cdef void _first(Pair* p, Py_ssize_t n, Py_ssize_t m) noexcept nogil:
+    """Rearrange p[0..n-1] so that p[0..m-1] are its first m entries in the order (in any order)."""
+    cdef Py_ssize_t lo = 0, hi = n - 1, q
+    while lo < hi:
+        q = _split(p, lo, hi)
+        if q == m - 1:
+            return
+        if q < m - 1:
+            lo = q + 1
+        else:
+            hi = q - 1
+
+
+cdef void _sort_pairs(Pair* p, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Sort p[lo..hi] in the order (the keys with their positions are distinct: any sort gives the
+    stable sort's order)."""
+    cdef Py_ssize_t q, a, b
+    cdef Pair t
+    while hi - lo >= 16:
+        q = _split(p, lo, hi)
+        if q - lo < hi - q:  # (the smaller side first: a shallow stack)
+            _sort_pairs(p, lo, q - 1)
+            lo = q + 1
+        else:
+            _sort_pairs(p, q + 1, hi)
+            hi = q - 1
+    for a in range(lo + 1, hi + 1):
+        t = p[a]
+        b = a
+        while b > lo and _before(t, p[b - 1]):
+            p[b] = p[b - 1]
+            b -= 1
+        p[b] = t
 
 
 cdef Py_ssize_t[::1] _sorted(Py_ssize_t[::1] a):
@@ -338,6 +410,24 @@ cdef double[::1] _full_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols, doub
         gv[a] += P.lin[a]
     for a in range(cols.shape[0]):
         gv[cols[a]] += P.rd[cols[a]] * u[a]
+    return gv
+
+
+cdef double[::1] _quad_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols):
+    """The gradient of a quadratic objective over every coordinate at x[cols] = u (every other
+    coordinate 0), from the Hessian rows of ``cols`` (filled by the restricted solve): g0 + Q[cols]' u,
+    |cols| D operations instead of the n D of J' d (the rows are the Hessian's columns: Q is symmetric)."""
+    g = np.array(P.g0)
+    cdef double[::1] gv = g
+    cdef Py_ssize_t a, j, c
+    cdef double ua
+    for a in range(cols.shape[0]):
+        c = cols[a]
+        ua = u[a]
+        if ua == 0.0:
+            continue
+        for j in range(P.D):
+            gv[j] += ua * P.Q[c, j]
     return gv
 
 
@@ -536,7 +626,19 @@ cdef void _gram_rows(Problem P, Py_ssize_t[::1] cols):
         w2 = 2.0 * P.wc[i]
         for a in range(q):
             M[i, a] = w2 * P.J[i, idx[a]]
-    cdef double[:, ::1] R = np.empty((q, P.D))
+    cdef double[:, ::1] R
+    cdef int dm = <int> P.D, dn = <int> P.n, lda = <int> P.D, inc = <int> q, one = 1
+    cdef double alpha = 1.0, beta = 0.0
+    if q <= GRAM_GEMV or P.n == 0:  # a few rows: J' m_a each (a product with all of them would first copy J)
+        for a in range(q):
+            c = idx[a]
+            if P.n == 0:
+                P.Q[c, :] = 0.0
+            else:
+                dgemv(b"N", &dm, &dn, &alpha, &P.J[0, 0], &lda, &M[0, a], &inc, &beta, &P.Q[c, 0], &one)
+            P.Q[c, c] += P.rd[c]
+        return
+    R = np.empty((q, P.D))
     _atb(M, P.J, R)  # M' J: row a = column idx[a] of the Hessian
     for a in range(q):
         c = idx[a]
@@ -843,6 +945,8 @@ cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give
     if not isnan(wanted) and not f < wanted:
         return x, f, x, True
     stats[2] += 1  # ST_GRADS
+    if P.quad:
+        return x, f, _quad_grad(P, u, cols), True
     return x, f, _full_grad(P, u, cols, P.d1), True
 
 
@@ -1268,7 +1372,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
                        Py_ssize_t candidates):
     cdef Model md = Model()
     cdef Py_ssize_t nunits = P.members.shape[0], nJ = units.shape[0], nf = P.F.shape[0], m = P.m
-    cdef Py_ssize_t nb = nJ * m + nf, a, b, c, u, i, nI, ni, take, widest
+    cdef Py_ssize_t nb = nJ * m + nf, a, b, c, u, i, nI, ni, take, widest, need
     cdef double s, gn, tr, lam, best
     cdef double[::1] diag, score, d2, full
     cdef double[:, ::1] JX, MX
@@ -1399,11 +1503,14 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             removal[a] = 0.5 * x[B[a]] * x[B[a]] / A[a, a]
     else:
         _group_singles(md, x, g, A, AB, sigma, Sinv, v1, gain, removal, nJ)
-    order = _top(gain, nI, True)
     take = min(nI, max(candidates, 1))
     widest = nI if P.quad else min(nI, 4 * take)
     md.gain, md.removal, md.sigma, md.Sinv, md.v1, md.A, md.AB = gain, removal, sigma, Sinv, v1, A, AB
-    cdef double[:, ::1] every = _pairs(md, x, nJ, m, order[:widest])
+    # the candidates in order of gain and their pairs, as far as the widening reads them: the first
+    # take + 1 (when the model's best is among them, no full sort or pair table is made), else all
+    need = min(widest, take + 1)
+    order = _top(gain, need, True)
+    cdef double[:, ::1] every = _pairs(md, x, nJ, m, order)
     while nJ > 0:
         best = INFINITY if take > 0 else 0.0
         for a in range(nJ):
@@ -1412,6 +1519,9 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         if take >= widest or -gain[order[take]] >= best:
             break
         take = min(widest, 2 * take)
+        if take + 1 > order.shape[0] and order.shape[0] < widest:  # widened past the first: all at once
+            order = _top(gain, widest, True)
+            every = _pairs(md, x, nJ, m, order)
     md.cand = np.array(order[:take])
     md.delta = np.array(every[:, :take])
     md.ok = True

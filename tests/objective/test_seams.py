@@ -112,7 +112,10 @@ def test_dense_jacobian_of_overlapping_strided_and_scaled_blocks():
     m = lp.design.terms[0].map
     assert m.canonical and len(m.blocks) >= 4
     a = m.columns(np.arange(lp.n))
-    np.testing.assert_allclose(m.dense_jacobian(), a.toarray() if sp.issparse(a) else a, rtol=1e-15, atol=0)
+    a = a.toarray() if sp.issparse(a) else a
+    np.testing.assert_allclose(m.dense_jacobian(), a, rtol=1e-15, atol=0)
+    # written over an array holding anything (a rebinding's, or fresh memory): every entry is set
+    np.testing.assert_allclose(m.dense_jacobian(np.full(a.shape, np.nan)), a, rtol=1e-15, atol=0)
 
 
 @pytest.mark.parametrize("case", objectives(), ids=lambda c: c[0])

@@ -109,6 +109,53 @@ def test_a_path_and_a_comparison_reuse_the_kernel_data():
         agree(AUTO().solve(lpk), AUTO(lean=False).solve(lpk))
 
 
+@pytest.mark.parametrize("n", [0, 5, 40, 64, 65, 300, 1000])
+def test_the_kernels_ranking_is_a_stable_sorts(n):
+    """The kernel's ranking (a few of many by insertion; otherwise the first m chosen by
+    partitioning and sorted inline; NumPy's sort when a NaN is present) gives the positions of a
+    stable sort of the keys (-v for the largest, v for the smallest): best first, ties to the lower
+    position, for every m; on values with many ties and on values with NaN."""
+    kern = lean_mod.kernels()
+    rng = np.random.default_rng(n)
+    draws = [rng.standard_normal(n), rng.integers(0, 4, n).astype(float)]  # distinct values; many ties
+    if n:
+        nan = rng.standard_normal(n)
+        nan[rng.choice(n, max(1, n // 10), replace=False)] = np.nan
+        draws.append(nan)
+    for v in draws:
+        for m in sorted({0, 1, 3, n // 4, n // 2, n - 1, n, n + 2} - {-1}):
+            for largest in (True, False):
+                want = np.argsort(-v if largest else v, kind="stable")[: min(m, n)]
+                np.testing.assert_array_equal(kern.top_positions(v, m, largest), want)
+
+
+def test_a_warm_path_on_many_candidates_takes_the_python_pipeline_steps():
+    """A warm path over k on least squares with 600 columns, as cross-validation's folds run it
+    (auto's warm and fold options): the swap model orders its candidates first among the 65 of
+    largest gain and, where the widening reads further (every converged point), all of them; the
+    gradient comes from the Hessian rows the restricted solve holds. At every k the kernel ends
+    where the Python pipeline ends (support, objective, swaps)."""
+    rng = np.random.default_rng(7)
+    n, p = 150, 600
+    X = rng.standard_normal((n, p))
+    beta = np.zeros(p)
+    beta[rng.choice(p, 6, replace=False)] = rng.choice([-1.0, 1.0], 6) * rng.uniform(1.0, 2.0, 6)
+    y = X @ beta + rng.standard_normal(n)
+    w = sm.Variable(p + 1, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w[1:] + w[0] - y)), [sm.nnz(w[1:]) <= 1]).lower()
+    opts = {**AUTO.warm_options, **AUTO.fold_options}
+    prev = None
+    for k in range(1, 10):
+        lpk = lp.with_budget(k)
+        kw = opts if prev is None else {**opts, "init": prev}
+        lean, python = AUTO(**kw).solve(lpk), AUTO(lean=False, **kw).solve(lpk)
+        assert lean.extra.get("kernel") == "compiled"
+        assert list(lean.support) == list(python.support), k
+        assert abs(lean.objective - python.objective) <= REL * max(1.0, abs(python.objective))
+        assert lean.extra["swaps"] == python.extra["swaps"]
+        prev = lpk.layout.pack(lean.values)
+
+
 def test_dependent_columns_fall_back_to_the_python_pipeline():
     """A support whose Gram block is singular (a duplicated column) is a case for the general path,
     which handles dependent columns: the answer is the Python pipeline's."""
