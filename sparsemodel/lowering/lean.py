@@ -255,6 +255,8 @@ def lean_start(lp: LoweredData, data: LeanData) -> np.ndarray:
 
 
 def clear(data: LeanData) -> None:
-    """Forget what was derived from the data (the Gram rows, the start): after a rebind."""
+    """Forget what was derived from the data (the Gram rows, the softmax's columns by class, the
+    start): after a rebind."""
     np.asarray(data.P.have)[:] = 0
+    data.P.forget()
     data.start = None

@@ -177,6 +177,45 @@ def test_multinomial_options_ridge_and_paths():
         agree_answer(AUTO().solve(lpk), AUTO(lean=False).solve(lpk))
 
 
+def test_multinomial_rebound_kernel_reads_the_new_data():
+    """A rebinding writes the new data into the kernel problem, which finds the softmax's columns by
+    class again from them: the rebound lowering's kernel run is the fresh lowering's, number for
+    number (the same iterations, Newton steps and end point), also when the new X has a zero column
+    (that column of X W + b then belongs to no class). A kernel that kept the old data's columns by
+    class would form the Hessians of the old data: other Newton steps, other counts."""
+    n, p, k = 90, 12, 3
+    rng = np.random.default_rng(5)
+
+    def problem(X: np.ndarray, Y: np.ndarray) -> sm.Problem:
+        W, b = sm.Variable((p, 3), name="W"), sm.Variable(3, name="b")
+        Zs = sm.Data(X, name="X") @ W + b
+        loss = sm.sum(sm.logsumexp(Zs, axis=1)) - sm.sum(sm.Data(Y, name="Y") * Zs) + 0.2 * sm.sum_squares(W)
+        return sm.Problem(sm.minimize(loss), [sm.nnz(W, groups=np.repeat(np.arange(p), 3)) <= k])
+
+    def draw() -> tuple[np.ndarray, np.ndarray]:
+        X = rng.standard_normal((n, p))
+        Z = X[:, :3] @ rng.uniform(-1.5, 1.5, (3, 3))
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        return X, np.eye(3)[[rng.choice(3, p=row) for row in P]]
+
+    lp = problem(*draw()).lower()
+    AUTO().solve(lp)
+    kernel = lean_mod.lean_data(lp)
+    for zero_column in (False, True):
+        X, Y = draw()
+        if zero_column:
+            X[:, 4] = 0.0
+        lp = lp.rebind(X=X, Y=Y)
+        got = AUTO().solve(lp)
+        assert lean_mod.lean_data(lp) is kernel
+        fresh = AUTO().solve(problem(X, Y).lower())
+        assert got.extra["kernel"] == fresh.extra["kernel"] == "compiled"
+        assert got.iterations == fresh.iterations and got.counters == fresh.counters
+        assert np.array_equal(got.x, fresh.x) and got.objective == fresh.objective
+        agree_answer(got, AUTO(lean=False).solve(lp))
+
+
 @pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson"])
 def test_groups_at_and_above_the_kernels_largest_unit(family):
     """Groups of one size on the elementwise losses: two to MAX_UNIT (8) coordinates in the kernel,
