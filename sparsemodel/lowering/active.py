@@ -46,7 +46,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.linalg.lapack import dpotrf, dpotrs
 
-from ..numerics.newton import newton
+from ..numerics.newton import JITTER, newton
 from .lean import lean_data
 
 if TYPE_CHECKING:
@@ -874,7 +874,7 @@ class _LeanNewton:
             g = JTB @ d1 + lin + r * u
             if c is None:  # factorize G + diag(r) once per Hessian (the chord steps reuse it)
                 H = G + np.diag(r)
-                H.reshape(-1)[:: len(r) + 1] += 1e-14 * abs(H.trace()) / max(len(r), 1)
+                H.reshape(-1)[:: len(r) + 1] += JITTER * abs(H.trace()) / max(len(r), 1)
                 c, info = dpotrf(H, lower=False, clean=True, overwrite_a=True)
                 if info != 0:
                     if fresh:

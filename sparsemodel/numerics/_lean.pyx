@@ -56,6 +56,7 @@ cdef int NEWTON_MAX_ITER = 100
 cdef int SEARCH_TRIES = 3  # supports tried by one support-change line search (solvers/grahtp.SEARCH_TRIES)
 cdef double MAX_MOVE = 1e6  # lowering/constants.MAX_MOVE
 cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.SwapModel)
+cdef double NEWTON_JITTER = 1e-12  # the Newton steps' relative jitter (numerics/newton.JITTER)
 cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
 MAX_UNIT = 8  # the largest unit (group) size the kernels take (their small solves use fixed buffers)
@@ -765,7 +766,7 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             _atb(M, JB, H)
         for a in range(nb):
             H[a, a] += P.rd[cols[a]]
-        if not _factor(H, L, 1e-14):
+        if not _factor(H, L, NEWTON_JITTER):
             return f, False, False, its
         _fsolve(L, g, step)
         dec = 0.0

@@ -416,6 +416,13 @@ class AffineMap:
             for blk in self.blocks
         )
 
+    def dense_data(self) -> bool:
+        """Whether it reads data and every data block's operator is dense (its whole Jacobian is
+        then dense up to a pattern of zeros: X @ W's columns of class c are zero outside class c's
+        rows)."""
+        ops = [blk.op for blk in self.blocks if blk.op is not None]
+        return bool(ops) and all(not op.sparse and not op.chunked for op in ops)
+
     def columns(self, cols: np.ndarray) -> Any:
         cols = np.asarray(cols, dtype=np.int64)
         acc: Any = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import sparsemodel as sm
 from sparsemodel.datasets import sparse_linear_regression, sparse_logistic_regression
@@ -175,6 +176,33 @@ def test_multinomial_options_ridge_and_paths():
         lpk = lp.with_budget(k)
         assert lean_mod.lean_data(lpk) is lean_mod.lean_data(lp)
         agree_answer(AUTO().solve(lpk), AUTO(lean=False).solve(lpk))
+
+
+def test_multinomial_above_the_sparse_storage_runs_the_kernel_on_the_same_path(monkeypatch):
+    """At 500 x 100 (a Jacobian of 1500 x 303 entries, which the Python path keeps sparse) the kernel
+    reads a dense one written from the data and takes the Python pipeline's path: the same GraHTP
+    point and the same swaps, also on draws where a restricted solve's point on the softmax's line
+    of minimizers (one number added to a row of W changes nothing) was decided by rounding (seeds 0
+    and 3 started from different GraHTP points with a jitter of 1e-14); above the design's
+    FULL_LIMIT (set here just at and just below a small problem's size) the kernel has no arrays."""
+    from sparsemodel.objective import columns
+
+    for seed in (0, 3):
+        lp = multinomial(500, 100, 10, seed).lower()
+        t = lp.design.terms[0]
+        assert columns.SMALL_DENSE < t.map.size * lp.n <= columns.FULL_LIMIT
+        lean, python = AUTO().solve(lp), AUTO(lean=False).solve(lp)
+        agree_answer(lean, python)
+        assert lean.extra["start_objective"] == pytest.approx(python.extra["start_objective"], rel=REL, abs=REL)
+        assert lean.extra["swaps"] == python.extra["swaps"]
+        assert sp.issparse(lp.design.full_columns(0))  # (the Python path's own copy stays sparse)
+    size = 180 * 27  # multinomial(60, 8, ...): 180 rows x 27 coordinates
+    for limit, runs in ((size, True), (size - 1, False)):
+        monkeypatch.setattr(columns, "FULL_LIMIT", limit)
+        lp = multinomial(60, 8, 2, 1).lower()
+        assert lp.design.terms[0].map.size * lp.n == size
+        assert (lean_mod.lean_data(lp) is not None) == runs
+        assert (AUTO().solve(lp).extra.get("kernel") == "compiled") == runs
 
 
 def test_multinomial_rebound_kernel_reads_the_new_data():
