@@ -616,20 +616,43 @@ cdef ClassCols _class_cols(Problem P, Py_ssize_t[::1] cols, ClassCols into):
     return cc
 
 
-cdef void _class_weigh(Problem P, double[::1] d2, ClassCols cc, double[:, ::1] M) noexcept nogil:
-    """:func:`_weigh` of the softmax from the columns by class: row (i, c) of M holds
-    wc_i p_ic (delta(c, c') - p_ic') V_ib for each column b of class c' (the row's Hessian
-    diag(p) - p p' applied to columns each nonzero in one class)."""
-    cdef Py_ssize_t K = P.classes, i, c, c2, q, r
-    cdef double pc, lam
-    for i in range(cc.V.shape[0]):
-        r = i * K
-        for c in range(K):
-            pc = P.wc[i] * d2[r + c]
-            for c2 in range(K):
-                lam = pc * ((1.0 if c == c2 else 0.0) - d2[r + c2])
+cdef void _class_hessian(Problem P, double[::1] d2, ClassCols cc, double[:, ::1] W, double[:, ::1] H) noexcept nogil:
+    """The loss part of the Hessian over a restricted solve's columns (H in their order) from the
+    columns by class: the block of classes c <= c2 is V_c' diag(s) V_c2 with s_i = wc_i p_ic
+    (delta(c, c2) - p_ic2) (the row's Hessian diag(p) - p p' between the two classes;
+    reductions.softmax_hessian_apply), one weighted copy of V_c2 (in W, samples x columns) and one
+    product per pair; the blocks below the diagonal by symmetry (about half the products of the
+    whole J' M)."""
+    cdef Py_ssize_t K = P.classes, ns = cc.V.shape[0], nb = cc.pos.shape[0], i, c, c2, q, q2, r
+    cdef int n = <int> ns, ma, mb, ldw = <int> W.shape[1], ldv = <int> cc.V.shape[1], ldh = <int> cc.Hp.shape[1]
+    cdef double alpha = 1.0, beta = 0.0, s
+    for c2 in range(K):
+        mb = <int> (cc.start[c2 + 1] - cc.start[c2])
+        if mb == 0:
+            continue
+        for c in range(c2 + 1):
+            ma = <int> (cc.start[c + 1] - cc.start[c])
+            if ma == 0:
+                continue
+            if n == 0:
+                for q in range(cc.start[c], cc.start[c + 1]):
+                    for q2 in range(cc.start[c2], cc.start[c2 + 1]):
+                        cc.Hp[q, q2] = 0.0
+                continue
+            for i in range(ns):
+                r = i * K
+                s = P.wc[i] * d2[r + c] * ((1.0 if c == c2 else 0.0) - d2[r + c2])
                 for q in range(cc.start[c2], cc.start[c2 + 1]):
-                    M[r + c, cc.pos[q]] = lam * cc.V[i, q]
+                    W[i, q] = s * cc.V[i, q]
+            # Hp[block c, block c2] (ma x mb) = V_c' W_c2; in Fortran order its transpose W_c2' V_c
+            dgemm(b"N", b"T", &mb, &ma, &n, &alpha, &W[0, cc.start[c2]], &ldw, &cc.V[0, cc.start[c]], &ldv, &beta,
+                  &cc.Hp[cc.start[c], cc.start[c2]], &ldh)
+    for c2 in range(K):
+        for c in range(c2 + 1):
+            for q in range(cc.start[c], cc.start[c + 1]):
+                for q2 in range(cc.start[c2], cc.start[c2 + 1]):
+                    H[cc.pos[q], cc.pos[q2]] = cc.Hp[q, q2]
+                    H[cc.pos[q2], cc.pos[q]] = cc.Hp[q, q2]
 
 
 cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H, double[:, ::1] Hp) noexcept nogil:
@@ -759,8 +782,7 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
         if P.n > 0:  # g += JB' d1 (JB in C order is JB' in Fortran order)
             dgemv(b"N", &nbi, &ni, &one_d, &JB[0, 0], &nbi, &d1[0], &one_i, &one_d, &g[0], &one_i)
         if cc is not None:
-            _class_weigh(P, d2, cc, M)
-            _class_atb(cc, M, H, cc.Hp)
+            _class_hessian(P, d2, cc, M, H)
         else:
             _weigh(P, d2, JB, M)
             _atb(M, JB, H)
