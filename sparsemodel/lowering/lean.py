@@ -9,9 +9,9 @@ intercept), no box, linear constraint, eigenvalue box or other side set; a compo
 one data term, either c sum_i w_i phi((J x + b)_i) of a built-in elementwise loss without parameters
 (square, logistic, exp, log: least squares, logistic, Poisson and Gamma regression) or the row-wise
 softmax c sum_i w_i logsumexp((J x + b)_i) over samples i of K entries (``logsumexp(Z, axis=1)``:
-multinomial regression), its Jacobian stored dense (below the design's storage limit; a softmax's
-is kept sparse from a few hundred samples on, which leaves it out), plus linear terms and separable
-ridges (lam/2 ||w||^2). Everything else runs the general path.
+multinomial regression), its Jacobian dense (the design's dense copy, or one written for the kernel
+from dense data below the design's FULL_LIMIT: objective/columns.dense_jacobian), plus linear terms
+and separable ridges (lam/2 ||w||^2). Everything else runs the general path.
 """
 
 from __future__ import annotations
@@ -269,6 +269,8 @@ def free_fit(lp: LoweredData) -> tuple[np.ndarray, float] | None:
 
 
 def clear(data: LeanData) -> None:
-    """Forget what was derived from the data (the Gram rows, the start): after a rebind."""
+    """Forget what was derived from the data (the Gram rows, the softmax's columns by class, the
+    start): after a rebind."""
     np.asarray(data.P.have)[:] = 0
+    data.P.forget()
     data.start = None

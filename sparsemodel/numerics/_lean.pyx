@@ -56,6 +56,7 @@ cdef int NEWTON_MAX_ITER = 100
 cdef int SEARCH_TRIES = 3  # supports tried by one support-change line search (solvers/grahtp.SEARCH_TRIES)
 cdef double MAX_MOVE = 1e6  # lowering/constants.MAX_MOVE
 cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.SwapModel)
+cdef double NEWTON_JITTER = 1e-12  # the Newton steps' relative jitter (numerics/newton.JITTER)
 cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
 MAX_UNIT = 8  # the largest unit (group) size the kernels take (their small solves use fixed buffers)
@@ -83,6 +84,11 @@ cdef class Problem:
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
     cdef Py_ssize_t[::1] selbuf, nzbuf  # scratch of length |C|, D
     cdef object ws  # the restricted solve's Workspace
+    cdef object ccall  # the columns of J by class (ClassCols; False: not class by class), made on first use
+
+    def forget(self):
+        """Forget what was derived from J (its columns by class): after a rebinding wrote new data."""
+        self.ccall = None
 
     def __init__(self, J, b, wc, lin, rd, int code, double const, bint quad, C, F, g0, R, diag, Jsq, Q, have, domain,
                  members=None):
@@ -649,75 +655,130 @@ cdef void _gram_rows(Problem P, Py_ssize_t[::1] cols):
 cdef class ClassCols:
     """Columns of J each nonzero in one class only (the softmax's Z = X W + b), grouped by class:
     ``V`` (samples x columns, ordered class by class) their values, ``pos`` each one's column in
-    the gathered block, ``start`` where each class's columns begin in V."""
+    the gathered block, ``start`` where each class's columns begin in V, ``slot`` each column's
+    class (-1: a zero column, counted in class 0), ``inv`` its place in V; ``Hp`` a product's
+    scratch."""
 
     cdef double[:, ::1] V, Hp
     cdef Py_ssize_t[::1] pos, start, slot, inv
 
 
-cdef ClassCols _class_cols(Problem P, double[:, ::1] JB, Py_ssize_t q_out=-1, ClassCols into=None):
-    """The columns JB by class (:class:`ClassCols`; ``slot`` each column's class, -1 for a zero
-    column, ``inv`` its place in V), or None for an elementwise loss or when some column is nonzero
-    in several classes. ``q_out``: the columns of the M that :func:`_class_atb` will take (default:
-    as many as JB's); ``into``: arrays of these sizes to fill (a restricted solve's workspace)."""
-    cdef Py_ssize_t K = P.classes, ns = P.wc.shape[0], nb = JB.shape[1], i, a, c, q
-    if K == 1 or nb == 0:
-        return None
-    cdef ClassCols cc = into
-    if cc is None:
-        cc = ClassCols()
-        cc.pos = np.empty(nb, dtype=np.intp)
-        cc.inv = np.empty(nb, dtype=np.intp)
-        cc.slot = np.empty(nb, dtype=np.intp)
-        cc.start = np.empty(K + 1, dtype=np.intp)
-        cc.V = np.empty((ns, nb))
-        cc.Hp = np.empty((nb, nb if q_out < 0 else q_out))
-    cdef Py_ssize_t[::1] slot = cc.slot
-    for a in range(nb):
-        slot[a] = -1
-    for i in range(ns):
-        for c in range(K):
-            for a in range(nb):
-                if JB[i * K + c, a] != 0.0:
-                    if slot[a] == -1:
-                        slot[a] = c
-                    elif slot[a] != c:
-                        return None
-    q = 0
-    for c in range(K):
-        cc.start[c] = q
-        for a in range(nb):
-            if slot[a] == c or (c == 0 and slot[a] == -1):  # (a zero column: any class)
-                cc.pos[q] = a
-                cc.inv[a] = q
-                for i in range(ns):
-                    cc.V[i, q] = JB[i * K + c, a]
-                q += 1
-    cc.start[K] = q
+cdef ClassCols _class_arrays(Py_ssize_t nb, Py_ssize_t ns, Py_ssize_t K, Py_ssize_t hp_rows, Py_ssize_t hp_cols):
+    cdef ClassCols cc = ClassCols()
+    cc.pos = np.empty(nb, dtype=np.intp)
+    cc.inv = np.empty(nb, dtype=np.intp)
+    cc.slot = np.empty(nb, dtype=np.intp)
+    cc.start = np.empty(K + 1, dtype=np.intp)
+    cc.V = np.empty((ns, nb))
+    cc.Hp = np.empty((hp_rows, hp_cols))
     return cc
 
 
-cdef void _class_weigh(Problem P, double[::1] d2, ClassCols cc, double[:, ::1] M) noexcept nogil:
-    """:func:`_weigh` of the softmax from the columns by class: row (i, c) of M holds
-    wc_i p_ic (delta(c, c') - p_ic') V_ib for each column b of class c' (the row's Hessian
-    diag(p) - p p' applied to columns each nonzero in one class)."""
-    cdef Py_ssize_t K = P.classes, i, c, c2, q, r
-    cdef double pc, lam
-    for i in range(cc.V.shape[0]):
-        r = i * K
-        for c in range(K):
-            pc = P.wc[i] * d2[r + c]
-            for c2 in range(K):
-                lam = pc * ((1.0 if c == c2 else 0.0) - d2[r + c2])
+cdef ClassCols _all_class_cols(Problem P):
+    """The columns of the whole J by class (:class:`ClassCols`), found once per data (a column of
+    X W + b is nonzero in its class's rows only: the pattern read from the values) and kept on the
+    Problem; None for an elementwise loss or when some column is nonzero in several classes."""
+    cdef Py_ssize_t K = P.classes, ns = P.wc.shape[0], D = P.D, i, a, c, q
+    cdef ClassCols cc
+    if P.ccall is None:
+        P.ccall = False
+        if K > 1 and D > 0:
+            cc = _class_arrays(D, ns, K, 0, 0)
+            for a in range(D):
+                cc.slot[a] = -1
+            for i in range(ns):
+                for c in range(K):
+                    for a in range(D):
+                        if P.J[i * K + c, a] != 0.0:
+                            if cc.slot[a] == -1:
+                                cc.slot[a] = c
+                            elif cc.slot[a] != c:
+                                return None
+            _order_by_class(cc, K)
+            for q in range(D):
+                a = cc.pos[q]
+                c = cc.slot[a] if cc.slot[a] >= 0 else 0
+                for i in range(ns):
+                    cc.V[i, q] = P.J[i * K + c, a]
+            P.ccall = cc
+    return P.ccall if P.ccall is not False else None
+
+
+cdef void _order_by_class(ClassCols cc, Py_ssize_t K) noexcept nogil:
+    """pos, inv and start from slot: the columns class by class (a zero column in class 0)."""
+    cdef Py_ssize_t nb = cc.slot.shape[0], q = 0, a, c
+    for c in range(K):
+        cc.start[c] = q
+        for a in range(nb):
+            if cc.slot[a] == c or (c == 0 and cc.slot[a] == -1):
+                cc.pos[q] = a
+                cc.inv[a] = q
+                q += 1
+    cc.start[K] = q
+
+
+cdef ClassCols _class_cols(Problem P, Py_ssize_t[::1] cols, ClassCols into):
+    """The columns ``cols`` of J by class, filled into ``into`` (:class:`ClassCols` for len(cols)
+    columns) from :func:`_all_class_cols`; None when J is not class by class."""
+    cdef ClassCols full = _all_class_cols(P)
+    if full is None or into is None:
+        return None
+    cdef ClassCols cc = into
+    cdef Py_ssize_t nb = cols.shape[0], ns = cc.V.shape[0], a, q, i
+    for a in range(nb):
+        cc.slot[a] = full.slot[cols[a]]
+    _order_by_class(cc, P.classes)
+    for q in range(nb):
+        a = full.inv[cols[cc.pos[q]]]
+        for i in range(ns):
+            cc.V[i, q] = full.V[i, a]
+    return cc
+
+
+cdef void _class_hessian(Problem P, double[::1] d2, ClassCols cc, double[:, ::1] W, double[:, ::1] H) noexcept nogil:
+    """The loss part of the Hessian over a restricted solve's columns (H in their order) from the
+    columns by class: the block of classes c <= c2 is V_c' diag(s) V_c2 with s_i = wc_i p_ic
+    (delta(c, c2) - p_ic2) (the row's Hessian diag(p) - p p' between the two classes;
+    reductions.softmax_hessian_apply), one weighted copy of V_c2 (in W, samples x columns) and one
+    product per pair; the blocks below the diagonal by symmetry (about half the products of the
+    whole J' M)."""
+    cdef Py_ssize_t K = P.classes, ns = cc.V.shape[0], nb = cc.pos.shape[0], i, c, c2, q, q2, r
+    cdef int n = <int> ns, ma, mb, ldw = <int> W.shape[1], ldv = <int> cc.V.shape[1], ldh = <int> cc.Hp.shape[1]
+    cdef double alpha = 1.0, beta = 0.0, s
+    for c2 in range(K):
+        mb = <int> (cc.start[c2 + 1] - cc.start[c2])
+        if mb == 0:
+            continue
+        for c in range(c2 + 1):
+            ma = <int> (cc.start[c + 1] - cc.start[c])
+            if ma == 0:
+                continue
+            if n == 0:
+                for q in range(cc.start[c], cc.start[c + 1]):
+                    for q2 in range(cc.start[c2], cc.start[c2 + 1]):
+                        cc.Hp[q, q2] = 0.0
+                continue
+            for i in range(ns):
+                r = i * K
+                s = P.wc[i] * d2[r + c] * ((1.0 if c == c2 else 0.0) - d2[r + c2])
                 for q in range(cc.start[c2], cc.start[c2 + 1]):
-                    M[r + c, cc.pos[q]] = lam * cc.V[i, q]
+                    W[i, q] = s * cc.V[i, q]
+            # Hp[block c, block c2] (ma x mb) = V_c' W_c2; in Fortran order its transpose W_c2' V_c
+            dgemm(b"N", b"T", &mb, &ma, &n, &alpha, &W[0, cc.start[c2]], &ldw, &cc.V[0, cc.start[c]], &ldv, &beta,
+                  &cc.Hp[cc.start[c], cc.start[c2]], &ldh)
+    for c2 in range(K):
+        for c in range(c2 + 1):
+            for q in range(cc.start[c], cc.start[c + 1]):
+                for q2 in range(cc.start[c2], cc.start[c2 + 1]):
+                    H[cc.pos[q], cc.pos[q2]] = cc.Hp[q, q2]
+                    H[cc.pos[q2], cc.pos[q]] = cc.Hp[q, q2]
 
 
-cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept nogil:
+cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H, double[:, ::1] Hp) noexcept nogil:
     """H = JB' M (in the restricted solve, where :func:`_atb` gives M' JB: the same symmetric matrix)
     from the columns by class: the rows of class c of M against the values of that class's columns,
     one product per class (a third of the work of the full product for three classes, skipping the
-    zeros). H: JB's columns x M's."""
+    zeros). H: JB's columns x M's; Hp: scratch of its shape, rows in V's order."""
     cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], nc = cc.pos.shape[0], c, a, b
     cdef int n = <int> cc.V.shape[0], m, ldm = <int> (K * nb), ldv = <int> cc.V.shape[1], nbi = <int> nb
     cdef double alpha = 1.0, beta = 0.0
@@ -728,15 +789,15 @@ cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H) noexcept 
         if n == 0:
             for a in range(cc.start[c], cc.start[c + 1]):
                 for b in range(nb):
-                    cc.Hp[a, b] = 0.0
+                    Hp[a, b] = 0.0
             continue
         # Hp[rows of class c] (m x nb) = V_c' (m x n) M_c (n x nb); in Fortran order the transpose:
         # Hp_c' (nb x m) = M_c' (nb x n, ld K nb) V_c (n x m, as V_c' of ld ldv, transposed)
         dgemm(b"N", b"T", &nbi, &m, &n, &alpha, &M[c, 0], &ldm, &cc.V[0, cc.start[c]], &ldv, &beta,
-              &cc.Hp[cc.start[c], 0], &nbi)
+              &Hp[cc.start[c], 0], &nbi)
     for a in range(nc):
         for b in range(nb):
-            H[cc.pos[a], b] = cc.Hp[a, b]
+            H[cc.pos[a], b] = Hp[a, b]
 
 
 # ---------------------------------------------------------------------- restricted solves
@@ -763,13 +824,7 @@ cdef Workspace _workspace(Problem P, Py_ssize_t nb):
     ws.g, ws.step, ws.ut = np.empty(nb), np.empty(nb), np.empty(nb)
     ws.cc = None
     if P.classes > 1 and nb > 0:
-        ws.cc = ClassCols()
-        ws.cc.pos = np.empty(nb, dtype=np.intp)
-        ws.cc.inv = np.empty(nb, dtype=np.intp)
-        ws.cc.slot = np.empty(nb, dtype=np.intp)
-        ws.cc.start = np.empty(P.classes + 1, dtype=np.intp)
-        ws.cc.V = np.empty((P.wc.shape[0], nb))
-        ws.cc.Hp = np.empty((nb, nb))
+        ws.cc = _class_arrays(nb, P.wc.shape[0], P.classes, nb, nb)
     P.ws = ws
     return ws
 
@@ -835,7 +890,7 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
     for i in range(P.n):
         for a in range(nb):
             JB[i, a] = P.J[i, cols[a]]
-    cdef ClassCols cc = _class_cols(P, JB, -1, ws.cc)
+    cdef ClassCols cc = _class_cols(P, cols, ws.cc)
     for _ in range(NEWTON_MAX_ITER):
         its += 1
         if nb == 0:
@@ -846,14 +901,13 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
         if P.n > 0:  # g += JB' d1 (JB in C order is JB' in Fortran order)
             dgemv(b"N", &nbi, &ni, &one_d, &JB[0, 0], &nbi, &d1[0], &one_i, &one_d, &g[0], &one_i)
         if cc is not None:
-            _class_weigh(P, d2, cc, M)
-            _class_atb(cc, M, H)
+            _class_hessian(P, d2, cc, M, H)
         else:
             _weigh(P, d2, JB, M)
             _atb(M, JB, H)
         for a in range(nb):
             H[a, a] += P.rd[cols[a]]
-        if not _factor(H, L, 1e-14):
+        if not _factor(H, L, NEWTON_JITTER):
             return f, False, False, its
         _fsolve(L, g, step)
         dec = 0.0
@@ -1432,10 +1486,10 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         JX = _columns(P, B)
         Mw = np.empty((P.n, nb))
         _weigh(P, d2, JX, Mw)
-        ccJ = _class_cols(P, P.J, nb)  # (the softmax's columns by class: a third of the products)
+        ccJ = _all_class_cols(P)  # (the softmax's columns by class: a third of the products)
         if ccJ is not None:
             Hrows = np.empty((P.D, nb))  # (transposed: J' Mw)
-            _class_atb(ccJ, Mw, Hrows)
+            _class_atb(ccJ, Mw, Hrows, np.empty((P.D, nb)))
             for a in range(nb):
                 for c in range(nb):
                     HBB[a, c] = Hrows[B[c], a]
@@ -2064,7 +2118,7 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
                 for j in range(nb):
                     Hv[i, j] = Gv[i, j]
                 Hv[i, i] += r[i]
-            if not _factor(Hv, Lv, 1e-14):
+            if not _factor(Hv, Lv, NEWTON_JITTER):  # (numerics/newton.JITTER, as auto's steps)
                 if fresh:
                     state = 2
                     break

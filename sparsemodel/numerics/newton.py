@@ -23,6 +23,16 @@ from .evaluation import _apply, _apply_t, _State, is_operator
 from .proximal import cd_quadratic_l1, kkt_residual
 
 MATRIX_FREE_DIM = 1500  # a single Newton problem larger than this takes CG steps (no Hessian formed)
+# The Newton steps' relative jitter: jit = JITTER |tr H| / D on the diagonal before the Cholesky
+# factorization. Above the rounding of a singular direction's pivot (about 1e-16 |tr H| / D times a
+# few): on a model that is not identifiable (softmax regression with a free coefficient per class:
+# one number added to a row of W leaves the loss unchanged) a step along the Hessian's null space is
+# (rounding in g) / jit, about 1e-4 of the step here against 1e-2 at 1e-14, where it decided which of
+# the equal minimizers a solve ended at -- and with it the next thresholding's ranking, so two
+# implementations of one search (the compiled kernels, numerics/_lean.JITTER, and this pipeline)
+# parted on the same data. Small enough that an identifiable Hessian up to a condition number near
+# 1e12 converges as fast as without.
+JITTER = 1e-12
 
 
 @dataclass
@@ -418,12 +428,12 @@ def _factor_from_hint(st: _State, hint: tuple[np.ndarray, np.ndarray, Any]) -> A
 
 
 def _cholesky(H0: np.ndarray) -> np.ndarray | None:
-    """The upper Cholesky factor of H0 (D, D) with a relative jitter of 1e-14 on the diagonal
+    """The upper Cholesky factor of H0 (D, D) with the relative jitter JITTER on the diagonal
     (LAPACK called directly: small D is common; H0 is not modified), or None when H0 is not
     numerically positive definite."""
     D = H0.shape[0]
     H0 = H0.copy()
-    H0.reshape(-1)[:: D + 1] += 1e-14 * abs(H0.trace()) / D  # the diagonal as a view (.flat costs ~1 us more)
+    H0.reshape(-1)[:: D + 1] += JITTER * abs(H0.trace()) / D  # the diagonal as a view (.flat costs ~1 us more)
     c, info = dpotrf(H0, lower=False, clean=True, overwrite_a=True)
     return c if info == 0 else None
 
@@ -583,7 +593,7 @@ def _newton_direction(H: np.ndarray, g: np.ndarray, cholesky_tried: bool = False
         if out is not None:
             return out[0][None, :], np.array([out[1]])
     trace = np.einsum("mii->m", H)
-    Hj = H + (1e-14 * np.abs(trace) / D)[:, None, None] * np.eye(D)
+    Hj = H + (JITTER * np.abs(trace) / D)[:, None, None] * np.eye(D)
     try:
         step = -np.linalg.solve(Hj, g[:, :, None])[:, :, 0]
     except np.linalg.LinAlgError:

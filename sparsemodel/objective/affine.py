@@ -351,8 +351,9 @@ class AffineMap:
     def dense_jacobian(self, out: np.ndarray | None = None) -> np.ndarray:
         """The whole Jacobian (size, n) as one dense array, written block by block in place (into
         ``out``, a C-ordered array of that shape, when given): a data block's columns are its
-        operator's columns times the scale, a view block puts its scale at the coordinate each entry
-        reads (no sparse matrix built); any other block adds its :meth:`Block.columns`. Equal to
+        operator's columns times the scale, a dense operator times a matrix view (``X @ W``) writes the
+        operator into the rows of each column of W, a view block puts its scale at the coordinate
+        each entry reads (no sparse matrix built); any other block adds its :meth:`Block.columns`. Equal to
         ``columns(arange(n))`` made dense."""
         if out is None:
             out = np.empty((self.size, self.n))  # (every entry written below: fresh pages touched once)
@@ -395,6 +396,26 @@ class AffineMap:
                 idx = np.broadcast_to(np.arange(math.prod(blk.vshape)).reshape(blk.vshape), blk.shape)
                 out[rows, blk.coords[idx.ravel()]] += np.asarray(sc).reshape(-1) if np.ndim(sc) else float(sc)
                 continue
+            if (
+                blk.op is not None
+                and not blk.op.sparse
+                and not blk.op.chunked
+                and blk.right is None
+                and not blk.scalar_out
+                and len(blk.vshape) == 2
+                and blk.nshape == blk.shape
+                and np.ndim(sc) == 0
+                and len(np.unique(blk.coords)) == blk.coords.size  # (each coordinate read once: += places it)
+            ):
+                # A @ X with X = x[coords] as a (q, m) matrix (X W): entry (i, c) reads A[i, :] on the
+                # coordinates of column c of X, one strided write of A per column c (no sparse matrix)
+                m = blk.vshape[1]
+                out3 = out.reshape(blk.op.shape[0], m, self.n)
+                cols = blk.coords.reshape(blk.vshape)
+                D = blk.op.A if float(sc) == 1.0 else blk.op.A * float(sc)
+                for c in range(m):
+                    out3[:, c, cols[:, c]] += D
+                continue
             M = blk.columns(np.arange(self.n, dtype=np.int64), self.n)
             if M is not None:
                 out += M.toarray() if sp.issparse(M) else M
@@ -422,6 +443,13 @@ class AffineMap:
             and len(blk.vshape) == 1
             for blk in self.blocks
         )
+
+    def dense_data(self) -> bool:
+        """Whether it reads data and every data block's operator is dense (its whole Jacobian is
+        then dense up to a pattern of zeros: X @ W's columns of class c are zero outside class c's
+        rows)."""
+        ops = [blk.op for blk in self.blocks if blk.op is not None]
+        return bool(ops) and all(not op.sparse and not op.chunked for op in ops)
 
     def columns(self, cols: np.ndarray) -> Any:
         cols = np.asarray(cols, dtype=np.int64)

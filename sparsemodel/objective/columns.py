@@ -49,19 +49,22 @@ class DesignColumns:
     def dense_jacobian(self, i: int, out: np.ndarray | None = None) -> np.ndarray | None:
         """Term i's whole Jacobian as a dense C-ordered array (rows contiguous: what the compiled
         kernels read; written into ``out`` when given, an array of its shape) when
-        :meth:`full_columns` keeps it dense, else None: the kept one when it is computed already,
-        otherwise written once by :meth:`AffineMap.dense_jacobian` without the column-major copy the
-        Python path keeps."""
+        :meth:`full_columns` keeps it dense or its data are dense (``X @ W``, whose Jacobian the
+        Python path keeps sparse from SMALL_DENSE entries: a third of it is nonzero for three
+        classes), below FULL_LIMIT entries, else None: the kept dense one when it is computed
+        already, otherwise written once by :meth:`AffineMap.dense_jacobian` without the
+        column-major copy the Python path keeps."""
         t = self.terms[i]
         canonical = getattr(t.map, "canonical", False) and not any(
             b.op is not None and b.op.chunked for b in t.map.blocks
         )
         small = t.map.size * self.n <= SMALL_DENSE
+        kept = self._full.get(i)
         if (
-            i not in self._full
+            (kept is None or sp.issparse(kept))  # (the Python path keeps a sparse one: X W's)
             and canonical
             and t.map.size * self.n <= FULL_LIMIT
-            and (small or t.map.dense_is_natural())
+            and (small or t.map.dense_is_natural() or t.map.dense_data())
         ):
             return t.map.dense_jacobian(out)
         F = self.full_columns(i)

@@ -281,15 +281,20 @@ class CoordinateSparsity(ConstraintSet):
         return len(self.free)
 
     def swap_members(self) -> np.ndarray | None:
+        """Each unit's positions into C (units x unit size), or None for units of several sizes or
+        pairs; found once per set (every solve asks)."""
         if self.pairs or self.variable.symmetric:
             return None
         if self.unit_of is None:
             return np.arange(self.size, dtype=np.int64)[:, None]
-        order = np.argsort(self.unit_of, kind="stable")
-        counts = np.bincount(self.unit_of, minlength=self.n_units)
-        if counts.min() != counts.max():
-            return None
-        return order.reshape(self.n_units, counts[0])
+        seen = self.__dict__.get("_members")
+        if seen is None or seen[0] is not self.unit_of:
+            order = np.argsort(self.unit_of, kind="stable")
+            counts = np.bincount(self.unit_of, minlength=self.n_units)
+            members = None if counts.min() != counts.max() else order.reshape(self.n_units, counts[0])
+            seen = (self.unit_of, members)
+            self.__dict__["_members"] = seen
+        return seen[1]
 
     def zero_note(self) -> str:
         written = getattr(self.constraint, "k", None)
@@ -409,11 +414,13 @@ def group_names(c: Any, support: np.ndarray, names: Any) -> list[str]:
     labels = np.asarray(c.groups)[pos]
     axis = {"rows": 0, "cols": 1}.get(getattr(c.nnz, "axis_groups", None) or "", None)
     out = []
-    for lab in np.unique(labels):
-        member = int(support[np.flatnonzero(labels == lab)[0]])
-        if axis is not None and len(c.variable.shape) == 2:
-            i = int(np.unravel_index(member, c.variable.shape)[axis])
-            axis_names = names.axis_names()[axis] if names is not None else None
+    labs, first = np.unique(labels, return_index=True)  # (each label's first member in the support)
+    by_axis = axis is not None and len(c.variable.shape) == 2
+    axis_names = names.axis_names()[axis] if by_axis and names is not None and len(labs) else None
+    for lab, at in zip(labs.tolist(), first.tolist()):
+        member = int(support[at])
+        if by_axis:
+            i = divmod(member, c.variable.shape[1])[axis]  # (row, column) of a C-ordered matrix
             out.append(
                 axis_names[i]
                 if axis_names is not None

@@ -118,6 +118,31 @@ def test_dense_jacobian_of_overlapping_strided_and_scaled_blocks():
     np.testing.assert_allclose(m.dense_jacobian(np.full(a.shape, np.nan)), a, rtol=1e-15, atol=0)
 
 
+def test_dense_jacobian_of_a_matrix_view_is_written_from_the_data(monkeypatch):
+    """X @ W (the softmax's Z = X W + b, a matrix variable, scaled, a submatrix view, one variable
+    read twice): the whole Jacobian equals the columns of every coordinate, and a dense operator
+    times a matrix view with each coordinate read once is written from the data directly, without
+    a block's sparse columns (the lean path's first solve and every rebinding write it)."""
+    from sparsemodel.objective.affine import Block
+
+    X, X2 = RNG.standard_normal((15, 4)), RNG.standard_normal((15, 2))
+    W, b, V = sm.Variable((4, 3), name="W"), sm.Variable(3, name="b"), sm.Variable((5, 3), name="V")
+    Zs = [X @ W + b, -2.5 * (X @ W) + b, X @ W + X2 @ V[1:3, :], X @ W + X @ W]
+    maps = []
+    for Z in Zs:
+        lp = sm.Problem(sm.minimize(sm.sum(sm.logsumexp(Z, axis=1))), [sm.nnz(W) <= 2]).lower()
+        m = lp.design.terms[0].map
+        assert m.canonical and any(len(blk.vshape) == 2 and blk.op is not None for blk in m.blocks)
+        a = m.columns(np.arange(lp.n))
+        maps.append((m, a.toarray() if sp.issparse(a) else a))
+    calls = []
+    real = Block.columns
+    monkeypatch.setattr(Block, "columns", lambda self, *a: calls.append(self) or real(self, *a))
+    for m, a in maps:
+        np.testing.assert_allclose(m.dense_jacobian(), a, rtol=1e-15, atol=0)
+    assert not [blk for blk in calls if blk.op is not None]  # (the views of b are written in place too)
+
+
 @pytest.mark.parametrize("case", objectives(), ids=lambda c: c[0])
 def test_columns_asked_twice_or_out_of_order_are_each_given(case):
     """Columns come back in the order asked, a repeated coordinate once per request."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import sparsemodel as sm
 from sparsemodel.datasets import sparse_linear_regression, sparse_logistic_regression
@@ -222,6 +223,72 @@ def test_multinomial_options_ridge_and_paths():
         lpk = lp.with_budget(k)
         assert lean_mod.lean_data(lpk) is lean_mod.lean_data(lp)
         agree_answer(AUTO().solve(lpk), AUTO(lean=False).solve(lpk))
+
+
+def test_multinomial_above_the_sparse_storage_runs_the_kernel_on_the_same_path(monkeypatch):
+    """At 500 x 100 (a Jacobian of 1500 x 303 entries, which the Python path keeps sparse) the kernel
+    reads a dense one written from the data and takes the Python pipeline's path: the same GraHTP
+    point and the same swaps, also on draws where a restricted solve's point on the softmax's line
+    of minimizers (one number added to a row of W changes nothing) was decided by rounding (seeds 0
+    and 3 started from different GraHTP points with a jitter of 1e-14); above the design's
+    FULL_LIMIT (set here just at and just below a small problem's size) the kernel has no arrays."""
+    from sparsemodel.objective import columns
+
+    for seed in (0, 3):
+        lp = multinomial(500, 100, 10, seed).lower()
+        t = lp.design.terms[0]
+        assert columns.SMALL_DENSE < t.map.size * lp.n <= columns.FULL_LIMIT
+        lean, python = AUTO().solve(lp), AUTO(lean=False).solve(lp)
+        agree_answer(lean, python)
+        assert lean.extra["start_objective"] == pytest.approx(python.extra["start_objective"], rel=REL, abs=REL)
+        assert lean.extra["swaps"] == python.extra["swaps"]
+        assert sp.issparse(lp.design.full_columns(0))  # (the Python path's own copy stays sparse)
+    size = 180 * 27  # multinomial(60, 8, ...): 180 rows x 27 coordinates
+    for limit, runs in ((size, True), (size - 1, False)):
+        monkeypatch.setattr(columns, "FULL_LIMIT", limit)
+        lp = multinomial(60, 8, 2, 1).lower()
+        assert lp.design.terms[0].map.size * lp.n == size
+        assert (lean_mod.lean_data(lp) is not None) == runs
+        assert (AUTO().solve(lp).extra.get("kernel") == "compiled") == runs
+
+
+def test_multinomial_rebound_kernel_reads_the_new_data():
+    """A rebinding writes the new data into the kernel problem, which finds the softmax's columns by
+    class again from them: the rebound lowering's kernel run is the fresh lowering's, number for
+    number (the same iterations, Newton steps and end point), also when the new X has a zero column
+    (that column of X W + b then belongs to no class). A kernel that kept the old data's columns by
+    class would form the Hessians of the old data: other Newton steps, other counts."""
+    n, p, k = 90, 12, 3
+    rng = np.random.default_rng(5)
+
+    def problem(X: np.ndarray, Y: np.ndarray) -> sm.Problem:
+        W, b = sm.Variable((p, 3), name="W"), sm.Variable(3, name="b")
+        Zs = sm.Data(X, name="X") @ W + b
+        loss = sm.sum(sm.logsumexp(Zs, axis=1)) - sm.sum(sm.Data(Y, name="Y") * Zs) + 0.2 * sm.sum_squares(W)
+        return sm.Problem(sm.minimize(loss), [sm.nnz(W, groups=np.repeat(np.arange(p), 3)) <= k])
+
+    def draw() -> tuple[np.ndarray, np.ndarray]:
+        X = rng.standard_normal((n, p))
+        Z = X[:, :3] @ rng.uniform(-1.5, 1.5, (3, 3))
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        return X, np.eye(3)[[rng.choice(3, p=row) for row in P]]
+
+    lp = problem(*draw()).lower()
+    AUTO().solve(lp)
+    kernel = lean_mod.lean_data(lp)
+    for zero_column in (False, True):
+        X, Y = draw()
+        if zero_column:
+            X[:, 4] = 0.0
+        lp = lp.rebind(X=X, Y=Y)
+        got = AUTO().solve(lp)
+        assert lean_mod.lean_data(lp) is kernel
+        fresh = AUTO().solve(problem(X, Y).lower())
+        assert got.extra["kernel"] == fresh.extra["kernel"] == "compiled"
+        assert got.iterations == fresh.iterations and got.counters == fresh.counters
+        assert np.array_equal(got.x, fresh.x) and got.objective == fresh.objective
+        agree_answer(got, AUTO(lean=False).solve(lp))
 
 
 @pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson"])

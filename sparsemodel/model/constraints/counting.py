@@ -312,8 +312,15 @@ class NnzConstraint(Bounded, Constraint):
 
     @property
     def n_units(self) -> int:
-        """How many selectable units there are: coordinates, or distinct groups."""
-        return len(np.unique(self.groups)) if self.groups is not None else len(self.coords)
+        """How many selectable units there are: coordinates, or distinct groups (counted once per
+        groups array: every solve's result and bound read it)."""
+        if self.groups is None:
+            return len(self.coords)
+        seen = self.__dict__.get("_n_units")
+        if seen is None or seen[0] is not self.groups:
+            seen = (self.groups, len(np.unique(self.groups)))
+            self.__dict__["_n_units"] = seen
+        return seen[1]
 
     @property
     def k(self) -> int:
