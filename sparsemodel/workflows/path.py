@@ -44,8 +44,9 @@ from ..sets.units import k_header
 from ..solvers.base import blas_threads
 from ..solvers.result import USABLE
 from ..util import jsonable
+from .criteria import degrees_of_freedom
 from .figures import new_figure
-from .metrics import Scorer, dof, metric_names, with_metric_columns
+from .metrics import Scorer, metric_names, with_metric_columns
 from .options import bounds_of
 from .report import RUN_COLUMNS, SUPPORT_COLUMNS, Report, report_html, run_cells, support_cells
 
@@ -82,6 +83,10 @@ class PathPoint:
     time_s: float
     message: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)  # df, and the held-out loss and truth's when asked
+    # the answer as a flat point and its (df, units used, selectable units): what the curve of select
+    # reads again (workflows/select._row); not part of the row
+    x: np.ndarray | None = field(default=None, repr=False, compare=False)
+    counts: tuple[int, int, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -174,10 +179,12 @@ class PathRun:
         point.time_s = time.perf_counter() - t0
         if point.ok:
             x = self.lp.layout.pack(point.result.values)
+            point.x = x
             if point.usable:  # a diverged point is no start for the next
                 self.prev = x
             if not self.fold:
-                point.metrics["df"] = dof(self.lp, x)
+                point.counts = degrees_of_freedom(self.lp, x)
+                point.metrics["df"] = int(point.counts[0])
             if self.scorer is not None:
                 point.metrics.update(self.scorer.score(self.lp, point.result))
             if not self.warmable and self.start != "cold" and not point.message:

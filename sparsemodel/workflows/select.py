@@ -66,7 +66,7 @@ from .figures import new_figure
 from .metrics import bound_cells, with_metric_columns
 from .options import SelectOptions, bounds_of
 from .path import PathPoint, PathRun, SolutionPath, _span
-from .report import Report, report_html
+from .report import ERROR, Report, report_html, support_cells
 from .runner import Resident, check_jobs, workers
 
 if TYPE_CHECKING:
@@ -411,7 +411,7 @@ def one_se_paired(
 def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by: str, gamma: float) -> dict[str, Any]:
     """One row of the curve: the point's nnz, df, data loss and objective, and the criterion's value
     (cross-validation fills the value in later)."""
-    cells = pt.row()
+    cells = support_cells(pt.result)
     row: dict[str, Any] = {
         "k": pt.k,
         "value": math.nan,
@@ -421,14 +421,14 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         "loss": None,
         "objective": None,
         **bound_cells(pt.result),
-        "status": cells["status"],
+        "status": pt.result.status if pt.result is not None else ERROR,
         "unit": lp.set.unit,
         "support": cells["support"],
         "support_names": cells["support_names"],
     }
     if pt.ok:
-        x = lp.layout.pack(pt.result.values)
-        df, s, p = degrees_of_freedom(lp, x)
+        x = pt.x if pt.x is not None else lp.layout.pack(pt.result.values)  # (the path's step packed it)
+        df, s, p = pt.counts if pt.counts is not None else degrees_of_freedom(lp, x)
         row.update(nnz=int(len(pt.result.support)), df=df, objective=float(pt.result.objective))
         row["loss"] = float(loss_of.value(x))
         if by in CRITERIA and pt.usable:
