@@ -447,29 +447,16 @@ def test_the_kernel_refuses_a_budget_or_options_below_their_bounds():
     kern = lean_mod.kernels()
     x0 = np.zeros(lp.n)
     good = np.array([1, 0, 1, 8, 10, 1e-12, 100, 1e-10], dtype=float)
+
+    def run(k, opts):
+        stats = np.zeros((1, kern.N_STATS), dtype=np.int64)
+        return kern.auto_run(data.P, k, np.array([0], dtype=np.int64), x0, x0, opts, stats, np.full((1, 5), np.nan))
+
     for k, change in ((0, None), (2, (0, 0.0)), (2, (2, 0.0)), (2, (3, 0.0))):
         opts = good.copy()
         if change is not None:
             opts[change[0]] = change[1]
         with pytest.raises(ValueError, match="auto_run takes"):
-            kern.auto_run(
-                data.P,
-                k,
-                np.array([0], dtype=np.int64),
-                x0,
-                x0,
-                opts,
-                np.zeros((1, kern.N_STATS), dtype=np.int64),
-                np.full((1, 5), np.nan),
-            )
-    out = kern.auto_run(
-        data.P,
-        2,
-        np.array([0], dtype=np.int64),
-        x0,
-        x0,
-        good,
-        np.zeros((1, kern.N_STATS), dtype=np.int64),
-        np.full((1, 5), np.nan),
-    )
+            run(k, opts)
+    out = run(2, good)
     assert np.count_nonzero(out[0][lp.set.coords]) <= 2
