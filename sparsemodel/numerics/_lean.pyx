@@ -83,7 +83,7 @@ cdef class Problem:
     cdef double[::1] z, d1, d2, e1, e2, w  # scratch of length n
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
     cdef Py_ssize_t[::1] selbuf, nzbuf  # scratch of length |C|, D
-    cdef object ws  # the restricted solve's Workspace
+    cdef object ws, ws2  # the restricted solve's Workspaces: the last size's and the one before
     cdef object ccall  # the columns of J by class (ClassCols; False: not class by class), made on first use
 
     def forget(self):
@@ -239,11 +239,43 @@ cdef void _sort_pairs(Pair* p, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
         p[b] = t
 
 
+cdef object _icopy(Py_ssize_t[::1] a):
+    """A new intp array holding ``a``, copied by a C loop (``np.array`` of a memoryview converts it
+    through the buffer protocol first: about three times the cost on the short arrays of a search)."""
+    arr = np.empty(a.shape[0], dtype=np.intp)
+    cdef Py_ssize_t[::1] out = arr
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        out[i] = a[i]
+    return arr
+
+
+cdef object _dcopy(double[::1] a):
+    """A new float array holding ``a`` (as :func:`_icopy`)."""
+    arr = np.empty(a.shape[0])
+    cdef double[::1] out = arr
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        out[i] = a[i]
+    return arr
+
+
+cdef object _dcopy2(double[:, :] a):
+    """A new C-ordered float matrix holding ``a`` (any strides; as :func:`_icopy`)."""
+    arr = np.empty((a.shape[0], a.shape[1]))
+    cdef double[:, ::1] out = arr
+    cdef Py_ssize_t i, j
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[i, j] = a[i, j]
+    return arr
+
+
 cdef Py_ssize_t[::1] _sorted(Py_ssize_t[::1] a):
     cdef Py_ssize_t[::1] out
     if a.shape[0] > 64:
         return np.sort(np.asarray(a))
-    out = np.array(a)
+    out = _icopy(a)
     _sort_positions(out)  # (short: in place, no NumPy call)
     return out
 
@@ -809,7 +841,7 @@ cdef class Workspace:
 
     cdef Py_ssize_t nb
     cdef double[:, ::1] JB, M, H, L
-    cdef double[::1] g, step, ut
+    cdef double[::1] g, step, ut, u0  # (u0: the solve's coefficients, _solve_on's; the others _restricted's)
     cdef ClassCols cc
 
 
@@ -817,15 +849,20 @@ cdef Workspace _workspace(Problem P, Py_ssize_t nb):
     cdef Workspace ws = P.ws
     if ws is not None and ws.nb == nb:
         return ws
+    ws = P.ws2  # two sizes kept: a warm start's support and the one filled to k alternate
+    if ws is not None and ws.nb == nb:
+        P.ws2, P.ws = P.ws, ws
+        return ws
     ws = Workspace()
     ws.nb = nb
-    ws.JB, ws.M = np.empty((P.n, nb)), np.empty((P.n, nb))
+    if not P.quad:  # (a quadratic's solve is one factorization of Gram rows: no columns gathered)
+        ws.JB, ws.M = np.empty((P.n, nb)), np.empty((P.n, nb))
     ws.H, ws.L = np.empty((nb, nb)), np.empty((nb, nb))
-    ws.g, ws.step, ws.ut = np.empty(nb), np.empty(nb), np.empty(nb)
+    ws.g, ws.step, ws.ut, ws.u0 = np.empty(nb), np.empty(nb), np.empty(nb), np.empty(nb)
     ws.cc = None
     if P.classes > 1 and nb > 0:
         ws.cc = _class_arrays(nb, P.wc.shape[0], P.classes, nb, nb)
-    P.ws = ws
+    P.ws2, P.ws = P.ws, ws
     return ws
 
 
@@ -844,13 +881,13 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
     cdef double[::1] r, g, step, ut, tmp
     cdef int nbi = <int> nb, ni = <int> P.n, one_i = 1
     cdef double one_d = 1.0
+    cdef Workspace ws_q
     if P.quad:
         if nb == 0:
             return _value(P, u, cols, d1, P.d2, 1), True, True, 1
         _gram_rows(P, cols)
-        H = np.empty((nb, nb))
-        L = np.empty((nb, nb))
-        r = np.empty(nb)
+        ws_q = _workspace(P, nb)  # (the scratch of this size: no allocation per solve)
+        H, L, r = ws_q.H, ws_q.L, ws_q.g
         for a in range(nb):
             r[a] = -P.g0[cols[a]]
             for c in range(nb):
@@ -981,7 +1018,7 @@ cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give
     place: a rejected support's gradient is never read)."""
     cdef Py_ssize_t[::1] cols = _union(P, sel)
     cdef Py_ssize_t a, nb = cols.shape[0]
-    cdef double[::1] u = np.empty(nb)
+    cdef double[::1] u = _workspace(P, nb).u0  # (read back into x below: not kept)
     for a in range(nb):
         u[a] = x0[cols[a]]
     cdef double f
@@ -1116,7 +1153,7 @@ cdef Py_ssize_t[::1] _units_at(Problem P, double[::1] x):
                 out[q] = u
                 q += 1
                 break
-    return np.array(out[:q])
+    return _icopy(out[:q])
 
 
 cdef bint _same_sel(Problem P, Py_ssize_t ns, Py_ssize_t[::1] b) noexcept nogil:
@@ -1161,7 +1198,7 @@ cdef Py_ssize_t[::1] _support(Problem P, double[::1] x):
         if x[P.C[a]] != 0.0:
             out[q] = a
             q += 1
-    return np.array(out[:q])
+    return _icopy(out[:q])
 
 
 cdef double _norm(double[::1] v) noexcept nogil:
@@ -1263,7 +1300,7 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
         if same:
             xn, fn, gn = x, f, g
         else:
-            st = np.array(P.selbuf[:ns])
+            st = _icopy(P.selbuf[:ns])
             warm = _thresholded(P, x, eta, g, st)
             xn, fn, gn, ok = _solve_on(P, st, warm, NAN, stats)
             if not ok:
@@ -1297,7 +1334,7 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
                         break
                 if seen:
                     continue
-                st2 = np.array(P.selbuf[:ns])
+                st2 = _icopy(P.selbuf[:ns])
                 warm = _thresholded(P, x, e, g, st2)
                 tried[ntried] = st2
                 ntried += 1
@@ -1530,7 +1567,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             HBB[c, a] = s
         tr += HBB[a, a]
     lam = JITTER * max(tr / max(nb, 1), 1e-300)
-    cdef double[:, ::1] Mj = np.array(HBB), L = np.empty((nb, nb)), A = np.empty((nb, nb))
+    cdef double[:, ::1] Mj = _dcopy2(HBB), L = np.empty((nb, nb)), A = np.empty((nb, nb))
     for a in range(nb):
         Mj[a, a] += lam
     md.units, md.units_out, md.B, md.Icols, md.HBB, md.HBI, md.HII = units, units_out, B, Icols, HBB, HBI, HII
@@ -1576,8 +1613,8 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         if take + 1 > order.shape[0] and order.shape[0] < widest:  # widened past the first: all at once
             order = _top(gain, widest, True)
             every = _pairs(md, x, nJ, m, order)
-    md.cand = np.array(order[:take])
-    md.delta = np.array(every[:, :take])
+    md.cand = _icopy(order[:take])
+    md.delta = _dcopy2(every[:, :take])
     md.ok = True
     return md
 
@@ -1729,12 +1766,12 @@ cdef tuple _disjoint(Py_ssize_t[::1] outs, Py_ssize_t[::1] ins, double[::1] vals
         po[0] = outs[0]
         pi[0] = ins[0]
         q = 1
-    return np.array(po[:q]), np.array(pi[:q])
+    return _icopy(po[:q]), _icopy(pi[:q])
 
 
 cdef Py_ssize_t[::1] _swapped(Py_ssize_t[::1] units, Py_ssize_t[::1] po, Py_ssize_t[::1] pi, Py_ssize_t c):
     """The units with the first c pairs exchanged (sorted)."""
-    cdef Py_ssize_t[::1] out = np.array(units)
+    cdef Py_ssize_t[::1] out = _icopy(units)
     cdef Py_ssize_t s, a
     for s in range(c):
         for a in range(out.shape[0]):
@@ -1808,7 +1845,7 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
             step[a] = -step[a]
     else:
         step = -np.linalg.lstsq(np.asarray(H), np.asarray(rhs), rcond=None)[0]
-    cdef double[::1] w = np.array(x)
+    cdef double[::1] w = _dcopy(x)
     for s in range(ne):
         w[md.B[out_rows[s]]] = 0.0
     for a in range(nk):
@@ -1887,8 +1924,8 @@ cdef tuple _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py
     for r in range(outs.shape[0]):
         if extra >= tries:
             break
-        po1 = np.array(outs[r : r + 1])
-        pi1 = np.array(ins[r : r + 1])
+        po1 = _icopy(outs[r : r + 1])
+        pi1 = _icopy(ins[r : r + 1])
         new = _swapped(md.units, po1, pi1, 1)
         if _seen(tried, new):
             continue
@@ -2011,7 +2048,7 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
                 return np.asarray(bx), bf, FALLBACK, 0, -1, flog
             its = 1
         else:
-            x = np.array(xi)
+            x = _dcopy(xi)
             its = 1
         units = _units_at(P, x)
         x, f, g, ok = _solve_on(P, _positions(P, units), x, NAN, sv[s])
