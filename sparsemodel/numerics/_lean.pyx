@@ -84,6 +84,7 @@ cdef class Problem:
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
     cdef Py_ssize_t[::1] selbuf, nzbuf  # scratch of length |C|, D
     cdef object ws, ws2  # the restricted solve's Workspaces: the last size's and the one before
+    cdef object mb, mb2  # the swap model's buffers (ModelBuffers): the last shape's and the one before
     cdef object ccall  # the columns of J by class (ClassCols; False: not class by class), made on first use
 
     def forget(self):
@@ -1459,6 +1460,37 @@ cdef bint _small_solve(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* rh
     return True
 
 
+cdef class ModelBuffers:
+    """A swap model's arrays for one shape (nb support rows, ni candidate columns, nI candidates,
+    nJ support units), kept on the Problem: the models of a search are built one after another and
+    each dies before the next (the search, auto_run's fill), so their arrays need not be made again."""
+
+    cdef Py_ssize_t nb, ni, nI, nJ, m
+    cdef Py_ssize_t[::1] B, Icols
+    cdef double[:, ::1] HBB, HBI, HII, Mj, L, A, AB, sigma, Sinv
+    cdef double[::1] v1, gain, removal
+
+
+cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssize_t nI, Py_ssize_t nJ):
+    cdef Py_ssize_t m = P.m
+    cdef ModelBuffers mb = P.mb
+    if mb is not None and mb.nb == nb and mb.ni == ni and mb.nI == nI and mb.nJ == nJ and mb.m == m:
+        return mb
+    mb = P.mb2  # two shapes kept: the pool's model and the full one of a search step alternate
+    if mb is not None and mb.nb == nb and mb.ni == ni and mb.nI == nI and mb.nJ == nJ and mb.m == m:
+        P.mb2, P.mb = P.mb, mb
+        return mb
+    mb = ModelBuffers()
+    mb.nb, mb.ni, mb.nI, mb.nJ, mb.m = nb, ni, nI, nJ, m
+    mb.B, mb.Icols = np.empty(nb, dtype=np.intp), np.empty(ni, dtype=np.intp)
+    mb.HBB, mb.HBI, mb.HII = np.empty((nb, nb)), np.empty((nb, ni)), np.empty((ni, m))
+    mb.Mj, mb.L, mb.A, mb.AB = np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, ni))
+    mb.sigma, mb.Sinv = np.empty((ni, m)), np.empty((ni, m))
+    mb.v1, mb.gain, mb.removal = np.empty(ni), np.empty(nI), np.empty(nJ)
+    P.mb2, P.mb = P.mb, mb
+    return mb
+
+
 cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] units, Py_ssize_t pool,
                        Py_ssize_t candidates):
     cdef Model md = Model()
@@ -1472,12 +1504,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     inside = np.zeros(nunits, dtype=np.bool_)
     inside[np.asarray(units)] = True
     cdef Py_ssize_t[::1] units_out = np.flatnonzero(~inside).astype(np.intp)
-    cdef Py_ssize_t[::1] B = np.empty(nb, dtype=np.intp)
-    for a in range(nJ):
-        for b in range(m):
-            B[a * m + b] = P.C[P.members[units[a], b]]
-    for a in range(nf):
-        B[nJ * m + a] = P.F[a]
+    cdef Py_ssize_t[::1] B
     if units_out.shape[0] > pool:  # the screen (swaps._screen)
         score = np.empty(units_out.shape[0])
         if m == 1 and P.code != SOFTMAX_CODE:  # g_i^2 / H_ii (ABESS's forward sacrifice)
@@ -1497,12 +1524,20 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         units_out = _sorted(np.asarray(units_out)[np.asarray(order)])
     nI = units_out.shape[0]
     ni = nI * m
-    cdef Py_ssize_t[::1] Icols = np.empty(ni, dtype=np.intp)
+    cdef ModelBuffers mb = _model_buffers(P, nb, ni, nI, nJ)
+    B = mb.B
+    for a in range(nJ):
+        for b in range(m):
+            B[a * m + b] = P.C[P.members[units[a], b]]
+    for a in range(nf):
+        B[nJ * m + a] = P.F[a]
+    cdef Py_ssize_t[::1] Icols = mb.Icols
     for a in range(nI):
         for b in range(m):
             Icols[a * m + b] = P.C[P.members[units_out[a], b]]
-    cdef double[:, ::1] HBB = np.empty((nb, nb)), HBI = np.empty((nb, ni)), Hrows, Mw
-    cdef double[:, ::1] HII = np.zeros((ni, m))
+    cdef double[:, ::1] HBB = mb.HBB, HBI = mb.HBI, Hrows, Mw
+    cdef double[:, ::1] HII = mb.HII
+    HII[:, :] = 0.0
     if P.quad:
         _gram_rows(P, B)
         for a in range(nb):
@@ -1567,7 +1602,8 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             HBB[c, a] = s
         tr += HBB[a, a]
     lam = JITTER * max(tr / max(nb, 1), 1e-300)
-    cdef double[:, ::1] Mj = _dcopy2(HBB), L = np.empty((nb, nb)), A = np.empty((nb, nb))
+    cdef double[:, ::1] Mj = mb.Mj, L = mb.L, A = mb.A
+    Mj[:, :] = HBB
     for a in range(nb):
         Mj[a, a] += lam
     md.units, md.units_out, md.B, md.Icols, md.HBB, md.HBI, md.HII = units, units_out, B, Icols, HBB, HBI, HII
@@ -1575,10 +1611,10 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         md.ok = False
         return md
     _finverse(L, A)
-    cdef double[:, ::1] AB = np.empty((nb, ni))
+    cdef double[:, ::1] AB = mb.AB
     _matmul(A, HBI, AB)
-    cdef double[:, ::1] sigma = np.empty((ni, m)), Sinv = np.empty((ni, m))
-    cdef double[::1] v1 = np.empty(ni), gain = np.empty(nI), removal = np.empty(nJ)
+    cdef double[:, ::1] sigma = mb.sigma, Sinv = mb.Sinv
+    cdef double[::1] v1 = mb.v1, gain = mb.gain, removal = mb.removal
     if m == 1:
         for c in range(nI):
             s = HII[c, 0]
