@@ -1719,7 +1719,7 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
     cdef Py_ssize_t nc = cols.shape[0], a, q, c, i, j, r
     cdef double[:, ::1] out = np.empty((nJ, nc)), AB = md.AB, A = md.A, Sinv = md.Sinv
     cdef double xa, K, e, d, t
-    cdef double[:, ::1] Kb = np.empty((m, m)), T = np.empty((m, m))
+    cdef double[:, ::1] Kb, T
     cdef double[8] e_, y_
     cdef Py_ssize_t b_
     if m == 1:
@@ -1732,6 +1732,7 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
                 d = -md.gain[c] + 0.5 * e * e / K
                 out[a, q] = d if isfinite(d) else INFINITY
         return out
+    Kb, T = np.empty((m, m)), np.empty((m, m))  # (groups: each pair's m x m blocks)
     for a in range(nJ):
         r = a * m
         for q in range(nc):
