@@ -60,6 +60,7 @@ cdef double NEWTON_JITTER = 1e-12  # the Newton steps' relative jitter (numerics
 cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
 MAX_UNIT = 8  # the largest unit (group) size the kernels take (their small solves use fixed buffers)
+cdef Py_ssize_t WORKSPACES = 6  # restricted-solve scratch sizes kept at most (_workspace)
 cdef Py_ssize_t GRAM_GEMV = 4  # Hessian rows filled one product each up to this many at once (_gram_rows)
 cdef Py_ssize_t LAPACK_DIM = 16  # factorizations above this size go to LAPACK, below it plain loops
 
@@ -82,8 +83,9 @@ cdef class Problem:
     cdef public Py_ssize_t n, D, classes, m
     cdef double[::1] z, d1, d2, e1, e2, w  # scratch of length n
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
-    cdef Py_ssize_t[::1] selbuf, nzbuf  # scratch of length |C|, D
-    cdef object ws, ws2  # the restricted solve's Workspaces: the last size's and the one before
+    cdef Py_ssize_t[::1] selbuf, nzbuf, colbuf  # scratch of length |C|, D, D
+    cdef object ws  # the restricted solve's Workspace of the last size
+    cdef list wss  # the Workspaces of recent sizes, oldest first (_workspace)
     cdef object mb, mb2  # the swap model's buffers (ModelBuffers): the last shape's and the one before
     cdef object ccall  # the columns of J by class (ClassCols; False: not class by class), made on first use
 
@@ -107,6 +109,7 @@ cdef class Problem:
         self.e1, self.e2, self.w = np.empty(self.n), np.empty(self.n), np.empty(self.n)
         self.mag, self.ubuf = np.empty(len(C)), np.empty(self.D)
         self.selbuf, self.nzbuf = np.empty(len(C), dtype=np.intp), np.empty(self.D, dtype=np.intp)
+        self.colbuf = np.empty(self.D, dtype=np.intp)
 
 
 # ---------------------------------------------------------------------- sorting
@@ -847,13 +850,23 @@ cdef class Workspace:
 
 
 cdef Workspace _workspace(Problem P, Py_ssize_t nb):
+    """The scratch of supports of nb coordinates. A few sizes are kept (a warm start's support and
+    the one filled to k alternate; GraHTP's line search and a group search visit several), the
+    oldest dropped beyond WORKSPACES or once the kept sizes add up to more than J's D columns (each
+    keeps two n x nb blocks: at most twice J's memory)."""
     cdef Workspace ws = P.ws
+    cdef Py_ssize_t i, kept
     if ws is not None and ws.nb == nb:
         return ws
-    ws = P.ws2  # two sizes kept: a warm start's support and the one filled to k alternate
-    if ws is not None and ws.nb == nb:
-        P.ws2, P.ws = P.ws, ws
-        return ws
+    if P.wss is None:
+        P.wss = []
+    for i in range(len(P.wss)):
+        ws = P.wss[i]
+        if ws.nb == nb:
+            del P.wss[i]
+            P.wss.append(ws)
+            P.ws = ws
+            return ws
     ws = Workspace()
     ws.nb = nb
     if not P.quad:  # (a quadratic's solve is one factorization of Gram rows: no columns gathered)
@@ -863,7 +876,14 @@ cdef Workspace _workspace(Problem P, Py_ssize_t nb):
     ws.cc = None
     if P.classes > 1 and nb > 0:
         ws.cc = _class_arrays(nb, P.wc.shape[0], P.classes, nb, nb)
-    P.ws2, P.ws = P.ws, ws
+    P.wss.append(ws)
+    kept = 0
+    for i in range(len(P.wss)):
+        kept += (<Workspace> P.wss[i]).nb
+    while len(P.wss) > 1 and (len(P.wss) > WORKSPACES or kept > P.D):
+        kept -= (<Workspace> P.wss[0]).nb
+        del P.wss[0]
+    P.ws = ws
     return ws
 
 
@@ -997,16 +1017,16 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
 
 
 cdef Py_ssize_t[::1] _union(Problem P, Py_ssize_t[::1] sel):
-    """The sorted flat coordinates C[sel] together with F."""
+    """The sorted flat coordinates C[sel] together with F, in the Problem's scratch ``colbuf`` (valid
+    until the next call: _solve_on, its only caller, reads it within one solve)."""
     cdef Py_ssize_t nf = P.F.shape[0], a
-    out_ = np.empty(nf + sel.shape[0], dtype=np.intp)
-    cdef Py_ssize_t[::1] out = out_
+    cdef Py_ssize_t[::1] out = P.colbuf[: nf + sel.shape[0]]
     for a in range(nf):
         out[a] = P.F[a]
     for a in range(sel.shape[0]):
         out[nf + a] = P.C[sel[a]]
     if out.shape[0] > 64:
-        out_.sort()
+        np.asarray(out).sort()
     else:
         _sort_positions(out)
     return out
@@ -1015,8 +1035,8 @@ cdef Py_ssize_t[::1] _union(Problem P, Py_ssize_t[::1] sel):
 cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats,
                      double wanted=NAN):
     """The restricted minimizer over C[sel] and F from the flat point x0: (x, f, g, ok); with
-    ``wanted`` (the caller's acceptance bar) the gradient only when f < wanted (else x in its
-    place: a rejected support's gradient is never read)."""
+    ``wanted`` (the caller's acceptance bar) the point and its gradient only when f < wanted, and
+    only when ok (else x0 in their places: a rejected or failed support's are never read)."""
     cdef Py_ssize_t[::1] cols = _union(P, sel)
     cdef Py_ssize_t a, nb = cols.shape[0]
     cdef double[::1] u = _workspace(P, nb).u0  # (read back into x below: not kept)
@@ -1028,14 +1048,12 @@ cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give
     f, ok, conv, its = _restricted(P, cols, u, 1e-12, give_up, P.d1)
     stats[0] += 1  # ST_SOLVES
     stats[1] += its  # ST_NEWTON
+    if not ok or (not isnan(wanted) and not f < wanted):
+        return x0, f, x0, ok  # (a failed or a rejected support: no caller reads its point)
     x_ = np.zeros(P.D)
     cdef double[::1] x = x_
     for a in range(nb):
         x[cols[a]] = u[a]
-    if not ok:
-        return x, f, x, False
-    if not isnan(wanted) and not f < wanted:
-        return x, f, x, True
     stats[2] += 1  # ST_GRADS
     if P.quad:
         return x, f, _quad_grad(P, u, cols), True
