@@ -83,7 +83,7 @@ cdef class Problem:
     cdef public Py_ssize_t n, D, classes, m
     cdef double[::1] z, d1, d2, e1, e2, w  # scratch of length n
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
-    cdef Py_ssize_t[::1] selbuf, nzbuf, colbuf  # scratch of length |C|, D, D
+    cdef Py_ssize_t[::1] selbuf, nzbuf, colbuf, posbuf  # scratch of length |C|, D, D, |C|
     cdef object ws  # the restricted solve's Workspace of the last size
     cdef list wss  # the Workspaces of recent sizes, oldest first (_workspace)
     cdef object mb, mb2  # the swap model's buffers (ModelBuffers): the last shape's and the one before
@@ -109,7 +109,7 @@ cdef class Problem:
         self.e1, self.e2, self.w = np.empty(self.n), np.empty(self.n), np.empty(self.n)
         self.mag, self.ubuf = np.empty(len(C)), np.empty(self.D)
         self.selbuf, self.nzbuf = np.empty(len(C), dtype=np.intp), np.empty(self.D, dtype=np.intp)
-        self.colbuf = np.empty(self.D, dtype=np.intp)
+        self.colbuf, self.posbuf = np.empty(self.D, dtype=np.intp), np.empty(len(C), dtype=np.intp)
 
 
 # ---------------------------------------------------------------------- sorting
@@ -1144,11 +1144,12 @@ cdef void _sort_positions(Py_ssize_t[::1] sel) noexcept nogil:
 
 
 cdef Py_ssize_t[::1] _positions(Problem P, Py_ssize_t[::1] units):
-    """The sorted positions into C of the units' members (solvers/auto._positions)."""
+    """The sorted positions into C of the units' members (solvers/auto._positions), in the Problem's
+    scratch ``posbuf`` for groups (valid until the next call: every caller hands them to _solve_on)."""
     if P.m == 1:
         return units
     cdef Py_ssize_t u, a, q = 0
-    cdef Py_ssize_t[::1] out = np.empty(units.shape[0] * P.m, dtype=np.intp)
+    cdef Py_ssize_t[::1] out = P.posbuf[: units.shape[0] * P.m]  # (read by _solve_on's _union at once)
     for u in range(units.shape[0]):
         for a in range(P.m):
             out[q] = P.members[units[u], a]
@@ -1866,9 +1867,11 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
             nk += 1
     keep = keep[:nk]
     m = nk + ne
-    cdef double[:, ::1] H = np.zeros((m, m)), L = np.empty((m, m))
-    cdef double[::1] rhs = np.empty(m), step = np.empty(m)
+    cdef Workspace ws = _workspace(P, m)  # (the exact solve that follows takes the same size's scratch after this)
+    cdef double[:, ::1] H = ws.H, L = ws.L
+    cdef double[::1] rhs = ws.g, step = ws.step
     cdef double t, tr = 0.0, lam
+    H[:, :] = 0.0
     for a in range(nk):
         for q in range(nk):
             H[a, q] = md.HBB[keep[a], keep[q]]
