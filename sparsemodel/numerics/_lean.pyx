@@ -1982,8 +1982,8 @@ cdef tuple _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py
     for r in range(outs.shape[0]):
         if extra >= tries:
             break
-        po1 = _icopy(outs[r : r + 1])
-        pi1 = _icopy(ins[r : r + 1])
+        po1 = outs[r : r + 1]  # (views: _swapped and _check only read them)
+        pi1 = ins[r : r + 1]
         new = _swapped(md.units, po1, pi1, 1)
         if _seen(tried, new):
             continue
