@@ -14,32 +14,12 @@ import itertools
 import numpy as np
 import pytest
 
-import sparsemodel as sm
 from sparsemodel.lowering import bound
 from sparsemodel.lowering.bound import Relaxation, relaxation
 
+from .test_bnb_steps import model  # (the same correlated-column problems)
+
 TOL = 1e-9
-
-
-def model(kind: str, seed: int, p: int = 9, k: int = 3, n: int = 60, lam: float = 1e-2) -> sm.Problem:
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    X[:, 1] = X[:, 0] + 0.3 * rng.standard_normal(n)  # correlated columns: fractional relaxations
-    beta = np.zeros(p)
-    beta[rng.choice(p, k, replace=False)] = rng.uniform(0.5, 1.5, k) * rng.choice([-1, 1], k)
-    w = sm.Variable(p, name="w")
-    b = sm.Variable(1, name="b")
-    z = X @ w + b
-    if kind == "logistic":
-        y = (rng.random(n) < 1 / (1 + np.exp(-X @ beta))).astype(float)
-        obj = (sm.sum(sm.logistic(z)) - y @ z) / n
-    elif kind == "poisson":
-        y = rng.poisson(np.exp(0.3 * X @ beta)).astype(float)
-        obj = (sm.sum(sm.exp(z)) - y @ z) / n
-    else:  # least squares: bnb's shifted form
-        y = X @ beta + rng.standard_normal(n)
-        obj = sm.sum_squares(z - y) / (2 * n)
-    return sm.Problem(sm.minimize(obj + lam / 2 * sm.sum_squares(w)), [sm.nnz(w) <= k])
 
 
 def the_relaxation(lp) -> Relaxation:
@@ -86,7 +66,7 @@ def test_the_relaxed_value_is_the_objective_at_a_feasible_point_above_every_dual
     """At points Frank-Wolfe visits (exact minimizers at z, and Newton points), the relaxed value is
     the objective written out, and it is never below a dual bound of the same node (the best of
     100 exact steps): a primal value of the relaxation."""
-    lp = model(kind, seed).lower()
+    lp = model(kind, seed, p=9).lower()
     rel = the_relaxation(lp)
     nu = lp.set.bound_units().n_units
     rng = np.random.default_rng(seed)
@@ -117,7 +97,7 @@ def test_decided_gives_up_only_on_nodes_that_cannot_reach_the_target(kind, seed,
     makes ``decided`` stop before the n steps, with a bound still below the target. (The other
     reason to stop, the extrapolated progress, is a heuristic on the cost: switched off here.)"""
     monkeypatch.setattr(bound, "STALL_STEPS", 10**6)
-    lp = model(kind, seed).lower()
+    lp = model(kind, seed, p=9).lower()
     rel = the_relaxation(lp)
     nu = lp.set.bound_units().n_units
     rng = np.random.default_rng(seed)
@@ -165,7 +145,7 @@ def test_the_dense_dual_point_is_the_generic_one():
     """The steps' dual point (the free intercept's correction solved on its column first, one
     transposed product) equals the generic anchor's: base, A'theta and the gradient before the
     correction, to rounding."""
-    lp = model("logistic", 11).lower()
+    lp = model("logistic", 11, p=9).lower()
     rel = relaxation(lp)
     assert rel.steps_apply() and len(rel.E) == 1
     rng = np.random.default_rng(0)
@@ -212,7 +192,7 @@ def test_a_step_point_outside_the_conjugates_domain_falls_back_to_x_of_z():
     finite and below the optimum, instead of stopping the search with an error."""
     from sparsemodel.errors import NoBoundError
 
-    lp = model("logistic", 1).lower()
+    lp = model("logistic", 1, p=9).lower()
     rel = the_relaxation(lp)
     assert rel.steps_apply()
     none = np.zeros(9, dtype=bool)

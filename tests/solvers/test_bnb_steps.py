@@ -29,9 +29,12 @@ def model(kind: str, seed: int, p: int = 10, k: int = 3, n: int = 60, lam: float
     if kind == "logistic":
         y = (rng.random(n) < 1 / (1 + np.exp(-X @ beta))).astype(float)
         obj = (sm.sum(sm.logistic(z)) - y @ z) / n
-    else:
+    elif kind == "poisson":
         y = rng.poisson(np.exp(0.3 * X @ beta)).astype(float)
         obj = (sm.sum(sm.exp(z)) - y @ z) / n
+    else:  # least squares: bnb's shifted form
+        y = X @ beta + rng.standard_normal(n)
+        obj = sm.sum_squares(z - y) / (2 * n)
     return sm.Problem(sm.minimize(obj + lam / 2 * sm.sum_squares(w)), [sm.nnz(w) <= k])
 
 
