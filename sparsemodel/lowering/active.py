@@ -838,6 +838,7 @@ class _LeanNewton:
             self.hessians_on.pop(next(iter(self.hessians_on)))
         self.hessians_on[key] = (G, c0)
 
+    @np.errstate(over="ignore", divide="ignore", invalid="ignore")  # steps outside the domain give inf
     def move(
         self,
         F: np.ndarray,
@@ -847,19 +848,6 @@ class _LeanNewton:
         x0: np.ndarray,
         decide: Callable[[float, float], bool] | None = None,
         accurate: bool = False,
-    ) -> tuple[np.ndarray, float] | None:
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # steps outside the domain give inf
-            return self._move(F, C, sel, ridge, x0, decide, accurate)
-
-    def _move(
-        self,
-        F: np.ndarray,
-        C: np.ndarray,
-        sel: np.ndarray,
-        ridge: tuple[float, np.ndarray] | None,
-        x0: np.ndarray,
-        decide: Callable[[float, float], bool] | None,
-        accurate: bool,
     ) -> tuple[np.ndarray, float] | None:
         sh = self.sh
         cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))

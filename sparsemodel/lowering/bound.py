@@ -141,6 +141,27 @@ def h_values(v: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np
     return out
 
 
+def _free_step(H: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """The free coordinates' correction: the least-squares solution of H delta = rhs (H = A_E' H_loss
+    A_E, positive semidefinite); one free coordinate (an intercept) by a division, what lstsq returns
+    without its call."""
+    if len(rhs) == 1 and H[0, 0] > 0:
+        return rhs / H[0, 0]
+    return np.linalg.lstsq(H, rhs, rcond=None)[0]
+
+
+def _hold_free(v: np.ndarray, before: np.ndarray, E: np.ndarray) -> None:
+    """After the free coordinates' correction: v_E (zero to rounding, relative to v and the dual
+    point ``before`` it) set to exactly 0, or NoBoundError where the condition could not be met."""
+    scale = 1.0 + float(np.max(np.abs(v), initial=0.0)) + float(np.max(np.abs(before), initial=0.0))
+    if float(np.max(np.abs(v[E]), initial=0.0)) > FREE_TOL * scale:
+        raise NoBoundError(
+            "no lower bound: the free coordinates' dual condition could not be met (a free coordinate that "
+            "no loss reads, with a linear term: the objective is unbounded along it)"
+        )
+    v[E] = 0.0
+
+
 def top_sum(s: np.ndarray, m: int) -> float:
     """The sum of the m largest entries of s (0 for m <= 0)."""
     if m <= 0 or len(s) == 0:
@@ -468,10 +489,7 @@ class Relaxation:
             vE += JE.T @ th
             H += JE.T @ HJ
             parts.append((t, zt, th, c, HJ))
-        if len(E) == 1 and H[0, 0] > 0:  # (a free intercept: one division)
-            delta = -vE / H[0, 0]
-        else:
-            delta = np.linalg.lstsq(H, -vE, rcond=None)[0]
+        delta = _free_step(H, -vE)
         v = d.lin.astype(float)
         thetas, raws, curvs = [], [], []
         base = float(d.const)
@@ -488,13 +506,7 @@ class Relaxation:
             thetas.append(th2.reshape(zt.shape))
             raws.append(th)
             curvs.append(c)
-        scale = 1.0 + float(np.max(np.abs(v), initial=0.0)) + float(np.max(np.abs(vE), initial=0.0))
-        if float(np.max(np.abs(v[E]), initial=0.0)) > FREE_TOL * scale:
-            raise NoBoundError(
-                "no lower bound: the free coordinates' dual condition could not be met (a free coordinate that "
-                "no loss reads, with a linear term: the objective is unbounded along it)"
-            )
-        v[E] = 0.0
+        _hold_free(v, vE, E)
         return Anchor(base, v, x, thetas, curv=curvs, primal=primal, raw_thetas=raws)
 
     def _raw_gradient(self, a: Anchor, cols: np.ndarray, Jcs: list[np.ndarray] | None = None) -> np.ndarray:
@@ -598,10 +610,7 @@ class Relaxation:
                 HJ = HJ.reshape(-1, len(E))
                 H += J.reshape(-1, len(E)).T @ HJ
                 HJs.append(HJ)
-        if len(E) == 1 and H[0, 0] > 0:  # one free coordinate (an intercept): what lstsq returns, without its call
-            delta = -v[E] / H[0, 0]
-        else:
-            delta = np.linalg.lstsq(H, -v[E], rcond=None)[0]
+        delta = _free_step(H, -v[E])
         new_v = v.copy()
         new_thetas = []
         for i, th, HJ in zip(self.loss, thetas, HJs):
@@ -612,13 +621,7 @@ class Relaxation:
                 new_v += t.map.vjp(dth)
         if pre is not None:
             new_v += HE @ delta
-        scale = 1.0 + float(np.max(np.abs(new_v), initial=0.0)) + float(np.max(np.abs(v), initial=0.0))
-        if float(np.max(np.abs(new_v[E]), initial=0.0)) > FREE_TOL * scale:
-            raise NoBoundError(
-                "no lower bound: the free coordinates' dual condition could not be met (a free coordinate that "
-                "no loss reads, with a linear term: the objective is unbounded along it)"
-            )
-        new_v[E] = 0.0
+        _hold_free(new_v, v, E)
         return new_v, new_thetas
 
     # ------------------------------------------------------------------ bounds

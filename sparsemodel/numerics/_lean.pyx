@@ -2151,6 +2151,16 @@ cdef inline double _chord_steps(double dec, double prev, double target) noexcept
     return log(target / dec) / log(r)
 
 
+cdef inline double _objective_at(Problem P, double loss, double[::1] lin, double[::1] r, double[::1] u) noexcept nogil:
+    """ARHT's restricted objective at the coefficients u of its gathered columns: the constant, the
+    loss's value there, the linear term and the ridge r / 2 u^2 (lean_newton's polish and line search)."""
+    cdef double f = P.const + loss
+    cdef Py_ssize_t i
+    for i in range(u.shape[0]):
+        f += lin[i] * u[i] + 0.5 * r[i] * u[i] * u[i]
+    return f
+
+
 def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
                 double[::1] d1, double[::1] d2, double f, double fl, G, c0, double tol, decide, bint accurate,
                 renew, double stale, double rate, double chord, double local, double safety):
@@ -2243,9 +2253,7 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
                 zt[i] = P.b[i]
             dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &ut[0], &one, &beta1, &zt[0], &one)
             ft_l = _losses(P, zt, e1, e2, 2)
-            ft = P.const + ft_l
-            for i in range(nb):
-                ft += lin[i] * ut[i] + 0.5 * r[i] * ut[i] * ut[i]
+            ft = _objective_at(P, ft_l, lin, r, ut)
             if isfinite(ft) and ft <= f + ROUNDING * (1.0 + fabs(f)):
                 u[:] = ut
                 z[:] = zt
@@ -2271,9 +2279,7 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
             for i in range(n):
                 zt[i] = z[i] + t * dz[i]
             ft_l = _losses(P, zt, e1, e2, 2)
-            ft = P.const + ft_l
-            for i in range(nb):
-                ft += lin[i] * ut[i] + 0.5 * r[i] * ut[i] * ut[i]
+            ft = _objective_at(P, ft_l, lin, r, ut)
             if ft <= f - 0.25 * t * dec:
                 u[:] = ut
                 z[:] = zt
