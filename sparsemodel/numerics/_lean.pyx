@@ -442,12 +442,35 @@ cdef void _jt(Problem P, double[::1] d, double[::1] out) noexcept nogil:
     dgemv(b"N", &m, &n, &alpha, &P.J[0, 0], &lda, &d[0], &one, &beta, &out[0], &one)
 
 
+cdef void _class_jt(Problem P, ClassCols cc, double[::1] d, double[::1] out):
+    """out = J' d from the columns by class (:func:`_all_class_cols`): class c's columns read only
+    the entries d[i K + c] (one BLAS product per class, with a stride of K)."""
+    cdef Py_ssize_t K = P.classes, c, q
+    cdef int m, n = <int> cc.V.shape[0], ldv = <int> cc.V.shape[1], inc = <int> K, one = 1
+    cdef double alpha = 1.0, beta = 0.0
+    cdef double[::1] t = np.empty(P.D)
+    if n == 0:
+        out[:] = 0.0
+        return
+    for c in range(K):
+        m = <int> (cc.start[c + 1] - cc.start[c])
+        if m > 0:
+            # t[class c] (m) = V_c' d_c: V in C order (n x D) is V' in Fortran order (D x n, ld D)
+            dgemv(b"N", &m, &n, &alpha, &cc.V[0, cc.start[c]], &ldv, &d[c], &inc, &beta, &t[cc.start[c]], &one)
+    for q in range(P.D):
+        out[cc.pos[q]] = t[q]
+
+
 cdef double[::1] _full_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] d1):
     """The gradient over every coordinate at x[cols] = u, from the loss derivatives d1 there."""
     g = np.empty(P.D)
     cdef double[::1] gv = g
     cdef Py_ssize_t a
-    _jt(P, d1, gv)
+    cdef ClassCols cc = _all_class_cols(P)
+    if cc is not None:  # the softmax: each class's columns against that class's rows (a K-th of J' d)
+        _class_jt(P, cc, d1, gv)
+    else:
+        _jt(P, d1, gv)
     for a in range(P.D):
         gv[a] += P.lin[a]
     for a in range(cols.shape[0]):
@@ -480,6 +503,24 @@ def value_and_grad(Problem P, x):
     u = np.ascontiguousarray(np.asarray(x, dtype=float)[cols])
     cdef double f = _value(P, u, cols, P.d1, P.d2, 1)
     return f, np.asarray(_full_grad(P, u, cols, P.d1))
+
+
+def swap_model(Problem P, x, g, units, Py_ssize_t pool, Py_ssize_t candidates):
+    """The swap model the search builds at a restricted minimizer x with gradient g and selected
+    ``units`` (lowering/swaps.SwapModel's quantities, for the tests): a dict of ``units_out`` (the
+    modelled candidates), ``gain``, ``removal``, ``cand`` (indices into units_out) and ``delta``
+    (selected x cand); None when H_BB is not numerically positive definite."""
+    cdef Model md = _swap_model(P, np.array(x, dtype=float), np.array(g, dtype=float),
+                                np.array(units, dtype=np.intp), pool, candidates)
+    if not md.ok:
+        return None
+    return {
+        "units_out": np.array(md.units_out),
+        "gain": np.array(md.gain)[: md.units_out.shape[0]],
+        "removal": np.array(md.removal)[: md.units.shape[0]],
+        "cand": np.array(md.cand),
+        "delta": np.array(md.delta),
+    }
 
 
 def free_fit(Problem P, x):
@@ -1425,22 +1466,29 @@ cdef double[:, ::1] _columns(Problem P, Py_ssize_t[::1] cols):
 cdef void _class_blocks(Problem P, double[::1] d2, ClassCols cc, Py_ssize_t[::1] Icols,
                         double[:, ::1] HII) noexcept nogil:
     """The candidates' diagonal blocks of the softmax's Hessian (with the ridge) from the columns by
-    class: H_ab = sum_i wc_i p_{i,s_a} (delta(s_a, s_b) - p_{i,s_b}) V_ia V_ib."""
-    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, b, u, i, q1, q2, s1, s2
-    cdef double acc, dl
+    class: H_ab = sum_i wc_i p_{i,s_a} (delta(s_a, s_b) - p_{i,s_b}) V_ia V_ib, added sample by
+    sample (V's rows read in order, not its columns: each entry's terms summed in sample order as
+    before); HII must be zero on entry."""
+    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, b, u, i, r
+    cdef Py_ssize_t* q = <Py_ssize_t*> malloc(2 * max(ni, 1) * sizeof(Py_ssize_t))
+    if q == NULL:
+        return
+    cdef Py_ssize_t* sl = q + max(ni, 1)
+    cdef double wi, vi
     for c in range(ni):
-        u = (c // m) * m
-        q1 = cc.inv[Icols[c]]
-        s1 = cc.slot[Icols[c]] if cc.slot[Icols[c]] >= 0 else 0
-        for b in range(m):
-            q2 = cc.inv[Icols[u + b]]
-            s2 = cc.slot[Icols[u + b]] if cc.slot[Icols[u + b]] >= 0 else 0
-            dl = 1.0 if s1 == s2 else 0.0
-            acc = 0.0
-            for i in range(cc.V.shape[0]):
-                acc += cc.V[i, q1] * cc.V[i, q2] * P.wc[i] * d2[i * K + s1] * (dl - d2[i * K + s2])
-            HII[c, b] = acc
+        q[c] = cc.inv[Icols[c]]
+        sl[c] = cc.slot[Icols[c]] if cc.slot[Icols[c]] >= 0 else 0
+    for i in range(cc.V.shape[0]):
+        r = i * K
+        wi = P.wc[i]
+        for c in range(ni):
+            u = (c // m) * m
+            vi = cc.V[i, q[c]] * wi * d2[r + sl[c]]
+            for b in range(m):
+                HII[c, b] += vi * cc.V[i, q[u + b]] * ((1.0 if sl[c] == sl[u + b] else 0.0) - d2[r + sl[u + b]])
+    for c in range(ni):
         HII[c, c % m] += P.rd[Icols[c]]
+    free(q)
 
 
 cdef bint _small_solve(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
@@ -1519,7 +1567,9 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     cdef double[::1] diag, score, d2, full
     cdef double[:, ::1] JX, MX
     cdef Py_ssize_t[::1] order
-    cdef ClassCols ccJ = None
+    cdef ClassCols ccJ = None, ccS
+    cdef bint few
+    cdef Py_ssize_t[::1] cols
     inside = np.zeros(nunits, dtype=np.bool_)
     inside[np.asarray(units)] = True
     cdef Py_ssize_t[::1] units_out = np.flatnonzero(~inside).astype(np.intp)
@@ -1578,7 +1628,34 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         Mw = np.empty((P.n, nb))
         _weigh(P, d2, JX, Mw)
         ccJ = _all_class_cols(P)  # (the softmax's columns by class: a third of the products)
-        if ccJ is not None:
+        # the Hessian's rows are read only on B and the modelled candidates: when those are at most
+        # half of J's columns (a screened pool), only their rows are formed, from the gathered columns
+        # (Khan's 4-class softmax, 9,232 columns and a pool of 1,024: an eighth of the product)
+        few = 2 * (nb + ni) <= P.D
+        if few:
+            cols = np.empty(nb + ni, dtype=np.intp)
+            cols[:nb] = B
+            cols[nb:] = Icols
+        if few and ccJ is not None:
+            ccS = _class_cols(P, cols, _class_arrays(nb + ni, P.wc.shape[0], P.classes, nb + ni, nb))
+            Hrows = np.empty((nb + ni, nb))  # (transposed, rows in cols' order: B's, then the candidates')
+            _class_atb(ccS, Mw, Hrows, ccS.Hp)
+            for a in range(nb):
+                for c in range(nb):
+                    HBB[a, c] = Hrows[c, a]
+                HBB[a, a] += P.rd[B[a]]
+                for c in range(ni):
+                    HBI[a, c] = Hrows[nb + c, a]
+        elif few:
+            Hrows = np.empty((nb, nb + ni))
+            _atb(Mw, _columns(P, cols), Hrows)
+            for a in range(nb):
+                for c in range(nb):
+                    HBB[a, c] = Hrows[a, c]
+                HBB[a, a] += P.rd[B[a]]
+                for c in range(ni):
+                    HBI[a, c] = Hrows[a, nb + c]
+        elif ccJ is not None:
             Hrows = np.empty((P.D, nb))  # (transposed: J' Mw)
             _class_atb(ccJ, Mw, Hrows, np.empty((P.D, nb)))
             for a in range(nb):
@@ -1636,10 +1713,12 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     cdef double[::1] v1 = mb.v1, gain = mb.gain, removal = mb.removal
     if m == 1:
         for c in range(nI):
-            s = HII[c, 0]
-            for a in range(nb):
-                s -= HBI[a, c] * AB[a, c]
-            s += JITTER * max(fabs(HII[c, 0]), 1e-300)
+            sigma[c, 0] = HII[c, 0]
+        for a in range(nb):  # (row by row: contiguous reads, the same sums in the same order)
+            for c in range(nI):
+                sigma[c, 0] -= HBI[a, c] * AB[a, c]
+        for c in range(nI):
+            s = sigma[c, 0] + JITTER * max(fabs(HII[c, 0]), 1e-300)
             sigma[c, 0] = s
             Sinv[c, 0] = 1.0 / s
             v1[c] = g[Icols[c]] / s
@@ -1686,13 +1765,18 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
     cdef bint ok
     cdef double[8] e_, y_
     cdef double[:, ::1] HII = md.HII, HBI = md.HBI
-    for u in range(nI):
-        for a in range(m):
+    cdef Py_ssize_t c, ni = nI * m
+    cdef double h
+    for c in range(ni):
+        for b in range(m):
+            sigma[c, b] = HII[c, b]
+    for r in range(nb):  # (row by row of H_BI and A H_BI: contiguous reads, the same sums in the same order)
+        for c in range(ni):
+            h = HBI[r, c]
+            u = (c // m) * m
             for b in range(m):
-                s = HII[u * m + a, b]
-                for r in range(nb):
-                    s -= HBI[r, u * m + a] * AB[r, u * m + b]
-                sigma[u * m + a, b] = s
+                sigma[c, b] -= h * AB[r, u + b]
+    for u in range(nI):
         t = 0.0
         for a in range(m):
             t += fabs(HII[u * m + a, a])

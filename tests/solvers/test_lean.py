@@ -460,3 +460,58 @@ def test_the_kernel_refuses_a_budget_or_options_below_their_bounds():
             run(k, opts)
     out = run(2, good)
     assert np.count_nonzero(out[0][lp.set.coords]) <= 2
+
+
+def _models_agree(prob: sm.Problem, pool: int, candidates: int = 8, rtol: float = 1e-7) -> None:
+    """At auto's answer, the kernel's swap model (its gains, removals, candidates and pair values)
+    equals lowering/swaps.SwapModel's to rounding (``rtol``)."""
+    from sparsemodel.lowering.swaps import SwapModel
+    from sparsemodel.solvers.auto import _units_of
+
+    lp = prob.lower()
+    res = AUTO().solve(lp)
+    x = lp.layout.pack(res.values)
+    g = lp.oracle.value_and_grad(x)[1]
+    sps = lp.set
+    units = _units_of(sps, x)
+    py = SwapModel(lp, x, g, units, sps.swap_members(), candidates=candidates, pool=pool)
+    ke = lean_mod.kernels().swap_model(lean_mod.lean_data(lp).P, x, g, units, pool, candidates)
+    assert list(ke["units_out"]) == list(py.units_out)
+    scale = max(1.0, float(np.max(py.gain)))
+    np.testing.assert_allclose(ke["gain"], py.gain, rtol=rtol, atol=rtol * 1e-2 * scale)
+    np.testing.assert_allclose(ke["removal"], py.removal, rtol=rtol, atol=rtol * 1e-2 * scale)
+    assert list(ke["cand"]) == list(py.cand)
+    np.testing.assert_allclose(ke["delta"], py.delta, rtol=rtol, atol=rtol * 1e-2 * scale)
+
+
+@pytest.mark.parametrize("family", ["binomial", "poisson"])
+def test_a_screened_pool_forms_only_the_rows_the_model_reads(family):
+    """With a pool of candidates at most half of J's columns with the support, the kernel's swap
+    model forms the Hessian's rows on the support and the pool only (from the gathered columns; by
+    class on the softmax) and its Schur complements row by row; without a pool every row. Its
+    numbers are lowering/swaps.SwapModel's on single coordinates, groups of two and the softmax."""
+    for seed in range(2):
+        prob = glm(family, 150, 60, 4, seed, ridge=0.1)
+        for pool in (6, 1000):  # (2 (5 + 6) <= 61 columns: the short path; every candidate: the full one)
+            _models_agree(prob, pool)
+    rng = np.random.default_rng(5)
+    n, G, m = 150, 30, 2
+    X = (rng.standard_normal((n, G * m)) + rng.standard_normal((n, 1))) / np.sqrt(2.0)
+    eta = 0.5 * X[:, :6] @ rng.choice([-1.0, 1.0], 6)
+    w = sm.Variable(G * m + 1, name="w")
+    z = X @ w[1:] + w[0]
+    if family == "binomial":
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+        loss = sm.sum(sm.logistic(-(2 * y - 1) * z))
+    else:
+        y = rng.poisson(np.exp(eta)).astype(float)
+        loss = sm.sum(sm.exp(z) - y * z)
+    groups = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:], groups=np.repeat(np.arange(G), m)) <= 3])
+    for pool in (6, 1000):
+        _models_agree(groups, pool)
+    # the softmax (40 rows of 3 classes: 123 columns, 15 on the support, 18 in the pool): its free
+    # intercepts make H_BB singular along one direction, kept invertible by the jitter (1e-10 of the
+    # mean diagonal), so the rounding of either inverse is magnified up to 1 / jitter: 1e-16 / 1e-10
+    for seed in range(2):
+        for pool in (6, 1000):
+            _models_agree(multinomial(150, 40, 4, seed, ridge=0.2), pool, rtol=1e-5)
