@@ -851,30 +851,28 @@ cdef void _class_hessian(Problem P, double[::1] d2, ClassCols cc, double[:, ::1]
                     H[cc.pos[q2], cc.pos[q]] = cc.Hp[q, q2]
 
 
-cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H, double[:, ::1] Hp) noexcept nogil:
-    """H = JB' M (in the restricted solve, where :func:`_atb` gives M' JB: the same symmetric matrix)
-    from the columns by class: the rows of class c of M against the values of that class's columns,
-    one product per class (a third of the work of the full product for three classes, skipping the
-    zeros). H: JB's columns x M's; Hp: scratch of its shape, rows in V's order."""
-    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], nc = cc.pos.shape[0], c, a, b
-    cdef int n = <int> cc.V.shape[0], m, ldm = <int> (K * nb), ldv = <int> cc.V.shape[1], nbi = <int> nb
+cdef void _class_mt(ClassCols cc, double[:, ::1] M, double[:, ::1] out) noexcept nogil:
+    """out = M' JB with JB's columns in V's (class) order: ``out[a, cc.inv[j]]`` is the product of M's
+    column a with JB's column j; one product per class (rows of class c of M against that class's
+    columns), written as rows of out, so that reading the entries of a few columns goes along rows
+    (the swap model's H_BB and H_BI)."""
+    cdef Py_ssize_t K = cc.start.shape[0] - 1, c, a, q
+    cdef int n = <int> cc.V.shape[0], m, nbi = <int> M.shape[1], ldm = <int> (K * M.shape[1])
+    cdef int ldv = <int> cc.V.shape[1], ldo = <int> out.shape[1]
     cdef double alpha = 1.0, beta = 0.0
     for c in range(K):
         m = <int> (cc.start[c + 1] - cc.start[c])
-        if m == 0:
+        if m == 0 or nbi == 0:
             continue
         if n == 0:
-            for a in range(cc.start[c], cc.start[c + 1]):
-                for b in range(nb):
-                    Hp[a, b] = 0.0
+            for a in range(nbi):
+                for q in range(cc.start[c], cc.start[c + 1]):
+                    out[a, q] = 0.0
             continue
-        # Hp[rows of class c] (m x nb) = V_c' (m x n) M_c (n x nb); in Fortran order the transpose:
-        # Hp_c' (nb x m) = M_c' (nb x n, ld K nb) V_c (n x m, as V_c' of ld ldv, transposed)
-        dgemm(b"N", b"T", &nbi, &m, &n, &alpha, &M[c, 0], &ldm, &cc.V[0, cc.start[c]], &ldv, &beta,
-              &Hp[cc.start[c], 0], &nbi)
-    for a in range(nc):
-        for b in range(nb):
-            H[cc.pos[a], b] = Hp[a, b]
+        # out[:, class c] (nb x m, C order) = M_c' V_c; in Fortran order its transpose (m x nb, ld ldo)
+        # = V_c' (V in C order: Fortran D x n, ld ldv) times M_c (Fortran nb x n, ld K nb) transposed
+        dgemm(b"N", b"T", &m, &nbi, &n, &alpha, &cc.V[0, cc.start[c]], &ldv, &M[c, 0], &ldm, &beta,
+              &out[0, cc.start[c]], &ldo)
 
 
 # ---------------------------------------------------------------------- restricted solves
@@ -1467,63 +1465,99 @@ cdef void _class_blocks(Problem P, double[::1] d2, ClassCols cc, Py_ssize_t[::1]
                         double[:, ::1] HII) noexcept nogil:
     """The candidates' diagonal blocks of the softmax's Hessian (with the ridge) from the columns by
     class: H_ab = sum_i wc_i p_{i,s_a} (delta(s_a, s_b) - p_{i,s_b}) V_ia V_ib, added sample by
-    sample (V's rows read in order, not its columns: each entry's terms summed in sample order as
-    before); HII must be zero on entry."""
-    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, b, u, i, r
+    sample (V's rows read in order, not its columns; a unit's values and probabilities loaded once
+    per sample; each entry's terms summed in sample order); HII must be zero on entry."""
+    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, a, b, u, i, r
     cdef Py_ssize_t* q = <Py_ssize_t*> malloc(2 * max(ni, 1) * sizeof(Py_ssize_t))
     if q == NULL:
         return
     cdef Py_ssize_t* sl = q + max(ni, 1)
-    cdef double wi, vi
+    cdef double wi, va
+    cdef double vv[8]
+    cdef double pp[8]
     for c in range(ni):
         q[c] = cc.inv[Icols[c]]
         sl[c] = cc.slot[Icols[c]] if cc.slot[Icols[c]] >= 0 else 0
     for i in range(cc.V.shape[0]):
         r = i * K
         wi = P.wc[i]
-        for c in range(ni):
-            u = (c // m) * m
-            vi = cc.V[i, q[c]] * wi * d2[r + sl[c]]
+        for c in range(ni // m):
+            u = c * m
             for b in range(m):
-                HII[c, b] += vi * cc.V[i, q[u + b]] * ((1.0 if sl[c] == sl[u + b] else 0.0) - d2[r + sl[u + b]])
+                vv[b] = cc.V[i, q[u + b]]
+                pp[b] = d2[r + sl[u + b]]
+            for a in range(m):
+                va = vv[a] * wi * pp[a]
+                for b in range(m):
+                    HII[u + a, b] += va * vv[b] * ((1.0 if sl[u + a] == sl[u + b] else 0.0) - pp[b])
     for c in range(ni):
         HII[c, c % m] += P.rd[Icols[c]]
     free(q)
 
 
-cdef bint _small_solve(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
-    """out = M[r0:r0+m, :m]^-1 rhs by Gaussian elimination with partial pivoting (LAPACK gesv's
-    steps, what np.linalg.solve runs; m at most 8); False when a pivot is zero."""
-    cdef double W[8][9]
+cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
+    """M[r0:r0+m, :m] = P L U by Gaussian elimination with partial pivoting (LAPACK getrf's steps, m at
+    most 8) into W (8 x 8: U on and above the diagonal, the multipliers below) and piv (the row
+    swapped in at each step); False when a pivot is zero."""
     cdef Py_ssize_t i, j, c, p
     cdef double t, best
     for i in range(m):
         for j in range(m):
-            W[i][j] = M[r0 + i, j]
-        W[i][m] = rhs[i]
+            W[i * 8 + j] = M[r0 + i, j]
     for c in range(m):
         p = c
-        best = fabs(W[c][c])
+        best = fabs(W[c * 8 + c])
         for i in range(c + 1, m):
-            if fabs(W[i][c]) > best:
-                best = fabs(W[i][c])
+            if fabs(W[i * 8 + c]) > best:
+                best = fabs(W[i * 8 + c])
                 p = i
+        piv[c] = p
         if best == 0.0:
             return False
         if p != c:
-            for j in range(m + 1):
-                t = W[c][j]
-                W[c][j] = W[p][j]
-                W[p][j] = t
+            for j in range(m):
+                t = W[c * 8 + j]
+                W[c * 8 + j] = W[p * 8 + j]
+                W[p * 8 + j] = t
         for i in range(c + 1, m):
-            t = W[i][c] / W[c][c]
-            for j in range(c, m + 1):
-                W[i][j] -= t * W[c][j]
+            t = W[i * 8 + c] / W[c * 8 + c]
+            W[i * 8 + c] = t
+            for j in range(c + 1, m):
+                W[i * 8 + j] -= t * W[c * 8 + j]
+    return True
+
+
+cdef void _small_lu_solve(double* W, Py_ssize_t* piv, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
+    """out = M^-1 rhs from :func:`_small_factor`'s W and piv: the row swaps and the multipliers applied
+    to rhs in elimination order, then back substitution (the arithmetic of eliminating with rhs as an
+    extra column, so the same numbers as solving each right-hand side from scratch)."""
+    cdef double b[8]
+    cdef Py_ssize_t i, j, c
+    cdef double t
+    for i in range(m):
+        b[i] = rhs[i]
+    for c in range(m):
+        if piv[c] != c:
+            t = b[c]
+            b[c] = b[piv[c]]
+            b[piv[c]] = t
+        for i in range(c + 1, m):
+            b[i] -= W[i * 8 + c] * b[c]
     for i in range(m - 1, -1, -1):
-        t = W[i][m]
+        t = b[i]
         for j in range(i + 1, m):
-            t -= W[i][j] * out[j]
-        out[i] = t / W[i][i]
+            t -= W[i * 8 + j] * out[j]
+        out[i] = t / W[i * 8 + i]
+
+
+cdef bint _small_solve(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
+    """out = M[r0:r0+m, :m]^-1 rhs by Gaussian elimination with partial pivoting (LAPACK gesv's
+    steps, what np.linalg.solve runs; m at most 8); False when a pivot is zero."""
+    cdef double W[64]
+    cdef Py_ssize_t piv[8]
+    if not _small_factor(M, r0, m, W, piv):
+        return False
+    _small_lu_solve(W, piv, m, rhs, out)
     return True
 
 
@@ -1637,15 +1671,15 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             cols[:nb] = B
             cols[nb:] = Icols
         if few and ccJ is not None:
-            ccS = _class_cols(P, cols, _class_arrays(nb + ni, P.wc.shape[0], P.classes, nb + ni, nb))
-            Hrows = np.empty((nb + ni, nb))  # (transposed, rows in cols' order: B's, then the candidates')
-            _class_atb(ccS, Mw, Hrows, ccS.Hp)
+            ccS = _class_cols(P, cols, _class_arrays(nb + ni, P.wc.shape[0], P.classes, 0, 0))
+            Hrows = np.empty((nb, nb + ni))  # (M' J[:, cols], its columns in ccS's class order)
+            _class_mt(ccS, Mw, Hrows)
             for a in range(nb):
                 for c in range(nb):
-                    HBB[a, c] = Hrows[c, a]
+                    HBB[a, c] = Hrows[a, ccS.inv[c]]
                 HBB[a, a] += P.rd[B[a]]
                 for c in range(ni):
-                    HBI[a, c] = Hrows[nb + c, a]
+                    HBI[a, c] = Hrows[a, ccS.inv[nb + c]]
         elif few:
             Hrows = np.empty((nb, nb + ni))
             _atb(Mw, _columns(P, cols), Hrows)
@@ -1656,14 +1690,14 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
                 for c in range(ni):
                     HBI[a, c] = Hrows[a, nb + c]
         elif ccJ is not None:
-            Hrows = np.empty((P.D, nb))  # (transposed: J' Mw)
-            _class_atb(ccJ, Mw, Hrows, np.empty((P.D, nb)))
+            Hrows = np.empty((nb, P.D))  # (M' J, its columns in ccJ's class order)
+            _class_mt(ccJ, Mw, Hrows)
             for a in range(nb):
                 for c in range(nb):
-                    HBB[a, c] = Hrows[B[c], a]
+                    HBB[a, c] = Hrows[a, ccJ.inv[B[c]]]
                 HBB[a, a] += P.rd[B[a]]
                 for c in range(ni):
-                    HBI[a, c] = Hrows[Icols[c], a]
+                    HBI[a, c] = Hrows[a, ccJ.inv[Icols[c]]]
         else:
             Hrows = np.empty((nb, P.D))
             _atb(Mw, P.J, Hrows)
@@ -1764,6 +1798,8 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
     cdef double s, t, gn
     cdef bint ok
     cdef double[8] e_, y_
+    cdef double[64] LU
+    cdef Py_ssize_t[8] piv
     cdef double[:, ::1] HII = md.HII, HBI = md.HBI
     cdef Py_ssize_t c, ni = nI * m
     cdef double h
@@ -1771,11 +1807,11 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
         for b in range(m):
             sigma[c, b] = HII[c, b]
     for r in range(nb):  # (row by row of H_BI and A H_BI: contiguous reads, the same sums in the same order)
-        for c in range(ni):
-            h = HBI[r, c]
-            u = (c // m) * m
-            for b in range(m):
-                sigma[c, b] -= h * AB[r, u + b]
+        for u in range(nI):
+            for a in range(m):
+                h = HBI[r, u * m + a]
+                for b in range(m):
+                    sigma[u * m + a, b] -= h * AB[r, u * m + b]
     for u in range(nI):
         t = 0.0
         for a in range(m):
@@ -1789,7 +1825,9 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
             sigma[u * m + a, a] += t
         for a in range(m):
             e_[a] = g[md.Icols[u * m + a]]
-        ok = _small_solve(sigma, u * m, m, e_, y_)
+        ok = _small_factor(sigma, u * m, m, LU, piv)  # (one factorization, m + 1 right-hand sides)
+        if ok:
+            _small_lu_solve(LU, piv, m, e_, y_)
         gn = 0.0
         for a in range(m):
             v1[u * m + a] = y_[a] if ok else NAN
@@ -1799,7 +1837,8 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
         for b in range(m):  # column b of sigma_I^-1 (symmetric: stored as row b of the block)
             for a in range(m):
                 e_[a] = 1.0 if a == b else 0.0
-            ok = _small_solve(sigma, u * m, m, e_, y_)
+            if ok:
+                _small_lu_solve(LU, piv, m, e_, y_)
             for a in range(m):
                 Sinv[u * m + a, b] = y_[a] if ok else NAN
     cdef double[:, ::1] AJJ = np.empty((m, m))
