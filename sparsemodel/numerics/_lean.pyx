@@ -38,7 +38,7 @@ import numpy as np
 from libc.math cimport INFINITY, NAN, exp, fabs, isfinite, isnan, log, log1p, sqrt
 from libc.stdlib cimport free, malloc
 from scipy.linalg.cython_blas cimport dgemm, dgemv
-from scipy.linalg.cython_lapack cimport dpotrf, dpotri, dpotrs
+from scipy.linalg.cython_lapack cimport dgesv, dpotrf, dpotri, dpotrs, dsyev
 
 SQUARE, LOGISTIC, EXP, LOG, SOFTMAX = 0, 1, 2, 3, 4
 ATOM_CODES = {"square": SQUARE, "logistic": LOGISTIC, "exp": EXP, "log": LOG, "logsumexp": SOFTMAX}
@@ -53,6 +53,7 @@ N_STATS = 9
 
 cdef double ROUNDING = 4 * 2.220446049250313e-16  # the polish's allowance (numerics/newton._ROUNDING)
 cdef int NEWTON_MAX_ITER = 100
+cdef double DBL_EPS = 2.220446049250313e-16  # (np.finfo(float).eps: lstsq's cut)
 cdef int SEARCH_TRIES = 3  # supports tried by one support-change line search (solvers/grahtp.SEARCH_TRIES)
 cdef double MAX_MOVE = 1e6  # lowering/constants.MAX_MOVE
 cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.SwapModel)
@@ -851,28 +852,30 @@ cdef void _class_hessian(Problem P, double[::1] d2, ClassCols cc, double[:, ::1]
                     H[cc.pos[q2], cc.pos[q]] = cc.Hp[q, q2]
 
 
-cdef void _class_mt(ClassCols cc, double[:, ::1] M, double[:, ::1] out) noexcept nogil:
-    """out = M' JB with JB's columns in V's (class) order: ``out[a, cc.inv[j]]`` is the product of M's
-    column a with JB's column j; one product per class (rows of class c of M against that class's
-    columns), written as rows of out, so that reading the entries of a few columns goes along rows
-    (the swap model's H_BB and H_BI)."""
-    cdef Py_ssize_t K = cc.start.shape[0] - 1, c, a, q
-    cdef int n = <int> cc.V.shape[0], m, nbi = <int> M.shape[1], ldm = <int> (K * M.shape[1])
-    cdef int ldv = <int> cc.V.shape[1], ldo = <int> out.shape[1]
+cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H, double[:, ::1] Hp) noexcept nogil:
+    """H = JB' M (in the restricted solve, where :func:`_atb` gives M' JB: the same symmetric matrix)
+    from the columns by class: the rows of class c of M against the values of that class's columns,
+    one product per class (a third of the work of the full product for three classes, skipping the
+    zeros). H: JB's columns x M's; Hp: scratch of its shape, rows in V's order."""
+    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], nc = cc.pos.shape[0], c, a, b
+    cdef int n = <int> cc.V.shape[0], m, ldm = <int> (K * nb), ldv = <int> cc.V.shape[1], nbi = <int> nb
     cdef double alpha = 1.0, beta = 0.0
     for c in range(K):
         m = <int> (cc.start[c + 1] - cc.start[c])
-        if m == 0 or nbi == 0:
+        if m == 0:
             continue
         if n == 0:
-            for a in range(nbi):
-                for q in range(cc.start[c], cc.start[c + 1]):
-                    out[a, q] = 0.0
+            for a in range(cc.start[c], cc.start[c + 1]):
+                for b in range(nb):
+                    Hp[a, b] = 0.0
             continue
-        # out[:, class c] (nb x m, C order) = M_c' V_c; in Fortran order its transpose (m x nb, ld ldo)
-        # = V_c' (V in C order: Fortran D x n, ld ldv) times M_c (Fortran nb x n, ld K nb) transposed
-        dgemm(b"N", b"T", &m, &nbi, &n, &alpha, &cc.V[0, cc.start[c]], &ldv, &M[c, 0], &ldm, &beta,
-              &out[0, cc.start[c]], &ldo)
+        # Hp[rows of class c] (m x nb) = V_c' (m x n) M_c (n x nb); in Fortran order the transpose:
+        # Hp_c' (nb x m) = M_c' (nb x n, ld K nb) V_c (n x m, as V_c' of ld ldv, transposed)
+        dgemm(b"N", b"T", &nbi, &m, &n, &alpha, &M[c, 0], &ldm, &cc.V[0, cc.start[c]], &ldv, &beta,
+              &Hp[cc.start[c], 0], &nbi)
+    for a in range(nc):
+        for b in range(nb):
+            H[cc.pos[a], b] = Hp[a, b]
 
 
 # ---------------------------------------------------------------------- restricted solves
@@ -884,7 +887,7 @@ cdef class Workspace:
 
     cdef Py_ssize_t nb
     cdef double[:, ::1] JB, M, H, L
-    cdef double[::1] g, step, ut, u0  # (u0: the solve's coefficients, _solve_on's; the others _restricted's)
+    cdef double[::1] g, step, ut, u0, us  # (u0: the solve's coefficients, _solve_on's; the others _restricted's)
     cdef ClassCols cc
 
 
@@ -911,7 +914,7 @@ cdef Workspace _workspace(Problem P, Py_ssize_t nb):
     if not P.quad:  # (a quadratic's solve is one factorization of Gram rows: no columns gathered)
         ws.JB, ws.M = np.empty((P.n, nb)), np.empty((P.n, nb))
     ws.H, ws.L = np.empty((nb, nb)), np.empty((nb, nb))
-    ws.g, ws.step, ws.ut, ws.u0 = np.empty(nb), np.empty(nb), np.empty(nb), np.empty(nb)
+    ws.g, ws.step, ws.ut, ws.u0, ws.us = np.empty(nb), np.empty(nb), np.empty(nb), np.empty(nb), np.empty(nb)
     ws.cc = None
     if P.classes > 1 and nb > 0:
         ws.cc = _class_arrays(nb, P.wc.shape[0], P.classes, nb, nb)
@@ -984,6 +987,7 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             return INFINITY, False, False, 0
     cdef Workspace ws = _workspace(P, nb)
     JB, M, H, L, g, step, ut = ws.JB, ws.M, ws.H, ws.L, ws.g, ws.step, ws.ut
+    ws.us[:] = u  # (the start: a solve that stops short is checked for a runaway from it)
     for i in range(P.n):
         for a in range(nb):
             JB[i, a] = P.J[i, cols[a]]
@@ -1004,15 +1008,17 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             _atb(M, JB, H)
         for a in range(nb):
             H[a, a] += P.rd[cols[a]]
-        if not _factor(H, L, NEWTON_JITTER):
-            return f, False, False, its
-        _fsolve(L, g, step)
-        dec = 0.0
-        for a in range(nb):
-            step[a] = -step[a]
-            dec -= g[a] * step[a]
-        if not dec >= 0.0:
-            return f, False, False, its
+        dec = -1.0
+        if _factor(H, L, NEWTON_JITTER):
+            _fsolve(L, g, step)
+            dec = 0.0
+            for a in range(nb):
+                step[a] = -step[a]
+                dec -= g[a] * step[a]
+        if not dec >= 0.0:  # not numerically positive definite (separable data: the curvature vanishes)
+            dec = _singular_step(H, L, g, step)
+            if isnan(dec):
+                return f, False, False, its
         if dec <= 2.0 * tol * (1.0 + fabs(f)):
             conv = True
             for a in range(nb):
@@ -1050,9 +1056,85 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
         dmax += u[a] * u[a]
     if sqrt(dmax) > 1e12 * scale:
         return f, False, conv, its
-    if not conv and isnan(give_up):  # lowering/restricted: the general path checks for a runaway
+    # a solve that stops short (its Newton steps used up: a loss that only tends to its infimum, the
+    # softmax or the logistic loss on separable data) keeps its point, as lowering/restricted keeps
+    # it, unless f falls without bound along the way it came (guards.runs_away, on the solve's
+    # coordinates): then the general path says the problem is unbounded
+    if not conv and isnan(give_up) and _runs_away(P, cols, u, ws.us, ws.ut, f):
         return f, False, conv, its
     return f, True, conv, its
+
+
+cdef double _singular_step(double[:, ::1] H, double[:, ::1] W, double[::1] g, double[::1] step):
+    """numerics/newton._newton_direction after its Cholesky step failed: the step solving
+    (H + JITTER |tr H| / m I) s = -g by LU with partial pivoting (LAPACK gesv, what np.linalg.solve
+    runs; least squares by the pseudo-inverse where that matrix is singular, lstsq's), or -g where
+    that step is not a descent direction; its decrement -g's (NaN: syev failed). W: scratch of H's shape."""
+    cdef Py_ssize_t m = H.shape[0], a, b
+    cdef int n = <int> m, one = 1, info = 0
+    cdef double tr = 0.0, jit, dec = 0.0
+    if m == 0:
+        return 0.0
+    for a in range(m):
+        tr += H[a, a]
+    jit = NEWTON_JITTER * fabs(tr) / m
+    W[:, :] = H
+    for a in range(m):
+        W[a, a] += jit
+        step[a] = g[a]
+    cdef int[::1] ipiv = np.empty(m, dtype=np.intc)
+    cdef double[:, ::1] Hp
+    cdef double t
+    dgesv(&n, &one, &W[0, 0], &n, &ipiv[0], &step[0], &n, &info)  # (H symmetric: its Fortran view)
+    if info != 0:  # singular: the least-squares step (np.linalg.lstsq's cut, m eps)
+        for a in range(m):
+            W[a, a] = H[a, a] + jit
+            for b in range(m):
+                if b != a:
+                    W[a, b] = 0.5 * (H[a, b] + H[b, a])
+        Hp = np.empty((m, m))
+        if not _pinv_sym(W, Hp, m * DBL_EPS):
+            return NAN
+        for a in range(m):
+            t = 0.0
+            for b in range(m):
+                t += Hp[a, b] * g[b]
+            step[a] = t
+    for a in range(m):
+        step[a] = -step[a]
+        dec -= g[a] * step[a]
+    if not dec >= 0.0:  # numerically singular: the gradient step
+        dec = 0.0
+        for a in range(m):
+            step[a] = -g[a]
+            dec += g[a] * g[a]
+    return dec
+
+
+cdef bint _runs_away(Problem P, Py_ssize_t[::1] cols, double[::1] u, double[::1] start, double[::1] ut,
+                     double f0) noexcept nogil:
+    """lowering/guards.runs_away on the coordinates ``cols``: f at t = 1e4 and 1e8 along d = u - start
+    (in units of max(1, |u|) / |d|) falls ever further below f0 = f(u), by more than any scale of the
+    problem. Evaluates into the Problem's scratch (P.z, P.e1, P.e2), not its derivatives at u."""
+    cdef Py_ssize_t a, nb = cols.shape[0]
+    cdef double nd = 0.0, nu = 0.0, unit, f1, f2, big
+    for a in range(nb):
+        nd += (u[a] - start[a]) * (u[a] - start[a])
+        nu += u[a] * u[a]
+    nd = sqrt(nd)
+    if not nd > 0.0:
+        return False
+    unit = max(1.0, sqrt(nu)) / nd
+    for a in range(nb):
+        ut[a] = u[a] + 1e4 * unit * (u[a] - start[a])
+    f1 = _value(P, ut, cols, P.e1, P.e2, 0)
+    for a in range(nb):
+        ut[a] = u[a] + 1e8 * unit * (u[a] - start[a])
+    f2 = _value(P, ut, cols, P.e1, P.e2, 0)
+    if not (isfinite(f0) and isfinite(f1)):
+        return False
+    big = 1e3 * (1.0 + fabs(f0))
+    return f1 < f0 - big and (f2 == -INFINITY or (isfinite(f2) and f2 < f1 - big))
 
 
 cdef Py_ssize_t[::1] _union(Problem P, Py_ssize_t[::1] sel):
@@ -1466,13 +1548,14 @@ cdef void _class_blocks(Problem P, double[::1] d2, ClassCols cc, Py_ssize_t[::1]
     """The candidates' diagonal blocks of the softmax's Hessian (with the ridge) from the columns by
     class: H_ab = sum_i wc_i p_{i,s_a} (delta(s_a, s_b) - p_{i,s_b}) V_ia V_ib, added sample by
     sample (V's rows read in order, not its columns; a unit's values and probabilities loaded once
-    per sample; each entry's terms summed in sample order); HII must be zero on entry."""
+    per sample; each entry's terms formed and summed in the order of one pair at a time, the same
+    rounding); HII must be zero on entry."""
     cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, a, b, u, i, r
     cdef Py_ssize_t* q = <Py_ssize_t*> malloc(2 * max(ni, 1) * sizeof(Py_ssize_t))
     if q == NULL:
         return
     cdef Py_ssize_t* sl = q + max(ni, 1)
-    cdef double wi, va
+    cdef double wi
     cdef double vv[8]
     cdef double pp[8]
     for c in range(ni):
@@ -1486,19 +1569,51 @@ cdef void _class_blocks(Problem P, double[::1] d2, ClassCols cc, Py_ssize_t[::1]
             for b in range(m):
                 vv[b] = cc.V[i, q[u + b]]
                 pp[b] = d2[r + sl[u + b]]
-            for a in range(m):
-                va = vv[a] * wi * pp[a]
+            for a in range(m):  # (the products in the order of one column pair at a time: the same rounding)
                 for b in range(m):
-                    HII[u + a, b] += va * vv[b] * ((1.0 if sl[u + a] == sl[u + b] else 0.0) - pp[b])
+                    HII[u + a, b] += vv[a] * vv[b] * wi * pp[a] * ((1.0 if sl[u + a] == sl[u + b] else 0.0) - pp[b])
     for c in range(ni):
         HII[c, c % m] += P.rd[Icols[c]]
     free(q)
 
 
+cdef bint _pinv_sym(double[:, ::1] H, double[:, ::1] A, double rcond):
+    """A = the pseudo-inverse of the symmetric H, singular values up to ``rcond`` of the largest
+    dropped, from its eigenvectors (LAPACK syev): np.linalg.pinv's (rcond 1e-15) where the swap
+    model's H_BB with its jitter is not positive definite (lowering/swaps._inverse_pd), lstsq's
+    (rcond m eps) where a Newton system is singular. False when syev fails."""
+    cdef Py_ssize_t m = H.shape[0], a, b, j
+    cdef int n = <int> m, lwork = -1, info = 0
+    cdef double q, top = 0.0, s
+    if m == 0:
+        return True
+    cdef double[:, ::1] V = np.array(H)
+    cdef double[::1] w = np.empty(m)
+    dsyev(b"V", b"U", &n, &V[0, 0], &n, &w[0], &q, &lwork, &info)
+    lwork = <int> q
+    cdef double[::1] work = np.empty(max(lwork, 1))
+    dsyev(b"V", b"U", &n, &V[0, 0], &n, &w[0], &work[0], &lwork, &info)
+    if info != 0:
+        return False
+    for j in range(m):
+        top = max(top, fabs(w[j]))
+    for j in range(m):  # (row j of V in C order: the j-th eigenvector)
+        w[j] = 1.0 / w[j] if fabs(w[j]) > rcond * top else 0.0
+    for a in range(m):
+        for b in range(m):
+            s = 0.0
+            for j in range(m):
+                s += V[j, a] * w[j] * V[j, b]
+            A[a, b] = s
+    return True
+
+
 cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
-    """M[r0:r0+m, :m] = P L U by Gaussian elimination with partial pivoting (LAPACK getrf's steps, m at
-    most 8) into W (8 x 8: U on and above the diagonal, the multipliers below) and piv (the row
-    swapped in at each step); False when a pivot is zero."""
+    """M[r0:r0+m, :m] by Gaussian elimination with partial pivoting (m at most 8) into W (8 x 8: U on
+    and above the diagonal, below it each step's multipliers in the rows they were made for: a later
+    swap moves only the entries from its column on) and piv (the row swapped in at each step), so
+    that :func:`_small_lu_solve` replays the elimination on a right-hand side; False when a pivot is
+    zero."""
     cdef Py_ssize_t i, j, c, p
     cdef double t, best
     for i in range(m):
@@ -1514,8 +1629,8 @@ cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W
         piv[c] = p
         if best == 0.0:
             return False
-        if p != c:
-            for j in range(m):
+        if p != c:  # (the rows' entries from column c on: the multipliers stay where they were made)
+            for j in range(c, m):
                 t = W[c * 8 + j]
                 W[c * 8 + j] = W[p * 8 + j]
                 W[p * 8 + j] = t
@@ -1592,6 +1707,27 @@ cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssi
     return mb
 
 
+cdef void _rows_to_blocks(Problem P, double[:, ::1] Hrows, Py_ssize_t[::1] rows, Py_ssize_t[::1] B,
+                          double[:, ::1] HBB, double[:, ::1] HBI):
+    """H_BB (with the ridge) and H_BI from the Hessian's rows for B's and the candidates' columns
+    (``Hrows``: a row per column of J, nb entries; ``rows``: the row of each of those columns, B's
+    first; None: in that order): a transpose done 32 columns at a time, so that the rows read stay in
+    cache while every entry of them is written."""
+    cdef Py_ssize_t nb = B.shape[0], nt = B.shape[0] + HBI.shape[1], t0, t1, t, a, r
+    cdef bint given = rows is not None
+    for t0 in range(0, nt, 32):
+        t1 = min(t0 + 32, nt)
+        for a in range(nb):
+            for t in range(t0, t1):
+                r = rows[t] if given else t
+                if t < nb:
+                    HBB[a, t] = Hrows[r, a]
+                else:
+                    HBI[a, t - nb] = Hrows[r, a]
+    for a in range(nb):
+        HBB[a, a] += P.rd[B[a]]
+
+
 cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] units, Py_ssize_t pool,
                        Py_ssize_t candidates):
     cdef Model md = Model()
@@ -1666,20 +1802,14 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         # half of J's columns (a screened pool), only their rows are formed, from the gathered columns
         # (Khan's 4-class softmax, 9,232 columns and a pool of 1,024: an eighth of the product)
         few = 2 * (nb + ni) <= P.D
-        if few:
-            cols = np.empty(nb + ni, dtype=np.intp)
-            cols[:nb] = B
-            cols[nb:] = Icols
+        cols = np.empty(nb + ni, dtype=np.intp)
+        cols[:nb] = B
+        cols[nb:] = Icols
         if few and ccJ is not None:
-            ccS = _class_cols(P, cols, _class_arrays(nb + ni, P.wc.shape[0], P.classes, 0, 0))
-            Hrows = np.empty((nb, nb + ni))  # (M' J[:, cols], its columns in ccS's class order)
-            _class_mt(ccS, Mw, Hrows)
-            for a in range(nb):
-                for c in range(nb):
-                    HBB[a, c] = Hrows[a, ccS.inv[c]]
-                HBB[a, a] += P.rd[B[a]]
-                for c in range(ni):
-                    HBI[a, c] = Hrows[a, ccS.inv[nb + c]]
+            ccS = _class_cols(P, cols, _class_arrays(nb + ni, P.wc.shape[0], P.classes, nb + ni, nb))
+            Hrows = np.empty((nb + ni, nb))  # (transposed: rows in cols' order, B's then the candidates')
+            _class_atb(ccS, Mw, Hrows, ccS.Hp)
+            _rows_to_blocks(P, Hrows, None, B, HBB, HBI)
         elif few:
             Hrows = np.empty((nb, nb + ni))
             _atb(Mw, _columns(P, cols), Hrows)
@@ -1690,14 +1820,9 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
                 for c in range(ni):
                     HBI[a, c] = Hrows[a, nb + c]
         elif ccJ is not None:
-            Hrows = np.empty((nb, P.D))  # (M' J, its columns in ccJ's class order)
-            _class_mt(ccJ, Mw, Hrows)
-            for a in range(nb):
-                for c in range(nb):
-                    HBB[a, c] = Hrows[a, ccJ.inv[B[c]]]
-                HBB[a, a] += P.rd[B[a]]
-                for c in range(ni):
-                    HBI[a, c] = Hrows[a, ccJ.inv[Icols[c]]]
+            Hrows = np.empty((P.D, nb))  # (transposed: J' Mw, a row per column of J)
+            _class_atb(ccJ, Mw, Hrows, np.empty((P.D, nb)))
+            _rows_to_blocks(P, Hrows, cols, B, HBB, HBI)
         else:
             Hrows = np.empty((nb, P.D))
             _atb(Mw, P.J, Hrows)
@@ -1737,10 +1862,11 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     for a in range(nb):
         Mj[a, a] += lam
     md.units, md.units_out, md.B, md.Icols, md.HBB, md.HBI, md.HII = units, units_out, B, Icols, HBB, HBI, HII
-    if not _factor(Mj, L, 0.0):
+    if _factor(Mj, L, 0.0):
+        _finverse(L, A)
+    elif not _pinv_sym(HBB, A, 1e-15):  # (swaps._inverse_pd: the pseudo-inverse of a singular H_BB)
         md.ok = False
         return md
-    _finverse(L, A)
     cdef double[:, ::1] AB = mb.AB
     _matmul(A, HBI, AB)
     cdef double[:, ::1] sigma = mb.sigma, Sinv = mb.Sinv

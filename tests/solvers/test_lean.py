@@ -515,3 +515,48 @@ def test_a_screened_pool_forms_only_the_rows_the_model_reads(family):
     for seed in range(2):
         for pool in (6, 1000):
             _models_agree(multinomial(150, 40, 4, seed, ridge=0.2), pool, rtol=1e-5)
+
+
+def test_the_kernel_takes_the_python_pipelines_steps_on_a_singular_softmax():
+    """The softmax without a ridge has a singular Hessian on every support (a constant added to a row
+    of W, or to b, across the classes leaves the loss unchanged): the Newton steps run on the
+    jittered Cholesky factor, the swap model's small Schur systems by elimination with row
+    interchanges. On small draws (n = 30 to 60, where some restricted solves also need the singular
+    steps) the kernel stays compiled and ends where the Python pipeline does."""
+    for n, p, k in ((30, 20, 3), (40, 30, 4), (60, 30, 5)):
+        for seed in range(6):
+            agree_answer(*both(multinomial(n, p, k, seed)))
+
+
+def test_separable_data_stay_on_the_kernel():
+    """On separable data the loss only tends to 0 (no minimizer): the restricted solves stop short
+    or meet a Hessian whose curvature vanished, and the kernel continues as the Python pipeline does
+    (the least-squares step of the jittered system, the pseudo-inverse of H_BB) instead of handing
+    the run back: the infimum reached to rounding, compiled; the logistic loss to the Python
+    pipeline's value."""
+    for seed in (2, 3):  # (24 samples, 4 rows of W of 3 classes and b: separable on the answer's support)
+        lean, python = both(multinomial(24, 20, 4, seed))
+        assert lean.extra.get("kernel") == "compiled" and lean.status == "converged"
+        assert abs(lean.objective) <= 1e-6 and abs(python.objective) <= 1e-6
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 10))
+    y = (X[:, 0] + X[:, 1] > 0).astype(float)
+    w = sm.Variable(11, name="w")
+    z = X @ w[1:] + w[0]
+    prob = sm.Problem(sm.minimize(sm.sum(sm.logistic(-(2 * y - 1) * z))), [sm.nnz(w[1:]) <= 3])
+    lean, python = both(prob)
+    agree(lean, python)
+    assert lean.objective <= 1e-6
+
+
+def test_an_unbounded_loss_is_reported_with_the_kernel_on():
+    """A loss unbounded below (exp(z) - y z with every y negative: z -> -infinity) is not taken for a
+    solve that merely stopped short: the kernel hands it to the general path, which says so."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 8))
+    y = -np.abs(rng.standard_normal(50)) - 0.1
+    w = sm.Variable(9, name="w")
+    z = X @ w[1:] + w[0]
+    lean, python = both(sm.Problem(sm.minimize(sm.sum(sm.exp(z) - y * z)), [sm.nnz(w[1:]) <= 2]))
+    assert lean.status == python.status == "unbounded"
+    assert lean.objective == -np.inf
