@@ -737,7 +737,7 @@ cdef class ClassCols:
     class (-1: a zero column, counted in class 0), ``inv`` its place in V; ``Hp`` a product's
     scratch."""
 
-    cdef double[:, ::1] V, Hp
+    cdef double[:, ::1] V, Hp, VT
     cdef Py_ssize_t[::1] pos, start, slot, inv
 
 
@@ -778,6 +778,7 @@ cdef ClassCols _all_class_cols(Problem P):
                 c = cc.slot[a] if cc.slot[a] >= 0 else 0
                 for i in range(ns):
                     cc.V[i, q] = P.J[i * K + c, a]
+            cc.VT = np.ascontiguousarray(np.asarray(cc.V).T)  # (a column's values in a row: _class_blocks)
             P.ccall = cc
     return P.ccall if P.ccall is not False else None
 
@@ -1515,7 +1516,7 @@ cdef class Model:
 
     cdef Py_ssize_t[::1] units, units_out, cand, B, Icols
     cdef double[::1] gain, removal, v1
-    cdef double[:, ::1] delta, A, AB, HBB, HBI, HII, sigma, Sinv
+    cdef double[:, ::1] delta, A, AB, HBB, HBI, HII, sigma
     cdef bint ok
 
 
@@ -1546,35 +1547,36 @@ cdef double[:, ::1] _columns(Problem P, Py_ssize_t[::1] cols):
 cdef void _class_blocks(Problem P, double[::1] d2, ClassCols cc, Py_ssize_t[::1] Icols,
                         double[:, ::1] HII) noexcept nogil:
     """The candidates' diagonal blocks of the softmax's Hessian (with the ridge) from the columns by
-    class: H_ab = sum_i wc_i p_{i,s_a} (delta(s_a, s_b) - p_{i,s_b}) V_ia V_ib, added sample by
-    sample (V's rows read in order, not its columns; a unit's values and probabilities loaded once
-    per sample; each entry's terms formed and summed in the order of one pair at a time, the same
-    rounding); HII must be zero on entry."""
-    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], c, a, b, u, i, r
-    cdef Py_ssize_t* q = <Py_ssize_t*> malloc(2 * max(ni, 1) * sizeof(Py_ssize_t))
-    if q == NULL:
+    class (the whole J's, :func:`_all_class_cols`, whose values are also kept a column to a row in
+    VT): H_ab = sum_i V_ia V_ib lam_i(s_a, s_b), lam_i(c, c2) = wc_i p_ic (delta(c, c2) - p_ic2) (the
+    row's loss Hessian, formed once per sample for every pair of classes, kept a pair to a row), each
+    entry one pass over contiguous rows, its terms summed in sample order."""
+    cdef Py_ssize_t K = P.classes, m = HII.shape[1], ni = Icols.shape[0], ns = cc.V.shape[0]
+    cdef Py_ssize_t c, c2, a, b, u, i, r, qa, qb, pr
+    cdef double wp, acc
+    cdef double* lam = <double*> malloc(max(K * K * ns, 1) * sizeof(double))
+    if lam == NULL:
         return
-    cdef Py_ssize_t* sl = q + max(ni, 1)
-    cdef double wi
-    cdef double vv[8]
-    cdef double pp[8]
-    for c in range(ni):
-        q[c] = cc.inv[Icols[c]]
-        sl[c] = cc.slot[Icols[c]] if cc.slot[Icols[c]] >= 0 else 0
-    for i in range(cc.V.shape[0]):
+    for i in range(ns):
         r = i * K
-        wi = P.wc[i]
-        for c in range(ni // m):
-            u = c * m
-            for b in range(m):
-                vv[b] = cc.V[i, q[u + b]]
-                pp[b] = d2[r + sl[u + b]]
-            for a in range(m):  # (the products in the order of one column pair at a time: the same rounding)
-                for b in range(m):
-                    HII[u + a, b] += vv[a] * vv[b] * wi * pp[a] * ((1.0 if sl[u + a] == sl[u + b] else 0.0) - pp[b])
+        for c in range(K):
+            wp = P.wc[i] * d2[r + c]
+            for c2 in range(K):
+                lam[(c * K + c2) * ns + i] = wp * ((1.0 if c == c2 else 0.0) - d2[r + c2])
     for c in range(ni):
-        HII[c, c % m] += P.rd[Icols[c]]
-    free(q)
+        a = c % m
+        u = c - a
+        qa = cc.inv[Icols[c]]
+        for b in range(m):
+            qb = cc.inv[Icols[u + b]]
+            pr = ((cc.slot[Icols[c]] if cc.slot[Icols[c]] >= 0 else 0) * K
+                  + (cc.slot[Icols[u + b]] if cc.slot[Icols[u + b]] >= 0 else 0)) * ns
+            acc = 0.0
+            for i in range(ns):
+                acc += cc.VT[qa, i] * cc.VT[qb, i] * lam[pr + i]
+            HII[c, b] = acc
+        HII[c, a] += P.rd[Icols[c]]
+    free(lam)
 
 
 cdef bint _pinv_sym(double[:, ::1] H, double[:, ::1] A, double rcond):
@@ -1683,7 +1685,7 @@ cdef class ModelBuffers:
 
     cdef Py_ssize_t nb, ni, nI, nJ, m
     cdef Py_ssize_t[::1] B, Icols
-    cdef double[:, ::1] HBB, HBI, HII, Mj, L, A, AB, sigma, Sinv
+    cdef double[:, ::1] HBB, HBI, HII, Mj, L, A, AB, sigma
     cdef double[::1] v1, gain, removal
 
 
@@ -1701,7 +1703,7 @@ cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssi
     mb.B, mb.Icols = np.empty(nb, dtype=np.intp), np.empty(ni, dtype=np.intp)
     mb.HBB, mb.HBI, mb.HII = np.empty((nb, nb)), np.empty((nb, ni)), np.empty((ni, m))
     mb.Mj, mb.L, mb.A, mb.AB = np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, ni))
-    mb.sigma, mb.Sinv = np.empty((ni, m)), np.empty((ni, m))
+    mb.sigma = np.empty((ni, m))
     mb.v1, mb.gain, mb.removal = np.empty(ni), np.empty(nI), np.empty(nJ)
     P.mb2, P.mb = P.mb, mb
     return mb
@@ -1869,7 +1871,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         return md
     cdef double[:, ::1] AB = mb.AB
     _matmul(A, HBI, AB)
-    cdef double[:, ::1] sigma = mb.sigma, Sinv = mb.Sinv
+    cdef double[:, ::1] sigma = mb.sigma
     cdef double[::1] v1 = mb.v1, gain = mb.gain, removal = mb.removal
     if m == 1:
         for c in range(nI):
@@ -1880,17 +1882,16 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         for c in range(nI):
             s = sigma[c, 0] + JITTER * max(fabs(HII[c, 0]), 1e-300)
             sigma[c, 0] = s
-            Sinv[c, 0] = 1.0 / s
             v1[c] = g[Icols[c]] / s
             gn = 0.5 * g[Icols[c]] * v1[c]
             gain[c] = max(gn, 0.0) if isfinite(gn) else 0.0
         for a in range(nJ):
             removal[a] = 0.5 * x[B[a]] * x[B[a]] / A[a, a]
     else:
-        _group_singles(md, x, g, A, AB, sigma, Sinv, v1, gain, removal, nJ)
+        _group_singles(md, x, g, A, AB, sigma, v1, gain, removal, nJ)
     take = min(nI, max(candidates, 1))
     widest = nI if P.quad else min(nI, 4 * take)
-    md.gain, md.removal, md.sigma, md.Sinv, md.v1, md.A, md.AB = gain, removal, sigma, Sinv, v1, A, AB
+    md.gain, md.removal, md.sigma, md.v1, md.A, md.AB = gain, removal, sigma, v1, A, AB
     # the candidates in order of gain and their pairs, as far as the widening reads them: the first
     # take + 1 (when the model's best is among them, no full sort or pair table is made), else all
     need = min(widest, take + 1)
@@ -1914,12 +1915,12 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
 
 
 cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] A, double[:, ::1] AB,
-                         double[:, ::1] sigma, double[:, ::1] Sinv, double[::1] v1, double[::1] gain,
+                         double[:, ::1] sigma, double[::1] v1, double[::1] gain,
                          double[::1] removal, Py_ssize_t nJ):
     """The single-swap pieces of units of m > 1 coordinates (SwapModel._single_swaps): each
-    candidate's Schur complement sigma_I = H_II - H_IB A H_BI (symmetrized, with the jitter), its
-    inverse, v_I = sigma_I^-1 g_I and gain 0.5 g_I' v_I; each selected unit's removal
-    0.5 x_J' (A_JJ)^-1 x_J."""
+    candidate's Schur complement sigma_I = H_II - H_IB A H_BI (symmetrized, with the jitter),
+    v_I = sigma_I^-1 g_I and gain 0.5 g_I' v_I; each selected unit's removal 0.5 x_J' (A_JJ)^-1 x_J.
+    (sigma_I^-1 itself is formed by :func:`_pairs`, for the candidates it scores only.)"""
     cdef Py_ssize_t m = md.HII.shape[1], nI = md.units_out.shape[0], nb = md.B.shape[0], u, a, b, r
     cdef double s, t, gn
     cdef bint ok
@@ -1951,7 +1952,7 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
             sigma[u * m + a, a] += t
         for a in range(m):
             e_[a] = g[md.Icols[u * m + a]]
-        ok = _small_factor(sigma, u * m, m, LU, piv)  # (one factorization, m + 1 right-hand sides)
+        ok = _small_factor(sigma, u * m, m, LU, piv)
         if ok:
             _small_lu_solve(LU, piv, m, e_, y_)
         gn = 0.0
@@ -1960,13 +1961,6 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
             gn += e_[a] * v1[u * m + a]
         gn *= 0.5
         gain[u] = max(gn, 0.0) if isfinite(gn) else 0.0
-        for b in range(m):  # column b of sigma_I^-1 (symmetric: stored as row b of the block)
-            for a in range(m):
-                e_[a] = 1.0 if a == b else 0.0
-            if ok:
-                _small_lu_solve(LU, piv, m, e_, y_)
-            for a in range(m):
-                Sinv[u * m + a, b] = y_[a] if ok else NAN
     cdef double[:, ::1] AJJ = np.empty((m, m))
     for u in range(nJ):
         for a in range(m):
@@ -1985,9 +1979,9 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
     K = A_JJ + (A H_BI)_JI sigma_I^-1 (A H_BI)_JI' and e = x_J + (A H_BI)_JI sigma_I^-1 g_I,
     -gain[I] + e' K^-1 e / 2."""
     cdef Py_ssize_t nc = cols.shape[0], a, q, c, i, j, r
-    cdef double[:, ::1] out = np.empty((nJ, nc)), AB = md.AB, A = md.A, Sinv = md.Sinv
+    cdef double[:, ::1] out = np.empty((nJ, nc)), AB = md.AB, A = md.A
     cdef double xa, K, e, d, t
-    cdef double[:, ::1] Kb, T
+    cdef double[:, ::1] Kb, T, Sq
     cdef double[8] e_, y_
     cdef Py_ssize_t b_
     if m == 1:
@@ -2001,10 +1995,22 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
                 out[a, q] = d if isfinite(d) else INFINITY
         return out
     Kb, T = np.empty((m, m)), np.empty((m, m))  # (groups: each pair's m x m blocks)
-    for a in range(nJ):
-        r = a * m
-        for q in range(nc):
-            c = cols[q] * m
+    Sq = np.empty((m, m))  # (a candidate's sigma_I^-1, from the factorization of its block: only candidates')
+    cdef double[64] LU
+    cdef Py_ssize_t[8] piv
+    cdef bint ok
+    for q in range(nc):
+        c = cols[q] * m
+        ok = _small_factor(md.sigma, c, m, LU, piv)
+        for b_ in range(m):  # column b_ of sigma_I^-1 (symmetric: stored as row b_)
+            for i in range(m):
+                e_[i] = 1.0 if i == b_ else 0.0
+            if ok:
+                _small_lu_solve(LU, piv, m, e_, y_)
+            for i in range(m):
+                Sq[i, b_] = y_[i] if ok else NAN
+        for a in range(nJ):
+            r = a * m
             for i in range(m):  # T = (A H_BI)_JI sigma_I^-1, e = x_J + (A H_BI)_JI v_I
                 t = x[md.B[r + i]]
                 for j in range(m):
@@ -2013,7 +2019,7 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
                 for j in range(m):
                     t = 0.0
                     for b_ in range(m):
-                        t += AB[r + i, c + b_] * Sinv[c + b_, j]
+                        t += AB[r + i, c + b_] * Sq[b_, j]
                     T[i, j] = t
             for i in range(m):
                 for j in range(m):
