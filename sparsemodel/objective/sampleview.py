@@ -58,6 +58,7 @@ class DataTerm:
     n_eff: float  # the rows, or the sum of the sample weights (the largest k tried)
     n_obs: float  # n of the criteria: the loss values (n m for an n x m response), or their weights' sum
     n_unit: str = "samples"  # what n_obs counts: "events" for the Cox partial likelihood
+    rest: Expr | None = None  # the objective's other terms (a ridge), None when the data term is all of it
 
 
 class SampleView:
@@ -102,13 +103,13 @@ class SampleView:
         units = {t.observations_unit for t in terms}
         unit = units.pop() if agree and len(units) == 1 else "samples"
         n_eff = per_row[0] if np.allclose(per_row, per_row[0], rtol=1e-10) else float(n)
-        term, _ = split_data_term(expr, nodes)
+        term, rest = split_data_term(expr, nodes)
         if term is None or not nodes:
             raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
         coefs = [t.coef for t in terms]
         scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
         gaussian = all(t.quadratic for t in terms)
-        return DataTerm(term, nodes, n, scale, gaussian, n_eff, n_obs, unit)
+        return DataTerm(term, nodes, n, scale, gaussian, n_eff, n_obs, unit, rest)
 
     # ------------------------------------------------------------------ rows
     def train(self, rows: np.ndarray) -> Model:

@@ -75,6 +75,7 @@ class CoordinateSparsity(ConstraintSet):
         )
         # the free coordinates a slice leaves (an intercept w[0]) lead the coefficient table
         self.view = EdgeView() if self.pairs else GroupView(True) if c.groups is not None else View(True)
+        self._bound_texts: dict[tuple[int, bool], str] = {}  # (bound_text's, shared by the copies at other budgets)
         if budget is not None:
             self.budget = self.check_budget(budget)
 
@@ -133,15 +134,16 @@ class CoordinateSparsity(ConstraintSet):
     def bound_text(self, b: int | None = None) -> str:
         """The constraint as the language writes it with the budget b (entries for edges)."""
         b = self.budget if b is None else b
-        said = self.__dict__.get("_bound_text")
-        if said is not None and said[0] == b:  # (every Result names its bound: read once per set and budget)
-            return said[1]
-        if b == self.budget and b == self.constraint.k_units:
-            text = str(self.constraint)  # as written: nnz(offdiag(O)) <= 2 * k
-        else:
-            text = f"{self.constraint.nnz} <= {b * self.unit_size}"
-        self._bound_text = (b, text)
-        return text
+        # every Result names its bound: each text is made once, in a dict the set's copies at other
+        # budgets share (with_budget copies the set: a path's points read one dict)
+        said = self._bound_texts
+        key = (b, b == self.budget)
+        if key not in said:
+            if key[1] and b == self.constraint.k_units:
+                said[key] = str(self.constraint)  # as written: nnz(offdiag(O)) <= 2 * k
+            else:
+                said[key] = f"{self.constraint.nnz} <= {b * self.unit_size}"
+        return said[key]
 
     # ---- coordinate API
     def select(self, zc: np.ndarray, k: int | None = None) -> np.ndarray:

@@ -238,7 +238,7 @@ def run_select(
     stopper = early_stop_of(by, ks, choose.early_stop, choose.patience, choose.margin)
     splits = splits_of(dt.n, choose.folds, choose.seed, choose.fold_ids) if by == "cv" else None
     full = PathRun(problem, lp, cls, options, choose.start, scorer)
-    loss_of = Evaluator(dt.expr, lp.layout)
+    loss_of = _LossAt(lp, dt)
     # the held-out loss of every held-out row at every k, where the data term is a sum over samples
     # (the paired rule's differences); fold f's rows are per_sample[rows[f]:rows[f + 1]]
     rows = np.cumsum([0] + [len(te) for _, te in splits]) if splits is not None else None
@@ -408,7 +408,24 @@ def one_se_paired(
     return best
 
 
-def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by: str, gamma: float) -> dict[str, Any]:
+class _LossAt:
+    """The data term's value at a path point: the point's objective less the other terms (a ridge,
+    evaluated on its own small tree), or the objective itself when the data term is all of it -- the
+    solver's value at the point is that of the objective there (solvers/result.finish), so no pass over
+    the data is made again; the data term's own tree otherwise (a maximized objective)."""
+
+    def __init__(self, lp: LoweredProblem, dt: DataTerm):
+        self.by_objective = not getattr(lp.problem.objective, "maximize", False)
+        self.rest = Evaluator(dt.rest, lp.layout) if dt.rest is not None else None
+        self.term = Evaluator(dt.expr, lp.layout)
+
+    def __call__(self, x: np.ndarray, objective: float) -> float:
+        if self.by_objective and math.isfinite(objective):
+            return objective - float(self.rest.value(x)) if self.rest is not None else objective
+        return float(self.term.value(x))
+
+
+def _row(pt: PathPoint, lp: LoweredProblem, loss_of: _LossAt, dt: DataTerm, by: str, gamma: float) -> dict[str, Any]:
     """One row of the curve: the point's nnz, df, data loss and objective, and the criterion's value
     (cross-validation fills the value in later)."""
     cells = support_cells(pt.result)
@@ -430,7 +447,7 @@ def _row(pt: PathPoint, lp: LoweredProblem, loss_of: Evaluator, dt: DataTerm, by
         x = pt.x if pt.x is not None else lp.layout.pack(pt.result.values)  # (the path's step packed it)
         df, s, p = pt.counts if pt.counts is not None else degrees_of_freedom(lp, x)
         row.update(nnz=int(len(pt.result.support)), df=df, objective=float(pt.result.objective))
-        row["loss"] = float(loss_of.value(x))
+        row["loss"] = loss_of(x, float(pt.result.objective))
         if by in CRITERIA and pt.usable:
             priced = ebic_count(lp, x) if by == "ebic" else df  # a group once (criteria.py)
             row["value"] = criterion(by, row["loss"] / dt.scale, dt.n_obs, priced, p, s, dt.gaussian, gamma)
