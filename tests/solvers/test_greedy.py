@@ -527,6 +527,80 @@ def test_arht_reuse_of_core_runs_across_rounds_is_exact(monkeypatch):
         assert fresh.extra["replayed_runs"] == 0 and fresh.objective <= fresh.extra["init_objective"] * (1 + 1e-12)
 
 
+def grouped_problems() -> list[tuple[sm.Problem, int]]:
+    """Least squares (the incremental factorization) and logistic problems (the lean Newton
+    solves): at k = 5 some of ARHT's runs end at line 12, at k = 12 (40 columns) most run to the
+    practical stop through many supports."""
+    out = []
+    for seed, (n, p, k) in enumerate([(150, 30, 5), (300, 40, 12)]):
+        X, y, _ = correlated_regression(n, p, 8 if p == 40 else 6, rho=0.6, noise=1.0, seed=seed)
+        out += [(linreg(X, y, k), seed), (logreg(X, np.sign(y - np.median(y)), k), seed)]
+    return out
+
+
+def test_arht_grouped_line12_tests_change_no_run(monkeypatch):
+    """group_tests (line 12 decided for up to 8 consecutive supports at once from min f over their
+    union, the run computed ahead and cut back to the first test that holds) changes no decision of
+    Algorithm 5: with every run recomputed (no replay) the same core runs (iterations, failed swaps,
+    rounds) and the same answer as one solve per support at its iteration (group_tests=false, the
+    paper's order), here including runs cut back at a deferred test (from init='first', a start far
+    from the targets); with replay (deferred tests decided again where a later target passes their
+    lower end) the same answer too, from fewer f-solves."""
+    cut = []
+    reached = arht_module._CoreRuns._reached
+    monkeypatch.setattr(arht_module._CoreRuns, "_reached", lambda self, *a: cut.append(1) or reached(self, *a))
+    fewer = 0
+    for prob, seed in grouped_problems():
+        for extra in ({}, {"init": "first"}) if prob.lower().set.k == 5 else ({},):
+            with monkeypatch.context() as mp:
+                mp.setattr(arht_module, "REPLAY", False)
+                new = prob.solve("arht", seed=seed, **extra)
+                old = prob.solve("arht", seed=seed, group_tests=False, **extra)
+            for key in ("core_runs", "core_iterations", "type2", "rounds"):
+                assert new.extra[key] == old.extra[key], (seed, key, extra)
+            assert new.objective == pytest.approx(old.objective, rel=1e-12, abs=1e-14)
+            assert np.array_equal(new.support, old.support)
+            assert new.extra["union_solves"] > 0 and old.extra["union_solves"] == 0
+        new = prob.solve("arht", seed=seed)
+        old = prob.solve("arht", seed=seed, group_tests=False)
+        assert new.objective == pytest.approx(old.objective, rel=1e-12, abs=1e-14)
+        assert np.array_equal(new.support, old.support) and new.extra["rounds"] == old.extra["rounds"]
+        np.testing.assert_allclose(new.history["lower"], old.history["lower"], rtol=1e-12)  # (r: values to rounding)
+        fewer += new.extra["f_solves"] < old.extra["f_solves"]
+    assert len(cut) >= 3  # runs ended at a deferred line-12 test (measured: 3 without replay, 1 with)
+    assert fewer >= 2  # measured: the two at k = 12 (least squares 50 f-solves against 92, logistic 77 against 108)
+
+
+def test_arht_union_lower_ends_decide_every_member(monkeypatch):
+    """The soundness of group_tests: each group of supports decided false at a target from the
+    minimum of f over their union has every member's own minimum (an exact restricted solve) above
+    that target, and a deferred test found true has its support's minimum at or below it."""
+    flush = arht_module._CoreRuns._flush
+    seen = []
+
+    def spy(self, pending, opt, xf, checks):
+        n = len(checks)
+        back, xf = flush(self, pending, opt, xf, checks)
+        seen.append((self.lp, opt, checks[n:], back))
+        return back, xf
+
+    monkeypatch.setattr(arht_module._CoreRuns, "_flush", spy)
+    for prob, seed in grouped_problems()[:2]:
+        prob.solve("arht", seed=seed)
+    groups = found = 0
+    for lp, opt, decided, back in seen:
+        for low, grp in decided:
+            assert low > opt
+            for snap in grp:
+                f = lp.restricted_minimize(snap.S).f
+                assert f > opt - 1e-12 * (1 + abs(opt)) and f >= low - 1e-9 * (1 + abs(low))
+            groups += len(grp) > 1
+        if back is not None:
+            assert lp.restricted_minimize(back[0].S).f <= opt + 1e-12 * (1 + abs(opt))
+            found += 1
+    assert groups > 0 and found > 0
+
+
 # ---------------------------------------------------------------- ARHT's lean restricted solves
 def glm(kind: str, seed: int, n: int = 120, p: int = 12, k: int = 4, ridge: float = 0.0) -> sm.Problem:
     """A logistic (mean loss, labels +-1; or a weighted sum) or Poisson (sum loss) regression with
