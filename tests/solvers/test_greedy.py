@@ -20,6 +20,7 @@ run checks the first rows on 20 and 12 seeds; ``-m slow`` runs all 300 trials.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from itertools import combinations
 
@@ -654,6 +655,47 @@ def test_lean_restricted_solves_equal_the_newton_pipeline(kind):
         np.testing.assert_allclose(act.grad(), ref.g, rtol=0, atol=1e-10 * max(1.0, np.abs(ref.g).max()))
         out = int(rng.choice(sel))  # one swap, as ARHT's line 17
         sel = np.sort(np.append(sel[sel != out], rng.choice(np.setdiff1d(np.arange(12), sel))))
+
+
+def test_lean_logistic_loss_pass_is_exp_and_log1p_to_a_few_ulps():
+    """The compiled pass over the samples of ARHT's Newton solves (``_lean.losses``: its own exp and
+    log1p, vectorized) against NumPy's logaddexp and scipy's expit, per sample: the value (one
+    sample at a time, the others at z = -1000 where the loss is exactly 0), wc phi' and wc phi'' to
+    a few ulps (wherever they are normal numbers; below -708.7 e^z is taken as 0), the sum to the
+    rounding of a sequential sum; NaN and the infinities as exp and log1p give them."""
+    from scipy.special import expit
+
+    from sparsemodel.lowering.active import lean_rows
+
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+
+    rows = lean_rows(glm("weighted", 1, n=400).lower())  # non-uniform sample weights wc
+    P, wc = rows.P, np.asarray(rows.P.wc)
+    n = len(wc)
+    rng = np.random.default_rng(3)
+    z = np.concatenate([rng.standard_normal(150) * 3, rng.uniform(-40, 40, 150), rng.uniform(-708, 708, 84)])
+    z = np.concatenate([z, [0.0, -0.0, 1e-300, -1e-17, 0.3466, -0.3466, 0.8814, -0.8814, 36.7, -36.7, 700, -700]])
+    z = np.concatenate([z, rng.uniform(-5, 5, n - len(z))])
+    d1, d2 = np.empty(n), np.empty(n)
+    total = _lean.losses(P, z, d1, d2)
+
+    def ulps(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        ok = np.abs(ref) > 1e-290
+        return np.abs(a - ref)[ok] / np.spacing(np.abs(ref[ok]))
+
+    s = expit(z)
+    assert ulps(d1, wc * s).max() <= 4
+    assert ulps(d2, wc * (s * expit(-z))).max() <= 8  # (expit(z) expit(-z): the reference rounds too)
+    v = np.logaddexp(0.0, z)
+    assert abs(total - math.fsum(wc * v)) <= 4 * n * np.finfo(float).eps * math.fsum(np.abs(wc * v))
+    one = np.full(n, -1000.0)
+    for i in range(0, n, 3):  # each sample's value alone (wc v rounded once)
+        one[0] = z[i]
+        assert abs(_lean.losses(P, one, d1, d2) - wc[0] * v[i]) <= 4 * np.spacing(wc[0] * v[i])
+    one[0], one[1] = np.inf, -np.inf
+    assert _lean.losses(P, one, d1, d2) == np.inf and d1[0] == wc[0] and d1[1] == 0.0 and d2[0] == d2[1] == 0.0
+    one[0] = np.nan
+    assert np.isnan(_lean.losses(P, one, d1, d2)) and np.isnan(d1[0]) and np.isnan(d2[0])
 
 
 def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
