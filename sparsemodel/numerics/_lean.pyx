@@ -2270,6 +2270,8 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
     cdef double[:, ::1] Hv = H, Lv = L, Gv
     cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb)
     cdef double[::1] dz = np.empty(n), zt = np.empty(n), e1 = np.empty(n), e2 = np.empty(n), vw = np.empty(n), c0v
+    cdef double[::1] z0 = z, d10 = d1, d20 = d2, sw  # (an accepted point swaps its arrays in: no copies)
+    cdef bint swapped = False
     if not fresh:
         Gv, c0v = G, c0
     for it in range(NEWTON_MAX_ITER):
@@ -2342,9 +2344,10 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
             ft = _objective_at(P, ft_l, lin, r, ut)
             if isfinite(ft) and ft <= f + ROUNDING * (1.0 + fabs(f)):
                 u[:] = ut
-                z[:] = zt
-                d1[:] = e1
-                d2[:] = e2
+                sw = z; z = zt; zt = sw
+                sw = d1; d1 = e1; e1 = sw
+                sw = d2; d2 = e2; e2 = sw
+                swapped = not swapped
                 f, fl = ft, ft_l
             lower = f
             break
@@ -2368,9 +2371,10 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
             ft = _objective_at(P, ft_l, lin, r, ut)
             if ft <= f - 0.25 * t * dec:
                 u[:] = ut
-                z[:] = zt
-                d1[:] = e1
-                d2[:] = e2
+                sw = z; z = zt; zt = sw
+                sw = d1; d1 = e1; e1 = sw
+                sw = d2; d2 = e2; e2 = sw
+                swapped = not swapped
                 f, fl = ft, ft_l
                 moved = True
                 break
@@ -2383,6 +2387,10 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
             need = True
         prev_dec = dec
         fresh = False  # the next point differs from the curvatures G was formed at
+    if swapped:  # the end point's arrays into the caller's
+        z0[:] = z
+        d10[:] = d1
+        d20[:] = d2
     return state, its, f, fl, lower, G, c0
 
 
