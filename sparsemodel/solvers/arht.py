@@ -449,7 +449,7 @@ class _CoreRuns:
         }
         # restart -> (lo, hi, run, checks): the same run for lo <= opt < hi while every deferred line-12
         # test of checks (lower end, group of supports) stays false at opt (see _replay)
-        self.runs: dict[int, list[tuple[float, float, _Core, list]]] = {}
+        self.runs: dict[int, list[list]] = {}
 
     def fmin(
         self, sel: np.ndarray, warm: np.ndarray | None = None, opt: float | None = None, accurate: bool = False
@@ -608,7 +608,7 @@ class _CoreRuns:
             self.latest = None  # geng moved: no cache entry's gradient comes from it now
             run = _Core(x, self.lp.f(x), False, it, t2, sampled, stop)
         if o["reuse_runs"]:
-            self.runs.setdefault(q, []).append((lo, hi, run, checks))
+            self.runs.setdefault(q, []).append([lo, hi, run, checks])
         return run
 
     def _reached(
@@ -624,10 +624,10 @@ class _CoreRuns:
         xp, fp, _ = self.fmin(snap.S, xf, accurate=True)
         run = _Core(xp, fp, True, snap.it, snap.t2, snap.sampled, "reached opt")
         if self.o["reuse_runs"]:  # (line 12 holds for every target from the test's value on)
-            self.runs.setdefault(q, []).append((max(snap.lo, ff), snap.hi, run, checks))
+            self.runs.setdefault(q, []).append([max(snap.lo, ff), snap.hi, run, checks])
         return run
 
-    def _replay(self, rec: tuple, opt: float, q: int) -> _Core:
+    def _replay(self, rec: list, opt: float, q: int) -> _Core:
         """The recorded run ``rec`` at a target inside its interval of the progress tests and the
         line-12 tests solved one by one: the same run when every deferred line-12 test stays false
         at opt (those whose lower end is not above opt decided again, and their record updated),
@@ -641,7 +641,8 @@ class _CoreRuns:
                     new.append((low, grp))
                     continue
                 back, xf = self._flush(list(grp), opt, xf, new)
-                if back is not None:
+                if back is not None:  # (from its value on the recorded run no longer holds)
+                    rec[1] = min(rec[1], back[1])
                     return self._reached(q, back, xf, new)
             checks[:] = new  # (every lower end only rose: the interval of the record widened)
         self.stats["replayed_runs"] += 1
