@@ -719,6 +719,40 @@ def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
     assert np.all(np.abs(d2 / c1 - 1) <= 0.1 + 1e-12)
 
 
+def test_lean_working_block_follows_swaps_in_place():
+    """An active set's working block (the rows J'[cols] in its own slot order, a swap writing the
+    entering column's row over the leaving one's): along a walk of one-swap supports, with a
+    return to a support seen before in another slot order (its stored Hessian then permuted) and a
+    jump to a larger support (a new block), the block holds exactly the rows of its columns, the
+    Hessian each solve starts from (moved, permuted or stored) is J_B' diag(c0) J_B in the block's
+    order, and the solves equal those of a fresh engine."""
+    lp = glm("logistic", 6, ridge=1e-3).lower()
+    act, ref = ActiveSet(lp, lean=True), ActiveSet(lp, lean=True)
+    eng = act.lean
+    walk = [[1, 3, 4, 8], [3, 4, 8, 10], [1, 4, 8, 10], [1, 3, 4, 8], [0, 1, 3, 8], [0, 2, 3, 4, 5, 9]]
+    swaps = permuted = 0
+    for sel in walk:
+        block, order = eng.work, eng.wcols
+        wcols, work = eng.rows(np.sort(np.concatenate([act.F, act.C[sel]])))  # (as the solve's first step)
+        swaps += block is not None and work is block  # (written in place)
+        np.testing.assert_array_equal(work, eng.sh.JT[wcols])
+        stored = eng.hessians_on.get(np.sort(wcols).tobytes())
+        permuted += stored is not None and not np.array_equal(stored[2], wcols)
+        start = eng.start_hessian(wcols, work)
+        if start is not None:
+            np.testing.assert_allclose(start[0], (work * start[1]) @ work.T, rtol=1e-12, atol=1e-15)
+        x, f = act.solve(np.array(sel))
+        assert eng.work is work and np.array_equal(eng.wcols, wcols)
+        ref.lean = type(eng)(lp, eng.sh, act.tol)  # a fresh engine: no block, no Hessian kept
+        x_ref, f_ref = ref.solve(np.array(sel))
+        assert abs(f - f_ref) <= 2e-12 * (1 + abs(f_ref))  # (both to the decrement test)
+        np.testing.assert_allclose(
+            x, x_ref, rtol=0, atol=1e-5 * max(1.0, np.abs(x_ref).max())
+        )  # (to the decrement test)
+        del block, order
+    assert swaps == 4 and permuted == 1  # every step but the first and the jump; the return to the first support
+
+
 @pytest.mark.parametrize("kind", ["logistic", "weighted", "poisson"])
 def test_arht_lean_solves_and_screened_tests_follow_the_exact_path(kind, monkeypatch):
     """ARHT with its lean solves and tests decided from value brackets (the default) against the
