@@ -30,6 +30,8 @@ one run, and read the CPU seconds (``time.process_time``) beside the wall time.
     python benchmarks/arht_bnb.py --part arht --arht-compare reuse_runs=false --kmax 12
     python benchmarks/arht_bnb.py --part arht --arht-compare restricted=newton,screen_tests=false
                                   # against the general Newton pipeline with every test solved to tol
+    python benchmarks/arht_bnb.py --part arht --arht-compare group_tests=false
+                                  # line 12 solved at each support, Algorithm 5's order
 """
 
 from __future__ import annotations

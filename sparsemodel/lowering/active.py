@@ -646,6 +646,7 @@ LEAN_CHORD = 3.0  # ... or more than this many further steps at its rate would b
 LEAN_MOVED = 0.1  # a Hessian is updated on the samples whose curvature moved by more than this, relative
 LEAN_PART = 0.5  # ... when they are at most this share of the samples (else it is formed from scratch)
 LEAN_ROWS = 4  # gathered row blocks J'[cols] kept (the f- and g_R-solves of ARHT visit the same supports)
+LEAN_SWAPS = 2  # a support this many columns away from an active set's working block replaces its rows in place
 LEAN_POINTS = 6  # points evaluated kept (a solve starting at one reuses its loss part, near one its z)
 LEAN_UPDATE = 3  # ... z moved from a stored point that differs in at most this many coordinates
 DECIDE_LOCAL = (
@@ -680,7 +681,7 @@ class LeanRows:
             self.buf = np.empty((JTB.shape[0] + 8, len(self.b)))
         return np.multiply(JTB, c, out=self.buf[: JTB.shape[0]])
 
-    def start(self, cols: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, tuple | None]:
+    def start(self, cols: np.ndarray, u: np.ndarray, JTB: np.ndarray | None = None) -> tuple[np.ndarray, tuple | None]:
         """z = J_B u + b at the point x[cols] = u (zero elsewhere), and the loss part there when
         it is a point evaluated before. From a stored point that differs in at most LEAN_UPDATE
         coordinates (a swap: one coordinate out, one in; the ridge moving a few), z is that point's
@@ -695,7 +696,7 @@ class LeanRows:
                 return ze, (fe, d1e, d2e)
             if len(on) <= LEAN_UPDATE:
                 return ze + dx[on] @ self.JT[on], None
-        return u @ self.gather(cols) + self.b, None
+        return u @ (self.gather(cols) if JTB is None else JTB) + self.b, None
 
     def remember(
         self, cols: np.ndarray, u: np.ndarray, z: np.ndarray, fl: float, d1: np.ndarray, d2: np.ndarray
@@ -720,6 +721,13 @@ class LeanRows:
         (``_lean.losses``, the formulas of the loss's atom, ``phi.derivs``)."""
         d1, d2 = np.empty(len(z)), np.empty(len(z))
         return self.kernel.losses(self.P, z, d1, d2), d1, d2
+
+
+def _where(order: np.ndarray, cols: np.ndarray, n: int) -> np.ndarray:
+    """The position in ``order`` of each of ``cols`` (-1 where absent); both hold distinct indices < n."""
+    look = np.full(n, -1, dtype=np.int64)
+    look[order] = np.arange(len(order))
+    return look[cols]
 
 
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:
@@ -749,6 +757,10 @@ class _LeanNewton:
     here. A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets
     on the same rows: the loss part does not depend on the ridge) reuses its loss part; one starting
     a swap away moves its linear predictor z by the coordinates that changed.
+
+    The rows J'[cols] are this engine's working block, in its own slot order: a support a swap
+    away writes the entering column's row over the leaving one's (:meth:`rows`), so a swap copies
+    one row, not the support's; a Hessian moved to it keeps that order.
 
     That Hessian, G = J_B' diag(c) J_B at the curvatures c = wc phi'', is formed only when needed;
     the next solve (one swap away) starts from this engine's last one on the same columns, else its
@@ -783,34 +795,57 @@ class _LeanNewton:
         self.hessians_on: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # columns -> (last Hessian there, c0)
         self.G: np.ndarray | None = None  # the loss part's Hessian on Gcols at the curvatures c0
         self.Gcols = np.empty(0, dtype=np.int64)
+        # this engine's working block: the rows J'[wcols] in its own (slot) order, a swap writing the entering
+        # column's row over the leaving one's (no gathered copy of the whole support)
+        self.work: np.ndarray | None = None
+        self.wcols = np.empty(0, dtype=np.int64)
         self.c0 = np.zeros(0)
 
     def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """A Hessian of the loss part on ``cols`` at stored curvatures c0, and c0 (None: none
-        stored): the one formed on exactly these columns by either active set sharing the rows
-        (LEAN_HESSIANS kept), else this engine's last one moved to ``cols`` (the entries of the
-        columns kept are copied, a new column is J_B' (c0 J_i))."""
-        same = self.hessians_on.get(cols.tobytes())
+        """A Hessian of the loss part on ``cols`` (in their order, that of the rows JTB) at stored
+        curvatures c0, and c0 (None: none stored): the last one this engine formed on these columns
+        (LEAN_HESSIANS kept), else its last one moved to ``cols`` (the entries of the columns kept are
+        copied, a new column is J_B' (c0 J_i))."""
+        same = self.hessians_on.get(np.sort(cols).tobytes())
         if same is not None:
-            return same[0].copy(), same[1]
+            G, c0, order = same
+            if np.array_equal(order, cols):
+                return G.copy(), c0
+            at = _where(order, cols, self.lp.n)
+            return G.take(at, axis=0).take(at, axis=1), c0
         if self.G is None:
             return None
-        prev = self.Gcols
-        at = np.minimum(np.searchsorted(prev, cols), max(len(prev) - 1, 0))
-        kept = (prev[at] == cols) if len(prev) else np.zeros(len(cols), dtype=bool)
-        k, new = np.flatnonzero(kept), np.flatnonzero(~kept)
-        sub = self.G.take(at[k], axis=0).take(at[k], axis=1)
-        if len(new) == 0:
-            return sub, self.c0
-        B = JTB @ (JTB[new] * self.c0).T  # the new columns, in the order of cols
-        m = len(k)
-        Gp = np.empty((len(cols), len(cols)))  # kept columns first, then the new ones
-        Gp[:m, :m] = sub
-        Gp[:m, m:] = B[k]
-        Gp[m:, :m] = B[k].T
-        Gp[m:, m:] = B[new]
-        back = np.argsort(np.concatenate([k, new]))
-        return Gp.take(back, axis=0).take(back, axis=1), self.c0
+        at = _where(self.Gcols, cols, self.lp.n)
+        new = np.flatnonzero(at < 0)
+        Gp = self.G.take(np.maximum(at, 0), axis=0).take(np.maximum(at, 0), axis=1)  # (new rows: filled below)
+        if len(new):
+            B = JTB @ (JTB[new] * self.c0).T  # the new columns, in the order of cols
+            Gp[:, new] = B
+            Gp[new, :] = B.T
+        return Gp, self.c0
+
+    def rows(self, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The support ``cols`` (sorted) in this engine's slot order and its rows J'[cols] in that
+        order: the working block with the rows of at most LEAN_SWAPS entering columns written over
+        those of the leaving ones, else a gathered copy (a support of another size, or farther)."""
+        w = self.wcols
+        if self.work is not None and len(w) == len(cols):
+            mark = np.zeros(self.lp.n, dtype=bool)
+            mark[cols] = True
+            out = np.flatnonzero(~mark[w])
+            if len(out) == 0:
+                return w, self.work
+            if len(out) <= LEAN_SWAPS:
+                mark[:] = False
+                mark[w] = True
+                w = w.copy()
+                w[out] = cols[~mark[cols]]
+                self.work[out] = self.sh.JT[w[out]]
+                self.wcols = w
+                return w, self.work
+        self.work = self.sh.JT[cols]
+        self.wcols = cols.copy()
+        return self.wcols, self.work
 
     def _renew(
         self, G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, JTB: np.ndarray, full: bool
@@ -832,11 +867,11 @@ class _LeanNewton:
         return self.sh.weighted(JTB, d2) @ JTB.T, d2, True
 
     def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray) -> None:
-        key = cols.tobytes()
+        key = np.sort(cols).tobytes()
         self.hessians_on.pop(key, None)
         if len(self.hessians_on) >= LEAN_HESSIANS:
             self.hessians_on.pop(next(iter(self.hessians_on)))
-        self.hessians_on[key] = (G, c0)
+        self.hessians_on[key] = (G, c0, cols)
 
     @np.errstate(over="ignore", divide="ignore", invalid="ignore")  # steps outside the domain give inf
     def move(
@@ -853,16 +888,16 @@ class _LeanNewton:
         cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))
         if len(cols) == 0:
             return None
+        cols, JTB = self.rows(cols)  # (in this engine's slot order from here on)
         r = sh.rd[cols].copy()
         if ridge is not None:
             on = np.zeros(self.lp.n)
             on[C[np.asarray(ridge[1], dtype=np.int64)]] = ridge[0]
             r += on[cols]
         lin = sh.lin[cols]
-        JTB = sh.gather(cols)
         u = np.array(x0[cols], dtype=float)
         scale = 1.0 + float(np.linalg.norm(u))
-        z, known = sh.start(cols, u)
+        z, known = sh.start(cols, u, JTB)
         fl, d1, d2 = known if known is not None else sh.loss(z)
         f = sh.const + fl + float(lin @ u) + 0.5 * float(r @ (u * u))
         if not np.isfinite(f):

@@ -20,6 +20,7 @@ run checks the first rows on 20 and 12 seeds; ``-m slow`` runs all 300 trials.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from itertools import combinations
 
@@ -527,6 +528,80 @@ def test_arht_reuse_of_core_runs_across_rounds_is_exact(monkeypatch):
         assert fresh.extra["replayed_runs"] == 0 and fresh.objective <= fresh.extra["init_objective"] * (1 + 1e-12)
 
 
+def grouped_problems() -> list[tuple[sm.Problem, int]]:
+    """Least squares (the incremental factorization) and logistic problems (the lean Newton
+    solves): at k = 5 some of ARHT's runs end at line 12, at k = 12 (40 columns) most run to the
+    practical stop through many supports."""
+    out = []
+    for seed, (n, p, k) in enumerate([(150, 30, 5), (300, 40, 12)]):
+        X, y, _ = correlated_regression(n, p, 8 if p == 40 else 6, rho=0.6, noise=1.0, seed=seed)
+        out += [(linreg(X, y, k), seed), (logreg(X, np.sign(y - np.median(y)), k), seed)]
+    return out
+
+
+def test_arht_grouped_line12_tests_change_no_run(monkeypatch):
+    """group_tests (line 12 decided for up to 8 consecutive supports at once from min f over their
+    union, the run computed ahead and cut back to the first test that holds) changes no decision of
+    Algorithm 5: with every run recomputed (no replay) the same core runs (iterations, failed swaps,
+    rounds) and the same answer as one solve per support at its iteration (group_tests=false, the
+    paper's order), here including runs cut back at a deferred test (from init='first', a start far
+    from the targets); with replay (deferred tests decided again where a later target passes their
+    lower end) the same answer too, from fewer f-solves."""
+    cut = []
+    reached = arht_module._CoreRuns._reached
+    monkeypatch.setattr(arht_module._CoreRuns, "_reached", lambda self, *a: cut.append(1) or reached(self, *a))
+    fewer = 0
+    for prob, seed in grouped_problems():
+        for extra in ({}, {"init": "first"}) if prob.lower().set.k == 5 else ({},):
+            with monkeypatch.context() as mp:
+                mp.setattr(arht_module, "REPLAY", False)
+                new = prob.solve("arht", seed=seed, **extra)
+                old = prob.solve("arht", seed=seed, group_tests=False, **extra)
+            for key in ("core_runs", "core_iterations", "type2", "rounds"):
+                assert new.extra[key] == old.extra[key], (seed, key, extra)
+            assert new.objective == pytest.approx(old.objective, rel=1e-12, abs=1e-14)
+            assert np.array_equal(new.support, old.support)
+            assert new.extra["union_solves"] > 0 and old.extra["union_solves"] == 0
+        new = prob.solve("arht", seed=seed)
+        old = prob.solve("arht", seed=seed, group_tests=False)
+        assert new.objective == pytest.approx(old.objective, rel=1e-12, abs=1e-14)
+        assert np.array_equal(new.support, old.support) and new.extra["rounds"] == old.extra["rounds"]
+        np.testing.assert_allclose(new.history["lower"], old.history["lower"], rtol=1e-12)  # (r: values to rounding)
+        fewer += new.extra["f_solves"] < old.extra["f_solves"]
+    assert len(cut) >= 3  # runs ended at a deferred line-12 test (measured: 3 without replay, 1 with)
+    assert fewer >= 2  # measured: the two at k = 12 (least squares 50 f-solves against 92, logistic 77 against 108)
+
+
+def test_arht_union_lower_ends_decide_every_member(monkeypatch):
+    """The soundness of group_tests: each group of supports decided false at a target from the
+    minimum of f over their union has every member's own minimum (an exact restricted solve) above
+    that target, and a deferred test found true has its support's minimum at or below it."""
+    flush = arht_module._CoreRuns._flush
+    seen = []
+
+    def spy(self, pending, opt, xf, checks):
+        n = len(checks)
+        back, xf = flush(self, pending, opt, xf, checks)
+        seen.append((self.lp, opt, checks[n:], back))
+        return back, xf
+
+    monkeypatch.setattr(arht_module._CoreRuns, "_flush", spy)
+    for prob, seed in grouped_problems()[:2]:
+        prob.solve("arht", seed=seed)
+    groups = found = 0
+    for lp, opt, decided, back in seen:
+        for low, grp in decided:
+            assert low > opt
+            for snap in grp:
+                f = lp.restricted_minimize(snap.S).f
+                assert f > opt - 1e-12 * (1 + abs(opt)) and f >= low - 1e-9 * (1 + abs(low))
+            groups += len(grp) > 1
+        if back is not None:
+            assert lp.restricted_minimize(back[0].S).f <= opt + 1e-12 * (1 + abs(opt))
+            found += 1
+    assert groups > 0 and found > 0
+
+
 # ---------------------------------------------------------------- ARHT's lean restricted solves
 def glm(kind: str, seed: int, n: int = 120, p: int = 12, k: int = 4, ridge: float = 0.0) -> sm.Problem:
     """A logistic (mean loss, labels +-1; or a weighted sum) or Poisson (sum loss) regression with
@@ -582,6 +657,47 @@ def test_lean_restricted_solves_equal_the_newton_pipeline(kind):
         sel = np.sort(np.append(sel[sel != out], rng.choice(np.setdiff1d(np.arange(12), sel))))
 
 
+def test_lean_logistic_loss_pass_is_exp_and_log1p_to_a_few_ulps():
+    """The compiled pass over the samples of ARHT's Newton solves (``_lean.losses``: its own exp and
+    log1p, vectorized) against NumPy's logaddexp and scipy's expit, per sample: the value (one
+    sample at a time, the others at z = -1000 where the loss is exactly 0), wc phi' and wc phi'' to
+    a few ulps (wherever they are normal numbers; below -708.7 e^z is taken as 0), the sum to the
+    rounding of a sequential sum; NaN and the infinities as exp and log1p give them."""
+    from scipy.special import expit
+
+    from sparsemodel.lowering.active import lean_rows
+
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+
+    rows = lean_rows(glm("weighted", 1, n=400).lower())  # non-uniform sample weights wc
+    P, wc = rows.P, np.asarray(rows.P.wc)
+    n = len(wc)
+    rng = np.random.default_rng(3)
+    z = np.concatenate([rng.standard_normal(150) * 3, rng.uniform(-40, 40, 150), rng.uniform(-708, 708, 84)])
+    z = np.concatenate([z, [0.0, -0.0, 1e-300, -1e-17, 0.3466, -0.3466, 0.8814, -0.8814, 36.7, -36.7, 700, -700]])
+    z = np.concatenate([z, rng.uniform(-5, 5, n - len(z))])
+    d1, d2 = np.empty(n), np.empty(n)
+    total = _lean.losses(P, z, d1, d2)
+
+    def ulps(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        ok = np.abs(ref) > 1e-290
+        return np.abs(a - ref)[ok] / np.spacing(np.abs(ref[ok]))
+
+    s = expit(z)
+    assert ulps(d1, wc * s).max() <= 4
+    assert ulps(d2, wc * (s * expit(-z))).max() <= 8  # (expit(z) expit(-z): the reference rounds too)
+    v = np.logaddexp(0.0, z)
+    assert abs(total - math.fsum(wc * v)) <= 4 * n * np.finfo(float).eps * math.fsum(np.abs(wc * v))
+    one = np.full(n, -1000.0)
+    for i in range(0, n, 3):  # each sample's value alone (wc v rounded once)
+        one[0] = z[i]
+        assert abs(_lean.losses(P, one, d1, d2) - wc[0] * v[i]) <= 4 * np.spacing(wc[0] * v[i])
+    one[0], one[1] = np.inf, -np.inf
+    assert _lean.losses(P, one, d1, d2) == np.inf and d1[0] == wc[0] and d1[1] == 0.0 and d2[0] == d2[1] == 0.0
+    one[0] = np.nan
+    assert np.isnan(_lean.losses(P, one, d1, d2)) and np.isnan(d1[0]) and np.isnan(d2[0])
+
+
 def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
     """The stored Hessian moved to a support one swap away, and one updated on the samples whose
     curvature moved, are exactly J_B' diag(c) J_B at the curvatures c they carry: the premise of the
@@ -601,6 +717,40 @@ def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
     assert not full and np.any(c1 != c0) and np.any(c1 != d2)  # an update, not a new formation
     np.testing.assert_allclose(G1, (JTB * c1) @ JTB.T, rtol=1e-12, atol=1e-15)
     assert np.all(np.abs(d2 / c1 - 1) <= 0.1 + 1e-12)
+
+
+def test_lean_working_block_follows_swaps_in_place():
+    """An active set's working block (the rows J'[cols] in its own slot order, a swap writing the
+    entering column's row over the leaving one's): along a walk of one-swap supports, with a
+    return to a support seen before in another slot order (its stored Hessian then permuted) and a
+    jump to a larger support (a new block), the block holds exactly the rows of its columns, the
+    Hessian each solve starts from (moved, permuted or stored) is J_B' diag(c0) J_B in the block's
+    order, and the solves equal those of a fresh engine."""
+    lp = glm("logistic", 6, ridge=1e-3).lower()
+    act, ref = ActiveSet(lp, lean=True), ActiveSet(lp, lean=True)
+    eng = act.lean
+    walk = [[1, 3, 4, 8], [3, 4, 8, 10], [1, 4, 8, 10], [1, 3, 4, 8], [0, 1, 3, 8], [0, 2, 3, 4, 5, 9]]
+    swaps = permuted = 0
+    for sel in walk:
+        block, order = eng.work, eng.wcols
+        wcols, work = eng.rows(np.sort(np.concatenate([act.F, act.C[sel]])))  # (as the solve's first step)
+        swaps += block is not None and work is block  # (written in place)
+        np.testing.assert_array_equal(work, eng.sh.JT[wcols])
+        stored = eng.hessians_on.get(np.sort(wcols).tobytes())
+        permuted += stored is not None and not np.array_equal(stored[2], wcols)
+        start = eng.start_hessian(wcols, work)
+        if start is not None:
+            np.testing.assert_allclose(start[0], (work * start[1]) @ work.T, rtol=1e-12, atol=1e-15)
+        x, f = act.solve(np.array(sel))
+        assert eng.work is work and np.array_equal(eng.wcols, wcols)
+        ref.lean = type(eng)(lp, eng.sh, act.tol)  # a fresh engine: no block, no Hessian kept
+        x_ref, f_ref = ref.solve(np.array(sel))
+        assert abs(f - f_ref) <= 2e-12 * (1 + abs(f_ref))  # (both to the decrement test)
+        np.testing.assert_allclose(
+            x, x_ref, rtol=0, atol=1e-5 * max(1.0, np.abs(x_ref).max())
+        )  # (to the decrement test)
+        del block, order
+    assert swaps == 4 and permuted == 1  # every step but the first and the jump; the return to the first support
 
 
 @pytest.mark.parametrize("kind", ["logistic", "weighted", "poisson"])
