@@ -59,6 +59,14 @@ cdef extern from *:
     #else
     #define LEAN_CLONES
     #endif
+    /* (C99's restrict under every compiler's spelling: MSVC's C takes only __restrict) */
+    #if defined(_MSC_VER)
+    #define LEAN_RESTRICT __restrict
+    #elif defined(__GNUC__)
+    #define LEAN_RESTRICT __restrict__
+    #else
+    #define LEAN_RESTRICT
+    #endif
     static inline double lean_asdouble(uint64_t i) { double d; memcpy(&d, &i, 8); return d; }
     static inline uint64_t lean_asuint64(double d) { uint64_t i; memcpy(&i, &d, 8); return i; }
     /* a where the mask m is all ones, else b (a select by bits: no branch, so the loop vectorizes) */
@@ -66,8 +74,9 @@ cdef extern from *:
         return lean_asdouble((lean_asuint64(a) & m) | (lean_asuint64(b) & ~m));
     }
     LEAN_CLONES
-    static void lean_logistic_terms(const double *restrict z, const double *restrict wc, double *restrict vw,
-                                    double *restrict d1, double *restrict d2, Py_ssize_t n) {
+    static void lean_logistic_terms(const double *LEAN_RESTRICT z, const double *LEAN_RESTRICT wc,
+                                    double *LEAN_RESTRICT vw, double *LEAN_RESTRICT d1,
+                                    double *LEAN_RESTRICT d2, Py_ssize_t n) {
         const double shift = 6755399441055744.0, invln2 = 1.44269504088896338700e+00;
         const double ln2hi = 6.93147180369123816490e-01, ln2lo = 1.90821492927058770002e-10;
         const double Lp1 = 6.666666666666735130e-01, Lp2 = 3.999999999940941908e-01,
