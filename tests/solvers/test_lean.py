@@ -291,6 +291,28 @@ def test_multinomial_rebound_kernel_reads_the_new_data():
         agree_answer(got, AUTO(lean=False).solve(lp))
 
 
+def grouped(family: str, n: int, G: int, m: int, k: int, seed: int) -> sm.Problem:
+    """An elementwise GLM with G groups of m coordinates (an equicorrelated design, the first two
+    groups nonzero) and a free intercept, at most k groups."""
+    rng = np.random.default_rng(seed)
+    p = G * m
+    X = (rng.standard_normal((n, p)) + rng.standard_normal((n, 1))) / np.sqrt(2.0)
+    beta = np.zeros(p)
+    beta[: 2 * m] = rng.uniform(0.5, 1.0, 2 * m) * rng.choice([-1.0, 1.0], 2 * m)
+    eta = 0.5 * X @ beta
+    w = sm.Variable(p + 1, name="w")
+    z = X @ w[1:] + w[0]
+    if family == "gaussian":
+        loss = sm.sum_squares(z - eta - rng.standard_normal(n))
+    elif family == "binomial":
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+        loss = sm.sum(sm.logistic(-(2 * y - 1) * z))
+    else:
+        y = rng.poisson(np.exp(eta)).astype(float)
+        loss = sm.sum(sm.exp(z) - y * z)
+    return sm.Problem(sm.minimize(loss), [sm.nnz(w[1:], groups=np.repeat(np.arange(G), m)) <= k])
+
+
 @pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson"])
 def test_groups_at_and_above_the_kernels_largest_unit(family):
     """Groups of one size on the elementwise losses: two to MAX_UNIT (8) coordinates in the kernel,
@@ -299,23 +321,7 @@ def test_groups_at_and_above_the_kernels_largest_unit(family):
 
     assert lean_mod.MAX_UNIT == _lean.MAX_UNIT == 8
     for m, G, k in ((2, 10, 3), (3, 20, 4), (8, 12, 2), (9, 10, 2)):
-        rng = np.random.default_rng(m)
-        n, p = 120, G * m
-        X = (rng.standard_normal((n, p)) + rng.standard_normal((n, 1))) / np.sqrt(2.0)
-        beta = np.zeros(p)
-        beta[: 2 * m] = rng.uniform(0.5, 1.0, 2 * m) * rng.choice([-1.0, 1.0], 2 * m)
-        eta = 0.5 * X @ beta
-        w = sm.Variable(p + 1, name="w")
-        z = X @ w[1:] + w[0]
-        if family == "gaussian":
-            loss = sm.sum_squares(z - eta - rng.standard_normal(n))
-        elif family == "binomial":
-            y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
-            loss = sm.sum(sm.logistic(-(2 * y - 1) * z))
-        else:
-            y = rng.poisson(np.exp(eta)).astype(float)
-            loss = sm.sum(sm.exp(z) - y * z)
-        prob = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:], groups=np.repeat(np.arange(G), m)) <= k])
+        prob = grouped(family, 120, G, m, k, seed=m)
         lean, python = both(prob)
         if m > lean_mod.MAX_UNIT:
             assert lean_mod.lean_data(prob.lower()) is None and "kernel" not in lean.extra
@@ -494,19 +500,7 @@ def test_a_screened_pool_forms_only_the_rows_the_model_reads(family):
         prob = glm(family, 150, 60, 4, seed, ridge=0.1)
         for pool in (6, 1000):  # (2 (5 + 6) <= 61 columns: the short path; every candidate: the full one)
             _models_agree(prob, pool)
-    rng = np.random.default_rng(5)
-    n, G, m = 150, 30, 2
-    X = (rng.standard_normal((n, G * m)) + rng.standard_normal((n, 1))) / np.sqrt(2.0)
-    eta = 0.5 * X[:, :6] @ rng.choice([-1.0, 1.0], 6)
-    w = sm.Variable(G * m + 1, name="w")
-    z = X @ w[1:] + w[0]
-    if family == "binomial":
-        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
-        loss = sm.sum(sm.logistic(-(2 * y - 1) * z))
-    else:
-        y = rng.poisson(np.exp(eta)).astype(float)
-        loss = sm.sum(sm.exp(z) - y * z)
-    groups = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:], groups=np.repeat(np.arange(G), m)) <= 3])
+    groups = grouped(family, 150, 30, 2, 3, seed=5)
     for pool in (6, 1000):
         _models_agree(groups, pool)
     # the softmax (40 rows of 3 classes: 123 columns, 15 on the support, 18 in the pool): its free
