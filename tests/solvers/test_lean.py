@@ -554,3 +554,15 @@ def test_an_unbounded_loss_is_reported_with_the_kernel_on():
     lean, python = both(sm.Problem(sm.minimize(sm.sum(sm.exp(z) - y * z)), [sm.nnz(w[1:]) <= 2]))
     assert lean.status == python.status == "unbounded"
     assert lean.objective == -np.inf
+
+
+def test_softmax_at_and_above_the_kernels_largest_unit():
+    """Row groups of the softmax are units of as many coordinates as classes: 8 classes run the kernel
+    (its small systems and per-sample class pairs are sized for MAX_UNIT) and end where the Python
+    pipeline does; 9 classes run the Python pipeline."""
+    for classes in (8, 9):
+        lean, python = both(multinomial(200, 15, 3, 0, classes=classes, ridge=0.1))
+        if classes > lean_mod.MAX_UNIT:
+            assert "kernel" not in lean.extra and lean.objective == python.objective
+        else:
+            agree_answer(lean, python)
