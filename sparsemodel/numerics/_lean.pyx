@@ -948,12 +948,12 @@ cdef void _class_hessian(Problem P, double[::1] d2, ClassCols cc, double[:, ::1]
                     H[cc.pos[q2], cc.pos[q]] = cc.Hp[q, q2]
 
 
-cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H, double[:, ::1] Hp) noexcept nogil:
-    """H = JB' M (in the restricted solve, where :func:`_atb` gives M' JB: the same symmetric matrix)
-    from the columns by class: the rows of class c of M against the values of that class's columns,
-    one product per class (a third of the work of the full product for three classes, skipping the
-    zeros). H: JB's columns x M's; Hp: scratch of its shape, rows in V's order."""
-    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], nc = cc.pos.shape[0], c, a, b
+cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] Hp) noexcept nogil:
+    """Hp = JB' M with JB's columns in V's (class) order (row ``cc.inv[j]`` for JB's column j), from
+    the columns by class: the rows of class c of M against the values of that class's columns, one
+    product per class (a third of the work of the full product for three classes, skipping the
+    zeros)."""
+    cdef Py_ssize_t K = cc.start.shape[0] - 1, nb = M.shape[1], c, a, b
     cdef int n = <int> cc.V.shape[0], m, ldm = <int> (K * nb), ldv = <int> cc.V.shape[1], nbi = <int> nb
     cdef double alpha = 1.0, beta = 0.0
     for c in range(K):
@@ -969,9 +969,6 @@ cdef void _class_atb(ClassCols cc, double[:, ::1] M, double[:, ::1] H, double[:,
         # Hp_c' (nb x m) = M_c' (nb x n, ld K nb) V_c (n x m, as V_c' of ld ldv, transposed)
         dgemm(b"N", b"T", &nbi, &m, &n, &alpha, &M[c, 0], &ldm, &cc.V[0, cc.start[c]], &ldv, &beta,
               &Hp[cc.start[c], 0], &nbi)
-    for a in range(nc):
-        for b in range(nb):
-            H[cc.pos[a], b] = Hp[a, b]
 
 
 # ---------------------------------------------------------------------- restricted solves
@@ -1779,8 +1776,10 @@ cdef class ModelBuffers:
     each dies before the next (the search, auto_run's fill), so their arrays need not be made again."""
 
     cdef Py_ssize_t nb, ni, nI, nJ, m
-    cdef Py_ssize_t[::1] B, Icols
+    cdef Py_ssize_t[::1] B, Icols, cols
     cdef double[:, ::1] HBB, HBI, HII, Mj, L, A, AB, sigma
+    cdef double[:, ::1] Hr  # (the softmax's full model: J' M, a row per column of J; made when first needed)
+    cdef object cc  # (the softmax's short path: the columns of B and the pool by class; made when first needed)
     cdef double[::1] v1, gain, removal
 
 
@@ -1795,7 +1794,8 @@ cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssi
         return mb
     mb = ModelBuffers()
     mb.nb, mb.ni, mb.nI, mb.nJ, mb.m = nb, ni, nI, nJ, m
-    mb.B, mb.Icols = np.empty(nb, dtype=np.intp), np.empty(ni, dtype=np.intp)
+    mb.B, mb.Icols, mb.cols = np.empty(nb, dtype=np.intp), np.empty(ni, dtype=np.intp), np.empty(nb + ni, dtype=np.intp)
+    mb.Hr, mb.cc = None, None
     mb.HBB, mb.HBI, mb.HII = np.empty((nb, nb)), np.empty((nb, ni)), np.empty((ni, m))
     mb.Mj, mb.L, mb.A, mb.AB = np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, ni))
     mb.sigma = np.empty((ni, m))
@@ -1807,9 +1807,9 @@ cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssi
 cdef void _rows_to_blocks(Problem P, double[:, ::1] Hrows, Py_ssize_t[::1] rows, Py_ssize_t[::1] B,
                           double[:, ::1] HBB, double[:, ::1] HBI):
     """H_BB (with the ridge) and H_BI from the Hessian's rows for B's and the candidates' columns
-    (``Hrows``: a row per column of J, nb entries; ``rows``: the row of each of those columns, B's
-    first; None: in that order): a transpose done 32 columns at a time, so that the rows read stay in
-    cache while every entry of them is written."""
+    (``Hrows``: nb entries a row; ``rows``: the row of each of those columns, B's first; None: in
+    that order): a transpose done 32 columns at a time, so that the rows read stay in cache while
+    every entry of them is written."""
     cdef Py_ssize_t nb = B.shape[0], nt = B.shape[0] + HBI.shape[1], t0, t1, t, a, r
     cdef bint given = rows is not None
     for t0 in range(0, nt, 32):
@@ -1899,14 +1899,15 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         # half of J's columns (a screened pool), only their rows are formed, from the gathered columns
         # (Khan's 4-class softmax, 9,232 columns and a pool of 1,024: an eighth of the product)
         few = 2 * (nb + ni) <= P.D
-        cols = np.empty(nb + ni, dtype=np.intp)
+        cols = mb.cols
         cols[:nb] = B
         cols[nb:] = Icols
         if few and ccJ is not None:
-            ccS = _class_cols(P, cols, _class_arrays(nb + ni, P.wc.shape[0], P.classes, nb + ni, nb))
-            Hrows = np.empty((nb + ni, nb))  # (transposed: rows in cols' order, B's then the candidates')
-            _class_atb(ccS, Mw, Hrows, ccS.Hp)
-            _rows_to_blocks(P, Hrows, None, B, HBB, HBI)
+            if mb.cc is None:
+                mb.cc = _class_arrays(nb + ni, P.wc.shape[0], P.classes, nb + ni, nb)
+            ccS = _class_cols(P, cols, mb.cc)
+            _class_atb(ccS, Mw, ccS.Hp)  # (a row per column of cols, in ccS's class order)
+            _rows_to_blocks(P, ccS.Hp, ccS.inv, B, HBB, HBI)
         elif few:
             Hrows = np.empty((nb, nb + ni))
             _atb(Mw, _columns(P, cols), Hrows)
@@ -1917,8 +1918,12 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
                 for c in range(ni):
                     HBI[a, c] = Hrows[a, nb + c]
         elif ccJ is not None:
-            Hrows = np.empty((P.D, nb))  # (transposed: J' Mw, a row per column of J)
-            _class_atb(ccJ, Mw, Hrows, np.empty((P.D, nb)))
+            if mb.Hr is None:
+                mb.Hr = np.empty((P.D, nb))
+            Hrows = mb.Hr  # (J' Mw, a row per column of J in ccJ's class order)
+            _class_atb(ccJ, Mw, Hrows)
+            for a in range(nb + ni):
+                cols[a] = ccJ.inv[cols[a]]
             _rows_to_blocks(P, Hrows, cols, B, HBB, HBI)
         else:
             Hrows = np.empty((nb, P.D))
