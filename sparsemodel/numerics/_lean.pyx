@@ -605,7 +605,8 @@ def swap_model(Problem P, x, g, units, Py_ssize_t pool, Py_ssize_t candidates):
     """The swap model the search builds at a restricted minimizer x with gradient g and selected
     ``units`` (lowering/swaps.SwapModel's quantities, for the tests): a dict of ``units_out`` (the
     modelled candidates), ``gain``, ``removal``, ``cand`` (indices into units_out) and ``delta``
-    (selected x cand); None when H_BB is not numerically positive definite."""
+    (selected x cand); None where the model cannot be formed (a singular H_BB whose
+    eigendecomposition fails: its pseudo-inverse stands in otherwise)."""
     cdef Model md = _swap_model(P, np.array(x, dtype=float), np.array(g, dtype=float),
                                 np.array(units, dtype=np.intp), pool, candidates)
     if not md.ok:
