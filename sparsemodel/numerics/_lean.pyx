@@ -544,7 +544,7 @@ cdef void _class_jt(Problem P, ClassCols cc, double[::1] d, double[::1] out):
     cdef Py_ssize_t K = P.classes, c, q
     cdef int m, n = <int> cc.V.shape[0], ldv = <int> cc.V.shape[1], inc = <int> K, one = 1
     cdef double alpha = 1.0, beta = 0.0
-    cdef double[::1] t = np.empty(P.D)
+    cdef double[::1] t = cc.grad  # (kept with the columns by class: no array per gradient)
     if n == 0:
         out[:] = 0.0
         return
@@ -834,6 +834,7 @@ cdef class ClassCols:
     scratch."""
 
     cdef double[:, ::1] V, Hp, VT
+    cdef double[::1] grad  # (_class_jt's products in V's order: the whole J's columns only)
     cdef Py_ssize_t[::1] pos, start, slot, inv
 
 
@@ -875,6 +876,7 @@ cdef ClassCols _all_class_cols(Problem P):
                 for i in range(ns):
                     cc.V[i, q] = P.J[i * K + c, a]
             cc.VT = np.ascontiguousarray(np.asarray(cc.V).T)  # (a column's values in a row: _class_blocks)
+            cc.grad = np.empty(D)
             P.ccall = cc
     return P.ccall if P.ccall is not False else None
 
