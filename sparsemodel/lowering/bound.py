@@ -734,7 +734,12 @@ class Relaxation:
         unit scores, no pass over the data. The search: where those take a batch of t
         (:meth:`_batched_segment`), a grid narrowed to its best point's neighbours (SEGMENT_POINTS,
         SEGMENT_ROUNDS: two passes, t to 9e-3); otherwise (a whole-vector loss, per-group caps, many
-        loss values) a golden section, one t at a time (LINE_ITERS, t to 1e-2)."""
+        loss values) a golden section, one t at a time (LINE_ITERS, t to 1e-2). The lean class's
+        problems (lowering/lean.py: one elementwise loss, a ridge on C, no box, at most one free
+        coordinate) take the same steps in one compiled call (:meth:`_compiled_bound`)."""
+        got = self._compiled_bound(x)
+        if got is not None:
+            return got
         a = self.anchor(x)
         best = self.node_bound(a).value
         d = self.design
@@ -773,6 +778,57 @@ class Relaxation:
                 f2 = value(t2)
             best = max(best, f1, f2)
         return best
+
+    def _compiled_bound(self, x: np.ndarray) -> float | None:
+        """:meth:`bound` by the compiled kernel (numerics/_lean.fast_bound: the same dual point, the
+        same correction of the free coordinate, the same search over t), or None outside its class
+        or where it leaves the case to the steps above (which then say why there is no bound, or
+        take Fenchel-Young's values). Its class: the plain form without rows, an elementwise loss
+        of the lean path's (lowering/lean.lean_data), a ridge on every constrained coordinate and no
+        box (the closed-form scores), every free coordinate unridged and held (at most one), the
+        sets whose supports are every choice of k units."""
+        args = self.__dict__.get("_lean_args")
+        if args is None:
+            args = self._lean_args = self._lean_class()
+        if args is False or len(x) != self.n:
+            return None
+        from .lean import kernels, lean_data
+
+        data = lean_data(self.lp)
+        if data is None or data.P.classes != 1:
+            return None
+        C, unit_of, sigma, batched = args
+        ok, val = kernels().fast_bound(
+            data.P,
+            x,
+            self.r,
+            C,
+            unit_of,
+            self.units.n_units,
+            self.units.budget,
+            self.E,
+            sigma,
+            batched,
+            SEGMENT_POINTS,
+            SEGMENT_ROUNDS,
+            LINE_ITERS,
+            FREE_TOL,
+        )
+        return float(val) if ok else None
+
+    def _lean_class(self) -> tuple[np.ndarray, np.ndarray, int, bool] | bool:
+        """The compiled bound's fixed arguments (C, the unit of each, the conjugate's sign, whether
+        the segment is searched on a grid), or False outside its class."""
+        if self.quad is not None or self.rows is not None or not self._ridge_scores or not self._free_held:
+            return False
+        if len(self.loss) != 1 or len(self.E) > 1 or not self.units.largest_top:
+            return False
+        t = self.design.terms[self.loss[0]]
+        if t.whole or t.rowwise or not t.diagonal:
+            return False
+        C = np.ascontiguousarray(self.C, dtype=np.intp)
+        unit_of = np.ascontiguousarray(self.units.unit_of, dtype=np.intp)
+        return C, unit_of, int(t.phi.convex_sign), self._batched_segment()
 
     # ------------------------------------------------------------------ Frank-Wolfe on z
     def phi_point(self, z: np.ndarray, x0: np.ndarray | None = None, fixed_in: np.ndarray | None = None) -> np.ndarray:

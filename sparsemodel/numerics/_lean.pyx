@@ -2676,3 +2676,210 @@ def losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2):
     with nogil:
         total = _loss_pass(P, z, d1, d2, vw)
     return total
+
+
+# ---------------------------------------------------------------------- the fast lower bound
+
+
+cdef inline double _xlogx(double s) noexcept nogil:
+    """s log s with 0 log 0 = 0 (model/atoms/elementwise._xlogx)."""
+    return s * log(s) if s > 0 else 0.0
+
+
+cdef inline double _conj(int code, double a, double s) noexcept nogil:
+    """One entry of the data term's conjugate (objective/terms.Term.conjugate): a (sigma phi)*(s / a)
+    for a = sigma wc_i > 0, the atom's closed form on its domain (model/atoms/elementwise, each
+    atom's ``conjugate_interval``) and +inf outside it; for a = 0, 0 at s = 0 and +inf elsewhere."""
+    cdef double u
+    if not a > 0:
+        return 0.0 if s == 0 else INFINITY
+    u = s / a
+    if code == 0:  # square: s^2 / 4 on the reals
+        if u > -INFINITY and u < INFINITY:
+            return a * (0.25 * u * u)
+    elif code == 1:  # logistic: s log s + (1 - s) log(1 - s) on [0, 1]
+        if u >= 0.0 and u <= 1.0:
+            return a * (_xlogx(u) + _xlogx(1.0 - u))
+    elif code == 2:  # exp: s log s - s on [0, inf)
+        if u >= 0.0 and u < INFINITY:
+            return a * (_xlogx(u) - u)
+    else:  # log, whose loss is -log z: -1 - log(-s) on (-inf, 0)
+        if u > -INFINITY and u < 0.0:
+            return a * (-1.0 - log(-u))
+    return INFINITY
+
+
+cdef double _top_sum(double* S, Py_ssize_t nu, Py_ssize_t m, Pair* buf) noexcept nogil:
+    """The sum of max(S_u, 0) over the m largest S_u (every unit for m >= nu, none for m <= 0): the
+    relaxation's inner maximum over the supports (lowering/bound.Relaxation.node_bound, the sets
+    whose supports are every choice of m units); NaN when some S_u is NaN."""
+    cdef Py_ssize_t u
+    cdef double total = 0.0
+    if m <= 0 or nu == 0:
+        return 0.0
+    for u in range(nu):
+        if isnan(S[u]):
+            return NAN
+    if m >= nu:
+        for u in range(nu):
+            if S[u] > 0:
+                total += S[u]
+        return total
+    for u in range(nu):
+        buf[u].v = -S[u]
+        buf[u].i = u
+    _first(buf, nu, m)
+    for u in range(m):
+        if buf[u].v < 0:
+            total -= buf[u].v
+    return total
+
+
+cdef class _BoundArgs:
+    """What one fast bound reads besides the kernel's Problem: the relaxation's ridge r, its
+    constrained coordinates C with their units (unit_of, nu, the budget m), the free coordinates F
+    (each held at its dual condition v_j = 0), the data term's conjugate (code, sigma) and scratch."""
+
+    cdef double[::1] r, theta, dtheta, v, V
+    cdef Py_ssize_t[::1] C, unit_of, F
+    cdef Py_ssize_t nu, m
+    cdef int code
+    cdef double sigma
+    cdef double* S
+    cdef Pair* buf
+
+    def __dealloc__(self):
+        free(self.S)
+        free(self.buf)
+
+
+cdef double _value_at(Problem P, _BoundArgs A, double[::1] V, double base) noexcept nogil:
+    """lb at the dual point whose v is V and whose loss part is ``base`` (const + theta'b - G*(theta)):
+    base, the free coordinates' part (0 where V_F = 0, else -inf: held at their condition), less the
+    m largest unit scores sum_(j in u) V_j^2 / (2 r_j) (Relaxation.node_bound at the root); -inf
+    where not finite."""
+    cdef Py_ssize_t p, j
+    cdef double val
+    for p in range(A.nu):
+        A.S[p] = 0.0
+    for p in range(A.C.shape[0]):
+        j = A.C[p]
+        A.S[A.unit_of[p]] += 0.5 * V[j] * V[j] / A.r[j]
+    val = base
+    for p in range(A.F.shape[0]):
+        if V[A.F[p]] != 0:
+            val = -INFINITY
+            break
+    val -= _top_sum(A.S, A.nu, A.m, A.buf)
+    return val if isfinite(val) else -INFINITY
+
+
+cdef double _scaled_value(Problem P, _BoundArgs A, double t, double thb) noexcept nogil:
+    """lb at t theta (Relaxation.scaled, segment_values): base = const + t theta'b - G*(t theta),
+    v = t (A'theta + lin - lin) + lin."""
+    cdef Py_ssize_t i, j
+    cdef double conj = 0.0
+    for i in range(P.n):
+        conj += _conj(A.code, A.sigma * P.wc[i], t * A.theta[i])
+    for j in range(P.D):
+        A.V[j] = t * (A.v[j] - P.lin[j]) + P.lin[j]
+    return _value_at(P, A, A.V, P.const + (t * thb - conj))
+
+
+def fast_bound(Problem P, x, r, C, unit_of, Py_ssize_t nu, Py_ssize_t m, F, int sigma, bint batched,
+               int points, int rounds, int line_iters, double free_tol):
+    """The fast lower bound at the answer x (lowering/bound.Relaxation.bound, the module docstring
+    there): the dual point theta = grad G(Jx + b), the free coordinates' condition made exact by
+    one Newton step in the dual (Relaxation._correct_free, one free coordinate), lb at theta, and
+    the best lb along the segment t theta, t in [0, 1]: a grid of ``points`` narrowed ``rounds``
+    times when ``batched`` (Relaxation.segment_values), else a golden section of ``line_iters``
+    steps. For an elementwise loss with a ridge on every constrained coordinate, no box and the
+    free coordinates unridged (Relaxation's ``_ridge_scores`` and ``_free_held``). Returns (ok,
+    lb); ok False where the Python path must decide (more than one free coordinate, a correction
+    that fails or leaves the conjugate's domain, a conjugate not finite at theta: it then says why
+    or takes Fenchel-Young's values)."""
+    cdef double[::1] xv = np.ascontiguousarray(x, dtype=float)
+    cdef _BoundArgs A = _BoundArgs()
+    cdef Py_ssize_t n = P.n, D = P.D, i, j, q, nF
+    cdef double conj = 0.0, thb = 0.0, H = 0.0, delta, scale, top, before, best, lo, hi, step, g, t1, t2, f1, f2, val
+    cdef Py_ssize_t jbest
+    cdef double[::1] ts
+    if P.code == SOFTMAX_CODE or xv.shape[0] != D:
+        return False, NAN
+    A.r, A.C = np.ascontiguousarray(r, dtype=float), np.ascontiguousarray(C, dtype=np.intp)
+    A.unit_of, A.F = np.ascontiguousarray(unit_of, dtype=np.intp), np.ascontiguousarray(F, dtype=np.intp)
+    A.nu, A.m, A.code, A.sigma = nu, m, P.code, <double> sigma
+    nF = A.F.shape[0]
+    if nF > 1:
+        return False, NAN
+    A.theta, A.dtheta = np.empty(n), np.empty(n)
+    A.v, A.V = np.empty(D), np.empty(D)
+    A.S = <double*> malloc(max(nu, 1) * sizeof(double))
+    A.buf = <Pair*> malloc(max(nu, 1) * sizeof(Pair))
+    cols = np.flatnonzero(xv).astype(np.intp)
+    cdef double[::1] u = np.ascontiguousarray(np.asarray(xv)[cols])
+    _value(P, u, cols, P.d1, P.d2, 2 if nF else 1)  # z = Jx + b; d1 = wc phi'(z), d2 = wc phi''(z)
+    for i in range(n):
+        A.theta[i] = P.d1[i]
+    _jt(P, A.theta, A.v)
+    for j in range(D):
+        A.v[j] += P.lin[j]
+    if nF and A.v[A.F[0]] != 0:  # theta += diag(d2) J_F delta with J_F' diag(d2) J_F delta = -v_F
+        q = A.F[0]
+        for i in range(n):
+            H += P.J[i, q] * (P.d2[i] * P.J[i, q])
+        if not H > 0:
+            return False, NAN
+        delta = -A.v[q] / H
+        for i in range(n):
+            A.dtheta[i] = P.d2[i] * P.J[i, q] * delta
+            A.theta[i] += A.dtheta[i]
+        _jt(P, A.dtheta, A.V)
+        scale, before = 0.0, 0.0
+        for j in range(D):
+            before = max(before, fabs(A.v[j]))
+            A.v[j] += A.V[j]
+            scale = max(scale, fabs(A.v[j]))
+        if fabs(A.v[q]) > free_tol * (1.0 + scale + before):  # (lowering/bound._hold_free)
+            return False, NAN
+        A.v[q] = 0.0
+    for i in range(n):
+        conj += _conj(A.code, A.sigma * P.wc[i], A.theta[i])
+        thb += A.theta[i] * P.b[i]
+    if not isfinite(conj):
+        return False, NAN
+    best = _value_at(P, A, A.v, P.const + (thb - conj))
+    if nF and P.lin[A.F[0]] != 0:  # the free condition needs t = 1
+        return True, best
+    if batched:
+        ts = np.empty(points)
+        lo, hi = 0.0, 1.0
+        for q in range(rounds):
+            step = (hi - lo) / (points - 1)
+            for i in range(points):  # np.linspace(lo, hi, points)
+                ts[i] = i * step + lo if step != 0 else (i / <double> (points - 1)) * (hi - lo) + lo
+            ts[points - 1] = hi
+            jbest, top = 0, -INFINITY
+            for i in range(points):  # (np.argmax: the first of the largest)
+                val = _scaled_value(P, A, ts[i], thb)
+                if i == 0 or val > top:
+                    jbest, top = i, val
+            best = max(best, top)
+            lo, hi = max(0.0, ts[jbest] - step), min(1.0, ts[jbest] + step)
+        return True, best
+    g = (sqrt(5.0) - 1.0) / 2.0
+    lo, hi = 0.0, 1.0
+    t1, t2 = hi - g * (hi - lo), lo + g * (hi - lo)
+    f1, f2 = _scaled_value(P, A, t1, thb), _scaled_value(P, A, t2, thb)
+    best = max(best, max(f1, max(f2, _scaled_value(P, A, 0.0, thb))))
+    for q in range(line_iters):
+        if f1 >= f2:
+            hi, t2, f2 = t2, t1, f1
+            t1 = hi - g * (hi - lo)
+            f1 = _scaled_value(P, A, t1, thb)
+        else:
+            lo, t1, f1 = t1, t2, f2
+            t2 = lo + g * (hi - lo)
+            f2 = _scaled_value(P, A, t2, thb)
+        best = max(best, max(f1, f2))
+    return True, best
