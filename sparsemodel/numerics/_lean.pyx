@@ -171,6 +171,11 @@ cdef class Problem:
     cdef list wss  # the Workspaces of recent sizes, oldest first (_workspace)
     cdef object mb, mb2  # the swap model's buffers (ModelBuffers): the last shape's and the one before
     cdef object ccall  # the columns of J by class (ClassCols; False: not class by class), made on first use
+    # the call's scratch arena (_dnew, _inew): the short-lived arrays of one kernel call, handed out by
+    # slicing, never kept past the call (the arrays a call returns are copied out)
+    cdef double[::1] darena
+    cdef Py_ssize_t[::1] iarena
+    cdef Py_ssize_t doff, ioff, dmiss, imiss
 
     def forget(self):
         """Forget what was derived from J (its columns by class): after a rebinding wrote new data."""
@@ -193,6 +198,52 @@ cdef class Problem:
         self.mag, self.ubuf = np.empty(len(C)), np.empty(self.D)
         self.selbuf, self.nzbuf = np.empty(len(C), dtype=np.intp), np.empty(self.D, dtype=np.intp)
         self.colbuf, self.posbuf = np.empty(self.D, dtype=np.intp), np.empty(len(C), dtype=np.intp)
+        self.darena, self.iarena = np.empty(ARENA_START + 8 * self.D), np.empty(ARENA_START + 8 * len(C), dtype=np.intp)
+        self.doff = self.ioff = self.dmiss = self.imiss = 0
+
+
+cdef Py_ssize_t ARENA_START = 4096  # entries of each arena beside 8 per coordinate
+cdef Py_ssize_t ARENA_CAP = 1 << 21  # the largest arena (entries): a call that needs more makes arrays
+
+
+cdef void _arena_reset(Problem P):
+    """Start a call's arena, grown (doubled past what the last call lacked, up to ARENA_CAP) after a
+    call that outran it."""
+    cdef Py_ssize_t size
+    if P.dmiss:
+        size = min(2 * (P.darena.shape[0] + P.dmiss), ARENA_CAP)
+        if size > P.darena.shape[0]:
+            P.darena = np.empty(size)
+        P.dmiss = 0
+    if P.imiss:
+        size = min(2 * (P.iarena.shape[0] + P.imiss), ARENA_CAP)
+        if size > P.iarena.shape[0]:
+            P.iarena = np.empty(size, dtype=np.intp)
+        P.imiss = 0
+    P.doff = 0
+    P.ioff = 0
+
+
+cdef inline double[::1] _dnew(Problem P, Py_ssize_t n):
+    """n doubles of the call's arena (uninitialized), or a new array when it is used up. Slicing the
+    arena makes no object: a kernel call made about ninety NumPy arrays for its short-lived
+    scratch, most of its time on small problems."""
+    cdef Py_ssize_t o = P.doff
+    if o + n <= P.darena.shape[0]:
+        P.doff = o + n
+        return P.darena[o : o + n]
+    P.dmiss += n
+    return np.empty(n)
+
+
+cdef inline Py_ssize_t[::1] _inew(Problem P, Py_ssize_t n):
+    """n intp of the call's arena (as :func:`_dnew`)."""
+    cdef Py_ssize_t o = P.ioff
+    if o + n <= P.iarena.shape[0]:
+        P.ioff = o + n
+        return P.iarena[o : o + n]
+    P.imiss += n
+    return np.empty(n, dtype=np.intp)
 
 
 # ---------------------------------------------------------------------- sorting
@@ -203,14 +254,15 @@ cdef struct Pair:
     Py_ssize_t i
 
 
-cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest):
+cdef Py_ssize_t[::1] _top(double[::1] v, Py_ssize_t m, bint largest, Problem P=None):
     """The positions of the m largest entries of v (smallest with largest=False), best first; ties:
-    the lower position first (a stable sort's order)."""
+    the lower position first (a stable sort's order). In P's arena when given."""
     cdef Py_ssize_t n = v.shape[0], a
     if m > n:
         m = n
-    out = np.empty(m, dtype=np.intp)
-    cdef Py_ssize_t[::1] o = out
+    if m < 0:
+        m = 0
+    cdef Py_ssize_t[::1] o = _inew(P, m) if P is not None else np.empty(m, dtype=np.intp)
     if n == 0 or m <= 0:
         return o
     cdef Pair* buf
@@ -326,45 +378,39 @@ cdef void _sort_pairs(Pair* p, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
         p[b] = t
 
 
-cdef object _icopy(Py_ssize_t[::1] a):
-    """A new intp array holding ``a``, copied by a C loop (``np.array`` of a memoryview converts it
-    through the buffer protocol first: about three times the cost on the short arrays of a search)."""
-    arr = np.empty(a.shape[0], dtype=np.intp)
-    cdef Py_ssize_t[::1] out = arr
+cdef Py_ssize_t[::1] _icopy(Problem P, Py_ssize_t[::1] a):
+    """A copy of ``a`` in the call's arena."""
+    cdef Py_ssize_t[::1] out = _inew(P, a.shape[0])
     cdef Py_ssize_t i
     for i in range(a.shape[0]):
         out[i] = a[i]
-    return arr
-
-
-cdef object _dcopy(double[::1] a):
-    """A new float array holding ``a`` (as :func:`_icopy`)."""
-    arr = np.empty(a.shape[0])
-    cdef double[::1] out = arr
-    cdef Py_ssize_t i
-    for i in range(a.shape[0]):
-        out[i] = a[i]
-    return arr
-
-
-cdef object _dcopy2(double[:, :] a):
-    """A new C-ordered float matrix holding ``a`` (any strides; as :func:`_icopy`)."""
-    arr = np.empty((a.shape[0], a.shape[1]))
-    cdef double[:, ::1] out = arr
-    cdef Py_ssize_t i, j
-    for i in range(a.shape[0]):
-        for j in range(a.shape[1]):
-            out[i, j] = a[i, j]
-    return arr
-
-
-cdef Py_ssize_t[::1] _sorted(Py_ssize_t[::1] a):
-    cdef Py_ssize_t[::1] out
-    if a.shape[0] > 64:
-        return np.sort(np.asarray(a))
-    out = _icopy(a)
-    _sort_positions(out)  # (short: in place, no NumPy call)
     return out
+
+
+cdef double[::1] _dcopy(Problem P, double[::1] a):
+    """A copy of ``a`` in the call's arena."""
+    cdef double[::1] out = _dnew(P, a.shape[0])
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        out[i] = a[i]
+    return out
+
+
+cdef object _out(double[::1] a):
+    """A new NumPy array holding ``a``: what a call returns (never a view of its arena)."""
+    arr = np.empty(a.shape[0])
+    cdef double[::1] o = arr
+    cdef Py_ssize_t i
+    for i in range(a.shape[0]):
+        o[i] = a[i]
+    return arr
+
+
+cdef void _sort_in_place(Py_ssize_t[::1] a):
+    if a.shape[0] > 64:
+        np.asarray(a).sort()
+    else:
+        _sort_positions(a)  # (short: no NumPy call)
 
 
 # ---------------------------------------------------------------------- the loss
@@ -559,8 +605,7 @@ cdef void _class_jt(Problem P, ClassCols cc, double[::1] d, double[::1] out):
 
 cdef double[::1] _full_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] d1):
     """The gradient over every coordinate at x[cols] = u, from the loss derivatives d1 there."""
-    g = np.empty(P.D)
-    cdef double[::1] gv = g
+    cdef double[::1] gv = _dnew(P, P.D)
     cdef Py_ssize_t a
     cdef ClassCols cc = _all_class_cols(P)
     if cc is not None:  # the softmax: each class's columns against that class's rows (a K-th of J' d)
@@ -578,8 +623,7 @@ cdef double[::1] _quad_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols):
     """The gradient of a quadratic objective over every coordinate at x[cols] = u (every other
     coordinate 0), from the Hessian rows of ``cols`` (filled by the restricted solve): g0 + Q[cols]' u,
     |cols| D operations instead of the n D of J' d (the rows are the Hessian's columns: Q is symmetric)."""
-    g = np.array(P.g0)
-    cdef double[::1] gv = g
+    cdef double[::1] gv = _dcopy(P, P.g0)
     cdef Py_ssize_t a, j, c
     cdef double ua
     for a in range(cols.shape[0]):
@@ -595,10 +639,11 @@ cdef double[::1] _quad_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols):
 def value_and_grad(Problem P, x):
     """f and its gradient at a flat point x (every coordinate): the lean start's test that zero is
     inside the loss's domain (lowering/lean.lean_start), and the tests."""
+    _arena_reset(P)
     cols = np.flatnonzero(x).astype(np.intp)
     u = np.ascontiguousarray(np.asarray(x, dtype=float)[cols])
     cdef double f = _value(P, u, cols, P.d1, P.d2, 1)
-    return f, np.asarray(_full_grad(P, u, cols, P.d1))
+    return f, _out(_full_grad(P, u, cols, P.d1))
 
 
 def swap_model(Problem P, x, g, units, Py_ssize_t pool, Py_ssize_t candidates):
@@ -607,6 +652,7 @@ def swap_model(Problem P, x, g, units, Py_ssize_t pool, Py_ssize_t candidates):
     modelled candidates), ``gain``, ``removal``, ``cand`` (indices into units_out) and ``delta``
     (selected x cand); None where the model cannot be formed (a singular H_BB whose
     eigendecomposition fails: its pseudo-inverse stands in otherwise)."""
+    _arena_reset(P)
     cdef Model md = _swap_model(P, np.array(x, dtype=float), np.array(g, dtype=float),
                                 np.array(units, dtype=np.intp), pool, candidates)
     if not md.ok:
@@ -616,7 +662,7 @@ def swap_model(Problem P, x, g, units, Py_ssize_t pool, Py_ssize_t candidates):
         "gain": np.array(md.gain)[: md.units_out.shape[0]],
         "removal": np.array(md.removal)[: md.units.shape[0]],
         "cand": np.array(md.cand),
-        "delta": np.array(md.delta),
+        "delta": np.array(md.delta).reshape(md.units.shape[0], md.cand.shape[0]),
     }
 
 
@@ -624,10 +670,13 @@ def free_fit(Problem P, x):
     """The minimizer over the free coordinates alone (every constrained coordinate at 0), from the
     flat point x (inside the loss's domain): (x, f, ok), the answer at a budget of 0
     (solvers/base.zero_budget); ok False: a case for the general restricted solve."""
+    _arena_reset(P)
     cdef long[::1] st = np.zeros(N_STATS, dtype=np.int64)
     cdef double[::1] x0 = np.array(x, dtype=float)
-    xs, f, g, ok = _solve_on(P, np.empty(0, dtype=np.intp), x0, NAN, st)
-    return np.asarray(xs), f, bool(ok)
+    cdef Sol sol_
+    sol_ = _solve_on(P, np.empty(0, dtype=np.intp), x0, NAN, st)
+    xs, f, g, ok = sol_.x, sol_.f, sol_.g, sol_.ok
+    return _out(xs), f, bool(ok)
 
 
 # ---------------------------------------------------------------------- small dense algebra
@@ -1249,8 +1298,26 @@ cdef Py_ssize_t[::1] _union(Problem P, Py_ssize_t[::1] sel):
     return out
 
 
-cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats,
-                     double wanted=NAN):
+cdef class Sol:
+    """A restricted solve's or a search step's answer, handed between the kernels without a tuple
+    (a tuple boxes each array into a memoryview object and the caller unboxes it again: a tenth of a
+    small search's time): the point x, its objective f and gradient g, the units of a step, whether
+    it improved (``better``: a check's, a step's acceptance) and whether it could be decided (``ok``)."""
+
+    cdef double[::1] x, g
+    cdef Py_ssize_t[::1] units
+    cdef double f
+    cdef bint better, ok
+
+
+cdef inline Sol _sol(double[::1] x, double f, double[::1] g, bint better, bint ok):
+    cdef Sol r = Sol.__new__(Sol)
+    r.x, r.f, r.g, r.better, r.ok = x, f, g, better, ok
+    return r
+
+
+cdef Sol _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give_up, long[::1] stats,
+                   double wanted=NAN):
     """The restricted minimizer over C[sel] and F from the flat point x0: (x, f, g, ok); with
     ``wanted`` (the caller's acceptance bar) the point and its gradient only when f < wanted, and
     only when ok (else x0 in their places: a rejected or failed support's are never read)."""
@@ -1266,15 +1333,15 @@ cdef tuple _solve_on(Problem P, Py_ssize_t[::1] sel, double[::1] x0, double give
     stats[0] += 1  # ST_SOLVES
     stats[1] += its  # ST_NEWTON
     if not ok or (not isnan(wanted) and not f < wanted):
-        return x0, f, x0, ok  # (a failed or a rejected support: no caller reads its point)
-    x_ = np.zeros(P.D)
-    cdef double[::1] x = x_
+        return _sol(x0, f, x0, False, ok)  # (a failed or a rejected support: no caller reads its point)
+    cdef double[::1] x = _dnew(P, P.D)
+    x[:] = 0.0
     for a in range(nb):
         x[cols[a]] = u[a]
     stats[2] += 1  # ST_GRADS
     if P.quad:
-        return x, f, _quad_grad(P, u, cols), True
-    return x, f, _full_grad(P, u, cols, P.d1), True
+        return _sol(x, f, _quad_grad(P, u, cols), False, True)
+    return _sol(x, f, _full_grad(P, u, cols, P.d1), False, True)
 
 
 # ---------------------------------------------------------------------- thresholding
@@ -1309,7 +1376,7 @@ cdef Py_ssize_t _select(Problem P, double[::1] x, double e, double[::1] g, Py_ss
             if filled < k:
                 filled += 1
     else:
-        order = _top(mag, k, True)
+        order = _top(mag, k, True, P)
         for a in range(k):
             sel[a] = order[a]
     for a in range(1, k):  # ascending positions
@@ -1336,7 +1403,7 @@ cdef Py_ssize_t _select_groups(Problem P, double[::1] x, double e, double[::1] g
             t = x[c] - e * g[c]
             v += t * t
         mag[u] = v
-    order = _top(mag, k, True) if k < nu else np.arange(nu, dtype=np.intp)
+    order = _top(mag, k, True, P) if k < nu else np.arange(nu, dtype=np.intp)
     for u in range(order.shape[0]):
         for a in range(m):
             P.selbuf[q] = P.members[order[u], a]
@@ -1383,14 +1450,14 @@ cdef Py_ssize_t[::1] _units_at(Problem P, double[::1] x):
     if P.m == 1:
         return _support(P, x)
     cdef Py_ssize_t nu = P.members.shape[0], u, a, q = 0
-    cdef Py_ssize_t[::1] out = np.empty(nu, dtype=np.intp)
+    cdef Py_ssize_t[::1] out = _inew(P, nu)
     for u in range(nu):
         for a in range(P.m):
             if x[P.C[P.members[u, a]]] != 0.0:
                 out[q] = u
                 q += 1
                 break
-    return _icopy(out[:q])
+    return out[:q]
 
 
 cdef bint _same_sel(Problem P, Py_ssize_t ns, Py_ssize_t[::1] b) noexcept nogil:
@@ -1405,7 +1472,7 @@ cdef bint _same_sel(Problem P, Py_ssize_t ns, Py_ssize_t[::1] b) noexcept nogil:
 
 cdef double[::1] _thresholded(Problem P, double[::1] x, double e, double[::1] g, Py_ssize_t[::1] sel):
     """x - e g with the coordinates of C outside ``sel`` (sorted positions) set to zero."""
-    cdef double[::1] out = np.empty(x.shape[0])
+    cdef double[::1] out = _dnew(P, x.shape[0])
     cdef Py_ssize_t a, q = 0
     for a in range(x.shape[0]):
         out[a] = x[a] - e * g[a]
@@ -1430,12 +1497,12 @@ cdef bint _same(Py_ssize_t[::1] a, Py_ssize_t[::1] b) noexcept nogil:
 cdef Py_ssize_t[::1] _support(Problem P, double[::1] x):
     """Positions into C where x is nonzero."""
     cdef Py_ssize_t a, q = 0
-    cdef Py_ssize_t[::1] out = np.empty(P.C.shape[0], dtype=np.intp)
+    cdef Py_ssize_t[::1] out = _inew(P, P.C.shape[0])
     for a in range(P.C.shape[0]):
         if x[P.C[a]] != 0.0:
             out[q] = a
             q += 1
-    return _icopy(out[:q])
+    return out[:q]
 
 
 cdef double _norm(double[::1] v) noexcept nogil:
@@ -1518,7 +1585,9 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
     cdef bint ok, same, increased, found, retry = False, seen
     cdef int status = MAX_ITER, it = 0, grow = 0, q, ntried, _r
     cdef Py_ssize_t ns
-    x, f, g, ok = _solve_on(P, st_prev, x0, NAN, stats)
+    cdef Sol sol_
+    sol_ = _solve_on(P, st_prev, x0, NAN, stats)
+    x, f, g, ok = sol_.x, sol_.f, sol_.g, sol_.ok
     if not ok:
         return x, f, g, FALLBACK, 0
     f0 = f
@@ -1537,9 +1606,10 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
         if same:
             xn, fn, gn = x, f, g
         else:
-            st = _icopy(P.selbuf[:ns])
+            st = _icopy(P, P.selbuf[:ns])
             warm = _thresholded(P, x, eta, g, st)
-            xn, fn, gn, ok = _solve_on(P, st, warm, NAN, stats)
+            sol_ = _solve_on(P, st, warm, NAN, stats)
+            xn, fn, gn, ok = sol_.x, sol_.f, sol_.g, sol_.ok
             if not ok:
                 return x, f, g, FALLBACK, it
         increased = (not isfinite(fn)) or fn > f + 1e-12 * max(1.0, fabs(f))
@@ -1571,12 +1641,13 @@ cdef tuple _grahtp(Problem P, Py_ssize_t k, double[::1] x0, int max_iter, double
                         break
                 if seen:
                     continue
-                st2 = _icopy(P.selbuf[:ns])
+                st2 = _icopy(P, P.selbuf[:ns])
                 warm = _thresholded(P, x, e, g, st2)
                 tried[ntried] = st2
                 ntried += 1
                 bar = f - 1e-12 * max(1.0, fabs(f))
-                xs, fs, gs, ok = _solve_on(P, st2, warm, bar, stats, bar)
+                sol_ = _solve_on(P, st2, warm, bar, stats, bar)
+                xs, fs, gs, ok = sol_.x, sol_.f, sol_.g, sol_.ok
                 if not ok:
                     return x, f, g, FALLBACK, it
                 if isfinite(fs) and fs < bar:
@@ -1611,15 +1682,17 @@ cdef class Model:
 
     cdef Py_ssize_t[::1] units, units_out, cand, B, Icols
     cdef double[::1] gain, removal, v1
-    cdef double[:, ::1] delta, A, AB, HBB, HBI, HII, sigma
+    cdef double[:, ::1] A, AB, HBB, HBI, HII, sigma
+    cdef double[::1] delta  # each selected unit's change with each candidate (units x cand, flat)
     cdef bint ok
+    cdef Problem P  # (whose arena holds the model's short-lived arrays)
 
 
 cdef double[::1] _hess_diag_at(Problem P, double[::1] x):
     """diag of the Hessian of the loss part at x over every coordinate, with the ridge (an
     elementwise loss)."""
     cdef double[::1] d2 = _loss_curvature(P, x)
-    cdef double[::1] out = np.empty(P.D)
+    cdef double[::1] out = _dnew(P, P.D)
     cdef int m = <int> P.D, n = <int> P.n, one = 1, lda = <int> P.D
     cdef double alpha = 1.0, beta = 0.0
     cdef Py_ssize_t a
@@ -1831,6 +1904,7 @@ cdef void _rows_to_blocks(Problem P, double[:, ::1] Hrows, Py_ssize_t[::1] rows,
 cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] units, Py_ssize_t pool,
                        Py_ssize_t candidates):
     cdef Model md = Model()
+    md.P = P
     cdef Py_ssize_t nunits = P.members.shape[0], nJ = units.shape[0], nf = P.F.shape[0], m = P.m
     cdef Py_ssize_t nb = nJ * m + nf, a, b, c, u, i, nI, ni, take, widest, need
     cdef double s, gn, tr, lam, best
@@ -1840,12 +1914,19 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     cdef ClassCols ccJ = None, ccS
     cdef bint few
     cdef Py_ssize_t[::1] cols
-    inside = np.zeros(nunits, dtype=np.bool_)
-    inside[np.asarray(units)] = True
-    cdef Py_ssize_t[::1] units_out = np.flatnonzero(~inside).astype(np.intp)
+    cdef Py_ssize_t[::1] units_out = _inew(P, nunits), inside = _inew(P, nunits)
+    inside[:] = 0
+    for a in range(nJ):
+        inside[units[a]] = 1
+    b = 0
+    for a in range(nunits):
+        if not inside[a]:
+            units_out[b] = a
+            b += 1
+    units_out = units_out[:b]
     cdef Py_ssize_t[::1] B
     if units_out.shape[0] > pool:  # the screen (swaps._screen)
-        score = np.empty(units_out.shape[0])
+        score = _dnew(P, units_out.shape[0])
         if m == 1 and P.code != SOFTMAX_CODE:  # g_i^2 / H_ii (ABESS's forward sacrifice)
             diag = P.diag if P.quad else _hess_diag_at(P, x)
             for a in range(units_out.shape[0]):
@@ -1859,8 +1940,11 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
                     c = P.C[P.members[units_out[a], b]]
                     s += g[c] * g[c]
                 score[a] = s
-        order = _top(score, pool, True)
-        units_out = _sorted(np.asarray(units_out)[np.asarray(order)])
+        order = _top(score, pool, True, P)
+        for a in range(order.shape[0]):  # the screened units (order is the arena's: overwritten in place)
+            order[a] = units_out[order[a]]
+        units_out = order
+        _sort_in_place(units_out)
     nI = units_out.shape[0]
     ni = nI * m
     cdef ModelBuffers mb = _model_buffers(P, nb, ni, nI, nJ)
@@ -1998,7 +2082,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     # the candidates in order of gain and their pairs, as far as the widening reads them: the first
     # take + 1 (when the model's best is among them, no full sort or pair table is made), else all
     need = min(widest, take + 1)
-    order = _top(gain, need, True)
+    order = _top(gain, need, True, P)
     cdef double[:, ::1] every = _pairs(md, x, nJ, m, order)
     while nJ > 0:
         best = INFINITY if take > 0 else 0.0
@@ -2009,10 +2093,13 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             break
         take = min(widest, 2 * take)
         if take + 1 > order.shape[0] and order.shape[0] < widest:  # widened past the first: all at once
-            order = _top(gain, widest, True)
+            order = _top(gain, widest, True, P)
             every = _pairs(md, x, nJ, m, order)
-    md.cand = _icopy(order[:take])
-    md.delta = _dcopy2(every[:, :take])
+    md.cand = order[:take]  # (the arena's, as every array of the model: read within the call)
+    md.delta = _dnew(P, nJ * take)  # (flat: a row of take per selected unit)
+    for a in range(nJ):
+        for c in range(take):
+            md.delta[a * take + c] = every[a, c]
     md.ok = True
     return md
 
@@ -2143,13 +2230,13 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
 
 cdef tuple _ranked(Model md, Py_ssize_t limit):
     """The ``limit`` best swaps (unit out, unit in, predicted change), best first (SwapModel.swaps)."""
-    cdef Py_ssize_t nJ = md.delta.shape[0], nc = md.delta.shape[1], r, m
-    flat_ = np.asarray(md.delta).ravel()
-    cdef double[::1] flat = flat_
-    cdef Py_ssize_t[::1] order = _top(flat, limit, False)
+    cdef Py_ssize_t nc = md.cand.shape[0], r, m
+    cdef double[::1] flat = md.delta
+    cdef Problem P = md.P
+    cdef Py_ssize_t[::1] order = _top(flat, limit, False, P)
     m = order.shape[0]
-    cdef Py_ssize_t[::1] outs = np.empty(m, dtype=np.intp), ins = np.empty(m, dtype=np.intp)
-    cdef double[::1] vals = np.empty(m)
+    cdef Py_ssize_t[::1] outs = _inew(P, m), ins = _inew(P, m)
+    cdef double[::1] vals = _dnew(P, m)
     for r in range(m):
         outs[r] = md.units[order[r] // nc]
         ins[r] = md.units_out[md.cand[order[r] % nc]]
@@ -2157,10 +2244,11 @@ cdef tuple _ranked(Model md, Py_ssize_t limit):
     return outs, ins, vals
 
 
-cdef tuple _disjoint(Py_ssize_t[::1] outs, Py_ssize_t[::1] ins, double[::1] vals, Py_ssize_t limit, bint any_sign):
+cdef tuple _disjoint(Problem P, Py_ssize_t[::1] outs, Py_ssize_t[::1] ins, double[::1] vals, Py_ssize_t limit,
+                     bint any_sign):
     """The best swaps with predicted decrease (any change with ``any_sign``), no unit twice, at most
     ``limit`` (solvers/auto._disjoint)."""
-    cdef Py_ssize_t[::1] po = np.empty(limit, dtype=np.intp), pi = np.empty(limit, dtype=np.intp)
+    cdef Py_ssize_t[::1] po = _inew(P, max(limit, 1)), pi = _inew(P, max(limit, 1))
     cdef Py_ssize_t q = 0, r, s
     cdef bint used
     for r in range(outs.shape[0]):
@@ -2180,19 +2268,21 @@ cdef tuple _disjoint(Py_ssize_t[::1] outs, Py_ssize_t[::1] ins, double[::1] vals
         po[0] = outs[0]
         pi[0] = ins[0]
         q = 1
-    return _icopy(po[:q]), _icopy(pi[:q])
+    return po[:q], pi[:q]
 
 
-cdef Py_ssize_t[::1] _swapped(Py_ssize_t[::1] units, Py_ssize_t[::1] po, Py_ssize_t[::1] pi, Py_ssize_t c):
-    """The units with the first c pairs exchanged (sorted)."""
-    cdef Py_ssize_t[::1] out = _icopy(units)
+cdef Py_ssize_t[::1] _swapped(Problem P, Py_ssize_t[::1] units, Py_ssize_t[::1] po, Py_ssize_t[::1] pi,
+                              Py_ssize_t c):
+    """The units with the first c pairs exchanged (sorted), in the call's arena."""
+    cdef Py_ssize_t[::1] out = _icopy(P, units)
     cdef Py_ssize_t s, a
     for s in range(c):
         for a in range(out.shape[0]):
             if out[a] == po[s]:
                 out[a] = pi[s]
                 break
-    return _sorted(out)
+    _sort_in_place(out)
+    return out
 
 
 cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssize_t[::1] po, Py_ssize_t[::1] pi,
@@ -2202,7 +2292,7 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
     solve (SwapModel.warm)."""
     cdef Py_ssize_t nb = md.B.shape[0], nJ = md.units.shape[0], um = P.m, s, a, q, nk, m, ne, j0, i0
     ne = c * um
-    cdef Py_ssize_t[::1] out_rows = np.empty(ne, dtype=np.intp), in_cols = np.empty(ne, dtype=np.intp)
+    cdef Py_ssize_t[::1] out_rows = _inew(P, ne), in_cols = _inew(P, ne)
     for s in range(c):
         for a in range(nJ):
             if md.units[a] == po[s]:
@@ -2212,7 +2302,7 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
             if md.units_out[a] == pi[s]:
                 for q in range(um):
                     in_cols[s * um + q] = a * um + q
-    cdef Py_ssize_t[::1] keep = np.empty(nb, dtype=np.intp)
+    cdef Py_ssize_t[::1] keep = _inew(P, nb)
     nk = 0
     for a in range(nb):  # the rows of B that stay
         j0 = 0
@@ -2261,7 +2351,7 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
             step[a] = -step[a]
     else:
         step = -np.linalg.lstsq(np.asarray(H), np.asarray(rhs), rcond=None)[0]
-    cdef double[::1] w = _dcopy(x)
+    cdef double[::1] w = _dcopy(P, x)
     for s in range(ne):
         w[md.B[out_rows[s]]] = 0.0
     for a in range(nk):
@@ -2274,27 +2364,31 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
 # ---------------------------------------------------------------------- auto's search
 
 
-cdef tuple _check(Problem P, Model md, double[::1] x, double[::1] g, Py_ssize_t[::1] new, Py_ssize_t[::1] po,
-                  Py_ssize_t[::1] pi, Py_ssize_t c, double bar, long[::1] stats, list rejected):
+cdef Sol _check(Problem P, Model md, double[::1] x, double[::1] g, Py_ssize_t[::1] new, Py_ssize_t[::1] po,
+                Py_ssize_t[::1] pi, Py_ssize_t c, double bar, long[::1] stats, list rejected):
     """The exact restricted solve of the support ``new`` (from the model's minimizer on a
     non-quadratic objective): (x, f, g, improved, ok); a support already rejected at this f is not
     solved again, one that fails is added to ``rejected``."""
     for r in rejected:
         if _same(new, r):
-            return x, INFINITY, g, False, True
-    cdef double[::1] x0
+            return _sol(x, INFINITY, g, False, True)
+    cdef double[::1] x0, xn, gn
+    cdef double fn
+    cdef bint ok
+    cdef Sol sol_
     if P.quad:
         x0 = x  # a direct solve: the start is not used
     else:
         x0 = _warm(P, md, x, g, po, pi, c)
-    xn, fn, gn, ok = _solve_on(P, _positions(P, new), x0, bar, stats, bar)
+    sol_ = _solve_on(P, _positions(P, new), x0, bar, stats, bar)
+    xn, fn, gn, ok = sol_.x, sol_.f, sol_.g, sol_.ok
     stats[5] += 1  # ST_EXACT
     if not ok:
-        return xn, fn, gn, False, False
+        return _sol(xn, fn, gn, False, False)
     if isfinite(fn) and fn < bar:
-        return xn, fn, gn, True, True
+        return _sol(xn, fn, gn, True, True)
     rejected.append(new)
-    return xn, fn, gn, False, True
+    return _sol(xn, fn, gn, False, True)
 
 
 cdef bint _seen(list tried, Py_ssize_t[::1] new):
@@ -2304,8 +2398,14 @@ cdef bint _seen(list tried, Py_ssize_t[::1] new):
     return False
 
 
-cdef tuple _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py_ssize_t exchange,
-                 Py_ssize_t tries, double min_dec, long[::1] stats, list rejected):
+cdef Sol _stepped(double[::1] x, double f, double[::1] g, Py_ssize_t[::1] units, bint accepted, bint ok):
+    cdef Sol r = _sol(x, f, g, accepted, ok)
+    r.units = units
+    return r
+
+
+cdef Sol _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py_ssize_t exchange,
+               Py_ssize_t tries, double min_dec, long[::1] stats, list rejected):
     """One step of the search (solvers/auto.Auto._step without linear constraints): the best
     disjoint swaps together, halved until a set lowers f; the next ``tries`` single swaps; then
     several swaps at once regardless of their single predictions (the best disjoint pairs, then
@@ -2314,7 +2414,7 @@ cdef tuple _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py
     cdef double[::1] vals
     cdef double thr, bar
     cdef Py_ssize_t c, r, extra = 0, nk, m, s, q
-    cdef bint better, ok
+    cdef Sol ch
     outs, ins, vals = _ranked(md, 4 * exchange + tries + 16)
     if P.quad:  # the model is f: a swap it rates >= 0 cannot lower f
         thr = -min_dec * max(1.0, fabs(f))
@@ -2325,43 +2425,43 @@ cdef tuple _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py
                 q += 1
         outs, ins, vals = outs[:q], ins[:q], vals[:q]
     bar = f - min_dec * max(1.0, fabs(f))
-    po, pi = _disjoint(outs, ins, vals, exchange, False)
+    po, pi = _disjoint(P, outs, ins, vals, exchange, False)
     tried = []
     c = po.shape[0]
     while c >= 1:
-        new = _swapped(md.units, po, pi, c)
+        new = _swapped(P, md.units, po, pi, c)
         tried.append(new)
-        xn, fn, gn, better, ok = _check(P, md, x, g, new, po, pi, c, bar, stats, rejected)
-        if not ok:
-            return x, f, g, md.units, False, False
-        if better:
-            return xn, fn, gn, new, True, True
+        ch = _check(P, md, x, g, new, po, pi, c, bar, stats, rejected)
+        if not ch.ok:
+            return _stepped(x, f, g, md.units, False, False)
+        if ch.better:
+            return _stepped(ch.x, ch.f, ch.g, new, True, True)
         c //= 2
     for r in range(outs.shape[0]):
         if extra >= tries:
             break
         po1 = outs[r : r + 1]  # (views: _swapped and _check only read them)
         pi1 = ins[r : r + 1]
-        new = _swapped(md.units, po1, pi1, 1)
+        new = _swapped(P, md.units, po1, pi1, 1)
         if _seen(tried, new):
             continue
         tried.append(new)
         extra += 1
-        xn, fn, gn, better, ok = _check(P, md, x, g, new, po1, pi1, 1, bar, stats, rejected)
-        if not ok:
-            return x, f, g, md.units, False, False
-        if better:
+        ch = _check(P, md, x, g, new, po1, pi1, 1, bar, stats, rejected)
+        if not ch.ok:
+            return _stepped(x, f, g, md.units, False, False)
+        if ch.better:
             stats[6] += 1  # ST_TRIES
-            return xn, fn, gn, new, True, True
+            return _stepped(ch.x, ch.f, ch.g, new, True, True)
     # several at once: the joint model's best disjoint pairs, then ABESS's sacrifices
     o2, i2, v2 = _ranked(md, 4 * exchange + 16)
-    jpo, jpi = _disjoint(o2, i2, v2, exchange, True)
+    jpo, jpi = _disjoint(P, o2, i2, v2, exchange, True)
     nk = md.units.shape[0]
-    ro = _top(md.removal, min(exchange, nk), False)
-    gi = _top(md.gain, min(ro.shape[0], md.units_out.shape[0]), True)
+    ro = _top(md.removal, min(exchange, nk), False, P)
+    gi = _top(md.gain, min(ro.shape[0], md.units_out.shape[0]), True, P)
     m = min(ro.shape[0], gi.shape[0])
-    spo = np.empty(m, dtype=np.intp)
-    spi = np.empty(m, dtype=np.intp)
+    spo = _inew(P, m)
+    spi = _inew(P, m)
     for s in range(m):
         spo[s] = md.units[ro[s]]
         spi[s] = md.units_out[gi[s]]
@@ -2370,17 +2470,17 @@ cdef tuple _step(Problem P, Model md, double[::1] x, double f, double[::1] g, Py
         bpi = jpi if which == 0 else spi
         c = bpo.shape[0]
         while c >= 2:
-            new = _swapped(md.units, bpo, bpi, c)
+            new = _swapped(P, md.units, bpo, bpi, c)
             if not _seen(tried, new):
                 tried.append(new)
-                xn, fn, gn, better, ok = _check(P, md, x, g, new, bpo, bpi, c, bar, stats, rejected)
-                if not ok:
-                    return x, f, g, md.units, False, False
-                if better:
+                ch = _check(P, md, x, g, new, bpo, bpi, c, bar, stats, rejected)
+                if not ch.ok:
+                    return _stepped(x, f, g, md.units, False, False)
+                if ch.better:
                     stats[7] += 1  # ST_MULTI
-                    return xn, fn, gn, new, True, True
+                    return _stepped(ch.x, ch.f, ch.g, new, True, True)
             c //= 2
-    return x, f, g, md.units, False, True
+    return _stepped(x, f, g, md.units, False, True)
 
 
 cdef tuple _search(Problem P, double[::1] x, double f, double[::1] g, Py_ssize_t[::1] units, double[::1] opts,
@@ -2395,6 +2495,7 @@ cdef tuple _search(Problem P, double[::1] x, double f, double[::1] g, Py_ssize_t
     cdef int status = MAX_ITER, steps = 0, pass_
     cdef bint accepted, ok
     cdef Model md
+    cdef Sol st_
     while steps < max_iter:
         rejected = []
         accepted = False
@@ -2406,7 +2507,8 @@ cdef tuple _search(Problem P, double[::1] x, double f, double[::1] g, Py_ssize_t
                 stats[8] += 1  # ST_FULL
             if not md.ok:
                 return x, f, units, FALLBACK, steps, False
-            xn, fn, gn, un, accepted, ok = _step(P, md, x, f, g, exchange, tries, min_dec, stats, rejected)
+            st_ = _step(P, md, x, f, g, exchange, tries, min_dec, stats, rejected)
+            accepted, ok = st_.better, st_.ok
             if not ok:
                 return x, f, units, FALLBACK, steps, False
             if accepted or md.units_out.shape[0] + units.shape[0] >= nunits:
@@ -2414,7 +2516,7 @@ cdef tuple _search(Problem P, double[::1] x, double f, double[::1] g, Py_ssize_t
         if not accepted:
             status = CONVERGED
             break
-        x, f, g, units = xn, fn, gn, un
+        x, f, g, units = st_.x, st_.f, st_.g, st_.units
         steps += 1
         flog.append(f)
     return x, f, units, status, steps, True
@@ -2442,9 +2544,13 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
     cdef double g_tol = o[7], f, bf = INFINITY
     cdef int status, its, best = -1, bstatus = MAX_ITER, bits = 0, steps, how
     cdef bint ok
-    cdef double[::1] x, g, bx = np.zeros(P.D)
-    cdef Py_ssize_t[::1] units, add
+    _arena_reset(P)
+    cdef double[::1] x, g, bx = _dnew(P, P.D)
+    bx[:] = 0.0
+    cdef Py_ssize_t[::1] units, add, grown
+    cdef Py_ssize_t a
     cdef Model md
+    cdef Sol sol_
     if k < 1 or o[0] < 1 or o[2] < 1 or o[3] < 1:  # (solve answers k = 0 itself; the options' lower bounds)
         raise ValueError(f"auto_run takes k >= 1 and exchange, candidates, pool >= 1; got k={k}, opts={list(o)}")
     flog = []
@@ -2455,37 +2561,46 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
         if how == START_GRAHTP:
             x, f, g, status, its = _grahtp(P, k, xin, g_max_iter, g_tol, sv[s])
             if status == FALLBACK:
-                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+                return _out(bx), bf, FALLBACK, 0, -1, flog
             if status == DIVERGED or not isfinite(f):
                 continue
         elif how == START_SCREEN:
-            x, f, g, ok = _solve_on(P, np.empty(0, dtype=np.intp), xin, NAN, sv[s])
+            sol_ = _solve_on(P, np.empty(0, dtype=np.intp), xin, NAN, sv[s])
+            x, f, g, ok = sol_.x, sol_.f, sol_.g, sol_.ok
             if not ok:
-                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+                return _out(bx), bf, FALLBACK, 0, -1, flog
             its = 1
         else:
-            x = _dcopy(xi)
+            x = _dcopy(P, xi)
             its = 1
         units = _units_at(P, x)
-        x, f, g, ok = _solve_on(P, _positions(P, units), x, NAN, sv[s])
+        sol_ = _solve_on(P, _positions(P, units), x, NAN, sv[s])
+        x, f, g, ok = sol_.x, sol_.f, sol_.g, sol_.ok
         if not ok:
-            return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+            return _out(bx), bf, FALLBACK, 0, -1, flog
         if not isfinite(f):
             continue
         if units.shape[0] < k:  # the start used less than the budget: the units of largest gain added
             md = _swap_model(P, x, g, units, pool, candidates)
             if not md.ok:
-                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
-            add = np.asarray(md.units_out)[np.asarray(_top(md.gain, k - units.shape[0], True))]
-            units = _sorted(np.concatenate((np.asarray(units), np.asarray(add))))
-            x, f, g, ok = _solve_on(P, _positions(P, units), x, NAN, sv[s])
+                return _out(bx), bf, FALLBACK, 0, -1, flog
+            add = _top(md.gain, k - units.shape[0], True, P)
+            grown = _inew(P, units.shape[0] + add.shape[0])
+            for a in range(units.shape[0]):
+                grown[a] = units[a]
+            for a in range(add.shape[0]):
+                grown[units.shape[0] + a] = md.units_out[add[a]]
+            _sort_in_place(grown)
+            units = grown
+            sol_ = _solve_on(P, _positions(P, units), x, NAN, sv[s])
+            x, f, g, ok = sol_.x, sol_.f, sol_.g, sol_.ok
             if not ok:
-                return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+                return _out(bx), bf, FALLBACK, 0, -1, flog
         rv[s, 0] = f
         flog.append(f)
         x, f, units, status, steps, ok = _search(P, x, f, g, units, o, sv[s], flog)
         if not ok:
-            return np.asarray(bx), bf, FALLBACK, 0, -1, flog
+            return _out(bx), bf, FALLBACK, 0, -1, flog
         rv[s, 1] = f
         rv[s, 2] = steps
         rv[s, 3] = its + steps
@@ -2493,8 +2608,8 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
         if best < 0 or f < bf:
             best, bx, bf, bstatus, bits = s, x, f, status, its + steps
     if best < 0:
-        return np.asarray(bx), bf, FALLBACK, 0, -1, flog
-    return np.asarray(bx), bf, bstatus, bits, best, flog
+        return _out(bx), bf, FALLBACK, 0, -1, flog
+    return _out(bx), bf, bstatus, bits, best, flog
 
 
 # ---------------------------------------------------------------------- ARHT's restricted Newton solves
