@@ -100,6 +100,31 @@ def test_paper_000_section_61_and_62_problems():
     agree(*both(prob))
 
 
+def test_the_kernels_scratch_arena_lends_nothing_past_a_call():
+    """A call's short-lived arrays are slices of the Problem's arena (numerics/_lean.pyx): an answer
+    handed back must be a copy, untouched by the calls after it, and a call that outruns the arena
+    (Section 6.1's first solve: 50 coordinates, many swap models) must give what a call inside the
+    grown arena gives."""
+    X, y, _ = sparse_linear_regression(175, seed=2)
+    w = sm.Variable(X.shape[1], name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y) / 350), [sm.nnz(w) <= 50]).lower()
+    first = AUTO().solve(lp)  # the arena's first call: outrun, then grown
+    kept = first.x.copy()
+    again = AUTO().solve(lp)  # inside the grown arena
+    assert again.extra["kernel"] == "compiled"
+    assert again.objective == first.objective and list(again.support) == list(first.support)
+    for k in (10, 30):  # other calls on the same Problem write the arena over
+        AUTO().solve(lp.with_budget(k))
+    np.testing.assert_array_equal(first.x, kept)
+    P = lean_mod.lean_data(lp).P
+    x = np.zeros(X.shape[1])
+    x[:3] = 1.0
+    f, g = lean_mod.kernels().value_and_grad(P, x)
+    g_kept = g.copy()
+    lean_mod.kernels().value_and_grad(P, 2 * x)
+    np.testing.assert_array_equal(g, g_kept)
+
+
 def test_a_path_and_a_comparison_reuse_the_kernel_data():
     prob = glm("binomial", 100, 20, 3, 0)
     lp = prob.lower()
