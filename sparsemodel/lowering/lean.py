@@ -90,9 +90,7 @@ def lean_data(lp: LoweredData) -> LeanData | None:
     if per is None:
         per = {}
         _CACHE[d] = per
-    unit_of = getattr(s, "unit_of", None)
-    units = unit_of.tobytes() if unit_of is not None else b""
-    key = s.coords.tobytes() + b"|" + s.free.tobytes() + b"|" + units
+    key = s.layout_key()
     if key not in per:
         members = s.swap_members()  # (groups of one size, at most MAX_UNIT coordinates)
         if members is None or members.ndim != 2 or not 1 <= members.shape[1] <= MAX_UNIT:

@@ -284,6 +284,11 @@ class ConstraintSet(ABC):
         such as sum(w) == 1, answer False for it; see ``start_point``)."""
         return True
 
+    def contains(self, x: np.ndarray) -> bool:
+        """Whether x is known to be in the set, so that its projection would return x itself (a start
+        that needs no projection); False where the set cannot tell cheaply (the projection decides)."""
+        return False
+
     def start_point(self, x: np.ndarray, g: np.ndarray, step: float, h: np.ndarray | None = None) -> np.ndarray:
         """A start the set admits near x (``g``: the gradient at x, ``step``: a step size, ``h``: the
         Hessian's diagonal at x when known): x itself unless the set overrides it."""

@@ -105,6 +105,10 @@ class GroupCaps(CoordinateSparsity):
         """Positions into C of the greedy basis of |zc|: at most cap_g per group, k in all."""
         return capped_top(np.abs(zc), self.group, self.caps, self.k if k is None else k)
 
+    def contains(self, x: np.ndarray) -> bool:
+        """Within the budget and every group's cap, without a box (its projection is x itself)."""
+        return self.box is None and self.feasible_units(self.support(x))
+
     def feasible_units(self, units: np.ndarray) -> bool:
         """At most k coordinates, at most cap_g of them in each group g."""
         units = np.asarray(units, dtype=np.int64)

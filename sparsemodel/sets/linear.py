@@ -485,6 +485,10 @@ class SparseLinear(CoordinateSparsity):
         raise ConstraintError(msg, c.span, hint)
 
     # ---- the projection
+    def contains(self, x: np.ndarray) -> bool:
+        """False: the projection decides (a point within the budget may still leave the linear rows)."""
+        return False
+
     def admits(self, x: np.ndarray) -> bool:
         """Whether x is feasible (the constraints hold and the budget is kept)."""
         return (

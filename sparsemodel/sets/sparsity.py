@@ -75,7 +75,9 @@ class CoordinateSparsity(ConstraintSet):
         )
         # the free coordinates a slice leaves (an intercept w[0]) lead the coefficient table
         self.view = EdgeView() if self.pairs else GroupView(True) if c.groups is not None else View(True)
-        self._bound_texts: dict[tuple[int, bool], str] = {}  # (bound_text's, shared by the copies at other budgets)
+        # what the set's copies at other budgets share (with_budget copies the set: a path's points read
+        # one dict): bound_text's texts, the bound as written, the layout key
+        self._shared: dict[Any, Any] = {}
         if budget is not None:
             self.budget = self.check_budget(budget)
 
@@ -136,14 +138,35 @@ class CoordinateSparsity(ConstraintSet):
         b = self.budget if b is None else b
         # every Result names its bound: each text is made once, in a dict the set's copies at other
         # budgets share (with_budget copies the set: a path's points read one dict)
-        said = self._bound_texts
+        said = self._shared
         key = (b, b == self.budget)
         if key not in said:
-            if key[1] and b == self.constraint.k_units:
+            if "written" not in said:  # the bound as written, in units (checked once: validate walks its expression)
+                said["written"] = self.constraint.k_units
+            if key[1] and b == said["written"]:
                 said[key] = str(self.constraint)  # as written: nnz(offdiag(O)) <= 2 * k
             else:
                 said[key] = f"{self.constraint.nnz} <= {b * self.unit_size}"
         return said[key]
+
+    def layout_key(self) -> bytes:
+        """The coordinates, free part and groups as one bytes key (made once for the set and its copies):
+        what the caches of a design's per-set arrays are keyed by (lowering/lean.py, lowering/guards.py)."""
+        key = self._shared.get("layout")
+        if key is None:
+            units = self.unit_of.tobytes() if self.unit_of is not None else b""
+            key = self._shared["layout"] = self.coords.tobytes() + b"|" + self.free.tobytes() + b"|" + units
+        return key
+
+    def contains(self, x: np.ndarray) -> bool:
+        """Whether x is in the set, so that its projection is x itself: without a box, when at most
+        k units of C are nonzero (every nonzero unit is among the k kept)."""
+        if self.box is not None:
+            return False
+        nz = x[self.coords] != 0
+        if self.unit_of is None:
+            return int(np.count_nonzero(nz)) <= self.budget
+        return len(np.unique(self.unit_of[nz])) <= self.budget
 
     # ---- coordinate API
     def select(self, zc: np.ndarray, k: int | None = None) -> np.ndarray:

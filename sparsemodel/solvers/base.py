@@ -46,6 +46,8 @@ class Solver:
     def __init__(self, **opts: Any):
         self.opts = self.validate(opts)
         self.progress: Callable[[int, float], Any] | None = None  # the run's progress callback (solve's argument)
+        # (the options of subproblem (13) each run's copy takes: fresh()'s argument, made once)
+        self._subproblem = {key: self.opts[name] for name, key in SUBPROBLEM13.items() if name in self.opts}
 
     def history(self, lp: LoweredProblem, clock: Callable[[], float]) -> History:
         """The run's per-iteration log, reporting to the progress callback ``solve`` was given."""
@@ -149,7 +151,7 @@ class Solver:
 
     def _solve(self, lp: LoweredProblem) -> Result:
         self.check(lp)
-        lp = lp.fresh(subproblem={key: self.opts[name] for name, key in SUBPROBLEM13.items() if name in self.opts})
+        lp = lp.fresh(subproblem=self._subproblem)
         why = lp.unbounded_direction()
         if why is None and lp.set is not None and lp.set.thresholds and lp.set.k == 0:
             return zero_budget(lp, self)
@@ -379,7 +381,10 @@ def initial_point(lp: LoweredProblem, init: Any) -> np.ndarray:
             f"init has {x.size} entries; expected {lp.primary.size} (the variable {lp.primary.name}) or {lp.n}"
         )
     if lp.set is not None and lp.set.thresholds:
-        x, _ = lp.project(x)
+        if lp.set.contains(x):  # (a path's neighbour inside the set: its projection is itself)
+            lp.oracle.thresholded()
+        else:
+            x, _ = lp.project(x)
     return _into_side_sets(sides, x)
 
 

@@ -380,7 +380,7 @@ def finish(
         shape=var.shape,
         k=s.budget if s is not None else None,
         values=values,
-        options={k_: (v if not isinstance(v, np.ndarray) else "<array>") for k_, v in solver.opts.items()},
+        options=shown_options(solver),
         history=history.rows if history is not None else {},
         certificate=certificate,
         message=message,
@@ -394,6 +394,17 @@ def finish(
         blocks=blocks,
         view=s.view if s is not None else View(),
     )
+
+
+def shown_options(solver: Ran) -> dict[str, Any]:
+    """The solver's options as a Result shows them (an array as ``<array>``): a new dict, from one
+    made per solver object (its options are fixed when it is made; a path solves with one many times)."""
+    kept = getattr(solver, "__dict__", {})
+    shown = kept.get("_shown_options")
+    if shown is None or shown[0] is not solver.opts:
+        shown = (solver.opts, {k: (v if not isinstance(v, np.ndarray) else "<array>") for k, v in solver.opts.items()})
+        kept["_shown_options"] = shown
+    return dict(shown[1])
 
 
 def relative_gap(f: float, lb: float) -> float:
