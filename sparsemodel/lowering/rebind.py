@@ -132,7 +132,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
         for d in nodes:
             numbers[d.uid], given[d.uid] = arr, (d, value)
             fresh.add(d.uid)
-    problem = copy.copy(lp.problem)
+    problem = _shallow(lp.problem)
     problem.objective = _BoundObjective(tree.objective, by_name)
     if renamed:  # the coordinates' names are read again from the new data's
         problem.__dict__.pop("_coordinate_names", None)
@@ -143,12 +143,20 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     design = lp.design.rebound(comp, binding) if comp is not None else None
     if design is None:
         return _lowered_again(lp, problem)
-    out = copy.copy(lp)
+    out = _shallow(lp)
     out.problem = problem
     out.__dict__.pop("objective", None)  # (the new tree, on first use: LoweredData.__getattr__)
     out.ev = Evaluator(tree.root, lp.layout, binding.memo)
     out._bound = _Bound(tree, by_name, numbers, given)
     _new_numbers(lp, out, design)
+    return out
+
+
+def _shallow(obj: Any) -> Any:
+    """A shallow copy of a plain object (``copy.copy`` without its protocol: the rebinding's
+    lowering and model share everything they do not replace)."""
+    out = object.__new__(type(obj))
+    out.__dict__.update(obj.__dict__)
     return out
 
 

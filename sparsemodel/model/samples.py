@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ModelError, ShapeError
 from . import atoms as A
 from .arith import Add, Div, Index, MatMul, Mul, Neg, Transpose
-from .expr import Data, Expr, Parameter
+from .expr import Data, Expr, Parameter, Variable
 
 
 def sample_nodes(e: Expr, n: int) -> list[Data]:
@@ -145,6 +145,18 @@ class Binding:
         if got is _MISSING:
             got = self.memo[e.uid] = e.constant_value(self.memo)
         return got
+
+    def at_zero(self, e: Expr) -> Any:
+        """The value of ``e`` (affine: an offset) with every variable at zero and the new data."""
+        vals: dict[int, Any] = {}
+        for n in e.walk():
+            if n.uid in self.memo:
+                vals[n.uid] = self.memo[n.uid]
+            elif isinstance(n, Variable):
+                vals[n.uid] = np.zeros(n.shape) if n.shape else 0.0
+            else:
+                vals[n.uid] = n.forward([vals[a.uid] for a in n.args])
+        return vals[e.uid]
 
     def tree(self, e: Expr) -> Expr:
         """``e`` with every rebound data node below it replaced by a node of its new value."""

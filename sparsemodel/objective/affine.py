@@ -381,7 +381,7 @@ class AffineMap:
     def reads_data(self) -> bool:
         return any(b.op is not None for b in self.blocks)
 
-    def rebound(self, binding: Binding, layout: Layout) -> AffineMap | None:
+    def rebound(self, binding: Binding) -> AffineMap | None:
         """The map of the same expression with a rebinding's data: each block made again from its
         recipe (:meth:`Block.rebound`), the offset b the expression's value at x = 0 with the new
         data (its definition); None when it was not linearized from an expression or a block has
@@ -397,7 +397,7 @@ class AffineMap:
         if self.zero_offset:
             b: Any = 0.0
         else:
-            b = dense(Evaluator(self.expr, layout, binding.memo).value(np.zeros(layout.n)))
+            b = dense(binding.at_zero(self.expr))
         out = AffineMap(blocks, b, self.shape, self.n)
         out.expr = self.expr
         return out
@@ -487,7 +487,11 @@ class AffineMap:
                         out[:, where] += D
                     continue
             if blk.op is None and blk.right is None:
-                out[rows, blk.entry_coords] += np.asarray(sc).reshape(-1) if np.ndim(sc) else float(sc)
+                add = np.asarray(sc).reshape(-1) if np.ndim(sc) else float(sc)
+                if blk.coords.size == 1:  # one coordinate read by every entry (an intercept): its column
+                    out[:, int(blk.coords[0])] += add
+                else:
+                    out[rows, blk.entry_coords] += add
                 continue
             if (
                 blk.op is not None

@@ -114,7 +114,7 @@ class Design(DesignColumns):
                 maps.append(m)
                 continue
             same = rt.affine is old.affine and isinstance(m, AffineMap) and m.expr is rt.affine
-            got = m.rebound(binding, self.layout) if same else None
+            got = m.rebound(binding) if same else None
             maps.append(got if got is not None else affine_map(binding.tree(rt.affine), self.layout))
         out = Design(comp, self.layout, maps)
         for i, (a, b) in enumerate(zip(self.terms, out.terms)):  # a ridge's diagonal, where the ridge did not change
