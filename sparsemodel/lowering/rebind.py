@@ -27,7 +27,6 @@ same answers as lowering that model afresh).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +192,7 @@ def _lowered_again(lp: LoweredData, problem: Any) -> LoweredData:
     comp = decompose(expr, lp.layout)
     if comp is None:  # (the same tree with other numbers has the same form)  # pragma: no cover
         return type(lp)(problem, lp.budget)
-    out = copy.copy(lp)
+    out = _shallow(lp)
     out.problem = problem
     out.objective = expr
     out.ev = Evaluator(expr, lp.layout)
