@@ -1148,10 +1148,13 @@ def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:
     shared cache; NoBoundError is cached too)."""
     key = (id(lp.set.constraint) if lp.set is not None else None, id(lp.box), bool(shift))
     cache = lp.bound_cache
-    if key not in cache:
+    budget = lp.set.budget if lp.set is not None else None
+    got = cache.get(key)
+    if got is None or (isinstance(got, NoBoundError) and got.budget != budget):  # (a refusal names the bound)
         try:
             cache[key] = Relaxation(lp, shift=shift)
         except NoBoundError as exc:
+            exc.budget = budget
             cache[key] = exc
     got = cache[key]
     if isinstance(got, NoBoundError):

@@ -95,6 +95,14 @@ class LoweredData:
         self.subproblem: dict[str, Any] = dict(ADMM_DEFAULTS)  # options of subproblem (13): fresh()'s argument
         self.forget_numbers()
 
+    def __getattr__(self, name: str) -> Any:
+        # a rebound lowering (lowering/rebind.py) builds its objective's tree on first use: a solve
+        # on its design never reads it
+        if name == "objective":
+            self.objective = self.problem.objective.expr
+            return self.objective
+        raise AttributeError(name)
+
     def forget_numbers(self) -> None:
         """New (empty) caches of what was computed from the data's numbers: at lowering, and after
         new data of the same shape is bound (lowering/rebind.py; the old lowering keeps its own)."""

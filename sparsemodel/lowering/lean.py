@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,6 +38,9 @@ ATOM_NAMES = (
 MAX_UNIT = 8  # the largest group the kernels take (numerics/_lean.MAX_UNIT)
 
 
+ARRAYS = ("J", "b", "wc", "lin", "rd", "g0", "R", "diag", "Jsq")  # the kernel problem's arrays a rebinding rewrites
+
+
 @dataclass
 class LeanData:
     """The kernel's :class:`~sparsemodel.numerics._lean.Problem` of one design on one set's
@@ -49,6 +52,8 @@ class LeanData:
     coords: int  # |C|
     phi: Any = None  # the data term's loss (its atom: value and derivatives in one place)
     start: np.ndarray | None = None  # the start inside the loss's domain (initial_point), once known
+    where: Any = None  # the set's coordinates C as a slice when they are a run (J[:, C] a view)
+    views: dict[str, np.ndarray] = field(default_factory=dict)  # P's ARRAYS as NumPy arrays (rewritten in place)
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {coords key: LeanData}
@@ -102,9 +107,9 @@ def lean_data(lp: LoweredData) -> LeanData | None:
     return per[key]
 
 
-def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
+def _arrays(lp: LoweredData, into: LeanData | None = None) -> dict[str, Any] | None:
     """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class; the
-    Jacobian and its squares written into the kernel problem ``into``'s arrays when given (a
+    Jacobian and its squares written into the kernel problem of ``into``'s arrays when given (a
     rebinding: no allocation of the largest arrays)."""
     d, s = lp.design, lp.set
     data_term = None
@@ -124,7 +129,8 @@ def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
     kern = kernels()  # (looked up, and missed with its warning, only for a problem of the class)
     if kern is None:
         return None
-    J_into = np.asarray(into.J) if into is not None and np.shape(into.J) == shape else None
+    views = into.views if into is not None else {}
+    J_into = views["J"] if "J" in views and views["J"].shape == shape else None
     J = d.dense_jacobian(data_term, J_into)  # C order, the kernel's own copy (a rebinding overwrites it)
     if J is None:
         return None
@@ -136,14 +142,14 @@ def _arrays(lp: LoweredData, into: Any = None) -> dict[str, Any] | None:
     wc = np.array(t.coef * w)
     lin = np.array(d.lin, dtype=float)
     quad = bool(t.quadratic)
-    JC = J[:, as_slice(s.coords)]
+    JC = J[:, into.where if into is not None else as_slice(s.coords)]
     R = np.ascontiguousarray(np.einsum("ij,ij->i", JC, JC) if K == 1 else _sample_grams(JC, K))
     if quad:
         g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
         diag = np.ascontiguousarray(np.einsum("ij,ij,i->j", J, J, 2.0 * wc) + rd)
         Jsq = np.zeros((0, lp.n))
     else:
-        Jsq_into = np.asarray(into.Jsq) if into is not None and np.shape(into.Jsq) == J.shape else None
+        Jsq_into = views["Jsq"] if "Jsq" in views and views["Jsq"].shape == J.shape else None
         Jsq = np.multiply(J, J, out=Jsq_into)
         g0, diag = np.zeros(lp.n), np.zeros(lp.n)
     return {
@@ -210,7 +216,8 @@ def _build(lp: LoweredData) -> LeanData | None:
         domain,
         np.ascontiguousarray(lp.set.swap_members(), dtype=np.intp),
     )
-    return LeanData(P, a["quad"], len(C), a["phi"])
+    views = {name: np.asarray(getattr(P, name)) for name in ARRAYS}
+    return LeanData(P, a["quad"], len(C), a["phi"], where=as_slice(lp.set.coords), views=views)
 
 
 def move(old: LoweredData, new: LoweredData) -> None:
@@ -221,15 +228,15 @@ def move(old: LoweredData, new: LoweredData) -> None:
     if not per or new.design is None:
         return
     first = next((v for v in per.values() if v is not None), None)
-    a = _arrays(new, into=first.P) if first is not None else None  # (its J and J * J written in place)
+    a = _arrays(new, into=first) if first is not None else None  # (its J and J * J written in place)
     kept = {}
     for key, data in per.items():
         if data is None or a is None or a["quad"] != data.quadratic or a["code"] != data.P.code:
             continue
         P = data.P
-        for name in ("J", "b", "wc", "lin", "rd", "g0", "R", "diag", "Jsq"):
-            target = np.asarray(getattr(P, name))
-            if not np.may_share_memory(target, a[name]):
+        for name in ARRAYS:
+            target = data.views[name]
+            if target is not a[name]:
                 np.copyto(target, a[name])
         P.const = a["const"]
         clear(data)

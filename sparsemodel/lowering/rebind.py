@@ -2,28 +2,46 @@
 its names (splits, replications, bootstrap samples), the way cvxpy's parameters avoid recompiling.
 
 :func:`rebind` keeps what does not depend on the data -- the layout, the constraint sets with their
-bounds, the recognized form of the objective -- reads the composite form's numbers from the new
-data, and writes them into the lean kernel's arrays in place (no allocation, the compiled problem
-object reused; its Gram rows and start forgotten). The rebound lowering solves exactly the model
-with the new data (tests/lowering/test_rebind.py: the same answers as lowering that model afresh).
+bounds, the tree the design was made from -- and replays only the numbers the new data feed:
+
+* the composite form is read again from the same tree with the new values standing for the data
+  nodes (``decompose(..., binding.value)``: coefficients, weights and constants; no tree is built);
+* the design keeps every term's map whose expression reads nothing that changed and makes the
+  others again from their blocks' recipes (which constant expression each operator holds, which
+  factors each scale was multiplied by; :meth:`~sparsemodel.objective.design.Design.rebound`), so
+  a data matrix is taken as it is and a scale or offset is computed by the steps that made it;
+* the lean kernel's arrays are written in place from the new design (:func:`.lean.move`: no
+  allocation, the compiled problem object reused; its Gram rows and start forgotten), and the
+  plain relaxation of the bound is carried while the ridges are unchanged;
+* the evaluator reads the old tree with the new values (:class:`~sparsemodel.objective.evaluator.Evaluator`'s
+  ``values``); the model's new tree (``problem.objective``, ``lp.objective``, coordinate names) is
+  built only when something reads it (:class:`_BoundObjective`).
+
+Where the replay does not apply -- the precision-matrix and sparse PCA forms (they read their
+matrix at lowering), a form that is no longer the old one term by term, a loss that reads the new
+data beside its affine argument (cox's times), a dask array -- the model with the new data is
+lowered again through the general path, its kernel arrays still written in place. Either way the
+rebound lowering solves exactly the model with the new data (tests/lowering/test_rebind.py: the
+same answers as lowering that model afresh).
 """
 
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import ModelError
-from ..model.expr import Expr
+from ..model.expr import Data, Expr, data_value
 from ..model.objective import Objective
-from ..model.samples import data_named, rebind_data
+from ..model.samples import Binding, data_named, rebind_data
 from ..objective.design import Design
 from ..objective.evaluator import Evaluator
 from ..objective.oracle import Oracle
 from ..objective.structure import decompose
-from ..util import frame_names
+from ..util import frame_names, is_dask_array
 from . import lean
 from .bound import carry_relaxations
 
@@ -31,66 +49,163 @@ if TYPE_CHECKING:
     from .data import LoweredData
 
 
+@dataclass
+class _Tree:
+    """What rebinding reads of the tree a lowering's design was made from, once per tree (shared by
+    every lowering rebound from it): the objective minimized (``root``) and as the model states it,
+    its data nodes by name, the names the constraints read, and per node the data below it."""
+
+    root: Expr
+    objective: Objective
+    named: dict[str, list[Data]]
+    in_constraints: set[str]
+    leaves: dict[int, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Bound:
+    """A lowering's data relative to its tree: every data name rebound so far as the user gave it
+    (the tree built on demand reads these), and per data node its numbers and what was given."""
+
+    tree: _Tree
+    by_name: dict[str, Any]
+    values: dict[int, Any]
+    given: dict[int, tuple[Data, Any]]
+
+
+class _BoundObjective(Objective):
+    """A rebound model's objective: its sense and place at once, its tree (the model's with the new
+    data, :func:`~sparsemodel.model.samples.rebind_data`) on first use -- a solve on the design
+    never reads it."""
+
+    def __init__(self, base: Objective, values: dict[str, Any]):
+        self.sense, self.span = base.sense, base.span
+        self._base, self._values = base, values
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("stated", "expr"):
+            made = Objective(rebind_data(self._base.stated, self._values), self._base.span, self._base.sense)
+            self.stated, self.expr = made.stated, made.expr
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+
 def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     """``lp``'s lowering of its model with the objective's data named in ``values`` replaced by
     arrays of the same shapes. Located errors for an unknown name, a name the constraints read
     (their sets are kept: lower the new model instead), another shape, or a value that is not finite.
-    The model's other lowerings are left as they were; ``lp`` itself should not be solved again
-    (its kernel arrays now hold the new data: it is rebuilt if it is)."""
-    model = lp.problem
-    named = data_named(model.objective.expr)
-    in_constraints: set[str] = set()
-    for c in model.constraints:
-        for v in vars(c).values():
-            if isinstance(v, Expr):
-                in_constraints |= set(data_named(v))
-    new: dict[str, Any] = {}
-    renamed = False
+    The model's other lowerings are left as they were, and nothing given is modified; ``lp`` itself
+    should not be solved again (its kernel arrays now hold the new data: it is rebuilt if it is)."""
+    state = _state(lp)
+    tree = state.tree
+    by_name, given, numbers = dict(state.by_name), dict(state.given), dict(state.values)
+    fresh: set[int] = set()
+    renamed, replayable = False, True
     for name, value in values.items():
-        nodes = named.get(name)
+        nodes = tree.named.get(name)
         if not nodes:
             raise ModelError(
                 f"the objective reads no data named {name!r}",
-                hint=f"data of the objective: {', '.join(sorted(named)) or '(none named)'}",
+                hint=f"data of the objective: {', '.join(sorted(tree.named)) or '(none named)'}",
             )
-        if name in in_constraints:
+        if name in tree.in_constraints:
             raise ModelError(
                 f"{name!r} is read by a constraint: its set was built from it, so new values need a new lowering",
                 nodes[0].span,
                 "lower the model with the new data instead (problem.lower())",
             )
-        arr = np.asarray(value, dtype=float)
-        old = nodes[0].value
-        if arr.shape != np.shape(old):
+        arr = _numbers(value, nodes[0])
+        if arr is None:  # (a dask array: the general path reads it in row blocks)
+            replayable = False
+            arr = value
+        if tuple(arr.shape) != tuple(nodes[0].shape):
             raise ModelError(
-                f"new data for {name!r} has shape {arr.shape}; the lowering was built for {np.shape(old)}",
+                f"new data for {name!r} has shape {tuple(arr.shape)}; the lowering was built for {nodes[0].shape}",
                 nodes[0].span,
                 "rebind data of the same shape, or lower the model with the new data",
             )
-        if not np.all(np.isfinite(arr)):
+        if replayable and not np.all(np.isfinite(arr.data if sp.issparse(arr) else arr)):
             raise ModelError(f"new data for {name!r} has NaN or infinite entries", nodes[0].span)
-        named_axes = frame_names(value)[1] is not None
-        new[name] = value if named_axes else arr  # (a DataFrame keeps its column names)
-        renamed = renamed or named_axes
-    ob = model.objective
-    objective = Objective(rebind_data(ob.stated, new), ob.span, ob.sense)
-    problem = copy.copy(model)
-    problem.objective = objective
+        renamed = renamed or frame_names(value)[1] is not None
+        by_name[name] = value  # (a DataFrame keeps its column names)
+        for d in nodes:
+            numbers[d.uid], given[d.uid] = arr, (d, value)
+            fresh.add(d.uid)
+    problem = _shallow(lp.problem)
+    problem.objective = _BoundObjective(tree.objective, by_name)
     if renamed:  # the coordinates' names are read again from the new data's
         problem.__dict__.pop("_coordinate_names", None)
     if lp.precision is not None or getattr(lp, "spca", None) is not None or lp.design is None:
         return type(lp)(problem, lp.budget)  # the forms read their matrix at lowering: lower again
-    expr = objective.expr
-    out = copy.copy(lp)
+    binding = Binding(numbers, fresh, given, tree.leaves)
+    comp = decompose(tree.root, lp.layout, binding.value) if replayable else None
+    design = lp.design.rebound(comp, binding) if comp is not None else None
+    if design is None:
+        return _lowered_again(lp, problem)
+    out = _shallow(lp)
     out.problem = problem
-    out.objective = expr
-    out.ev = Evaluator(expr, lp.layout)
+    out.__dict__.pop("objective", None)  # (the new tree, on first use: LoweredData.__getattr__)
+    out.ev = Evaluator(tree.root, lp.layout, binding.memo)
+    out._bound = _Bound(tree, by_name, numbers, given)
+    _new_numbers(lp, out, design)
+    return out
+
+
+def _shallow(obj: Any) -> Any:
+    """A shallow copy of a plain object (``copy.copy`` without its protocol: the rebinding's
+    lowering and model share everything they do not replace)."""
+    out = object.__new__(type(obj))
+    out.__dict__.update(obj.__dict__)
+    return out
+
+
+def _numbers(value: Any, node: Data) -> Any:
+    """The numbers a new value gives a data node (as :class:`Data` holds them: float64, a sparse
+    matrix in CSR, a frame's values), or None for a dask array (read in row blocks)."""
+    if isinstance(value, Data):
+        value = value.value
+    value = frame_names(value)[0]
+    if is_dask_array(value):
+        return None
+    return data_value(value, node.name, node.span)
+
+
+def _state(lp: LoweredData) -> _Bound:
+    """``lp``'s data relative to the tree its design was made from (for a lowering made from a
+    model: its own tree, read here once)."""
+    got = lp.__dict__.get("_bound")
+    if got is None:
+        model = lp.problem
+        in_constraints: set[str] = set()
+        for c in model.constraints:
+            for v in vars(c).values():
+                if isinstance(v, Expr):
+                    in_constraints |= set(data_named(v))
+        tree = _Tree(lp.objective, model.objective, data_named(lp.objective), in_constraints)
+        got = lp._bound = _Bound(tree, {}, {}, {})
+    return got
+
+
+def _lowered_again(lp: LoweredData, problem: Any) -> LoweredData:
+    """The general path: the model with the new data lowered again on ``lp``'s layout and sets."""
+    expr = problem.objective.expr
     comp = decompose(expr, lp.layout)
     if comp is None:  # (the same tree with other numbers has the same form)  # pragma: no cover
         return type(lp)(problem, lp.budget)
-    out.design = Design(comp, lp.layout)
-    out.oracle = Oracle(out.ev, out.design, lp.layout)
+    out = _shallow(lp)
+    out.problem = problem
+    out.objective = expr
+    out.ev = Evaluator(expr, lp.layout)
+    out.__dict__.pop("_bound", None)  # (its own tree: read at its next rebinding)
+    _new_numbers(lp, out, Design(comp, lp.layout))
+    return out
+
+
+def _new_numbers(lp: LoweredData, out: LoweredData, design: Design) -> None:
+    """``out`` takes ``design``: a new oracle, empty caches of the numbers, the relaxation carried
+    and the kernel's arrays rewritten in place."""
+    out.design = design
+    out.oracle = Oracle(out.ev, design, lp.layout)
     out.forget_numbers()
     carry_relaxations(lp, out)
     lean.move(lp, out)
-    return out

@@ -254,12 +254,16 @@ class Expr:
         """Gradients w.r.t. each argument given the output cotangent ``g`` (None where not needed)."""
         raise TypeError(type(self).__name__)  # pragma: no cover
 
-    def constant_value(self) -> Any:
-        """Numeric value of a constant subtree (parameters at their current values)."""
+    def constant_value(self, values: dict[int, Any] | None = None) -> Any:
+        """Numeric value of a constant subtree (parameters at their current values); ``values``:
+        the value of some of its nodes by uid (a rebinding's new data), which stand for them."""
         if not self.is_constant():
             raise ModelError(f"{self} depends on a variable; a constant was expected here", self.span)
         vals: dict[int, Any] = {}
         for n in self.walk():
+            if values is not None and n.uid in values:
+                vals[n.uid] = values[n.uid]
+                continue
             vals[n.uid] = n.forward([vals[a.uid] for a in n.args])
         return vals[self.uid]
 
@@ -443,19 +447,7 @@ class Data(Leaf):
                 self._init_dask(value, name, span, kind)
                 return
             value = value.compute()  # a vector of length n lives in memory (the driver's residuals)
-        try:
-            if np.iscomplexobj(value.data if sp.issparse(value) else value):  # float() would drop the imaginary parts
-                raise DataError(f"data {name or ''} holds complex numbers", span, "give real numbers")
-            if sp.issparse(value):
-                v = value.tocsr().astype(float)
-            else:
-                v = np.asarray(value, dtype=float)
-        except (TypeError, ValueError):
-            raise DataError(
-                f"data {name or ''} of type {type(value).__name__} is not numeric",
-                span,
-                "give numbers: an array or a scipy.sparse matrix",
-            ) from None
+        v = data_value(value, name, span)
         vals = v.data if sp.issparse(v) else v
         bad = ~np.isfinite(vals)
         if bad.any():
@@ -534,6 +526,23 @@ class Data(Leaf):
 
     def forward(self, vals: list[Any]) -> Any:
         return self.value
+
+
+def data_value(value: Any, name: str | None = None, span: Span | None = None) -> Any:
+    """An in-memory value as :class:`Data` holds it (float64; a sparse matrix in CSR, a pandas
+    frame already taken as its values): a located DataError for complex or non-numeric values."""
+    try:
+        if np.iscomplexobj(value.data if sp.issparse(value) else value):  # float() would drop the imaginary parts
+            raise DataError(f"data {name or ''} holds complex numbers", span, "give real numbers")
+        if sp.issparse(value):
+            return value.tocsr().astype(float)
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise DataError(
+            f"data {name or ''} of type {type(value).__name__} is not numeric",
+            span,
+            "give numbers: an array or a scipy.sparse matrix",
+        ) from None
 
 
 def _axis_names(names: Any, shape: Shape) -> tuple[tuple[str, ...] | None, ...]:
@@ -667,6 +676,7 @@ __all__ = [
     "Parameter",
     "Constant",
     "as_expr",
+    "data_value",
     "dense",
     "fmt_shape",
     "unbroadcast",

@@ -13,12 +13,14 @@ samples (:mod:`sparsemodel.workflows.select`):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import ModelError, ShapeError
 from . import atoms as A
 from .arith import Add, Div, Index, MatMul, Mul, Neg, Transpose
-from .expr import Data, Expr
+from .expr import Data, Expr, Parameter, Variable
 
 
 def sample_nodes(e: Expr, n: int) -> list[Data]:
@@ -79,9 +81,7 @@ def rebind_data(e: Expr, values: dict[str, object]) -> Expr:
     new: dict[int, Data] = {}
     for name, value in values.items():
         for d in named.get(name, []):
-            new[d.uid] = value if isinstance(value, Data) else Data(value, name=d.name, span=d.span, kind=d.kind)
-            if isinstance(value, Data):
-                value.name = value.name or d.name
+            new[d.uid] = rebound_node(d, value)
     try:
         return replace_data(e, new)
     except ShapeError as exc:
@@ -90,6 +90,85 @@ def rebind_data(e: Expr, values: dict[str, object]) -> Expr:
             exc.span,
             "give data with the columns (trailing dimensions) of the data the model was written for",
         ) from None
+
+
+def rebound_node(d: Data, value: object) -> Data:
+    """The data node that takes ``d``'s place with ``value`` (name, place and kind kept; a
+    :class:`Data` given is used as it is, named after ``d`` when it has no name)."""
+    if isinstance(value, Data):
+        value.name = value.name or d.name
+        return value
+    return Data(value, name=d.name, span=d.span, kind=d.kind)
+
+
+class Binding:
+    """New values of some data nodes of one tree (a rebinding, lowering/rebind.py), by the nodes'
+    uids: ``values`` every node rebound so far, the numbers its computations read (a sparse matrix
+    in CSR, a frame's values); ``fresh`` the nodes this rebinding changed; ``given`` what the user
+    passed for each node (a frame keeps its column names). Parameters count as changed (their
+    values may have moved since the lowering). :meth:`value` gives a constant sub-expression's
+    value with the new data (each computed once), :meth:`reads` whether a sub-expression reads
+    what changed, :meth:`tree` the sub-expression rebuilt with new data nodes. ``leaves`` caches,
+    per node, the data nodes below it and whether a parameter is (shared by every rebinding of the
+    tree)."""
+
+    def __init__(
+        self,
+        values: dict[int, Any],
+        fresh: set[int],
+        given: dict[int, tuple[Data, Any]],
+        leaves: dict[int, tuple[frozenset[int], bool]],
+    ):
+        self.values = values
+        self.fresh = fresh
+        self.given = given
+        self.memo: dict[int, Any] = dict(values)  # uid -> value of a node with the new data
+        self._leaves = leaves
+        self._nodes: dict[int, Data] = {}
+
+    def leaves(self, e: Expr) -> tuple[frozenset[int], bool]:
+        got = self._leaves.get(e.uid)
+        if got is None:
+            nodes = list(e.walk())
+            got = (frozenset(n.uid for n in nodes if isinstance(n, Data)), any(isinstance(n, Parameter) for n in nodes))
+            self._leaves[e.uid] = got
+        return got
+
+    def reads(self, e: Expr) -> bool:
+        """Whether ``e`` reads data this rebinding changed (or a parameter)."""
+        data, param = self.leaves(e)
+        return param or not self.fresh.isdisjoint(data)
+
+    def value(self, e: Expr) -> Any:
+        """The value of the constant sub-expression ``e`` with the new data."""
+        got = self.memo.get(e.uid, _MISSING)
+        if got is _MISSING:
+            got = self.memo[e.uid] = e.constant_value(self.memo)
+        return got
+
+    def at_zero(self, e: Expr) -> Any:
+        """The value of ``e`` (affine: an offset) with every variable at zero and the new data."""
+        vals: dict[int, Any] = {}
+        for n in e.walk():
+            if n.uid in self.memo:
+                vals[n.uid] = self.memo[n.uid]
+            elif isinstance(n, Variable):
+                vals[n.uid] = np.zeros(n.shape) if n.shape else 0.0
+            else:
+                vals[n.uid] = n.forward([vals[a.uid] for a in n.args])
+        return vals[e.uid]
+
+    def tree(self, e: Expr) -> Expr:
+        """``e`` with every rebound data node below it replaced by a node of its new value."""
+        new = {}
+        for uid in self.leaves(e)[0] & self.given.keys():
+            if uid not in self._nodes:
+                self._nodes[uid] = rebound_node(*self.given[uid])
+            new[uid] = self._nodes[uid]
+        return replace_data(e, new)
+
+
+_MISSING = object()
 
 
 def replace_data(e: Expr, new: dict[int, Data]) -> Expr:
@@ -148,4 +227,14 @@ def split_data_term(e: Expr, nodes: list[Data]) -> tuple[Expr | None, Expr | Non
     return go(e)
 
 
-__all__ = ["data_named", "rebind_data", "rebind_rows", "rebuild", "replace_data", "sample_nodes", "split_data_term"]
+__all__ = [
+    "Binding",
+    "data_named",
+    "rebind_data",
+    "rebind_rows",
+    "rebound_node",
+    "rebuild",
+    "replace_data",
+    "sample_nodes",
+    "split_data_term",
+]

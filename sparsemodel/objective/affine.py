@@ -11,7 +11,7 @@ subsets (mini-batches, folds) and low-rank reductions.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,6 +23,9 @@ from .data import as_operator
 from .evaluator import Evaluator, Layout
 from .operators import DataOperator
 from .structure import jacobian_columns
+
+if TYPE_CHECKING:
+    from ..model.samples import Binding
 
 
 class NotCanonical(Exception):
@@ -37,6 +40,12 @@ class Block:
     ``X = x[coords].reshape(q, m)`` (an (n, m) result); ``right`` (a dense (r, m) array, for
     matrix views) multiplies the result on the right (the row-space subspaces W = B V' of a
     low-rank set). ``scale`` is a float or an array of the map's shape.
+
+    Where its numbers came from, for a rebinding (:meth:`rebound`): ``source``, the constant
+    expression whose value ``op`` holds; ``recipe``, (the shape it was made with at scale 1, the
+    factors :meth:`scaled` applied since, each (a sign, or (a constant expression, whether its
+    reciprocal), the shape)), or None when the numbers were not made that way (a merged, folded,
+    row-subset or low-rank block).
     """
 
     def __init__(
@@ -48,12 +57,16 @@ class Block:
         scale: Any = 1.0,
         scalar_out: bool = False,
         right: np.ndarray | None = None,
+        source: Expr | None = None,
+        recipe: tuple[tuple[int, ...], tuple[Any, ...]] | None = None,
     ):
         self.coords = np.asarray(coords, dtype=np.int64)
         self.vshape = tuple(vshape)
         self.op = op
         self.scalar_out = scalar_out
         self.right = right
+        self.source = source
+        self.recipe = recipe
         if op is None:
             self.nshape = self.vshape
         elif scalar_out:
@@ -63,8 +76,34 @@ class Block:
         if right is not None:
             self.nshape = (self.nshape[0], right.shape[1])
         self.shape = tuple(shape)
-        self.scale = scale if np.ndim(scale) == 0 else np.broadcast_to(np.asarray(scale, dtype=float), self.shape)
+        if np.ndim(scale) and not (isinstance(scale, np.ndarray) and scale.shape == self.shape and scale.dtype == float):
+            scale = np.broadcast_to(np.asarray(scale, dtype=float), self.shape)
+        self.scale = scale
         self._inv: np.ndarray | None = None
+        self._where: slice | np.ndarray | None = None
+        self._entries: np.ndarray | None = None
+
+    @property
+    def where(self) -> slice | np.ndarray:
+        """The coordinates, as a slice when they are a run (``w[a:b]``: a view of x, no gather)."""
+        if self._where is None:
+            self._where = as_slice(self.coords)
+        return self._where
+
+    @property
+    def entry_coords(self) -> np.ndarray:
+        """A view block's coordinate read by each entry of its (flattened) value."""
+        if self._entries is None:
+            idx = np.broadcast_to(np.arange(math.prod(self.vshape)).reshape(self.vshape), self.shape)
+            self._entries = self.coords[idx.ravel()]
+        return self._entries
+
+    def _same_coords(self, other: Block) -> Block:
+        """(``other`` reads the same coordinates into the same shape: what was derived from them is kept.)"""
+        self._inv, self._where = other._inv, other._where
+        if self.shape == other.shape:
+            self._entries = other._entries
+        return self
 
     # ---- evaluation
     def native(self, x: np.ndarray) -> np.ndarray:
@@ -227,16 +266,49 @@ class Block:
             return Block(c, (len(rows),) + self.vshape[1:], None, new_shape, scale, right=self.right)
         return Block(self.coords, self.vshape, self.op, new_shape, scale, self.scalar_out, self.right)
 
-    def scaled(self, k: Any, shape: tuple[int, ...]) -> Block:
-        if np.ndim(k) == 0 and np.ndim(self.scale) == 0:  # (a scalar scale broadcasts with the value)
-            return Block(
-                self.coords, self.vshape, self.op, shape, float(self.scale) * float(k), self.scalar_out, self.right
-            )
-        s = np.broadcast_to(self.scale, self.shape) * np.asarray(k, dtype=float)
-        return Block(self.coords, self.vshape, self.op, shape, np.broadcast_to(s, shape), self.scalar_out, self.right)
+    def scaled(self, k: Any, shape: tuple[int, ...], factor: tuple[Expr, bool] | None = None) -> Block:
+        """The block times ``k`` in a map of shape ``shape``; ``factor``: the constant expression
+        k is the value of (and whether its reciprocal), recorded for a rebinding (a sign needs none)."""
+        recipe = self.recipe
+        if recipe is not None and (factor is not None or np.ndim(k) or float(k) != 1.0 or tuple(shape) != self.shape):
+            recipe = (recipe[0], recipe[1] + ((factor if factor is not None else float(k), shape),))
+        scale = _times(self.scale, k, shape)
+        out = Block(self.coords, self.vshape, self.op, shape, scale, self.scalar_out, self.right, self.source, recipe)
+        return out._same_coords(self)
+
+    def rebound(self, binding: Binding) -> Block | None:
+        """The block with a rebinding's data (:class:`~sparsemodel.model.samples.Binding`): its
+        operator and scale made again from the new values of the expressions its recipe names,
+        through the steps that made them (so the same numbers as a fresh linearization); the block
+        itself when none of them changed; None when it has no recipe."""
+        if self.recipe is None:
+            return None
+        op = self.op
+        if self.source is not None and binding.reads(self.source):
+            op = as_operator(binding.value(self.source))
+        steps = self.recipe[1]
+        if op is self.op and not any(isinstance(f, tuple) and binding.reads(f[0]) for f, _ in steps):
+            return self
+        scale: Any = 1.0
+        for f, shape in steps:
+            scale = _times(scale, factor_value(binding.value(f[0]), f[1]) if isinstance(f, tuple) else f, shape)
+        out = Block(self.coords, self.vshape, op, self.shape, scale, self.scalar_out, None, self.source, self.recipe)
+        return out._same_coords(self)
 
     def remapped(self, where: np.ndarray) -> Block:
         return Block(where[self.coords], self.vshape, self.op, self.shape, self.scale, self.scalar_out, self.right)
+
+
+def _times(scale: Any, k: Any, shape: tuple[int, ...]) -> Any:
+    """A block's scale times the factor k, as the scale of a block of shape ``shape`` (a float
+    stays a float)."""
+    if np.ndim(scale) == 0:  # (a scalar scale broadcasts with the value)
+        out = float(scale) * (float(k) if np.ndim(k) == 0 else np.asarray(k, dtype=float))
+    else:
+        out = scale * np.asarray(k, dtype=float)
+    if np.ndim(out) and out.shape != tuple(shape):
+        out = np.broadcast_to(out, shape)
+    return out
 
 
 def _read_coords(m: Any, n: int) -> np.ndarray:
@@ -290,6 +362,7 @@ class AffineMap:
         self.shape = tuple(shape)
         self.size = math.prod(self.shape)
         self.zero_offset = False  # b is known to be zero (a sum of blocks without constants)
+        self.expr: Expr | None = None  # the expression linearized (:func:`linearize`), for a rebinding
         if isinstance(b, (int, float)):
             self.b = np.full(self.size, float(b))
             self.zero_offset = b == 0
@@ -307,6 +380,27 @@ class AffineMap:
 
     def reads_data(self) -> bool:
         return any(b.op is not None for b in self.blocks)
+
+    def rebound(self, binding: Binding) -> AffineMap | None:
+        """The map of the same expression with a rebinding's data: each block made again from its
+        recipe (:meth:`Block.rebound`), the offset b the expression's value at x = 0 with the new
+        data (its definition); None when it was not linearized from an expression or a block has
+        no recipe (then the expression with the new data is linearized again)."""
+        if self.expr is None:
+            return None
+        blocks = []
+        for blk in self.blocks:
+            nb = blk.rebound(binding)
+            if nb is None:
+                return None
+            blocks.append(nb)
+        if self.zero_offset:
+            b: Any = 0.0
+        else:
+            b = dense(binding.at_zero(self.expr))
+        out = AffineMap(blocks, b, self.shape, self.n)
+        out.expr = self.expr
+        return out
 
     def value(self, x: np.ndarray) -> np.ndarray:
         """A x + b, flattened."""
@@ -373,7 +467,7 @@ class AffineMap:
             sc = blk.scale
             if blk.right is None and not blk.scalar_out and blk.nshape == blk.shape and len(blk.vshape) == 1:
                 if blk.op is not None and not blk.op.sparse and not blk.op.chunked:
-                    where = as_slice(blk.coords)  # w[a:b]: a view, no gather or scatter
+                    where = blk.where  # w[a:b]: a view, no gather or scatter
                     D = blk.op.A
                     if blk is first:
                         if np.ndim(sc):
@@ -393,8 +487,11 @@ class AffineMap:
                         out[:, where] += D
                     continue
             if blk.op is None and blk.right is None:
-                idx = np.broadcast_to(np.arange(math.prod(blk.vshape)).reshape(blk.vshape), blk.shape)
-                out[rows, blk.coords[idx.ravel()]] += np.asarray(sc).reshape(-1) if np.ndim(sc) else float(sc)
+                add = np.asarray(sc).reshape(-1) if np.ndim(sc) else float(sc)
+                if blk.coords.size == 1:  # one coordinate read by every entry (an intercept): its column
+                    out[:, int(blk.coords[0])] += add
+                else:
+                    out[rows, blk.entry_coords] += add
                 continue
             if (
                 blk.op is not None
@@ -429,7 +526,7 @@ class AffineMap:
             return None
         if blk.op is None or blk.op.sparse or blk.op.chunked:
             return None
-        where = as_slice(blk.coords)
+        where = blk.where
         return where if isinstance(where, slice) else None
 
     def dense_is_natural(self) -> bool:
@@ -610,24 +707,32 @@ def _merge_blocks(blocks: list[Block]) -> list[Block]:
 
 def linearize(e: Expr, layout: Layout) -> AffineMap:
     """The canonical block form of the affine expression ``e`` (raises NotCanonical)."""
+    m = _linearize(e, layout)
+    m.expr = e
+    return m
+
+
+def _linearize(e: Expr, layout: Layout) -> AffineMap:
     n = layout.n
     shape = e.shape
     if e.is_constant():
         return AffineMap([], dense(e.constant_value()), shape, n)
     v = _view(e, layout)
     if v is not None:
-        return AffineMap([Block(v[0], v[1], None, shape)], 0.0, shape, n)
+        return AffineMap([Block(v[0], v[1], None, shape, recipe=(shape, ()))], 0.0, shape, n)
     if isinstance(e, MatMul):
         a, b = e.args
         if a.is_constant() and not b.is_constant():
             D = a.constant_value()
             vb = _view(b, layout)
             if vb is not None and np.ndim(D) == 2 and b.ndim in (1, 2):
-                return AffineMap([Block(vb[0], vb[1], as_operator(D), shape)], 0.0, shape, n)
+                blk = Block(vb[0], vb[1], as_operator(D), shape, source=a, recipe=(shape, ()))
+                return AffineMap([blk], 0.0, shape, n)
             if vb is not None and np.ndim(D) == 1 and b.ndim == 1:
-                return AffineMap([Block(vb[0], vb[1], as_operator(D), shape, scalar_out=True)], 0.0, shape, n)
+                blk = Block(vb[0], vb[1], as_operator(D), shape, scalar_out=True, source=a, recipe=(shape, ()))
+                return AffineMap([blk], 0.0, shape, n)
             if np.ndim(D) == 2 and b.ndim == 1:  # constant matrix @ (affine vector): fold into the blocks
-                inner = linearize(b, layout)
+                inner = _linearize(b, layout)
                 Dd = dense(D)
                 blocks = []
                 for blk in inner.blocks:
@@ -645,6 +750,7 @@ def linearize(e: Expr, layout: Layout) -> AffineMap:
         # a chain of + and - (10,000 terms long in a generated model) without recursion along it
         blocks: list[Block] = []
         b = np.zeros(shape)
+        offset = False
         stack = [(e, 1.0)]
         while stack:
             node, sign = stack.pop()
@@ -655,31 +761,39 @@ def linearize(e: Expr, layout: Layout) -> AffineMap:
             if isinstance(node, Neg):
                 stack.append((node.args[0], -sign))
                 continue
-            part = linearize(node, layout)
+            part = _linearize(node, layout)
             blocks += [blk.scaled(sign, shape) for blk in part.blocks]
             if not part.zero_offset:
+                offset = True
                 b = b + sign * np.broadcast_to(part.b.reshape(part.shape), shape)
-        return AffineMap(_merge_blocks(blocks), b, shape, n)
+        return AffineMap(_merge_blocks(blocks), b if offset else 0.0, shape, n)
     if isinstance(e, Neg):
-        pa = linearize(e.args[0], layout)
-        return AffineMap([blk.scaled(-1.0, shape) for blk in pa.blocks], -pa.b, shape, n)
+        pa = _linearize(e.args[0], layout)
+        return AffineMap([blk.scaled(-1.0, shape) for blk in pa.blocks], 0.0 if pa.zero_offset else -pa.b, shape, n)
     if isinstance(e, (Mul, Div)):
         a, b = e.args
         if isinstance(e, Div):
             if not b.is_constant():
                 raise NotCanonical
-            k, inner = 1.0 / dense(b.constant_value()), a
+            factor, inner = (b, True), a
         elif a.is_constant():
-            k, inner = dense(a.constant_value()), b
+            factor, inner = (a, False), b
         elif b.is_constant():
-            k, inner = dense(b.constant_value()), a
+            factor, inner = (b, False), a
         else:
             raise NotCanonical
-        pa = linearize(inner, layout)
-        kk = float(k) if np.ndim(k) == 0 else k
-        bb = np.broadcast_to(pa.b.reshape(pa.shape), shape) * kk
-        return AffineMap([blk.scaled(kk, shape) for blk in pa.blocks], bb, shape, n)
+        pa = _linearize(inner, layout)
+        kk = factor_value(factor[0].constant_value(), factor[1])
+        bb = 0.0 if pa.zero_offset else np.broadcast_to(pa.b.reshape(pa.shape), shape) * kk
+        return AffineMap([blk.scaled(kk, shape, factor) for blk in pa.blocks], bb, shape, n)
     raise NotCanonical
+
+
+def factor_value(k: Any, reciprocal: bool) -> Any:
+    """The factor a block is scaled by for the constant value k (its reciprocal for a division):
+    a float, or an array."""
+    k = 1.0 / dense(k) if reciprocal else dense(k)
+    return float(k) if np.ndim(k) == 0 else k
 
 
 def affine_map(e: Expr, layout: Layout) -> AffineMap | ExprMap:

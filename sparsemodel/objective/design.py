@@ -29,7 +29,7 @@ pass)."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,19 +41,33 @@ from .operators import DataOperator
 from .structure import Composite
 from .terms import Term
 
+if TYPE_CHECKING:
+    from ..model.samples import Binding
+
+
+def _same_loss(a: Any, b: Any) -> bool:
+    """The same loss of a term (or both linear): the same atom, or one of its class and parameters."""
+    return a is b or (a is not None and b is not None and a.loss_key() == b.loss_key())
+
+
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+
 
 class Design(DesignColumns):
     """The composite objective of a lowered problem (see the module docstring)."""
 
-    def __init__(self, comp: Composite, layout: Layout):
+    def __init__(self, comp: Composite, layout: Layout, maps: list[Any] | None = None):
         self.layout = layout
         self.n = layout.n
         self.const = comp.const
         self.lin = np.zeros(layout.n)
         self.terms: list[Term] = []
+        # the form's terms and their maps, as made (a rebinding reads them: :meth:`rebound`)
+        self.raw = comp.terms
+        self.maps = maps if maps is not None else [affine_map(rt.affine, layout) for rt in comp.terms]
         zero = np.zeros(layout.n)
-        for rt in comp.terms:
-            m = affine_map(rt.affine, layout)
+        for rt, m in zip(comp.terms, self.maps):
             if rt.phi is None:  # a linear term: c * sum(w * (A x + b))
                 w = rt.weights if rt.weights is not None else np.ones(m.size)
                 self.lin += rt.coef * m.vjp(np.broadcast_to(w, (m.size,)).reshape(m.shape) if m.shape else w)
@@ -79,6 +93,34 @@ class Design(DesignColumns):
         self.n_samples: int | None = n_s if n_s is not None and n_s > 1 else None
         self._merge_small_terms()
         self._chunked = self.chunked
+
+    def rebound(self, comp: Composite, binding: Binding) -> Design | None:
+        """The design of the same objective with a rebinding's data (lowering/rebind.py): ``comp``
+        its composite form read again with the new values (``decompose(..., binding.value)``), each
+        term's map the old one where its expression reads nothing that changed, else made again
+        from its blocks' recipes (:meth:`AffineMap.rebound`), else linearized again from the
+        expression with the new data; the rest as a fresh design makes it. None when the form is
+        not the old one term by term, or a loss reads new data beside its affine argument (then the
+        model is lowered again)."""
+        if len(comp.terms) != len(self.raw):
+            return None
+        maps = []
+        for rt, old, m in zip(comp.terms, self.raw, self.maps):
+            if rt.rowwise != old.rowwise or rt.whole != old.whole or not _same_loss(rt.phi, old.phi):
+                return None
+            if rt.phi is not None and any(a.is_constant() and binding.reads(a) for a in rt.phi.args):
+                return None  # (a loss whose other arguments are the new data: cox's times)
+            if rt.affine is old.affine and not binding.reads(rt.affine):
+                maps.append(m)
+                continue
+            same = rt.affine is old.affine and isinstance(m, AffineMap) and m.expr is rt.affine
+            got = m.rebound(binding) if same else None
+            maps.append(got if got is not None else affine_map(binding.tree(rt.affine), self.layout))
+        out = Design(comp, self.layout, maps)
+        for i, (a, b) in enumerate(zip(self.terms, out.terms)):  # a ridge's diagonal, where the ridge did not change
+            if i in self._separable and a.map is b.map and a.coef == b.coef and _same(a.weights, b.weights):
+                out._separable[i] = self._separable[i]
+        return out
 
     MERGE_SIZE = 64  # terms with at most this many entries may be merged
 

@@ -97,12 +97,15 @@ def _var_view(e: Expr) -> tuple[Variable, np.ndarray] | None:
 
 
 class Evaluator:
-    """Value and gradient of ``root`` (any shape) as a function of the flat vector x."""
+    """Value and gradient of ``root`` (any shape) as a function of the flat vector x; ``values``:
+    the values of some of its constant nodes by uid (a rebinding's new data,
+    :class:`~sparsemodel.model.samples.Binding`), which stand for them."""
 
-    def __init__(self, root: Expr, layout: Layout):
+    def __init__(self, root: Expr, layout: Layout, values: dict[int, Any] | None = None):
         self.root = root
         self.layout = layout
         self._const_vals: dict[int, Any] = {}
+        self.values = values or {}
 
     def __getattr__(self, name: str) -> Any:
         # the walk of the tree is read on first use: a lowering whose solves run on its design (or a
@@ -124,13 +127,17 @@ class Evaluator:
             if isinstance(n, MatMul) and isinstance(n.args[0], Data) and n.args[0].ndim == 2:
                 view = _var_view(n.args[1])
                 if view is not None and n.args[1].ndim == 1:
-                    self.ops[i] = (as_operator(n.args[0].value), view[0], layout.coords(view[0], view[1]))
+                    D = self.values.get(n.args[0].uid, n.args[0].value)
+                    self.ops[i] = (as_operator(D), view[0], layout.coords(view[0], view[1]))
 
     def _forward(self, x: np.ndarray) -> list[Any]:
         vals: list[Any] = [None] * len(self.order)
         for i, n in enumerate(self.order):
             if self.const[i] and i in self._const_vals:
                 vals[i] = self._const_vals[i]
+                continue
+            if n.uid in self.values:
+                vals[i] = self._const_vals[i] = self.values[n.uid]
                 continue
             if isinstance(n, Variable):
                 vals[i] = self.layout.get(x, n)

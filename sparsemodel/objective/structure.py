@@ -16,6 +16,7 @@ form), keeping selections of variable coordinates sparse so that ``X @ w`` costs
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +68,11 @@ class _NotComposite(Exception):
     pass
 
 
-def decompose(objective: Expr, layout: Layout) -> Composite | None:
-    """The composite form of a scalar objective, or None when it has none."""
-    walk = _Decomposition()
+def decompose(objective: Expr, layout: Layout, value: Callable[[Expr], Any] | None = None) -> Composite | None:
+    """The composite form of a scalar objective, or None when it has none; ``value`` gives a
+    constant sub-expression's value (default: its own, ``constant_value``; a rebinding's values
+    with new data, :meth:`~sparsemodel.model.samples.Binding.value`)."""
+    walk = _Decomposition(value or _own_value)
     walk.todo("v", objective, 1.0)
     try:
         while walk.work:
@@ -80,10 +83,8 @@ def decompose(objective: Expr, layout: Layout) -> Composite | None:
     return Composite(walk.terms, walk.const)
 
 
-def _scalar_const(e: Expr) -> float | None:
-    if e.is_constant() and e.shape == ():
-        return float(e.constant_value())
-    return None
+def _own_value(e: Expr) -> Any:
+    return e.constant_value()
 
 
 class _Decomposition:
@@ -92,7 +93,8 @@ class _Decomposition:
     collecting the raw terms and the constant; any node outside the composite form raises
     _NotComposite."""
 
-    def __init__(self) -> None:
+    def __init__(self, value: Callable[[Expr], Any]) -> None:
+        self.value = value
         self.terms: list[RawTerm] = []
         self.const = 0.0
         self.work: list[tuple[str, Expr, float, np.ndarray | None]] = []
@@ -100,9 +102,15 @@ class _Decomposition:
     def todo(self, kind: str, e: Expr, c: float, w: np.ndarray | None = None) -> None:
         self.work.append((kind, e, c, w))
 
+    def scalar(self, e: Expr) -> float | None:
+        """The value of a scalar constant, None for anything else."""
+        if e.is_constant() and e.shape == ():
+            return float(self.value(e))
+        return None
+
     def visit(self, e: Expr, c: float, w: np.ndarray | None = None) -> None:
         if e.is_constant():
-            self.const += c * float(np.sum(dense(e.constant_value())))
+            self.const += c * float(np.sum(dense(self.value(e))))
             return
         if isinstance(e, Sub):
             self.todo("v", e.args[1], -c)
@@ -118,14 +126,14 @@ class _Decomposition:
             self.todo("v", e.args[0], -c)
             return
         if isinstance(e, Div):
-            s = _scalar_const(e.args[1])
+            s = self.scalar(e.args[1])
             if s is None:
                 raise _NotComposite
             self.todo("v", e.args[0], c / s)
             return
         if isinstance(e, Mul):
             for i in (0, 1):
-                s = _scalar_const(e.args[i])
+                s = self.scalar(e.args[i])
                 if s is not None:
                     self.todo("v", e.args[1 - i], c * s)
                     return
@@ -144,7 +152,7 @@ class _Decomposition:
             return
         if isinstance(e, A.quad_form) and e.args[0].curvature == AFFINE:
             # c a'Pa = |c| ||R a||^2 with R'R = sign(c) (P + P')/2 (positive semidefinite for a convex term)
-            P = dense(e.args[1].constant_value())
+            P = dense(self.value(e.args[1]))
             lam, Q = np.linalg.eigh(np.sign(c) * (P + P.T) / 2)
             if lam[0] < -1e-10 * max(1.0, float(np.abs(lam).max())):
                 raise _NotComposite  # a concave (or indefinite) term is no square: clipping would drop it
@@ -190,12 +198,12 @@ class _Decomposition:
             if isinstance(e, Div):
                 if not b.is_constant():
                     raise _NotComposite
-                k = 1.0 / dense(b.constant_value())
+                k = 1.0 / dense(self.value(b))
                 other = a
             elif a.is_constant():
-                k, other = dense(a.constant_value()), b
+                k, other = dense(self.value(a)), b
             elif b.is_constant():
-                k, other = dense(b.constant_value()), a
+                k, other = dense(self.value(b)), a
             else:
                 raise _NotComposite
             if np.ndim(k) == 0:
