@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ModelError
+from ..model.dcp import NONNEG, NONPOS, value_sign
 from ..model.expr import Data, Expr, data_value
 from ..model.objective import Objective
 from ..model.samples import Binding, data_named, rebind_data
@@ -100,7 +101,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     tree = state.tree
     by_name, given, numbers = dict(state.by_name), dict(state.given), dict(state.values)
     fresh: set[int] = set()
-    renamed, replayable = False, True
+    renamed, replayable, signs_changed = False, True, False
     for name, value in values.items():
         nodes = tree.named.get(name)
         if not nodes:
@@ -126,6 +127,8 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
             )
         if replayable and not np.all(np.isfinite(arr.data if sp.issparse(arr) else arr)):
             raise ModelError(f"new data for {name!r} has NaN or infinite entries", nodes[0].span)
+        if replayable and any(_sign_lost(d, arr) for d in nodes):
+            signs_changed = True
         renamed = renamed or frame_names(value)[1] is not None
         by_name[name] = value  # (a DataFrame keeps its column names)
         for d in nodes:
@@ -135,6 +138,16 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     problem.objective = _BoundObjective(tree.objective, by_name)
     if renamed:  # the coordinates' names are read again from the new data's
         problem.__dict__.pop("_coordinate_names", None)
+    if signs_changed:  # the convexity proof may have read a sign the new data no longer has
+        why = problem.convexity_error()
+        if why is not None:
+            names = ", ".join(repr(n) for n in values)
+            raise type(why)(
+                f"with the new data for {names}, {why.message}",
+                why.span,
+                "the lowering's convexity rests on the sign of its data (weights >= 0, say): rebind data of the same "
+                "sign, or lower the model with the new data to see where it fails",
+            )
     if lp.precision is not None or getattr(lp, "spca", None) is not None or lp.design is None:
         return type(lp)(problem, lp.budget)  # the forms read their matrix at lowering: lower again
     binding = Binding(numbers, fresh, given, tree.leaves)
@@ -149,6 +162,13 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     out._bound = _Bound(tree, by_name, numbers, given)
     _new_numbers(lp, out, design)
     return out
+
+
+def _sign_lost(node: Data, arr: Any) -> bool:
+    """Whether the new numbers lack the sign the node's old ones had (nonnegative or nonpositive: what
+    a convexity proof reads of data, model/dcp.value_sign); a node of unknown sign has none to lose."""
+    old = node.sign
+    return old in (NONNEG, NONPOS) and value_sign(arr) != old
 
 
 def _shallow(obj: Any) -> Any:

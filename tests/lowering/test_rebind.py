@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sparsemodel as sm
-from sparsemodel.errors import ModelError
+from sparsemodel.errors import ConvexityError, ModelError
 from sparsemodel.lowering import lean as lean_mod
 
 
@@ -415,3 +415,35 @@ def test_new_data_of_another_kind_is_refused_at_its_name():
         lp.rebind(y=np.array(["a"] * len(y)))
     with pytest.raises(ModelError, match="complex"):
         lp.rebind(y=y + 1j)
+
+
+def test_data_whose_sign_the_convexity_rests_on_is_checked_again():
+    """A weighted loss is convex because its weights are nonnegative (the DCP proof reads the data's
+    sign): new weights with a negative entry are refused as a fresh lowering refuses them, not solved
+    as an unbounded nonconvex problem; nonnegative ones (zeros included) and a sign the proof did not
+    read rebind as before."""
+    rng = np.random.default_rng(3)
+    X, v = rng.standard_normal((60, 10)), np.sign(rng.standard_normal(60))
+    wts = rng.uniform(0.5, 1.5, 60)
+    w = sm.Variable(10, name="w")
+
+    def weighted(weights, labels):
+        loss = sm.sum(sm.Data(weights, name="wts") * sm.logistic(-sm.Data(labels, name="v") * (X @ w)))
+        return sm.Problem(sm.minimize(loss), [sm.nnz(w) <= 3])
+
+    lp = weighted(wts, v).lower()
+    bad = wts.copy()
+    bad[:5] = -1.0
+    with pytest.raises(ConvexityError, match="new data for 'wts'") as got:
+        lp.rebind(wts=bad)
+    with pytest.raises(ConvexityError):  # (what the fresh lowering says)
+        weighted(bad, v).solve()
+    assert got.value.hint and "sign" in got.value.hint
+    from sparsemodel.solvers import get_solver
+
+    auto = get_solver("auto")
+    ok = wts.copy()
+    ok[:5] = 0.0
+    same_answer(auto().solve(lp.rebind(wts=ok)), auto().solve(weighted(ok, v).lower()))
+    flipped = -v  # the labels' sign is unknown to the proof: nothing to check again
+    same_answer(auto().solve(lp.rebind(v=flipped)), auto().solve(weighted(wts, flipped).lower()))
