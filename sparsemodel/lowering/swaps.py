@@ -41,8 +41,10 @@ class SwapModel:
     holds the positions into C of each unit's coordinates. ``delta`` is computed for the candidates
     of largest gain: since delta[J, I] >= -gain[I], the candidates left out cannot beat the best
     swap found (on quadratic objectives the set is widened until they cannot; elsewhere up to four
-    times ``candidates``). :meth:`warm` gives the model's minimizer on
-    a new support, the warm start of its exact restricted solve.
+    times ``candidates``). ``pool`` (coordinates) screens the unselected units to the pool // m of
+    largest g_i^2 / H_ii (ABESS's forward sacrifice; ||g_I||^2 for groups) before the model is formed; None: every unit.
+    :meth:`warm` gives the model's minimizer on a new support, the warm start of its exact restricted
+    solve.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class SwapModel:
         B = np.concatenate([C[members[units_in].ravel()], F]).astype(np.int64)  # unit by unit, then F
         # linear constraints: their working set at x, and the gradient a coordinate entering sees
         rows = WorkingRows(lp, x, g, B) if lp.linear is not None and m == 1 else None
+        pool = max(pool // m, 1) if pool is not None else None  # (coordinates: units of m coordinates)
         if pool is not None and len(units_out) > pool:
             seen = rows.entering(g) if rows is not None else g
             units_out = np.sort(units_out[_screen(lp, x, seen, C[members[units_out]], m)[:pool]])

@@ -1925,6 +1925,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             b += 1
     units_out = units_out[:b]
     cdef Py_ssize_t[::1] B
+    pool = max(pool // m, 1)  # (the pool counts coordinates: units of m coordinates, pool // m of them)
     if units_out.shape[0] > pool:  # the screen (swaps._screen)
         score = _dnew(P, units_out.shape[0])
         if m == 1 and P.code != SOFTMAX_CODE:  # g_i^2 / H_ii (ABESS's forward sacrifice)

@@ -26,8 +26,8 @@ candidate swap checked by an exact restricted solve.
    against the smallest |x_j|), and then several swaps at once again, regardless of their single
    predictions (the best disjoint pairs, then ABESS's c smallest removals for the c largest gains).
    Each candidate solve starts at the model's minimizer and is abandoned once its Newton model
-   says it cannot end below f (``give_up``). The candidates are the ``pool`` units of largest
-   g_i^2 / H_ii; before stopping the step is repeated against every unit (without solving again the
+   says it cannot end below f (``give_up``). The candidates are the units of largest g_i^2 / H_ii
+   up to ``pool`` coordinates (pool // m units of m coordinates); before stopping the step is repeated against every unit (without solving again the
    supports the screened step rejected at this f). The search stops when
    no candidate lowers f: on least squares the end point is then a one-swap local minimum (no
    exchange of one selected for one unselected coordinate lowers f).
@@ -131,8 +131,8 @@ class Auto(Solver):
         ),
         "pool": Option(
             256,
-            "unselected units modelled per step: the pool of largest g_i^2 / H_ii (ABESS's forward "
-            "sacrifice; ||g_I||^2 for groups); none: every unit",
+            "unselected coordinates modelled per step (pool // m units of m coordinates): the units of largest "
+            "g_i^2 / H_ii (ABESS's forward sacrifice; ||g_I||^2 for groups); none: every unit",
             "int_or_none",
             low=1,
         ),

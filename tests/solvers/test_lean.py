@@ -505,9 +505,12 @@ def _models_agree(prob: sm.Problem, pool: int, candidates: int = 8, rtol: float 
     g = lp.oracle.value_and_grad(x)[1]
     sps = lp.set
     units = _units_of(sps, x)
-    py = SwapModel(lp, x, g, units, sps.swap_members(), candidates=candidates, pool=pool)
+    members = sps.swap_members()
+    py = SwapModel(lp, x, g, units, members, candidates=candidates, pool=pool)
     ke = lean_mod.kernels().swap_model(lean_mod.lean_data(lp).P, x, g, units, pool, candidates)
     assert list(ke["units_out"]) == list(py.units_out)
+    # the pool counts coordinates: pool // m units of m coordinates (at least one) are modelled
+    assert len(py.units_out) == min(max(pool // members.shape[1], 1), len(members) - len(units))
     scale = max(1.0, float(np.max(py.gain)))
     np.testing.assert_allclose(ke["gain"], py.gain, rtol=rtol, atol=rtol * 1e-2 * scale)
     np.testing.assert_allclose(ke["removal"], py.removal, rtol=rtol, atol=rtol * 1e-2 * scale)
@@ -528,11 +531,11 @@ def test_a_screened_pool_forms_only_the_rows_the_model_reads(family):
     groups = grouped(family, 150, 30, 2, 3, seed=5)
     for pool in (6, 1000):
         _models_agree(groups, pool)
-    # the softmax (40 rows of 3 classes: 123 columns, 15 on the support, 18 in the pool): its free
+    # the softmax (40 rows of 3 classes: 123 columns, 15 on the support, 18 in a pool of 18): its free
     # intercepts make H_BB singular along one direction, kept invertible by the jitter (1e-10 of the
     # mean diagonal), so the rounding of either inverse is magnified up to 1 / jitter: 1e-16 / 1e-10
     for seed in range(2):
-        for pool in (6, 1000):
+        for pool in (18, 1000):
             _models_agree(multinomial(150, 40, 4, seed, ridge=0.2), pool, rtol=1e-5)
 
 
