@@ -76,7 +76,9 @@ class Block:
         if right is not None:
             self.nshape = (self.nshape[0], right.shape[1])
         self.shape = tuple(shape)
-        if np.ndim(scale) and not (isinstance(scale, np.ndarray) and scale.shape == self.shape and scale.dtype == float):
+        if np.ndim(scale) and not (
+            isinstance(scale, np.ndarray) and scale.shape == self.shape and scale.dtype == float
+        ):
             scale = np.broadcast_to(np.asarray(scale, dtype=float), self.shape)
         self.scale = scale
         self._inv: np.ndarray | None = None
