@@ -669,17 +669,9 @@ class LeanRows:
         self.lin, self.rd = np.asarray(P.lin), np.asarray(P.rd)
         self.const = float(P.const)
         self.rows: dict[bytes, np.ndarray] = {}
-        self.hessians = 0
         # the last points evaluated, (x over every coordinate, z = J x + b, sum wc phi(z), wc phi'(z),
         # wc phi''(z)): the loss part does not depend on the ridge, so the f- and g_R-solves share them
         self.points: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]] = []
-        self.buf = np.empty((0, len(self.b)))  # scratch of the products J_B' diag(c)
-
-    def weighted(self, JTB: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """J_B' diag(c) (rows of JTB times c) in a scratch block (valid until the next call)."""
-        if self.buf.shape[0] < JTB.shape[0]:
-            self.buf = np.empty((JTB.shape[0] + 8, len(self.b)))
-        return np.multiply(JTB, c, out=self.buf[: JTB.shape[0]])
 
     def start(self, cols: np.ndarray, u: np.ndarray, JTB: np.ndarray | None = None) -> tuple[np.ndarray, tuple | None]:
         """z = J_B u + b at the point x[cols] = u (zero elsewhere), and the loss part there when
@@ -753,8 +745,9 @@ class _LeanNewton:
     stopping test on the Newton decrement and Armijo constant) on the gathered rows J'[cols], with
     the Hessian of the loss part kept across solves. The loop runs compiled
     (:func:`sparsemodel.numerics._lean.lean_newton`: one pass over the samples per loss evaluation,
-    BLAS products on the contiguous rows, no Python per step); the Hessians are formed and moved
-    here. A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets
+    a full step's trial point and the gradient there from one pass over the rows, no Python per
+    step), and so do the Hessians' formations and updates (its ``_renew``); they are moved to the
+    next support here. A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets
     on the same rows: the loss part does not depend on the ridge) reuses its loss part; one starting
     a swap away moves its linear predictor z by the coordinates that changed.
 
@@ -769,8 +762,8 @@ class _LeanNewton:
     :func:`sparsemodel.numerics.newton._stale_direction`: when every curvature lies within [lo, hi]
     times c0, the true Hessian lies within [min(lo, 1), max(hi, 1)] times the one factorized (the
     ridges do not move), so the true decrement is at most the computed one over min(lo, 1), and the
-    solve stops on that bound. A Hessian at the current point is formed (:meth:`_renew`: an update
-    on the samples whose curvature moved, or from scratch) when the curvatures left [1/2, 2] times
+    solve stops on that bound. A Hessian at the current point is formed (the kernel's ``_renew``: an
+    update on the samples whose curvature moved, or from scratch) when the curvatures left [1/2, 2] times
     c0, a step cut the decrement by less than a factor 10, more than LEAN_CHORD further steps would
     be needed at its rate, or a step needed backtracking.
 
@@ -847,25 +840,6 @@ class _LeanNewton:
         self.wcols = cols.copy()
         return self.wcols, self.work
 
-    def _renew(
-        self, G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, JTB: np.ndarray, full: bool
-    ) -> tuple[np.ndarray, np.ndarray, bool]:
-        """The Hessian of the loss part at (about) the curvatures d2, its curvatures, and whether
-        they are d2 exactly. From the Hessian G at c0 on the same columns: G + J_B' diag(d2 - c0) J_B
-        over the samples whose curvature moved by more than LEAN_MOVED relative (exactly the Hessian
-        at c0 with those entries replaced by d2's, so the certification of :meth:`move` holds), when
-        they are at most LEAN_PART of them; else formed from scratch."""
-        self.sh.hessians += 1
-        if not full and G is not None and len(c0) == len(d2):
-            diff = d2 - c0
-            moved = np.flatnonzero(np.abs(diff) > LEAN_MOVED * np.maximum(d2, c0))
-            if len(moved) <= LEAN_PART * len(d2):
-                Jm = JTB[:, moved]
-                c1 = c0.copy()
-                c1[moved] = d2[moved]
-                return G + (Jm * diff[moved]) @ Jm.T, c1, False
-        return self.sh.weighted(JTB, d2) @ JTB.T, d2, True
-
     def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray) -> None:
         key = np.sort(cols).tobytes()
         self.hessians_on.pop(key, None)
@@ -907,12 +881,9 @@ class _LeanNewton:
         if known is not None:  # (a stored point's arrays: the loop overwrites its own)
             z, d1, d2 = z.copy(), d1.copy(), d2.copy()
 
-        def renew(G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, full: bool) -> tuple:
-            return self._renew(G, c0, d2, JTB, full)
-
         state, its, f, fl, lower, G, c0 = sh.kernel.lean_newton(
-            sh.P, JTB, lin, r, u, z, d1, d2, f, fl, G, c0, self.tol, decide, accurate, renew,
-            LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY,
+            sh.P, JTB, lin, r, u, z, d1, d2, f, fl, G, c0, self.tol, decide, accurate,
+            LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY, LEAN_MOVED, LEAN_PART,
         )  # fmt: skip
         conv, stopped = state == 0, state == 1
         self.lp.oracle.charge(solves=1, grads=its, ifo=self.lp.n_samples * its)

@@ -2499,6 +2499,96 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
 
 # ---------------------------------------------------------------------- ARHT's restricted Newton solves
 
+cdef extern from *:
+    """
+    /* ARHT's Hessians (lean_newton's _renew): G += X diag(w) X' on the lower triangle (C order) of the
+       nb x nb matrix G, X the nb rows of n samples (row stride ld). Tiles of 2 x 4 entries of G, each
+       summed over the samples in four lanes (GCC's and Clang's vector types; plain loops elsewhere),
+       the lanes added at the end; blocks of 256 samples, so a block of
+       the rows stays in cache while every tile reads it. A tile at the edge reads its last row or
+       column again (clamped) and stores only the entries that exist; entries above the diagonal that
+       a tile across it computes are left to the caller's mirror. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define LEAN_GRAM_CLONES __attribute__((target_clones("fma", "default")))
+    #else
+    #define LEAN_GRAM_CLONES
+    #endif
+    #if defined(__GNUC__) || defined(__clang__)
+    typedef double lean_v4 __attribute__((vector_size(32)));
+    /* (macros, not functions: a vector returned by a function outside the clones changes the ABI) */
+    #define LEAN_LOAD4(v, p) memcpy(&(v), (p), sizeof(v))
+    #define LEAN_LANES(v) (((v)[0] + (v)[1]) + ((v)[2] + (v)[3]))
+    #endif
+    LEAN_GRAM_CLONES
+    static void lean_gram(const double *LEAN_RESTRICT X, Py_ssize_t ld, const double *LEAN_RESTRICT w,
+                          Py_ssize_t nb, Py_ssize_t n, double *LEAN_RESTRICT G) {
+        const Py_ssize_t QB = 256;
+        for (Py_ssize_t q0 = 0; q0 < n; q0 += QB) {
+            Py_ssize_t q1 = q0 + QB < n ? q0 + QB : n, qv = q0 + ((q1 - q0) & ~(Py_ssize_t)3);
+            for (Py_ssize_t i0 = 0; i0 < nb; i0 += 2) {
+                const double *x0 = X + i0 * ld, *x1 = X + (i0 + 1 < nb ? i0 + 1 : i0) * ld;
+                for (Py_ssize_t j0 = 0; j0 <= i0 + 1 && j0 < nb; j0 += 4) {
+                    const double *y0 = X + j0 * ld, *y1 = X + (j0 + 1 < nb ? j0 + 1 : nb - 1) * ld;
+                    const double *y2 = X + (j0 + 2 < nb ? j0 + 2 : nb - 1) * ld;
+                    const double *y3 = X + (j0 + 3 < nb ? j0 + 3 : nb - 1) * ld;
+                    double acc[2][4];
+    #if defined(__GNUC__) || defined(__clang__)
+                    lean_v4 s00 = {0.0, 0.0, 0.0, 0.0}, s01 = s00, s02 = s00, s03 = s00;
+                    lean_v4 s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+                    for (Py_ssize_t q = q0; q < qv; q += 4) {
+                        lean_v4 wq, a0, a1, b;
+                        LEAN_LOAD4(wq, w + q);
+                        LEAN_LOAD4(a0, x0 + q);
+                        LEAN_LOAD4(a1, x1 + q);
+                        a0 *= wq;
+                        a1 *= wq;
+                        LEAN_LOAD4(b, y0 + q);
+                        s00 += a0 * b; s10 += a1 * b;
+                        LEAN_LOAD4(b, y1 + q);
+                        s01 += a0 * b; s11 += a1 * b;
+                        LEAN_LOAD4(b, y2 + q);
+                        s02 += a0 * b; s12 += a1 * b;
+                        LEAN_LOAD4(b, y3 + q);
+                        s03 += a0 * b; s13 += a1 * b;
+                    }
+                    acc[0][0] = LEAN_LANES(s00); acc[0][1] = LEAN_LANES(s01);
+                    acc[0][2] = LEAN_LANES(s02); acc[0][3] = LEAN_LANES(s03);
+                    acc[1][0] = LEAN_LANES(s10); acc[1][1] = LEAN_LANES(s11);
+                    acc[1][2] = LEAN_LANES(s12); acc[1][3] = LEAN_LANES(s13);
+    #else
+                    double lane[2][4][4] = {{{0.0}}};
+                    for (Py_ssize_t q = q0; q < qv; q += 4)
+                        for (int k = 0; k < 4; k++) {
+                            double a0 = w[q + k] * x0[q + k], a1 = w[q + k] * x1[q + k];
+                            lane[0][0][k] += a0 * y0[q + k]; lane[1][0][k] += a1 * y0[q + k];
+                            lane[0][1][k] += a0 * y1[q + k]; lane[1][1][k] += a1 * y1[q + k];
+                            lane[0][2][k] += a0 * y2[q + k]; lane[1][2][k] += a1 * y2[q + k];
+                            lane[0][3][k] += a0 * y3[q + k]; lane[1][3][k] += a1 * y3[q + k];
+                        }
+                    for (int a = 0; a < 2; a++)
+                        for (int c = 0; c < 4; c++)
+                            acc[a][c] = (lane[a][c][0] + lane[a][c][1]) + (lane[a][c][2] + lane[a][c][3]);
+    #endif
+                    for (Py_ssize_t q = qv; q < q1; q++) {
+                        double a0 = w[q] * x0[q], a1 = w[q] * x1[q];
+                        acc[0][0] += a0 * y0[q]; acc[1][0] += a1 * y0[q];
+                        acc[0][1] += a0 * y1[q]; acc[1][1] += a1 * y1[q];
+                        acc[0][2] += a0 * y2[q]; acc[1][2] += a1 * y2[q];
+                        acc[0][3] += a0 * y3[q]; acc[1][3] += a1 * y3[q];
+                    }
+                    for (int a = 0; a < 2 && i0 + a < nb; a++)
+                        for (int c = 0; c < 4 && j0 + c < nb; c++)
+                            G[(i0 + a) * nb + j0 + c] += acc[a][c];
+                }
+            }
+        }
+    }
+    """
+    void lean_gram(const double *X, Py_ssize_t ld, const double *w, Py_ssize_t nb, Py_ssize_t n, double *G) noexcept nogil
+
+
+cdef Py_ssize_t LEAN_BLOCK = 256  # samples per block of the fused pass
+
 
 cdef inline double _chord_steps(double dec, double prev, double target) noexcept nogil:
     """The chord steps still needed to bring the decrement from ``dec`` to ``target`` at the rate of
@@ -2519,15 +2609,107 @@ cdef inline double _objective_at(Problem P, double loss, double[::1] lin, double
     return f
 
 
+cdef void _mirror(double[:, ::1] G) noexcept nogil:
+    """The upper triangle (C order) from the lower one, which :func:`lean_gram` writes."""
+    cdef Py_ssize_t nb = G.shape[0], i, j
+    for i in range(nb):
+        for j in range(i + 1, nb):
+            G[i, j] = G[j, i]
+
+
+cdef tuple _renew(double[:, ::1] JTB, object G, object c0, double[::1] d2, bint full, double moved_rel, double part):
+    """The Hessian of the loss part at (about) the curvatures d2, its curvatures, and whether they
+    are d2 exactly: from the Hessian G at c0 on the same columns, G + J_B' diag(d2 - c0) J_B over the
+    samples whose curvature moved by more than ``moved_rel`` relative (exactly the Hessian at c0 with
+    those entries replaced by d2's, so the certification of :func:`lean_newton` holds), when they
+    are at most the share ``part`` of them (and not ``full``); else J_B' diag(d2) J_B formed anew
+    (both by ``lean_gram``). New arrays (G may be a stored Hessian)."""
+    cdef Py_ssize_t nb = JTB.shape[0], n = d2.shape[0], i, c, m = 0
+    cdef double[::1] cv, c1v, wv
+    cdef double[:, ::1] Hv, Xv
+    cdef Py_ssize_t[::1] iv
+    cdef double diff
+    if not full and G is not None and c0.shape[0] == n:
+        cv = c0
+        iv = np.empty(n, dtype=np.intp)
+        wv = np.empty(n)
+        for i in range(n):
+            diff = d2[i] - cv[i]
+            if fabs(diff) > moved_rel * max(d2[i], cv[i]):
+                iv[m] = i
+                wv[m] = diff
+                m += 1
+        if m <= part * n:
+            H = np.array(G, dtype=float, order="C")
+            c1 = np.array(c0, dtype=float)
+            Hv, c1v = H, c1
+            if m > 0:
+                Xv = np.empty((nb, m))  # (the rows of the samples that moved, gathered)
+                for c in range(nb):
+                    for i in range(m):
+                        Xv[c, i] = JTB[c, iv[i]]
+                for i in range(m):
+                    c1v[iv[i]] = d2[iv[i]]
+                lean_gram(&Xv[0, 0], m, &wv[0], nb, m, &Hv[0, 0])
+                _mirror(Hv)
+            return H, c1, False
+    H = np.zeros((nb, nb))
+    Hv = H
+    if n > 0 and nb > 0:
+        lean_gram(&JTB[0, 0], n, &d2[0], nb, n, &Hv[0, 0])
+    _mirror(Hv)
+    return H, np.array(d2), True
+
+
+def lean_hessian(double[:, ::1] JTB, G, c0, double[::1] d2, bint full, double moved_rel, double part):
+    """:func:`lean_newton`'s Hessian renewal (``_renew``) for the tests: (G', c', formed anew)."""
+    return _renew(JTB, G, c0, d2, full, moved_rel, part)
+
+
+cdef double _trial(Problem P, double[:, ::1] JTB, double[::1] z, double[::1] step, double[::1] dz, double[::1] zt,
+                   double[::1] e1, double[::1] e2, double[::1] vw, double[::1] gl) noexcept nogil:
+    """The full Newton step's trial point in one pass over the rows JTB: dz = J_B step, zt = z + dz,
+    the loss terms there (e1 = wc phi', e2 = wc phi''; their sum returned) and gl = J_B' e1, the loss
+    part of the gradient there (the next iteration's, when the step is accepted). The logistic loss
+    goes by blocks of LEAN_BLOCK samples, so a block of rows is read twice from cache: once per step
+    from memory instead of twice."""
+    cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], a, i
+    cdef int inb = <int> nb, inn = <int> n, m, one = 1
+    cdef double alpha = 1.0, beta = 0.0, beta_g = 0.0, total = 0.0
+    if P.code != 1 or vw.shape[0] < n:
+        dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
+        for i in range(n):
+            zt[i] = z[i] + dz[i]
+        total = _loss_pass(P, zt, e1, e2, vw)
+        dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &e1[0], &one, &beta, &gl[0], &one)
+        return total
+    a = 0
+    while a < n:
+        m = <int> min(LEAN_BLOCK, n - a)
+        dgemv(b"N", &m, &inb, &alpha, &JTB[0, a], &inn, &step[0], &one, &beta, &dz[a], &one)
+        for i in range(a, a + m):
+            zt[i] = z[i] + dz[i]
+        lean_logistic_terms(&zt[a], &P.wc[a], &vw[a], &e1[a], &e2[a], m)
+        dgemv(b"T", &m, &inb, &alpha, &JTB[0, a], &inn, &e1[a], &one, &beta_g, &gl[0], &one)
+        beta_g = 1.0
+        a += m
+    for i in range(n):
+        total += vw[i]
+    return total
+
+
 def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
                 double[::1] d1, double[::1] d2, double f, double fl, G, c0, double tol, decide, bint accurate,
-                renew, double stale, double rate, double chord, double local, double safety):
+                double stale, double rate, double chord, double local, double safety, double moved_rel, double part):
     """The loop of :class:`sparsemodel.lowering.active._LeanNewton` (its docstring has the method): damped
     Newton on the gathered rows JTB = J'[cols] (nb x n) from the point u (its z = J_B u + b, loss
     derivatives d1, d2, value f, loss part fl; all four overwritten with the end point's), with the
     loss part's Hessian G (nb x nb, at the curvatures c0; None: none) certified by the curvature ratio
-    and renewed through ``renew(G, c0, d2, full) -> (G, c0, fresh)``; ``decide(f, lower)`` the
-    caller's test (None: none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged,
+    and renewed here (``_renew``: an update on the samples whose curvature moved by more than
+    ``moved_rel``, at most the share ``part`` of them, else formed anew); ``decide(f, lower)`` the
+    caller's test (None: none). A full step's trial point and the gradient there come from one pass
+    over the rows (``_trial``); a point's gradient serves every pass of the loop at it (a renewed
+    Hessian needs none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged,
     1 stopped by ``decide``, 2 no answer on this path (a Hessian not positive definite at the point, a
     negative decrement), 3 the iteration limit."""
     cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], i, j, it, ls
@@ -2535,12 +2717,13 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
     cdef double alpha = 1.0, beta = 0.0, beta1 = 1.0, lo, hi, qv, dec, bound, prev_dec = INFINITY, t = 1.0
     cdef double ft = 0.0, ft_l = 0.0, lower = f, s
     cdef bint fresh = G is None, need = G is None, full = G is None, have_c = False, far, moved, nan
+    cdef bint have_g = False  # gl holds J_B' d1 at the current point
     cdef int state = 3, its = 0
     if nb == 0 or n == 0:
         return 2, 0, f, fl, f, G, c0
     H, L = np.empty((nb, nb)), np.empty((nb, nb))
     cdef double[:, ::1] Hv = H, Lv = L, Gv
-    cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb)
+    cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb), gl = np.empty(nb), gt = np.empty(nb)
     cdef double[::1] dz = np.empty(n), zt = np.empty(n), e1 = np.empty(n), e2 = np.empty(n), vw = np.empty(n), c0v
     cdef double[::1] z0 = z, d10 = d1, d20 = d2, sw  # (an accepted point swaps its arrays in: no copies)
     cdef bint swapped = False
@@ -2549,7 +2732,7 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
     for it in range(NEWTON_MAX_ITER):
         its += 1
         if need:
-            G, c0, fresh = renew(G, c0, np.array(d2), full)
+            G, c0, fresh = _renew(JTB, G, c0, d2, full, moved_rel, part)
             Gv, c0v = G, c0
             need = full = False
             prev_dec = INFINITY
@@ -2575,9 +2758,11 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
                 continue
             lo = min(lo, 1.0)
         # g = J_B' d1 + lin + r u  (JTB in C order is J_B in Fortran order)
-        dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &d1[0], &one, &beta, &g[0], &one)
+        if not have_g:
+            dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &d1[0], &one, &beta, &gl[0], &one)
+            have_g = True
         for i in range(nb):
-            g[i] += lin[i] + r[i] * u[i]
+            g[i] = gl[i] + lin[i] + r[i] * u[i]
         if not have_c:  # factorize G + diag(r) once per Hessian (the chord steps reuse it)
             for i in range(nb):
                 for j in range(nb):
@@ -2631,15 +2816,18 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
         if not fresh and (far or dec > rate * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > chord):
             need = True  # slow progress on the stored Hessian: one at this point
             continue
-        dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
+        # the full step (one pass: its gradient too), then halvings along dz
         t = 1.0
         moved = False
         for ls in range(50):
             for i in range(nb):
                 ut[i] = u[i] + t * step[i]
-            for i in range(n):
-                zt[i] = z[i] + t * dz[i]
-            ft_l = _loss_pass(P, zt, e1, e2, vw)
+            if ls == 0:
+                ft_l = _trial(P, JTB, z, step, dz, zt, e1, e2, vw, gt)
+            else:
+                for i in range(n):
+                    zt[i] = z[i] + t * dz[i]
+                ft_l = _loss_pass(P, zt, e1, e2, vw)
             ft = _objective_at(P, ft_l, lin, r, ut)
             if ft <= f - 0.25 * t * dec:
                 u[:] = ut
@@ -2649,6 +2837,9 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
                 swapped = not swapped
                 f, fl = ft, ft_l
                 moved = True
+                have_g = ls == 0  # (the full step's pass gave the gradient at the new point)
+                if have_g:
+                    sw = gl; gl = gt; gt = sw
                 break
             t *= 0.5
         if not moved:

@@ -31,7 +31,7 @@ import sparsemodel as sm
 from sparsemodel.cli import main
 from sparsemodel.datasets import correlated_regression
 from sparsemodel.errors import ConstraintError, SolverError
-from sparsemodel.lowering.active import ActiveSet, insertion_values, removal_values
+from sparsemodel.lowering.active import LEAN_MOVED, LEAN_PART, ActiveSet, insertion_values, removal_values
 from sparsemodel.solvers import arht as arht_module
 from sparsemodel.solvers.arht import rho_2_plus
 from sparsemodel.solvers.iht import restricted_smoothness
@@ -713,7 +713,7 @@ def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
     np.testing.assert_allclose(G, (JTB * c0) @ JTB.T, rtol=1e-12, atol=1e-15)
     d2 = c0 * np.exp(np.random.default_rng(1).normal(0.0, 0.03, len(c0)))
     d2[::12] *= 3.0  # a few samples moved much (one in twelve), the rest by about 3%
-    G1, c1, full = eng._renew(G, c0, d2, JTB, False)
+    G1, c1, full = eng.sh.kernel.lean_hessian(JTB, G, c0, d2, False, LEAN_MOVED, LEAN_PART)
     assert not full and np.any(c1 != c0) and np.any(c1 != d2)  # an update, not a new formation
     np.testing.assert_allclose(G1, (JTB * c1) @ JTB.T, rtol=1e-12, atol=1e-15)
     assert np.all(np.abs(d2 / c1 - 1) <= 0.1 + 1e-12)
