@@ -48,13 +48,16 @@ cdef extern from *:
     #include <math.h>
     /* The logistic loss's terms for the restricted Newton solves of ARHT (lean_newton, losses): written
        without branches or calls so that the compiler vectorizes the loop; with GCC on x86-64 Linux also
-       an AVX2 clone chosen at load time (target_clones). exp(x), x = -|z| <= 0: round(x / ln 2) = k by the
+       an AVX2 (with FMA from GCC 12 on) clone chosen at load time (target_clones). exp(x), x = -|z| <= 0: round(x / ln 2) = k by the
        shifter 1.5 * 2^52, r = x - k ln 2 in two parts (Cody-Waite, fdlibm's e_exp.c), e^r by its Taylor
        polynomial of degree 13 (|r| <= ln 2 / 2: the remainder is below 2^-57), times 2^k from its bits;
        0 below -708.7 (where e^x < 2^-1022.5, a subnormal). log1p(e), e in [0, 1]: fdlibm's s_log1p.c (u = 1 + e rounded, its
        rounding error corrected; above sqrt 2 halved; 2 atanh(s) = log1p(f), s = f / (2 + f), by its
        degree-14 polynomial in s). Both within about one ulp (the tests compare them with exp, log1p). */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
+    /* (x86-64-v3: AVX2 with FMA, which GCC contracts a * b + c into: a fifth less time than AVX2 alone) */
+    #define LEAN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+    #elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
     #define LEAN_CLONES __attribute__((target_clones("avx2", "default")))
     #else
     #define LEAN_CLONES
@@ -478,15 +481,23 @@ cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, in
 
 cdef double _loss_pass(Problem P, double[::1] z, double[::1] d1, double[::1] d2, double[::1] vw) noexcept nogil:
     """``_losses(P, z, d1, d2, 2)``; the logistic loss's terms by ``lean_logistic_terms`` (vectorized;
-    ``vw`` scratch of len(z)), summed in the same order."""
-    cdef Py_ssize_t i, n = z.shape[0]
-    cdef double total = 0.0
+    ``vw`` scratch of len(z)), summed in four interleaved partial sums (added pairwise at the end: four
+    independent chains of additions instead of one)."""
+    cdef Py_ssize_t i = 0, n = z.shape[0]
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
     if P.code != 1 or n == 0 or vw.shape[0] < n:
         return _losses(P, z, d1, d2, 2)
     lean_logistic_terms(&z[0], &P.wc[0], &vw[0], &d1[0], &d2[0], n)
-    for i in range(n):
-        total += vw[i]
-    return total
+    while i + 4 <= n:
+        a0 += vw[i]
+        a1 += vw[i + 1]
+        a2 += vw[i + 2]
+        a3 += vw[i + 3]
+        i += 4
+    while i < n:
+        a0 += vw[i]
+        i += 1
+    return (a0 + a1) + (a2 + a3)
 
 
 cdef void _affine(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] z) noexcept nogil:
@@ -2583,11 +2594,90 @@ cdef extern from *:
             }
         }
     }
+    /* out[r k + j] = X_r' V_j for the rows r = rows[0..nr) of X (rows NULL: 0..nr; row stride ld) and the
+       k <= 4 vectors V_j (stride ld too) of n entries: each row read once for all k (the products of a
+       row block with a few right-hand sides, BLAS's gemm with a thin right side packs the whole block
+       first). Two rows at a time, four lanes per sum as lean_gram; a missing second row or vector
+       is the last one read again, not stored. */
+    LEAN_GRAM_CLONES
+    static void lean_dots(const double *LEAN_RESTRICT X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr,
+                          const double *LEAN_RESTRICT V, Py_ssize_t vld, Py_ssize_t k, Py_ssize_t n,
+                          double *LEAN_RESTRICT out) {
+        Py_ssize_t nv = n & ~(Py_ssize_t)3;
+        const double *v0 = V, *v1 = V + (k > 1 ? 1 : 0) * vld, *v2 = V + (k > 2 ? 2 : k - 1) * vld;
+        const double *v3 = V + (k > 3 ? 3 : k - 1) * vld;
+        for (Py_ssize_t r0 = 0; r0 < nr; r0 += 2) {
+            Py_ssize_t ra = rows ? rows[r0] : r0, rb = r0 + 1 < nr ? (rows ? rows[r0 + 1] : r0 + 1) : ra;
+            const double *x0 = X + ra * ld, *x1 = X + rb * ld;
+            double acc[2][4];
+    #if defined(__GNUC__) || defined(__clang__)
+            lean_v4 s00 = {0.0, 0.0, 0.0, 0.0}, s01 = s00, s02 = s00, s03 = s00;
+            lean_v4 s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+            if (k == 1) {
+                for (Py_ssize_t q = 0; q < nv; q += 4) {
+                    lean_v4 a0, a1, b;
+                    LEAN_LOAD4(a0, x0 + q);
+                    LEAN_LOAD4(a1, x1 + q);
+                    LEAN_LOAD4(b, v0 + q);
+                    s00 += a0 * b; s10 += a1 * b;
+                }
+            } else if (k == 2) {
+                for (Py_ssize_t q = 0; q < nv; q += 4) {
+                    lean_v4 a0, a1, b;
+                    LEAN_LOAD4(a0, x0 + q);
+                    LEAN_LOAD4(a1, x1 + q);
+                    LEAN_LOAD4(b, v0 + q);
+                    s00 += a0 * b; s10 += a1 * b;
+                    LEAN_LOAD4(b, v1 + q);
+                    s01 += a0 * b; s11 += a1 * b;
+                }
+            } else {
+                for (Py_ssize_t q = 0; q < nv; q += 4) {
+                    lean_v4 a0, a1, b;
+                    LEAN_LOAD4(a0, x0 + q);
+                    LEAN_LOAD4(a1, x1 + q);
+                    LEAN_LOAD4(b, v0 + q);
+                    s00 += a0 * b; s10 += a1 * b;
+                    LEAN_LOAD4(b, v1 + q);
+                    s01 += a0 * b; s11 += a1 * b;
+                    LEAN_LOAD4(b, v2 + q);
+                    s02 += a0 * b; s12 += a1 * b;
+                    LEAN_LOAD4(b, v3 + q);
+                    s03 += a0 * b; s13 += a1 * b;
+                }
+            }
+            acc[0][0] = LEAN_LANES(s00); acc[0][1] = LEAN_LANES(s01);
+            acc[0][2] = LEAN_LANES(s02); acc[0][3] = LEAN_LANES(s03);
+            acc[1][0] = LEAN_LANES(s10); acc[1][1] = LEAN_LANES(s11);
+            acc[1][2] = LEAN_LANES(s12); acc[1][3] = LEAN_LANES(s13);
+    #else
+            double lane[2][4][4] = {{{0.0}}};
+            for (Py_ssize_t q = 0; q < nv; q += 4)
+                for (int t = 0; t < 4; t++) {
+                    lane[0][0][t] += x0[q + t] * v0[q + t]; lane[1][0][t] += x1[q + t] * v0[q + t];
+                    lane[0][1][t] += x0[q + t] * v1[q + t]; lane[1][1][t] += x1[q + t] * v1[q + t];
+                    lane[0][2][t] += x0[q + t] * v2[q + t]; lane[1][2][t] += x1[q + t] * v2[q + t];
+                    lane[0][3][t] += x0[q + t] * v3[q + t]; lane[1][3][t] += x1[q + t] * v3[q + t];
+                }
+            for (int a = 0; a < 2; a++)
+                for (int c = 0; c < 4; c++)
+                    acc[a][c] = (lane[a][c][0] + lane[a][c][1]) + (lane[a][c][2] + lane[a][c][3]);
+    #endif
+            for (Py_ssize_t q = nv; q < n; q++) {
+                acc[0][0] += x0[q] * v0[q]; acc[1][0] += x1[q] * v0[q];
+                acc[0][1] += x0[q] * v1[q]; acc[1][1] += x1[q] * v1[q];
+                acc[0][2] += x0[q] * v2[q]; acc[1][2] += x1[q] * v2[q];
+                acc[0][3] += x0[q] * v3[q]; acc[1][3] += x1[q] * v3[q];
+            }
+            for (int a = 0; a < 2 && r0 + a < nr; a++)
+                for (Py_ssize_t c = 0; c < k; c++)
+                    out[(r0 + a) * k + c] = acc[a][c];
+        }
+    }
     """
     void lean_gram(const double *X, Py_ssize_t ld, const double *w, Py_ssize_t nb, Py_ssize_t n, double *G) noexcept nogil
-
-
-cdef Py_ssize_t LEAN_BLOCK = 256  # samples per block of the fused pass
+    void lean_dots(const double *X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr, const double *V,
+                   Py_ssize_t vld, Py_ssize_t k, Py_ssize_t n, double *out) noexcept nogil
 
 
 cdef inline double _chord_steps(double dec, double prev, double target) noexcept nogil:
@@ -2668,63 +2758,120 @@ def lean_hessian(double[:, ::1] JTB, G, c0, double[::1] d2, bint full, double mo
 
 cdef double _trial(Problem P, double[:, ::1] JTB, double[::1] z, double[::1] step, double[::1] dz, double[::1] zt,
                    double[::1] e1, double[::1] e2, double[::1] vw, double[::1] gl) noexcept nogil:
-    """The full Newton step's trial point in one pass over the rows JTB: dz = J_B step, zt = z + dz,
-    the loss terms there (e1 = wc phi', e2 = wc phi''; their sum returned) and gl = J_B' e1, the loss
-    part of the gradient there (the next iteration's, when the step is accepted). The logistic loss
-    goes by blocks of LEAN_BLOCK samples, so a block of rows is read twice from cache: once per step
-    from memory instead of twice."""
-    cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], a, i
-    cdef int inb = <int> nb, inn = <int> n, m, one = 1
-    cdef double alpha = 1.0, beta = 0.0, beta_g = 0.0, total = 0.0
-    if P.code != 1 or vw.shape[0] < n:
-        dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
-        for i in range(n):
-            zt[i] = z[i] + dz[i]
-        total = _loss_pass(P, zt, e1, e2, vw)
-        dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &e1[0], &one, &beta, &gl[0], &one)
-        return total
-    a = 0
-    while a < n:
-        m = <int> min(LEAN_BLOCK, n - a)
-        dgemv(b"N", &m, &inb, &alpha, &JTB[0, a], &inn, &step[0], &one, &beta, &dz[a], &one)
-        for i in range(a, a + m):
-            zt[i] = z[i] + dz[i]
-        lean_logistic_terms(&zt[a], &P.wc[a], &vw[a], &e1[a], &e2[a], m)
-        dgemv(b"T", &m, &inb, &alpha, &JTB[0, a], &inn, &e1[a], &one, &beta_g, &gl[0], &one)
-        beta_g = 1.0
-        a += m
+    """The full Newton step's trial point: dz = J_B step, zt = z + dz, the loss terms there (e1 =
+    wc phi', e2 = wc phi''; their sum returned) and gl = J_B' e1, the loss part of the gradient
+    there (the next iteration's, when the step is accepted, as it nearly always is)."""
+    cdef Py_ssize_t n = JTB.shape[1], i
+    cdef int inb = <int> JTB.shape[0], inn = <int> n, one = 1
+    cdef double alpha = 1.0, beta = 0.0, total
+    dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
     for i in range(n):
-        total += vw[i]
+        zt[i] = z[i] + dz[i]
+    total = _loss_pass(P, zt, e1, e2, vw)
+    dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &e1[0], &one, &beta, &gl[0], &one)
     return total
 
 
+cdef object _start_hessian(double[:, ::1] JTB, object Gsrc, Py_ssize_t[::1] srccols, Py_ssize_t[::1] cols,
+                           double[::1] c0, double[::1] d1, double[::1] gl):
+    """The Hessian of the loss part on ``cols`` (in their order, that of the rows JTB) at the stored
+    curvatures c0, from Gsrc on ``srccols`` at c0: the entries of the columns both hold copied, a new
+    column J_B' (c0 J_i). With d1 (not None) also gl = J_B' d1, in the same pass over the rows (one
+    product with the new columns' right-hand sides)."""
+    cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], ns = srccols.shape[0], a, c, q, m, k = 0, kk
+    cdef int inb = <int> nb, inn = <int> n, one = 1
+    cdef double alpha = 1.0, beta = 0.0
+    cdef double[:, ::1] Gs = Gsrc, Gv, Mv, Ov
+    cdef Py_ssize_t[::1] at = np.empty(nb, dtype=np.intp), new = np.empty(nb, dtype=np.intp)
+    for a in range(nb):
+        at[a] = -1
+        for c in range(ns):
+            if srccols[c] == cols[a]:
+                at[a] = c
+                break
+        if at[a] < 0:
+            new[k] = a
+            k += 1
+    G = np.empty((nb, nb))
+    Gv = G
+    for a in range(nb):
+        if at[a] >= 0:
+            for c in range(nb):
+                if at[c] >= 0:
+                    Gv[a, c] = Gs[at[a], at[c]]
+    kk = k + (d1 is not None)
+    if kk == 0:
+        return G
+    if k == 0:  # (the gradient alone: the loop's own product)
+        dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &d1[0], &one, &beta, &gl[0], &one)
+        return G
+    M, O = np.empty((kk, n)), np.empty((nb, 4))
+    Mv, Ov = M, O
+    for q in range(k):
+        for c in range(n):
+            Mv[q, c] = c0[c] * JTB[new[q], c]
+    if d1 is not None:
+        Mv[k, :] = d1
+    a = 0
+    while a < kk:  # J_B' M[a:a+m]', four right-hand sides at a time (each row read once: ``lean_dots``)
+        m = min(4, kk - a)
+        lean_dots(&JTB[0, 0], n, NULL, nb, &Mv[a, 0], n, m, n, &Ov[0, 0])
+        for q in range(m):
+            if a + q < k:  # a new column of G
+                for c in range(nb):
+                    Gv[c, new[a + q]] = (&Ov[0, 0])[c * m + q]
+            else:  # the gradient's loss part
+                for c in range(nb):
+                    gl[c] = (&Ov[0, 0])[c * m + q]
+        a += m
+    for q in range(k):
+        for c in range(nb):
+            Gv[new[q], c] = Gv[c, new[q]]
+    return G
+
+
+def lean_start_hessian(double[:, ::1] JTB, Gsrc, Py_ssize_t[::1] srccols, Py_ssize_t[::1] cols, double[::1] c0):
+    """The Hessian :func:`lean_newton` starts from (``_start_hessian``), for the tests."""
+    return _start_hessian(JTB, Gsrc, srccols, cols, c0, None, None)
+
+
 def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
-                double[::1] d1, double[::1] d2, double f, double fl, G, c0, double tol, decide, bint accurate,
-                double stale, double rate, double chord, double local, double safety, double moved_rel, double part):
+                double[::1] d1, double[::1] d2, double fl, Gsrc, srccols, Py_ssize_t[::1] cols, c0, double tol,
+                decide, bint accurate, double stale, double rate, double chord, double local, double safety,
+                double moved_rel, double part):
     """The loop of :class:`sparsemodel.lowering.active._LeanNewton` (its docstring has the method): damped
-    Newton on the gathered rows JTB = J'[cols] (nb x n) from the point u (its z = J_B u + b, loss
-    derivatives d1, d2, value f, loss part fl; all four overwritten with the end point's), with the
-    loss part's Hessian G (nb x nb, at the curvatures c0; None: none) certified by the curvature ratio
-    and renewed here (``_renew``: an update on the samples whose curvature moved by more than
-    ``moved_rel``, at most the share ``part`` of them, else formed anew); ``decide(f, lower)`` the
-    caller's test (None: none). A full step's trial point and the gradient there come from one pass
-    over the rows (``_trial``); a point's gradient serves every pass of the loop at it (a renewed
-    Hessian needs none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged,
-    1 stopped by ``decide``, 2 no answer on this path (a Hessian not positive definite at the point, a
-    negative decrement), 3 the iteration limit."""
+    Newton on the gathered rows JTB = J'[cols] (nb x n) from the point u, its z = J_B u + b and the
+    loss part fl there with its derivatives d1, d2 (fl NaN: not known, d1 and d2 computed here; z,
+    d1 and d2 are overwritten with the end point's). The loss part's Hessian starts from Gsrc on
+    ``srccols`` at the curvatures c0 (``_start_hessian``, its new columns in the pass that gives the
+    first gradient; Gsrc None: none), is certified by the curvature ratio and renewed here
+    (``_renew``: an update on the samples whose curvature moved by more than ``moved_rel``, at most
+    the share ``part`` of them, else formed anew); ``decide(f, lower)`` the caller's test (None:
+    none). A full step's trial point comes with the gradient there (``_trial``); a point's gradient
+    serves every pass of the loop at it (a renewed Hessian needs none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged, 1 stopped by
+    ``decide``, 2 no answer on this path (a value not finite at the start, a Hessian not positive
+    definite at the point, a negative decrement), 3 the iteration limit."""
     cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], i, j, it, ls
     cdef int inb = <int> nb, inn = <int> n, one = 1
     cdef double alpha = 1.0, beta = 0.0, beta1 = 1.0, lo, hi, qv, dec, bound, prev_dec = INFINITY, t = 1.0
-    cdef double ft = 0.0, ft_l = 0.0, lower = f, s
-    cdef bint fresh = G is None, need = G is None, full = G is None, have_c = False, far, moved, nan
+    cdef double ft = 0.0, ft_l = 0.0, f, lower, s
+    cdef bint fresh = Gsrc is None, need = Gsrc is None, full = Gsrc is None, have_c = False, far, moved, nan
     cdef bint have_g = False  # gl holds J_B' d1 at the current point
     cdef int state = 3, its = 0
-    if nb == 0 or n == 0:
-        return 2, 0, f, fl, f, G, c0
+    cdef double[::1] dz = np.empty(n), zt = np.empty(n), e1 = np.empty(n), e2 = np.empty(n), vw = np.empty(n), c0v
+    cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb), gl = np.empty(nb), gt = np.empty(nb)
+    if isnan(fl):
+        fl = _loss_pass(P, z, d1, d2, vw)
+    f = _objective_at(P, fl, lin, r, u)
+    lower = f
+    if nb == 0 or n == 0 or not isfinite(f):
+        return 2, 0, f, fl, f, None, c0
+    G = None
+    if not fresh:
+        G = _start_hessian(JTB, Gsrc, srccols, cols, c0, d1, gl)
+        have_g = True
     H, L = np.empty((nb, nb)), np.empty((nb, nb))
     cdef double[:, ::1] Hv = H, Lv = L, Gv
-    cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb), gl = np.empty(nb), gt = np.empty(nb)
-    cdef double[::1] dz = np.empty(n), zt = np.empty(n), e1 = np.empty(n), e2 = np.empty(n), vw = np.empty(n), c0v
     cdef double[::1] z0 = z, d10 = d1, d20 = d2, sw  # (an accepted point swaps its arrays in: no copies)
     cdef bint swapped = False
     if not fresh:
@@ -2816,7 +2963,7 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
         if not fresh and (far or dec > rate * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > chord):
             need = True  # slow progress on the stored Hessian: one at this point
             continue
-        # the full step (one pass: its gradient too), then halvings along dz
+        # the full step (its gradient too), then halvings along dz
         t = 1.0
         moved = False
         for ls in range(50):
@@ -2837,7 +2984,7 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
                 swapped = not swapped
                 f, fl = ft, ft_l
                 moved = True
-                have_g = ls == 0  # (the full step's pass gave the gradient at the new point)
+                have_g = ls == 0  # (the full step's trial gave the gradient at the new point)
                 if have_g:
                     sw = gl; gl = gt; gt = sw
                 break
@@ -2855,6 +3002,100 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
         d10[:] = d1
         d20[:] = d2
     return state, its, f, fl, lower, G, c0
+
+
+def lean_rows(double[:, ::1] JT, double[:, ::1] work, Py_ssize_t[::1] wcols, Py_ssize_t[::1] cols,
+              Py_ssize_t swaps):
+    """An active set's working block (lowering/active._LeanNewton.rows): the rows JT[wcols] in its
+    slot order, moved to the sorted support ``cols`` of the same size in place, the entering columns
+    (in increasing order) written over the slots of the leaving ones (in slot order). Returns the
+    number of slots written, or -1 when more than ``swaps`` would be (nothing written: the caller
+    gathers a new block)."""
+    cdef Py_ssize_t nb = cols.shape[0], n = JT.shape[1], a, c, lo, hi, mid, k = 0, q
+    cdef Py_ssize_t[::1] out = np.empty(nb, dtype=np.intp), inn = np.empty(nb, dtype=np.intp)
+    cdef bint found
+    for a in range(nb):  # the slots whose column left (cols sorted: a binary search)
+        lo, hi = 0, nb
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if cols[mid] < wcols[a]:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo >= nb or cols[lo] != wcols[a]:
+            if k >= swaps:
+                return -1
+            out[k] = a
+            k += 1
+    if k == 0:
+        return 0
+    q = 0
+    for c in range(nb):  # the entering columns, in increasing order
+        found = False
+        for a in range(nb):
+            if wcols[a] == cols[c]:
+                found = True
+                break
+        if not found:
+            inn[q] = cols[c]
+            q += 1
+    for a in range(k):
+        wcols[out[a]] = inn[a]
+        work[out[a], :] = JT[inn[a], :n]
+    return k
+
+
+def lean_start(double[:, ::1] JT, double[::1] b, list points, double[::1] x, double[:, ::1] JTB, double[::1] u,
+               double[::1] z, Py_ssize_t update):
+    """The linear predictor z = J x + b at the point x (over every coordinate; u its entries on the
+    rows JTB) into z, from the stored points (lowering/active.LeanRows.points, newest last): the
+    position of one equal to x (z not written: its arrays serve), -1 when z is a stored point's z
+    moved by the at most ``update`` coordinates where they differ (z_e + sum dx_c J_c), -2 when it is
+    formed (J_B u + b)."""
+    cdef Py_ssize_t D = x.shape[0], n = z.shape[0], p, c, i, k
+    cdef Py_ssize_t on[8]
+    cdef int inb = <int> JTB.shape[0], inn = <int> n, one = 1
+    cdef double alpha = 1.0, beta1 = 1.0, t
+    cdef double[::1] xe, ze
+    if update > 8:
+        update = 8
+    for p in range(len(points) - 1, -1, -1):
+        xe = points[p][0]
+        k = 0
+        for c in range(D):
+            if x[c] != xe[c]:
+                if k >= update:
+                    k = update + 1
+                    break
+                on[k] = c
+                k += 1
+        if k == 0:
+            return p
+        if k <= update:
+            ze = points[p][1]
+            for i in range(n):
+                t = 0.0
+                for c in range(k):
+                    t += (x[on[c]] - xe[on[c]]) * JT[on[c], i]
+                z[i] = ze[i] + t
+            return -1
+    z[:] = b
+    if inb > 0:
+        dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &u[0], &one, &beta1, &z[0], &one)
+    return -2
+
+
+def lean_grad(double[:, ::1] JT, double[::1] d1, double[::1] lin, Py_ssize_t[::1] at, double[::1] out):
+    """out[c] = J_c' d1 + lin_c for the coordinates c in ``at`` (the gradient of f off the support:
+    there the ridge's term is 0), each row of JT read once (``lean_dots``)."""
+    cdef Py_ssize_t q, c, nr = at.shape[0], n = JT.shape[1]
+    cdef double[::1] dots = np.empty(nr)
+    if nr == 0:
+        return
+    lean_dots(&JT[0, 0], n, &at[0], nr, &d1[0], n, 1, n, &dots[0])
+    for q in range(nr):
+        c = at[q]
+        out[c] = dots[q] + lin[c]
 
 
 def losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2):

@@ -708,7 +708,7 @@ def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
     act.solve(np.array([1, 3, 4, 8]))
     cols = np.array([0, 2, 3, 5, 9])  # flat: intercept 0, C = 1..12; one swap (C[3] = 4 out, C[2] = 3 in)
     assert not np.array_equal(eng.Gcols, cols)
-    JTB = eng.sh.gather(cols)
+    JTB = eng.sh.JT[cols]
     G, c0 = eng.start_hessian(cols, JTB)
     np.testing.assert_allclose(G, (JTB * c0) @ JTB.T, rtol=1e-12, atol=1e-15)
     d2 = c0 * np.exp(np.random.default_rng(1).normal(0.0, 0.03, len(c0)))
