@@ -37,7 +37,6 @@ ARHT's) runs Newton on the gathered rows with the Hessian kept across solves (:c
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -655,6 +654,9 @@ DECIDE_LOCAL = (
     1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
 )
 DECIDE_SAFETY = 4.0  # ... and its lower end is f minus this many times the quadratic model's decrease dec / 2
+# (the compiled loop's constants, in the order of _lean.lean_newton's arguments)
+_CONSTS = (LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY, LEAN_MOVED, LEAN_PART)
+_NONE = np.empty(0, dtype=np.intp)
 
 
 class LeanRows:
@@ -673,15 +675,6 @@ class LeanRows:
         # the last points evaluated, (x over every coordinate, z = J x + b, sum wc phi(z), wc phi'(z),
         # wc phi''(z)): the loss part does not depend on the ridge, so the f- and g_R-solves share them
         self.points: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]] = []
-
-    def remember(self, x: np.ndarray, z: np.ndarray, fl: float, d1: np.ndarray, d2: np.ndarray) -> None:
-        """Keep the point x (over every coordinate) with its loss part (z, fl, d1, d2): a solve that
-        starts there reuses them, one that starts at most LEAN_UPDATE coordinates away moves its z
-        (the kernel's ``lean_start``: the linear predictor moved by x_i dx_i - x_j w_j, not
-        recomputed over the support)."""
-        if len(self.points) >= LEAN_POINTS:
-            self.points.pop(0)
-        self.points.append((x, z, fl, d1, d2))
 
 
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:
@@ -756,24 +749,11 @@ class _LeanNewton:
         self.wcols = np.empty(0, dtype=np.int64)
         self.c0 = np.zeros(0)
 
-    def hessian_source(
-        self, cols: np.ndarray, key: bytes | None = None
-    ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-        """The Hessian a solve on ``cols`` starts from, its columns and curvatures c0: the last one
-        this engine formed on these columns (LEAN_HESSIANS kept), else its last one (the kernel's
-        ``_start_hessian`` moves it to ``cols``: the entries of the columns kept are copied, a new
-        column is J_B' (c0 J_i)); (None, None, c0): none. ``key``: the sorted columns' bytes."""
-        same = self.hessians_on.get(np.sort(cols).tobytes() if key is None else key)
-        if same is not None:
-            return same[0], same[2], same[1]
-        if self.G is None:
-            return None, None, self.c0
-        return self.G, self.Gcols, self.c0
-
     def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """The Hessian of the loss part on ``cols`` (in their order, that of the rows JTB) a solve there
-        starts from, at its curvatures c0, and c0 (None: none stored; see :meth:`hessian_source`)."""
-        Gsrc, srccols, c0 = self.hessian_source(cols)
+        starts from, at its curvatures c0, and c0 (None: none stored; the kernel's
+        ``lean_hessian_source``)."""
+        Gsrc, srccols, c0 = self.sh.kernel.lean_hessian_source(self, np.sort(cols).tobytes())
         if Gsrc is None:
             return None
         return self.sh.kernel.lean_start_hessian(JTB, Gsrc, srccols, cols, c0), c0
@@ -792,14 +772,6 @@ class _LeanNewton:
         self.wcols = cols.copy()
         return self.wcols, self.work
 
-    def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray, key: bytes | None = None) -> None:
-        key = np.sort(cols).tobytes() if key is None else key
-        self.hessians_on.pop(key, None)
-        if len(self.hessians_on) >= LEAN_HESSIANS:
-            self.hessians_on.pop(next(iter(self.hessians_on)))
-        self.hessians_on[key] = (G, c0, cols)
-
-    @np.errstate(over="ignore", divide="ignore", invalid="ignore")  # steps outside the domain give inf
     def move(
         self,
         F: np.ndarray,
@@ -810,47 +782,15 @@ class _LeanNewton:
         decide: Callable[[float, float], bool] | None = None,
         accurate: bool = False,
     ) -> tuple[np.ndarray, float] | None:
-        sh = self.sh
-        cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))
-        if len(cols) == 0:
-            return None
-        key = cols.tobytes()  # (the support's, for the Hessians kept by their columns)
-        cols, JTB = self.rows(cols)  # (in this engine's slot order from here on)
-        r = sh.rd[cols]
-        if ridge is not None:
-            on = np.zeros(self.lp.n)
-            on[C[np.asarray(ridge[1], dtype=np.int64)]] = ridge[0]
-            r = r + on[cols]
-        lin = sh.lin[cols]
-        u = np.array(x0[cols], dtype=float)
-        scale = 1.0 + math.sqrt(float(u @ u))
-        x = self.lp.zeros()
-        x[cols] = u
-        z = np.empty(len(sh.b))
-        at = sh.kernel.lean_start(sh.JT, sh.b, sh.points, x, JTB, u, z, LEAN_UPDATE)
-        if at >= 0:  # (a stored point: its arrays copied, the loop overwrites its own)
-            _, ze, fl, d1e, d2e = sh.points[at]
-            z, d1, d2 = ze.copy(), d1e.copy(), d2e.copy()
-        else:
-            fl, d1, d2 = np.nan, np.empty(len(z)), np.empty(len(z))  # (the loop's first pass computes them)
-        Gsrc, srccols, c0 = self.hessian_source(cols, key)
-        state, its, f, fl, lower, G, c0 = sh.kernel.lean_newton(
-            sh.P, JTB, lin, r, u, z, d1, d2, fl, Gsrc, srccols, cols, c0, self.tol, decide, accurate,
-            LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY, LEAN_MOVED, LEAN_PART,
+        """The restricted minimizer on F ∪ C[sel] (with the ridge rho on C[R], ``ridge=(rho, R)``)
+        from x0, and its value; None where this path gives no answer. One compiled call
+        (``_lean.lean_move``: the working block, the start, the Hessian kept or moved, the loop, the
+        bookkeeping)."""
+        rho, R = (0.0, _NONE) if ridge is None else (float(ridge[0]), np.asarray(ridge[1], dtype=np.intp))
+        return self.sh.kernel.lean_move(
+            self, self.sh, F, C, sel, rho, R, x0, decide, accurate, self.tol, _CONSTS,
+            LEAN_SWAPS, LEAN_UPDATE, LEAN_POINTS, LEAN_HESSIANS,
         )  # fmt: skip
-        conv, stopped = state == 0, state == 1
-        self.lp.oracle.charge(solves=1, grads=its, ifo=self.lp.n_samples * its)
-        if not (conv or stopped) or math.sqrt(float(u @ u)) > 1e4 * scale:
-            return None
-        if G is not None:
-            self.G, self.Gcols, self.c0 = G, cols, c0
-            self.keep_hessian(cols, G, c0, key)
-        self.cols, self.u, self.d1 = cols, u, d1
-        x = self.lp.zeros()
-        x[cols] = u
-        sh.remember(x, z, fl, d1, d2)
-        self.exact, self.lower = not stopped, lower
-        return x.copy(), f
 
     def grad(self, at: np.ndarray | None = None) -> np.ndarray:
         """The gradient of f (without the ridge) at the last point moved to; with ``at`` (flat

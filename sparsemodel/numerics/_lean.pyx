@@ -3006,6 +3006,12 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
 
 def lean_rows(double[:, ::1] JT, double[:, ::1] work, Py_ssize_t[::1] wcols, Py_ssize_t[::1] cols,
               Py_ssize_t swaps):
+    """:func:`_rows_swap` (for lowering/active._LeanNewton.rows)."""
+    return _rows_swap(JT, work, wcols, cols, swaps)
+
+
+cdef Py_ssize_t _rows_swap(double[:, ::1] JT, double[:, ::1] work, Py_ssize_t[::1] wcols, Py_ssize_t[::1] cols,
+                           Py_ssize_t swaps):
     """An active set's working block (lowering/active._LeanNewton.rows): the rows JT[wcols] in its
     slot order, moved to the sorted support ``cols`` of the same size in place, the entering columns
     (in increasing order) written over the slots of the leaving ones (in slot order). Returns the
@@ -3045,8 +3051,8 @@ def lean_rows(double[:, ::1] JT, double[:, ::1] work, Py_ssize_t[::1] wcols, Py_
     return k
 
 
-def lean_start(double[:, ::1] JT, double[::1] b, list points, double[::1] x, double[:, ::1] JTB, double[::1] u,
-               double[::1] z, Py_ssize_t update):
+cdef Py_ssize_t _start_z(double[:, ::1] JT, double[::1] b, list points, double[::1] x, double[:, ::1] JTB,
+                         double[::1] u, double[::1] z, Py_ssize_t update):
     """The linear predictor z = J x + b at the point x (over every coordinate; u its entries on the
     rows JTB) into z, from the stored points (lowering/active.LeanRows.points, newest last): the
     position of one equal to x (z not written: its arrays serve), -1 when z is a stored point's z
@@ -3083,6 +3089,119 @@ def lean_start(double[:, ::1] JT, double[::1] b, list points, double[::1] x, dou
     if inb > 0:
         dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &u[0], &one, &beta1, &z[0], &one)
     return -2
+
+
+def lean_hessian_source(eng, bytes key):
+    """The Hessian a solve of the engine ``eng`` (lowering/active._LeanNewton) on the support whose
+    sorted columns' bytes are ``key`` starts from, its columns and curvatures c0: the last one it
+    formed on these columns (kept by their bytes), else its last one (``_start_hessian`` moves it to
+    the support); (None, None, c0): none."""
+    same = eng.hessians_on.get(key)
+    if same is not None:
+        return same[0], same[2], same[1]
+    if eng.G is None:
+        return None, None, eng.c0
+    return eng.G, eng.Gcols, eng.c0
+
+
+def lean_move(eng, sh, Py_ssize_t[::1] F, Py_ssize_t[::1] C, Py_ssize_t[::1] sel, double rho, Py_ssize_t[::1] R,
+              double[::1] x0, decide, bint accurate, double tol, tuple consts, Py_ssize_t swaps, Py_ssize_t update,
+              Py_ssize_t npoints, Py_ssize_t nhessians):
+    """One solve of :meth:`sparsemodel.lowering.active._LeanNewton.move` (its docstring has the method)
+    on the engine ``eng`` and the shared state ``sh`` (a LeanRows): the support F ∪ C[sel] sorted, the
+    working block moved to it (``_rows_swap``, at most ``swaps`` rows written, else gathered anew),
+    the ridge r = rd + rho on C[R], the start x0 on the support, its linear predictor from the stored
+    points (``_start_z``; the ``npoints`` newest kept, ``update`` coordinates moved at most), the
+    Hessian kept on these columns (``nhessians`` kept) or the engine's last one moved to them,
+    :func:`lean_newton` with the constants ``consts`` (stale, rate, chord, local, safety, moved,
+    part), and the bookkeeping (the oracle's counts, the Hessian and point kept). Returns (x, f), or
+    None where this path gives no answer."""
+    cdef Py_ssize_t nf = F.shape[0], ns = sel.shape[0], nb = nf + ns, a, c, t, at, D, n
+    cdef double[:, ::1] JT = sh.JT
+    cdef double[::1] rd = sh.rd, linall = sh.lin, rv, linv, uv, xv, mark
+    cdef Py_ssize_t[::1] cs, colsv
+    cdef double uu = 0.0, scale
+    if nb == 0:
+        return None
+    D, n = JT.shape[0], JT.shape[1]
+    cs_arr = np.empty(nb, dtype=np.intp)
+    cs = cs_arr
+    for a in range(nf):
+        cs[a] = F[a]
+    for a in range(ns):
+        cs[nf + a] = C[sel[a]]
+    for a in range(1, nb):  # (insertion sort: F and C[sel] are each sorted, so this is a merge's work)
+        t = cs[a]
+        c = a - 1
+        while c >= 0 and cs[c] > t:
+            cs[c + 1] = cs[c]
+            c -= 1
+        cs[c + 1] = t
+    key = cs_arr.tobytes()  # (the support's, for the Hessians kept by their columns)
+    work, wcols = eng.work, eng.wcols
+    cols = None
+    if work is not None and wcols.shape[0] == nb:
+        w = wcols.copy()  # (the slot order a Hessian was stored with stays as it was)
+        if _rows_swap(JT, work, w, cs, swaps) >= 0:
+            cols, JTB = w, work
+    if cols is None:
+        JTB = sh.JT[cs_arr]
+        cols = cs_arr
+    eng.work, eng.wcols = JTB, cols
+    colsv = cols
+    r, lin, u, x = np.empty(nb), np.empty(nb), np.empty(nb), np.zeros(D)
+    rv, linv, uv, xv = r, lin, u, x
+    if rho > 0 and R.shape[0] > 0:
+        mark = np.zeros(D)
+        for a in range(R.shape[0]):
+            mark[C[R[a]]] = rho
+        for a in range(nb):
+            rv[a] = rd[colsv[a]] + mark[colsv[a]]
+    else:
+        for a in range(nb):
+            rv[a] = rd[colsv[a]]
+    for a in range(nb):
+        c = colsv[a]
+        linv[a] = linall[c]
+        uv[a] = x0[c]
+        xv[c] = uv[a]
+        uu += uv[a] * uv[a]
+    scale = 1.0 + sqrt(uu)
+    points = sh.points
+    z = np.empty(n)
+    at = _start_z(JT, sh.b, points, xv, JTB, uv, z, update)
+    if at >= 0:  # (a stored point: its arrays copied, the loop overwrites its own)
+        pt = points[at]
+        z, fl, d1, d2 = pt[1].copy(), pt[2], pt[3].copy(), pt[4].copy()
+    else:  # (the loop's first pass computes them)
+        fl, d1, d2 = NAN, np.empty(n), np.empty(n)
+    Gsrc, srccols, c0 = lean_hessian_source(eng, key)
+    state, its, f, fl, lower, G, c0 = lean_newton(sh.P, JTB, lin, r, u, z, d1, d2, fl, Gsrc, srccols, cols, c0, tol,
+                                                  decide, accurate, *consts)
+    lp = eng.lp
+    lp.oracle.charge(solves=1, grads=its, ifo=lp.n_samples * its)
+    uu = 0.0
+    for a in range(nb):
+        uu += uv[a] * uv[a]
+    if state > 1 or sqrt(uu) > 1e4 * scale:
+        return None
+    if G is not None:  # (kept by its columns: a re-solve there starts from it)
+        eng.G, eng.Gcols, eng.c0 = G, cols, c0
+        hessians = eng.hessians_on
+        hessians.pop(key, None)
+        if len(hessians) >= nhessians:
+            hessians.pop(next(iter(hessians)))
+        hessians[key] = (G, c0, cols)
+    eng.cols, eng.u, eng.d1 = cols, u, d1
+    x = np.zeros(D)
+    xv = x
+    for a in range(nb):
+        xv[colsv[a]] = uv[a]
+    if len(points) >= npoints:
+        points.pop(0)
+    points.append((x, z, fl, d1, d2))
+    eng.exact, eng.lower = state == 0, lower
+    return x.copy(), f
 
 
 def lean_grad(double[:, ::1] JT, double[::1] d1, double[::1] lin, Py_ssize_t[::1] at, double[::1] out):
