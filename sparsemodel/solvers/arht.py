@@ -570,7 +570,9 @@ class _CoreRuns:
             score[S] = -np.inf
             i = int(np.argmax(score))  # line 15
             j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
-            S1 = np.sort(np.append(S[S != j], i))  # line 17
+            S1 = S.copy()  # line 17: S ∪ {i} \ {j}, sorted
+            S1[S1 == j] = i
+            S1.sort()
             warm = x.copy()
             warm[C[j]] = 0.0
             x1, g1, gx1 = self.gmin(S1, R, warm, g - c / s * (g - opt), g - c / s * (g - self.top))  # line 18
