@@ -654,7 +654,7 @@ DECIDE_LOCAL = (
     1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
 )
 DECIDE_SAFETY = 4.0  # ... and its lower end is f minus this many times the quadratic model's decrease dec / 2
-# (the compiled loop's constants, in the order of _lean.lean_newton's arguments)
+# (the compiled loop's constants, in the order _lean.lean_move passes them to its Newton loop)
 _CONSTS = (LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY, LEAN_MOVED, LEAN_PART)
 _NONE = np.empty(0, dtype=np.intp)
 
@@ -684,7 +684,7 @@ def lean_rows(lp: LoweredProblem) -> LeanRows | None:
         from ..numerics import _lean
     except ImportError:
         return None
-    if not hasattr(_lean, "lean_newton"):  # a build older than its loop (sources updated, not rebuilt): the same
+    if not hasattr(_lean, "lean_move"):  # a build older than its loop (sources updated, not rebuilt): the same
         return None
     data = lean_data(lp)
     if data is None or data.quadratic or data.phi is None or data.phi.name not in LEAN_LOSSES:
@@ -698,13 +698,14 @@ class _LeanNewton:
     (logistic, exp), for a support that changes one coordinate at a time (ARHT's f- and
     g_R-minimizers): the damped Newton loop of :func:`sparsemodel.numerics.newton.newton` (the same
     stopping test on the Newton decrement and Armijo constant) on the gathered rows J'[cols], with
-    the Hessian of the loss part kept across solves. The loop runs compiled
-    (:func:`sparsemodel.numerics._lean.lean_newton`: one pass over the samples per loss evaluation,
-    the gradient at a full step's trial point computed with it, no Python per
-    step), and so do the Hessians' formations and updates (its ``_renew``); they are moved to the
-    next support here. A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets
-    on the same rows: the loss part does not depend on the ridge) reuses its loss part; one starting
-    a swap away moves its linear predictor z by the coordinates that changed.
+    the Hessian of the loss part kept across solves. Each solve is one compiled call
+    (:func:`sparsemodel.numerics._lean.lean_move`; its loop ``_lean_newton``: one pass over the
+    samples per loss evaluation, the gradient at a full step's trial point computed with it, no
+    Python per step), which also forms, updates and moves the Hessians (``_renew``,
+    ``_start_hessian``); the engine's state (its block, Hessians and points) stays on this object.
+    A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets on the
+    same rows: the loss part does not depend on the ridge) reuses its loss part; one starting a swap
+    away moves its linear predictor z by the coordinates that changed.
 
     The rows J'[cols] are this engine's working block, in its own slot order: a support a swap
     away writes the entering column's row over the leaving one's (:meth:`rows`), so a swap copies
@@ -747,6 +748,7 @@ class _LeanNewton:
         # column's row over the leaving one's (no gathered copy of the whole support)
         self.work: np.ndarray | None = None
         self.wcols = np.empty(0, dtype=np.int64)
+        self.blocks: dict[int, np.ndarray] = {}  # a gathered block's buffer by its number of rows
         self.c0 = np.zeros(0)
 
     def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -46,7 +46,7 @@ cdef extern from *:
     #include <stdint.h>
     #include <string.h>
     #include <math.h>
-    /* The logistic loss's terms for the restricted Newton solves of ARHT (lean_newton, losses): written
+    /* The logistic loss's terms for the restricted Newton solves of ARHT (lean_move, losses): written
        without branches or calls so that the compiler vectorizes the loop; with GCC on x86-64 Linux also
        an AVX2 (with FMA from GCC 12 on) clone chosen at load time (target_clones). exp(x), x = -|z| <= 0: round(x / ln 2) = k by the
        shifter 1.5 * 2^52, r = x - k ln 2 in two parts (Cody-Waite, fdlibm's e_exp.c), e^r by its Taylor
@@ -2512,7 +2512,7 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
 
 cdef extern from *:
     """
-    /* ARHT's Hessians (lean_newton's _renew): G += X diag(w) X' on the lower triangle (C order) of the
+    /* ARHT's Hessians (the Newton loop's _renew): G += X diag(w) X' on the lower triangle (C order) of the
        nb x nb matrix G, X the nb rows of n samples (row stride ld). Tiles of 2 x 4 entries of G, each
        summed over the samples in four lanes (GCC's and Clang's vector types; plain loops elsewhere),
        the lanes added at the end; blocks of 256 samples, so a block of
@@ -2691,7 +2691,7 @@ cdef inline double _chord_steps(double dec, double prev, double target) noexcept
 
 cdef inline double _objective_at(Problem P, double loss, double[::1] lin, double[::1] r, double[::1] u) noexcept nogil:
     """ARHT's restricted objective at the coefficients u of its gathered columns: the constant, the
-    loss's value there, the linear term and the ridge r / 2 u^2 (lean_newton's polish and line search)."""
+    loss's value there, the linear term and the ridge r / 2 u^2 (the Newton loop's polish and line search)."""
     cdef double f = P.const + loss
     cdef Py_ssize_t i
     for i in range(u.shape[0]):
@@ -2711,7 +2711,7 @@ cdef tuple _renew(double[:, ::1] JTB, object G, object c0, double[::1] d2, bint 
     """The Hessian of the loss part at (about) the curvatures d2, its curvatures, and whether they
     are d2 exactly: from the Hessian G at c0 on the same columns, G + J_B' diag(d2 - c0) J_B over the
     samples whose curvature moved by more than ``moved_rel`` relative (exactly the Hessian at c0 with
-    those entries replaced by d2's, so the certification of :func:`lean_newton` holds), when they
+    those entries replaced by d2's, so the certification of ``_lean_newton`` holds), when they
     are at most the share ``part`` of them (and not ``full``); else J_B' diag(d2) J_B formed anew
     (both by ``lean_gram``). New arrays (G may be a stored Hessian)."""
     cdef Py_ssize_t nb = JTB.shape[0], n = d2.shape[0], i, c, m = 0
@@ -2752,7 +2752,7 @@ cdef tuple _renew(double[:, ::1] JTB, object G, object c0, double[::1] d2, bint 
 
 
 def lean_hessian(double[:, ::1] JTB, G, c0, double[::1] d2, bint full, double moved_rel, double part):
-    """:func:`lean_newton`'s Hessian renewal (``_renew``) for the tests: (G', c', formed anew)."""
+    """The Newton loop's Hessian renewal (``_renew``) for the tests: (G', c', formed anew)."""
     return _renew(JTB, G, c0, d2, full, moved_rel, part)
 
 
@@ -2831,14 +2831,14 @@ cdef object _start_hessian(double[:, ::1] JTB, object Gsrc, Py_ssize_t[::1] srcc
 
 
 def lean_start_hessian(double[:, ::1] JTB, Gsrc, Py_ssize_t[::1] srccols, Py_ssize_t[::1] cols, double[::1] c0):
-    """The Hessian :func:`lean_newton` starts from (``_start_hessian``), for the tests."""
+    """The Hessian the Newton loop starts from (``_start_hessian``), for the tests."""
     return _start_hessian(JTB, Gsrc, srccols, cols, c0, None, None)
 
 
-def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
-                double[::1] d1, double[::1] d2, double fl, Gsrc, srccols, Py_ssize_t[::1] cols, c0, double tol,
-                decide, bint accurate, double stale, double rate, double chord, double local, double safety,
-                double moved_rel, double part):
+cdef tuple _lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
+                        double[::1] d1, double[::1] d2, double fl, object Gsrc, object srccols, Py_ssize_t[::1] cols,
+                        object c0, double tol, object decide, bint accurate, double stale, double rate, double chord,
+                        double local, double safety, double moved_rel, double part):
     """The loop of :class:`sparsemodel.lowering.active._LeanNewton` (its docstring has the method): damped
     Newton on the gathered rows JTB = J'[cols] (nb x n) from the point u, its z = J_B u + b and the
     loss part fl there with its derivatives d1, d2 (fl NaN: not known, d1 and d2 computed here; z,
@@ -3113,12 +3113,13 @@ def lean_move(eng, sh, Py_ssize_t[::1] F, Py_ssize_t[::1] C, Py_ssize_t[::1] sel
     the ridge r = rd + rho on C[R], the start x0 on the support, its linear predictor from the stored
     points (``_start_z``; the ``npoints`` newest kept, ``update`` coordinates moved at most), the
     Hessian kept on these columns (``nhessians`` kept) or the engine's last one moved to them,
-    :func:`lean_newton` with the constants ``consts`` (stale, rate, chord, local, safety, moved,
-    part), and the bookkeeping (the oracle's counts, the Hessian and point kept). Returns (x, f), or
+    the Newton loop (``_lean_newton``) with the constants ``consts`` (stale, rate, chord, local, safety,
+    moved, part), and the bookkeeping (the oracle's counts, the Hessian and point kept). Returns (x, f), or
     None where this path gives no answer."""
     cdef Py_ssize_t nf = F.shape[0], ns = sel.shape[0], nb = nf + ns, a, c, t, at, D, n
     cdef double[:, ::1] JT = sh.JT
-    cdef double[::1] rd = sh.rd, linall = sh.lin, rv, linv, uv, xv, mark
+    cdef double[::1] rd = sh.rd, linall = sh.lin, rv, linv, uv, xv, mark, zv, d1v, d2v
+    cdef double[:, ::1] JTBv
     cdef Py_ssize_t[::1] cs, colsv
     cdef double uu = 0.0, scale
     if nb == 0:
@@ -3144,8 +3145,11 @@ def lean_move(eng, sh, Py_ssize_t[::1] F, Py_ssize_t[::1] C, Py_ssize_t[::1] sel
         w = wcols.copy()  # (the slot order a Hessian was stored with stays as it was)
         if _rows_swap(JT, work, w, cs, swaps) >= 0:
             cols, JTB = w, work
-    if cols is None:
-        JTB = sh.JT[cs_arr]
+    if cols is None:  # (gathered into this engine's block of that size: no fresh pages per gather)
+        JTB = eng.blocks.get(nb)
+        if JTB is None:
+            JTB = eng.blocks[nb] = np.empty((nb, n))
+        np.take(sh.JT, cs_arr, axis=0, out=JTB)
         cols = cs_arr
     eng.work, eng.wcols = JTB, cols
     colsv = cols
@@ -3176,8 +3180,10 @@ def lean_move(eng, sh, Py_ssize_t[::1] F, Py_ssize_t[::1] C, Py_ssize_t[::1] sel
     else:  # (the loop's first pass computes them)
         fl, d1, d2 = NAN, np.empty(n), np.empty(n)
     Gsrc, srccols, c0 = lean_hessian_source(eng, key)
-    state, its, f, fl, lower, G, c0 = lean_newton(sh.P, JTB, lin, r, u, z, d1, d2, fl, Gsrc, srccols, cols, c0, tol,
-                                                  decide, accurate, *consts)
+    zv, d1v, d2v, JTBv = z, d1, d2, JTB
+    state, its, f, fl, lower, G, c0 = _lean_newton(sh.P, JTBv, linv, rv, uv, zv, d1v, d2v, fl, Gsrc, srccols, colsv, c0,
+                                                   tol, decide, accurate, consts[0], consts[1], consts[2], consts[3],
+                                                   consts[4], consts[5], consts[6])
     lp = eng.lp
     lp.oracle.charge(solves=1, grads=its, ifo=lp.n_samples * its)
     uu = 0.0
@@ -3219,7 +3225,7 @@ def lean_grad(double[:, ::1] JT, double[::1] d1, double[::1] lin, Py_ssize_t[::1
 
 def losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2):
     """sum_i wc_i phi(z_i) at the linear predictor z, with d1 = wc phi'(z) and d2 = wc phi''(z)
-    written in place: one pass over the samples (the start of :func:`lean_newton`)."""
+    written in place: one pass over the samples (the start of the Newton loop, ``_lean_newton``)."""
     if z.shape[0] != P.n or d1.shape[0] != P.n or d2.shape[0] != P.n:
         raise ValueError(f"losses: z, d1 and d2 need {P.n} entries; got {z.shape[0]}, {d1.shape[0]}, {d2.shape[0]}")
     cdef double total

@@ -900,7 +900,7 @@ def test_arht_without_the_compiled_kernels_runs_the_general_newton_path_quietly(
 
 
 def test_arht_with_a_kernel_build_older_than_its_newton_loop_runs_the_general_path(monkeypatch):
-    """Sources updated without rebuilding the extension: a kernel module without ``lean_newton`` (the
+    """Sources updated without rebuilding the extension: a kernel module without ``lean_move`` (the
     lean solves' loop) sends ARHT to the general Newton pipeline, with the same answer, instead of
     failing inside a solve."""
     _lean = pytest.importorskip("sparsemodel.numerics._lean")
@@ -908,7 +908,7 @@ def test_arht_with_a_kernel_build_older_than_its_newton_loop_runs_the_general_pa
     ref = prob.solve("arht", seed=1)
     lp = prob.lower()
     assert ActiveSet(lp, lean=True).lean is not None
-    monkeypatch.delattr(_lean, "lean_newton")
+    monkeypatch.delattr(_lean, "lean_move")
     assert ActiveSet(lp, lean=True).lean is None
     r = prob.solve("arht", seed=1)
     assert r.objective == pytest.approx(ref.objective, rel=1e-12)
