@@ -202,16 +202,18 @@ class ActiveSet:
         self.exact, self.lower = True, self.f
         return self.x, self.f
 
-    def grad(self) -> np.ndarray:
+    def grad(self, at: np.ndarray | None = None) -> np.ndarray:
         """The gradient of f (without the ridge) at the current point. On least squares it comes
-        from the stored residual, -2 M'e (one pass over the data, no forward evaluation)."""
+        from the stored residual, -2 M'e (one pass over the data, no forward evaluation). ``at``
+        (flat coordinates off the current support, optional): only those entries are needed; the
+        lean solves then compute only them (0 elsewhere), the other paths the whole gradient."""
         if self.ls is not None:
             return -2.0 * self.ls.rmatvec(self.ls.e)
         if self.gram is not None and self.gram.fresh:
             return self.gram.grad()
         if self.lean_fresh:
             self.lp.oracle.charge(grads=1, ifo=self.lp.n_samples)
-            return self.lean.grad()
+            return self.lean.grad(at)
         if self._result is not None:
             return self._result.grad_at(self.lp)
         return self.lp.value_and_grad(self.x)[1]
@@ -645,7 +647,6 @@ LEAN_HESSIANS = 4  # Hessians kept by their columns (a re-solve on a support sta
 LEAN_CHORD = 3.0  # ... or more than this many further steps at its rate would be needed
 LEAN_MOVED = 0.1  # a Hessian is updated on the samples whose curvature moved by more than this, relative
 LEAN_PART = 0.5  # ... when they are at most this share of the samples (else it is formed from scratch)
-LEAN_ROWS = 4  # gathered row blocks J'[cols] kept (the f- and g_R-solves of ARHT visit the same supports)
 LEAN_SWAPS = 2  # a support this many columns away from an active set's working block replaces its rows in place
 LEAN_POINTS = 6  # points evaluated kept (a solve starting at one reuses its loss part, near one its z)
 LEAN_UPDATE = 3  # ... z moved from a stored point that differs in at most this many coordinates
@@ -653,11 +654,14 @@ DECIDE_LOCAL = (
     1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
 )
 DECIDE_SAFETY = 4.0  # ... and its lower end is f minus this many times the quadratic model's decrease dec / 2
+# (the compiled loop's constants, in the order _lean.lean_move passes them to its Newton loop)
+_CONSTS = (LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY, LEAN_MOVED, LEAN_PART)
+_NONE = np.empty(0, dtype=np.intp)
 
 
 class LeanRows:
-    """What the lean solves of one problem share: its arrays (:mod:`.lean`) and the last row blocks
-    J'[cols] gathered. Two active sets on the same problem (ARHT's f- and g_R-minimizers, which visit
+    """What the lean solves of one problem share: its arrays (:mod:`.lean`), the rows J' and the last
+    points evaluated. Two active sets on the same problem (ARHT's f- and g_R-minimizers, which visit
     the same supports) pass one of these to share them."""
 
     def __init__(self, P: Any, phi: Any):
@@ -668,66 +672,9 @@ class LeanRows:
         self.b, self.wc = np.asarray(P.b), np.asarray(P.wc)
         self.lin, self.rd = np.asarray(P.lin), np.asarray(P.rd)
         self.const = float(P.const)
-        self.rows: dict[bytes, np.ndarray] = {}
-        self.hessians = 0
         # the last points evaluated, (x over every coordinate, z = J x + b, sum wc phi(z), wc phi'(z),
         # wc phi''(z)): the loss part does not depend on the ridge, so the f- and g_R-solves share them
         self.points: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]] = []
-        self.buf = np.empty((0, len(self.b)))  # scratch of the products J_B' diag(c)
-
-    def weighted(self, JTB: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """J_B' diag(c) (rows of JTB times c) in a scratch block (valid until the next call)."""
-        if self.buf.shape[0] < JTB.shape[0]:
-            self.buf = np.empty((JTB.shape[0] + 8, len(self.b)))
-        return np.multiply(JTB, c, out=self.buf[: JTB.shape[0]])
-
-    def start(self, cols: np.ndarray, u: np.ndarray, JTB: np.ndarray | None = None) -> tuple[np.ndarray, tuple | None]:
-        """z = J_B u + b at the point x[cols] = u (zero elsewhere), and the loss part there when
-        it is a point evaluated before. From a stored point that differs in at most LEAN_UPDATE
-        coordinates (a swap: one coordinate out, one in; the ridge moving a few), z is that point's
-        z plus the change on those coordinates (the linear predictor moved by x_i dx_i - x_j w_j,
-        not recomputed over the support)."""
-        x = np.zeros(len(self.lin))
-        x[cols] = u
-        for xe, ze, fe, d1e, d2e in reversed(self.points):
-            dx = x - xe
-            on = np.flatnonzero(dx)
-            if len(on) == 0:
-                return ze, (fe, d1e, d2e)
-            if len(on) <= LEAN_UPDATE:
-                return ze + dx[on] @ self.JT[on], None
-        return u @ (self.gather(cols) if JTB is None else JTB) + self.b, None
-
-    def remember(
-        self, cols: np.ndarray, u: np.ndarray, z: np.ndarray, fl: float, d1: np.ndarray, d2: np.ndarray
-    ) -> None:
-        x = np.zeros(len(self.lin))
-        x[cols] = u
-        if len(self.points) >= LEAN_POINTS:
-            self.points.pop(0)
-        self.points.append((x, z, fl, d1, d2))
-
-    def gather(self, cols: np.ndarray) -> np.ndarray:
-        key = cols.tobytes()
-        JTB = self.rows.get(key)
-        if JTB is None:
-            if len(self.rows) >= LEAN_ROWS:
-                self.rows.pop(next(iter(self.rows)))
-            JTB = self.rows[key] = self.JT[cols]
-        return JTB
-
-    def loss(self, z: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """sum wc phi(z), wc phi'(z), wc phi''(z): the compiled kernel's one pass over the samples
-        (``_lean.losses``, the formulas of the loss's atom, ``phi.derivs``)."""
-        d1, d2 = np.empty(len(z)), np.empty(len(z))
-        return self.kernel.losses(self.P, z, d1, d2), d1, d2
-
-
-def _where(order: np.ndarray, cols: np.ndarray, n: int) -> np.ndarray:
-    """The position in ``order`` of each of ``cols`` (-1 where absent); both hold distinct indices < n."""
-    look = np.full(n, -1, dtype=np.int64)
-    look[order] = np.arange(len(order))
-    return look[cols]
 
 
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:
@@ -737,7 +684,7 @@ def lean_rows(lp: LoweredProblem) -> LeanRows | None:
         from ..numerics import _lean
     except ImportError:
         return None
-    if not hasattr(_lean, "lean_newton"):  # a build older than its loop (sources updated, not rebuilt): the same
+    if not hasattr(_lean, "lean_move"):  # a build older than its loop (sources updated, not rebuilt): the same
         return None
     data = lean_data(lp)
     if data is None or data.quadratic or data.phi is None or data.phi.name not in LEAN_LOSSES:
@@ -751,12 +698,14 @@ class _LeanNewton:
     (logistic, exp), for a support that changes one coordinate at a time (ARHT's f- and
     g_R-minimizers): the damped Newton loop of :func:`sparsemodel.numerics.newton.newton` (the same
     stopping test on the Newton decrement and Armijo constant) on the gathered rows J'[cols], with
-    the Hessian of the loss part kept across solves. The loop runs compiled
-    (:func:`sparsemodel.numerics._lean.lean_newton`: one pass over the samples per loss evaluation,
-    BLAS products on the contiguous rows, no Python per step); the Hessians are formed and moved
-    here. A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets
-    on the same rows: the loss part does not depend on the ridge) reuses its loss part; one starting
-    a swap away moves its linear predictor z by the coordinates that changed.
+    the Hessian of the loss part kept across solves. Each solve is one compiled call
+    (:func:`sparsemodel.numerics._lean.lean_move`; its loop ``_lean_newton``: one pass over the
+    samples per loss evaluation, the gradient at a full step's trial point computed with it, no
+    Python per step), which also forms, updates and moves the Hessians (``_renew``,
+    ``_start_hessian``); the engine's state (its block, Hessians and points) stays on this object.
+    A solve starting at a point evaluated before (LEAN_POINTS kept, shared by the active sets on the
+    same rows: the loss part does not depend on the ridge) reuses its loss part; one starting a swap
+    away moves its linear predictor z by the coordinates that changed.
 
     The rows J'[cols] are this engine's working block, in its own slot order: a support a swap
     away writes the entering column's row over the leaving one's (:meth:`rows`), so a swap copies
@@ -769,8 +718,8 @@ class _LeanNewton:
     :func:`sparsemodel.numerics.newton._stale_direction`: when every curvature lies within [lo, hi]
     times c0, the true Hessian lies within [min(lo, 1), max(hi, 1)] times the one factorized (the
     ridges do not move), so the true decrement is at most the computed one over min(lo, 1), and the
-    solve stops on that bound. A Hessian at the current point is formed (:meth:`_renew`: an update
-    on the samples whose curvature moved, or from scratch) when the curvatures left [1/2, 2] times
+    solve stops on that bound. A Hessian at the current point is formed (the kernel's ``_renew``: an
+    update on the samples whose curvature moved, or from scratch) when the curvatures left [1/2, 2] times
     c0, a step cut the decrement by less than a factor 10, more than LEAN_CHORD further steps would
     be needed at its rate, or a step needed backtracking.
 
@@ -799,30 +748,17 @@ class _LeanNewton:
         # column's row over the leaving one's (no gathered copy of the whole support)
         self.work: np.ndarray | None = None
         self.wcols = np.empty(0, dtype=np.int64)
+        self.blocks: dict[int, np.ndarray] = {}  # a gathered block's buffer by its number of rows
         self.c0 = np.zeros(0)
 
     def start_hessian(self, cols: np.ndarray, JTB: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """A Hessian of the loss part on ``cols`` (in their order, that of the rows JTB) at stored
-        curvatures c0, and c0 (None: none stored): the last one this engine formed on these columns
-        (LEAN_HESSIANS kept), else its last one moved to ``cols`` (the entries of the columns kept are
-        copied, a new column is J_B' (c0 J_i))."""
-        same = self.hessians_on.get(np.sort(cols).tobytes())
-        if same is not None:
-            G, c0, order = same
-            if np.array_equal(order, cols):
-                return G.copy(), c0
-            at = _where(order, cols, self.lp.n)
-            return G.take(at, axis=0).take(at, axis=1), c0
-        if self.G is None:
+        """The Hessian of the loss part on ``cols`` (in their order, that of the rows JTB) a solve there
+        starts from, at its curvatures c0, and c0 (None: none stored; the kernel's
+        ``lean_hessian_source``)."""
+        Gsrc, srccols, c0 = self.sh.kernel.lean_hessian_source(self, np.sort(cols).tobytes())
+        if Gsrc is None:
             return None
-        at = _where(self.Gcols, cols, self.lp.n)
-        new = np.flatnonzero(at < 0)
-        Gp = self.G.take(np.maximum(at, 0), axis=0).take(np.maximum(at, 0), axis=1)  # (new rows: filled below)
-        if len(new):
-            B = JTB @ (JTB[new] * self.c0).T  # the new columns, in the order of cols
-            Gp[:, new] = B
-            Gp[new, :] = B.T
-        return Gp, self.c0
+        return self.sh.kernel.lean_start_hessian(JTB, Gsrc, srccols, cols, c0), c0
 
     def rows(self, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The support ``cols`` (sorted) in this engine's slot order and its rows J'[cols] in that
@@ -830,50 +766,14 @@ class _LeanNewton:
         those of the leaving ones, else a gathered copy (a support of another size, or farther)."""
         w = self.wcols
         if self.work is not None and len(w) == len(cols):
-            mark = np.zeros(self.lp.n, dtype=bool)
-            mark[cols] = True
-            out = np.flatnonzero(~mark[w])
-            if len(out) == 0:
-                return w, self.work
-            if len(out) <= LEAN_SWAPS:
-                mark[:] = False
-                mark[w] = True
-                w = w.copy()
-                w[out] = cols[~mark[cols]]
-                self.work[out] = self.sh.JT[w[out]]
+            w = w.copy()  # (the slot order a Hessian was stored with stays as it was)
+            if self.sh.kernel.lean_rows(self.sh.JT, self.work, w, cols, LEAN_SWAPS) >= 0:
                 self.wcols = w
                 return w, self.work
         self.work = self.sh.JT[cols]
         self.wcols = cols.copy()
         return self.wcols, self.work
 
-    def _renew(
-        self, G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, JTB: np.ndarray, full: bool
-    ) -> tuple[np.ndarray, np.ndarray, bool]:
-        """The Hessian of the loss part at (about) the curvatures d2, its curvatures, and whether
-        they are d2 exactly. From the Hessian G at c0 on the same columns: G + J_B' diag(d2 - c0) J_B
-        over the samples whose curvature moved by more than LEAN_MOVED relative (exactly the Hessian
-        at c0 with those entries replaced by d2's, so the certification of :meth:`move` holds), when
-        they are at most LEAN_PART of them; else formed from scratch."""
-        self.sh.hessians += 1
-        if not full and G is not None and len(c0) == len(d2):
-            diff = d2 - c0
-            moved = np.flatnonzero(np.abs(diff) > LEAN_MOVED * np.maximum(d2, c0))
-            if len(moved) <= LEAN_PART * len(d2):
-                Jm = JTB[:, moved]
-                c1 = c0.copy()
-                c1[moved] = d2[moved]
-                return G + (Jm * diff[moved]) @ Jm.T, c1, False
-        return self.sh.weighted(JTB, d2) @ JTB.T, d2, True
-
-    def keep_hessian(self, cols: np.ndarray, G: np.ndarray, c0: np.ndarray) -> None:
-        key = np.sort(cols).tobytes()
-        self.hessians_on.pop(key, None)
-        if len(self.hessians_on) >= LEAN_HESSIANS:
-            self.hessians_on.pop(next(iter(self.hessians_on)))
-        self.hessians_on[key] = (G, c0, cols)
-
-    @np.errstate(over="ignore", divide="ignore", invalid="ignore")  # steps outside the domain give inf
     def move(
         self,
         F: np.ndarray,
@@ -884,53 +784,24 @@ class _LeanNewton:
         decide: Callable[[float, float], bool] | None = None,
         accurate: bool = False,
     ) -> tuple[np.ndarray, float] | None:
-        sh = self.sh
-        cols = np.sort(np.concatenate([F, C[sel]]).astype(np.int64))
-        if len(cols) == 0:
-            return None
-        cols, JTB = self.rows(cols)  # (in this engine's slot order from here on)
-        r = sh.rd[cols].copy()
-        if ridge is not None:
-            on = np.zeros(self.lp.n)
-            on[C[np.asarray(ridge[1], dtype=np.int64)]] = ridge[0]
-            r += on[cols]
-        lin = sh.lin[cols]
-        u = np.array(x0[cols], dtype=float)
-        scale = 1.0 + float(np.linalg.norm(u))
-        z, known = sh.start(cols, u, JTB)
-        fl, d1, d2 = known if known is not None else sh.loss(z)
-        f = sh.const + fl + float(lin @ u) + 0.5 * float(r @ (u * u))
-        if not np.isfinite(f):
-            return None
-        start = self.start_hessian(cols, JTB)
-        G, c0 = start if start is not None else (None, self.c0)
-        if known is not None:  # (a stored point's arrays: the loop overwrites its own)
-            z, d1, d2 = z.copy(), d1.copy(), d2.copy()
-
-        def renew(G: np.ndarray | None, c0: np.ndarray, d2: np.ndarray, full: bool) -> tuple:
-            return self._renew(G, c0, d2, JTB, full)
-
-        state, its, f, fl, lower, G, c0 = sh.kernel.lean_newton(
-            sh.P, JTB, lin, r, u, z, d1, d2, f, fl, G, c0, self.tol, decide, accurate, renew,
-            LEAN_STALE, LEAN_RATE, LEAN_CHORD, DECIDE_LOCAL, DECIDE_SAFETY,
+        """The restricted minimizer on F ∪ C[sel] (with the ridge rho on C[R], ``ridge=(rho, R)``)
+        from x0, and its value; None where this path gives no answer. One compiled call
+        (``_lean.lean_move``: the working block, the start, the Hessian kept or moved, the loop, the
+        bookkeeping)."""
+        rho, R = (0.0, _NONE) if ridge is None else (float(ridge[0]), np.asarray(ridge[1], dtype=np.intp))
+        return self.sh.kernel.lean_move(
+            self, self.sh, F, C, sel, rho, R, x0, decide, accurate, self.tol, _CONSTS,
+            LEAN_SWAPS, LEAN_UPDATE, LEAN_POINTS, LEAN_HESSIANS,
         )  # fmt: skip
-        conv, stopped = state == 0, state == 1
-        self.lp.oracle.charge(solves=1, grads=its, ifo=self.lp.n_samples * its)
-        if not (conv or stopped) or float(np.linalg.norm(u)) > 1e4 * scale:
-            return None
-        if G is not None:
-            self.G, self.Gcols, self.c0 = G, cols, c0
-            self.keep_hessian(cols, G, c0)
-        self.cols, self.u, self.d1 = cols, u, d1
-        sh.remember(cols, u, z, fl, d1, d2)
-        self.exact, self.lower = not stopped, lower
-        x = self.lp.zeros()
-        x[cols] = u
-        return x, f
 
-    def grad(self) -> np.ndarray:
-        """The gradient of f (without the ridge) at the last point moved to."""
+    def grad(self, at: np.ndarray | None = None) -> np.ndarray:
+        """The gradient of f (without the ridge) at the last point moved to; with ``at`` (flat
+        coordinates off the support) only there (0 elsewhere), one product per row."""
         sh = self.sh
+        if at is not None:
+            g = np.zeros(len(sh.lin))
+            sh.kernel.lean_grad(sh.JT, self.d1, sh.lin, np.asarray(at, dtype=np.intp), g)
+            return g
         g = sh.JT @ self.d1 + sh.lin
         g[self.cols] += sh.rd[self.cols] * self.u
         return g

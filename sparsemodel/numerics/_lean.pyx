@@ -46,15 +46,18 @@ cdef extern from *:
     #include <stdint.h>
     #include <string.h>
     #include <math.h>
-    /* The logistic loss's terms for the restricted Newton solves of ARHT (lean_newton, losses): written
+    /* The logistic loss's terms for the restricted Newton solves of ARHT (lean_move, losses): written
        without branches or calls so that the compiler vectorizes the loop; with GCC on x86-64 Linux also
-       an AVX2 clone chosen at load time (target_clones). exp(x), x = -|z| <= 0: round(x / ln 2) = k by the
+       an AVX2 (with FMA from GCC 12 on) clone chosen at load time (target_clones). exp(x), x = -|z| <= 0: round(x / ln 2) = k by the
        shifter 1.5 * 2^52, r = x - k ln 2 in two parts (Cody-Waite, fdlibm's e_exp.c), e^r by its Taylor
        polynomial of degree 13 (|r| <= ln 2 / 2: the remainder is below 2^-57), times 2^k from its bits;
        0 below -708.7 (where e^x < 2^-1022.5, a subnormal). log1p(e), e in [0, 1]: fdlibm's s_log1p.c (u = 1 + e rounded, its
        rounding error corrected; above sqrt 2 halved; 2 atanh(s) = log1p(f), s = f / (2 + f), by its
        degree-14 polynomial in s). Both within about one ulp (the tests compare them with exp, log1p). */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
+    /* (x86-64-v3: AVX2 with FMA, which GCC contracts a * b + c into: a fifth less time than AVX2 alone) */
+    #define LEAN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+    #elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
     #define LEAN_CLONES __attribute__((target_clones("avx2", "default")))
     #else
     #define LEAN_CLONES
@@ -524,15 +527,23 @@ cdef double _losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2, in
 
 cdef double _loss_pass(Problem P, double[::1] z, double[::1] d1, double[::1] d2, double[::1] vw) noexcept nogil:
     """``_losses(P, z, d1, d2, 2)``; the logistic loss's terms by ``lean_logistic_terms`` (vectorized;
-    ``vw`` scratch of len(z)), summed in the same order."""
-    cdef Py_ssize_t i, n = z.shape[0]
-    cdef double total = 0.0
+    ``vw`` scratch of len(z)), summed in four interleaved partial sums (added pairwise at the end: four
+    independent chains of additions instead of one)."""
+    cdef Py_ssize_t i = 0, n = z.shape[0]
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
     if P.code != 1 or n == 0 or vw.shape[0] < n:
         return _losses(P, z, d1, d2, 2)
     lean_logistic_terms(&z[0], &P.wc[0], &vw[0], &d1[0], &d2[0], n)
-    for i in range(n):
-        total += vw[i]
-    return total
+    while i + 4 <= n:
+        a0 += vw[i]
+        a1 += vw[i + 1]
+        a2 += vw[i + 2]
+        a3 += vw[i + 3]
+        i += 4
+    while i < n:
+        a0 += vw[i]
+        i += 1
+    return (a0 + a1) + (a2 + a3)
 
 
 cdef void _affine(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] z) noexcept nogil:
@@ -2615,6 +2626,175 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
 
 # ---------------------------------------------------------------------- ARHT's restricted Newton solves
 
+cdef extern from *:
+    """
+    /* ARHT's Hessians (the Newton loop's _renew): G += X diag(w) X' on the lower triangle (C order) of the
+       nb x nb matrix G, X the nb rows of n samples (row stride ld). Tiles of 2 x 4 entries of G, each
+       summed over the samples in four lanes (GCC's and Clang's vector types; plain loops elsewhere),
+       the lanes added at the end; blocks of 256 samples, so a block of
+       the rows stays in cache while every tile reads it. A tile at the edge reads its last row or
+       column again (clamped) and stores only the entries that exist; entries above the diagonal that
+       a tile across it computes are left to the caller's mirror. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define LEAN_GRAM_CLONES __attribute__((target_clones("fma", "default")))
+    #else
+    #define LEAN_GRAM_CLONES
+    #endif
+    #if defined(__GNUC__) || defined(__clang__)
+    typedef double lean_v4 __attribute__((vector_size(32)));
+    /* (macros, not functions: a vector returned by a function outside the clones changes the ABI) */
+    #define LEAN_LOAD4(v, p) memcpy(&(v), (p), sizeof(v))
+    #define LEAN_LANES(v) (((v)[0] + (v)[1]) + ((v)[2] + (v)[3]))
+    #endif
+    LEAN_GRAM_CLONES
+    static void lean_gram(const double *LEAN_RESTRICT X, Py_ssize_t ld, const double *LEAN_RESTRICT w,
+                          Py_ssize_t nb, Py_ssize_t n, double *LEAN_RESTRICT G) {
+        const Py_ssize_t QB = 256;
+        for (Py_ssize_t q0 = 0; q0 < n; q0 += QB) {
+            Py_ssize_t q1 = q0 + QB < n ? q0 + QB : n, qv = q0 + ((q1 - q0) & ~(Py_ssize_t)3);
+            for (Py_ssize_t i0 = 0; i0 < nb; i0 += 2) {
+                const double *x0 = X + i0 * ld, *x1 = X + (i0 + 1 < nb ? i0 + 1 : i0) * ld;
+                for (Py_ssize_t j0 = 0; j0 <= i0 + 1 && j0 < nb; j0 += 4) {
+                    const double *y0 = X + j0 * ld, *y1 = X + (j0 + 1 < nb ? j0 + 1 : nb - 1) * ld;
+                    const double *y2 = X + (j0 + 2 < nb ? j0 + 2 : nb - 1) * ld;
+                    const double *y3 = X + (j0 + 3 < nb ? j0 + 3 : nb - 1) * ld;
+                    double acc[2][4];
+    #if defined(__GNUC__) || defined(__clang__)
+                    lean_v4 s00 = {0.0, 0.0, 0.0, 0.0}, s01 = s00, s02 = s00, s03 = s00;
+                    lean_v4 s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+                    for (Py_ssize_t q = q0; q < qv; q += 4) {
+                        lean_v4 wq, a0, a1, b;
+                        LEAN_LOAD4(wq, w + q);
+                        LEAN_LOAD4(a0, x0 + q);
+                        LEAN_LOAD4(a1, x1 + q);
+                        a0 *= wq;
+                        a1 *= wq;
+                        LEAN_LOAD4(b, y0 + q);
+                        s00 += a0 * b; s10 += a1 * b;
+                        LEAN_LOAD4(b, y1 + q);
+                        s01 += a0 * b; s11 += a1 * b;
+                        LEAN_LOAD4(b, y2 + q);
+                        s02 += a0 * b; s12 += a1 * b;
+                        LEAN_LOAD4(b, y3 + q);
+                        s03 += a0 * b; s13 += a1 * b;
+                    }
+                    acc[0][0] = LEAN_LANES(s00); acc[0][1] = LEAN_LANES(s01);
+                    acc[0][2] = LEAN_LANES(s02); acc[0][3] = LEAN_LANES(s03);
+                    acc[1][0] = LEAN_LANES(s10); acc[1][1] = LEAN_LANES(s11);
+                    acc[1][2] = LEAN_LANES(s12); acc[1][3] = LEAN_LANES(s13);
+    #else
+                    double lane[2][4][4] = {{{0.0}}};
+                    for (Py_ssize_t q = q0; q < qv; q += 4)
+                        for (int k = 0; k < 4; k++) {
+                            double a0 = w[q + k] * x0[q + k], a1 = w[q + k] * x1[q + k];
+                            lane[0][0][k] += a0 * y0[q + k]; lane[1][0][k] += a1 * y0[q + k];
+                            lane[0][1][k] += a0 * y1[q + k]; lane[1][1][k] += a1 * y1[q + k];
+                            lane[0][2][k] += a0 * y2[q + k]; lane[1][2][k] += a1 * y2[q + k];
+                            lane[0][3][k] += a0 * y3[q + k]; lane[1][3][k] += a1 * y3[q + k];
+                        }
+                    for (int a = 0; a < 2; a++)
+                        for (int c = 0; c < 4; c++)
+                            acc[a][c] = (lane[a][c][0] + lane[a][c][1]) + (lane[a][c][2] + lane[a][c][3]);
+    #endif
+                    for (Py_ssize_t q = qv; q < q1; q++) {
+                        double a0 = w[q] * x0[q], a1 = w[q] * x1[q];
+                        acc[0][0] += a0 * y0[q]; acc[1][0] += a1 * y0[q];
+                        acc[0][1] += a0 * y1[q]; acc[1][1] += a1 * y1[q];
+                        acc[0][2] += a0 * y2[q]; acc[1][2] += a1 * y2[q];
+                        acc[0][3] += a0 * y3[q]; acc[1][3] += a1 * y3[q];
+                    }
+                    for (int a = 0; a < 2 && i0 + a < nb; a++)
+                        for (int c = 0; c < 4 && j0 + c < nb; c++)
+                            G[(i0 + a) * nb + j0 + c] += acc[a][c];
+                }
+            }
+        }
+    }
+    /* out[r k + j] = X_r' V_j for the rows r = rows[0..nr) of X (rows NULL: 0..nr; row stride ld) and the
+       k <= 4 vectors V_j (stride ld too) of n entries: each row read once for all k (the products of a
+       row block with a few right-hand sides, BLAS's gemm with a thin right side packs the whole block
+       first). Two rows at a time, four lanes per sum as lean_gram; a missing second row or vector
+       is the last one read again, not stored. */
+    LEAN_GRAM_CLONES
+    static void lean_dots(const double *LEAN_RESTRICT X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr,
+                          const double *LEAN_RESTRICT V, Py_ssize_t vld, Py_ssize_t k, Py_ssize_t n,
+                          double *LEAN_RESTRICT out) {
+        Py_ssize_t nv = n & ~(Py_ssize_t)3;
+        const double *v0 = V, *v1 = V + (k > 1 ? 1 : 0) * vld, *v2 = V + (k > 2 ? 2 : k - 1) * vld;
+        const double *v3 = V + (k > 3 ? 3 : k - 1) * vld;
+        for (Py_ssize_t r0 = 0; r0 < nr; r0 += 2) {
+            Py_ssize_t ra = rows ? rows[r0] : r0, rb = r0 + 1 < nr ? (rows ? rows[r0 + 1] : r0 + 1) : ra;
+            const double *x0 = X + ra * ld, *x1 = X + rb * ld;
+            double acc[2][4];
+    #if defined(__GNUC__) || defined(__clang__)
+            lean_v4 s00 = {0.0, 0.0, 0.0, 0.0}, s01 = s00, s02 = s00, s03 = s00;
+            lean_v4 s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+            if (k == 1) {
+                for (Py_ssize_t q = 0; q < nv; q += 4) {
+                    lean_v4 a0, a1, b;
+                    LEAN_LOAD4(a0, x0 + q);
+                    LEAN_LOAD4(a1, x1 + q);
+                    LEAN_LOAD4(b, v0 + q);
+                    s00 += a0 * b; s10 += a1 * b;
+                }
+            } else if (k == 2) {
+                for (Py_ssize_t q = 0; q < nv; q += 4) {
+                    lean_v4 a0, a1, b;
+                    LEAN_LOAD4(a0, x0 + q);
+                    LEAN_LOAD4(a1, x1 + q);
+                    LEAN_LOAD4(b, v0 + q);
+                    s00 += a0 * b; s10 += a1 * b;
+                    LEAN_LOAD4(b, v1 + q);
+                    s01 += a0 * b; s11 += a1 * b;
+                }
+            } else {
+                for (Py_ssize_t q = 0; q < nv; q += 4) {
+                    lean_v4 a0, a1, b;
+                    LEAN_LOAD4(a0, x0 + q);
+                    LEAN_LOAD4(a1, x1 + q);
+                    LEAN_LOAD4(b, v0 + q);
+                    s00 += a0 * b; s10 += a1 * b;
+                    LEAN_LOAD4(b, v1 + q);
+                    s01 += a0 * b; s11 += a1 * b;
+                    LEAN_LOAD4(b, v2 + q);
+                    s02 += a0 * b; s12 += a1 * b;
+                    LEAN_LOAD4(b, v3 + q);
+                    s03 += a0 * b; s13 += a1 * b;
+                }
+            }
+            acc[0][0] = LEAN_LANES(s00); acc[0][1] = LEAN_LANES(s01);
+            acc[0][2] = LEAN_LANES(s02); acc[0][3] = LEAN_LANES(s03);
+            acc[1][0] = LEAN_LANES(s10); acc[1][1] = LEAN_LANES(s11);
+            acc[1][2] = LEAN_LANES(s12); acc[1][3] = LEAN_LANES(s13);
+    #else
+            double lane[2][4][4] = {{{0.0}}};
+            for (Py_ssize_t q = 0; q < nv; q += 4)
+                for (int t = 0; t < 4; t++) {
+                    lane[0][0][t] += x0[q + t] * v0[q + t]; lane[1][0][t] += x1[q + t] * v0[q + t];
+                    lane[0][1][t] += x0[q + t] * v1[q + t]; lane[1][1][t] += x1[q + t] * v1[q + t];
+                    lane[0][2][t] += x0[q + t] * v2[q + t]; lane[1][2][t] += x1[q + t] * v2[q + t];
+                    lane[0][3][t] += x0[q + t] * v3[q + t]; lane[1][3][t] += x1[q + t] * v3[q + t];
+                }
+            for (int a = 0; a < 2; a++)
+                for (int c = 0; c < 4; c++)
+                    acc[a][c] = (lane[a][c][0] + lane[a][c][1]) + (lane[a][c][2] + lane[a][c][3]);
+    #endif
+            for (Py_ssize_t q = nv; q < n; q++) {
+                acc[0][0] += x0[q] * v0[q]; acc[1][0] += x1[q] * v0[q];
+                acc[0][1] += x0[q] * v1[q]; acc[1][1] += x1[q] * v1[q];
+                acc[0][2] += x0[q] * v2[q]; acc[1][2] += x1[q] * v2[q];
+                acc[0][3] += x0[q] * v3[q]; acc[1][3] += x1[q] * v3[q];
+            }
+            for (int a = 0; a < 2 && r0 + a < nr; a++)
+                for (Py_ssize_t c = 0; c < k; c++)
+                    out[(r0 + a) * k + c] = acc[a][c];
+        }
+    }
+    """
+    void lean_gram(const double *X, Py_ssize_t ld, const double *w, Py_ssize_t nb, Py_ssize_t n, double *G) noexcept nogil
+    void lean_dots(const double *X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr, const double *V,
+                   Py_ssize_t vld, Py_ssize_t k, Py_ssize_t n, double *out) noexcept nogil
+
 
 cdef inline double _chord_steps(double dec, double prev, double target) noexcept nogil:
     """The chord steps still needed to bring the decrement from ``dec`` to ``target`` at the rate of
@@ -2627,7 +2807,7 @@ cdef inline double _chord_steps(double dec, double prev, double target) noexcept
 
 cdef inline double _objective_at(Problem P, double loss, double[::1] lin, double[::1] r, double[::1] u) noexcept nogil:
     """ARHT's restricted objective at the coefficients u of its gathered columns: the constant, the
-    loss's value there, the linear term and the ridge r / 2 u^2 (lean_newton's polish and line search)."""
+    loss's value there, the linear term and the ridge r / 2 u^2 (the Newton loop's polish and line search)."""
     cdef double f = P.const + loss
     cdef Py_ssize_t i
     for i in range(u.shape[0]):
@@ -2635,29 +2815,179 @@ cdef inline double _objective_at(Problem P, double loss, double[::1] lin, double
     return f
 
 
-def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
-                double[::1] d1, double[::1] d2, double f, double fl, G, c0, double tol, decide, bint accurate,
-                renew, double stale, double rate, double chord, double local, double safety):
+cdef void _mirror(double[:, ::1] G) noexcept nogil:
+    """The upper triangle (C order) from the lower one, which :func:`lean_gram` writes."""
+    cdef Py_ssize_t nb = G.shape[0], i, j
+    for i in range(nb):
+        for j in range(i + 1, nb):
+            G[i, j] = G[j, i]
+
+
+cdef tuple _renew(double[:, ::1] JTB, object G, object c0, double[::1] d2, bint full, double moved_rel, double part):
+    """The Hessian of the loss part at (about) the curvatures d2, its curvatures, and whether they
+    are d2 exactly: from the Hessian G at c0 on the same columns, G + J_B' diag(d2 - c0) J_B over the
+    samples whose curvature moved by more than ``moved_rel`` relative (exactly the Hessian at c0 with
+    those entries replaced by d2's, so the certification of ``_lean_newton`` holds), when they
+    are at most the share ``part`` of them (and not ``full``); else J_B' diag(d2) J_B formed anew
+    (both by ``lean_gram``). New arrays (G may be a stored Hessian)."""
+    cdef Py_ssize_t nb = JTB.shape[0], n = d2.shape[0], i, c, m = 0
+    cdef double[::1] cv, c1v, wv
+    cdef double[:, ::1] Hv, Xv
+    cdef Py_ssize_t[::1] iv
+    cdef double diff
+    if not full and G is not None and c0.shape[0] == n:
+        cv = c0
+        iv = np.empty(n, dtype=np.intp)
+        wv = np.empty(n)
+        for i in range(n):
+            diff = d2[i] - cv[i]
+            if fabs(diff) > moved_rel * max(d2[i], cv[i]):
+                iv[m] = i
+                wv[m] = diff
+                m += 1
+        if m <= part * n:
+            H = np.array(G, dtype=float, order="C")
+            c1 = np.array(c0, dtype=float)
+            Hv, c1v = H, c1
+            if m > 0:
+                Xv = np.empty((nb, m))  # (the rows of the samples that moved, gathered)
+                for c in range(nb):
+                    for i in range(m):
+                        Xv[c, i] = JTB[c, iv[i]]
+                for i in range(m):
+                    c1v[iv[i]] = d2[iv[i]]
+                lean_gram(&Xv[0, 0], m, &wv[0], nb, m, &Hv[0, 0])
+                _mirror(Hv)
+            return H, c1, False
+    H = np.zeros((nb, nb))
+    Hv = H
+    if n > 0 and nb > 0:
+        lean_gram(&JTB[0, 0], n, &d2[0], nb, n, &Hv[0, 0])
+    _mirror(Hv)
+    return H, np.array(d2), True
+
+
+def lean_hessian(double[:, ::1] JTB, G, c0, double[::1] d2, bint full, double moved_rel, double part):
+    """The Newton loop's Hessian renewal (``_renew``) for the tests: (G', c', formed anew)."""
+    return _renew(JTB, G, c0, d2, full, moved_rel, part)
+
+
+cdef double _trial(Problem P, double[:, ::1] JTB, double[::1] z, double[::1] step, double[::1] dz, double[::1] zt,
+                   double[::1] e1, double[::1] e2, double[::1] vw, double[::1] gl) noexcept nogil:
+    """The full Newton step's trial point: dz = J_B step, zt = z + dz, the loss terms there (e1 =
+    wc phi', e2 = wc phi''; their sum returned) and gl = J_B' e1, the loss part of the gradient
+    there (the next iteration's, when the step is accepted, as it nearly always is)."""
+    cdef Py_ssize_t n = JTB.shape[1], i
+    cdef int inb = <int> JTB.shape[0], inn = <int> n, one = 1
+    cdef double alpha = 1.0, beta = 0.0, total
+    dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
+    for i in range(n):
+        zt[i] = z[i] + dz[i]
+    total = _loss_pass(P, zt, e1, e2, vw)
+    dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &e1[0], &one, &beta, &gl[0], &one)
+    return total
+
+
+cdef object _start_hessian(double[:, ::1] JTB, object Gsrc, Py_ssize_t[::1] srccols, Py_ssize_t[::1] cols,
+                           double[::1] c0, double[::1] d1, double[::1] gl):
+    """The Hessian of the loss part on ``cols`` (in their order, that of the rows JTB) at the stored
+    curvatures c0, from Gsrc on ``srccols`` at c0: the entries of the columns both hold copied, a new
+    column J_B' (c0 J_i). With d1 (not None) also gl = J_B' d1, in the same pass over the rows (one
+    product with the new columns' right-hand sides)."""
+    cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], ns = srccols.shape[0], a, c, q, m, k = 0, kk
+    cdef int inb = <int> nb, inn = <int> n, one = 1
+    cdef double alpha = 1.0, beta = 0.0
+    cdef double[:, ::1] Gs = Gsrc, Gv, Mv, Ov
+    cdef Py_ssize_t[::1] at = np.empty(nb, dtype=np.intp), new = np.empty(nb, dtype=np.intp)
+    for a in range(nb):
+        at[a] = -1
+        for c in range(ns):
+            if srccols[c] == cols[a]:
+                at[a] = c
+                break
+        if at[a] < 0:
+            new[k] = a
+            k += 1
+    G = np.empty((nb, nb))
+    Gv = G
+    for a in range(nb):
+        if at[a] >= 0:
+            for c in range(nb):
+                if at[c] >= 0:
+                    Gv[a, c] = Gs[at[a], at[c]]
+    kk = k + (d1 is not None)
+    if kk == 0:
+        return G
+    if k == 0:  # (the gradient alone: the loop's own product)
+        dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &d1[0], &one, &beta, &gl[0], &one)
+        return G
+    M, O = np.empty((kk, n)), np.empty((nb, 4))
+    Mv, Ov = M, O
+    for q in range(k):
+        for c in range(n):
+            Mv[q, c] = c0[c] * JTB[new[q], c]
+    if d1 is not None:
+        Mv[k, :] = d1
+    a = 0
+    while a < kk:  # J_B' M[a:a+m]', four right-hand sides at a time (each row read once: ``lean_dots``)
+        m = min(4, kk - a)
+        lean_dots(&JTB[0, 0], n, NULL, nb, &Mv[a, 0], n, m, n, &Ov[0, 0])
+        for q in range(m):
+            if a + q < k:  # a new column of G
+                for c in range(nb):
+                    Gv[c, new[a + q]] = (&Ov[0, 0])[c * m + q]
+            else:  # the gradient's loss part
+                for c in range(nb):
+                    gl[c] = (&Ov[0, 0])[c * m + q]
+        a += m
+    for q in range(k):
+        for c in range(nb):
+            Gv[new[q], c] = Gv[c, new[q]]
+    return G
+
+
+def lean_start_hessian(double[:, ::1] JTB, Gsrc, Py_ssize_t[::1] srccols, Py_ssize_t[::1] cols, double[::1] c0):
+    """The Hessian the Newton loop starts from (``_start_hessian``), for the tests."""
+    return _start_hessian(JTB, Gsrc, srccols, cols, c0, None, None)
+
+
+cdef tuple _lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, double[::1] u, double[::1] z,
+                        double[::1] d1, double[::1] d2, double fl, object Gsrc, object srccols, Py_ssize_t[::1] cols,
+                        object c0, double tol, object decide, bint accurate, double stale, double rate, double chord,
+                        double local, double safety, double moved_rel, double part):
     """The loop of :class:`sparsemodel.lowering.active._LeanNewton` (its docstring has the method): damped
-    Newton on the gathered rows JTB = J'[cols] (nb x n) from the point u (its z = J_B u + b, loss
-    derivatives d1, d2, value f, loss part fl; all four overwritten with the end point's), with the
-    loss part's Hessian G (nb x nb, at the curvatures c0; None: none) certified by the curvature ratio
-    and renewed through ``renew(G, c0, d2, full) -> (G, c0, fresh)``; ``decide(f, lower)`` the
-    caller's test (None: none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged,
-    1 stopped by ``decide``, 2 no answer on this path (a Hessian not positive definite at the point, a
-    negative decrement), 3 the iteration limit."""
+    Newton on the gathered rows JTB = J'[cols] (nb x n) from the point u, its z = J_B u + b and the
+    loss part fl there with its derivatives d1, d2 (fl NaN: not known, d1 and d2 computed here; z,
+    d1 and d2 are overwritten with the end point's). The loss part's Hessian starts from Gsrc on
+    ``srccols`` at the curvatures c0 (``_start_hessian``, its new columns in the pass that gives the
+    first gradient; Gsrc None: none), is certified by the curvature ratio and renewed here
+    (``_renew``: an update on the samples whose curvature moved by more than ``moved_rel``, at most
+    the share ``part`` of them, else formed anew); ``decide(f, lower)`` the caller's test (None:
+    none). A full step's trial point comes with the gradient there (``_trial``); a point's gradient
+    serves every pass of the loop at it (a renewed Hessian needs none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged, 1 stopped by
+    ``decide``, 2 no answer on this path (a value not finite at the start, a Hessian not positive
+    definite at the point, a negative decrement), 3 the iteration limit."""
     cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], i, j, it, ls
     cdef int inb = <int> nb, inn = <int> n, one = 1
     cdef double alpha = 1.0, beta = 0.0, beta1 = 1.0, lo, hi, qv, dec, bound, prev_dec = INFINITY, t = 1.0
-    cdef double ft = 0.0, ft_l = 0.0, lower = f, s
-    cdef bint fresh = G is None, need = G is None, full = G is None, have_c = False, far, moved, nan
+    cdef double ft = 0.0, ft_l = 0.0, f, lower, s
+    cdef bint fresh = Gsrc is None, need = Gsrc is None, full = Gsrc is None, have_c = False, far, moved, nan
+    cdef bint have_g = False  # gl holds J_B' d1 at the current point
     cdef int state = 3, its = 0
-    if nb == 0 or n == 0:
-        return 2, 0, f, fl, f, G, c0
+    cdef double[::1] dz = np.empty(n), zt = np.empty(n), e1 = np.empty(n), e2 = np.empty(n), vw = np.empty(n), c0v
+    cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb), gl = np.empty(nb), gt = np.empty(nb)
+    if isnan(fl):
+        fl = _loss_pass(P, z, d1, d2, vw)
+    f = _objective_at(P, fl, lin, r, u)
+    lower = f
+    if nb == 0 or n == 0 or not isfinite(f):
+        return 2, 0, f, fl, f, None, c0
+    G = None
+    if not fresh:
+        G = _start_hessian(JTB, Gsrc, srccols, cols, c0, d1, gl)
+        have_g = True
     H, L = np.empty((nb, nb)), np.empty((nb, nb))
     cdef double[:, ::1] Hv = H, Lv = L, Gv
-    cdef double[::1] g = np.empty(nb), step = np.empty(nb), ut = np.empty(nb)
-    cdef double[::1] dz = np.empty(n), zt = np.empty(n), e1 = np.empty(n), e2 = np.empty(n), vw = np.empty(n), c0v
     cdef double[::1] z0 = z, d10 = d1, d20 = d2, sw  # (an accepted point swaps its arrays in: no copies)
     cdef bint swapped = False
     if not fresh:
@@ -2665,7 +2995,7 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
     for it in range(NEWTON_MAX_ITER):
         its += 1
         if need:
-            G, c0, fresh = renew(G, c0, np.array(d2), full)
+            G, c0, fresh = _renew(JTB, G, c0, d2, full, moved_rel, part)
             Gv, c0v = G, c0
             need = full = False
             prev_dec = INFINITY
@@ -2691,9 +3021,11 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
                 continue
             lo = min(lo, 1.0)
         # g = J_B' d1 + lin + r u  (JTB in C order is J_B in Fortran order)
-        dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &d1[0], &one, &beta, &g[0], &one)
+        if not have_g:
+            dgemv(b"T", &inn, &inb, &alpha, &JTB[0, 0], &inn, &d1[0], &one, &beta, &gl[0], &one)
+            have_g = True
         for i in range(nb):
-            g[i] += lin[i] + r[i] * u[i]
+            g[i] = gl[i] + lin[i] + r[i] * u[i]
         if not have_c:  # factorize G + diag(r) once per Hessian (the chord steps reuse it)
             for i in range(nb):
                 for j in range(nb):
@@ -2747,15 +3079,18 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
         if not fresh and (far or dec > rate * prev_dec or _chord_steps(dec, prev_dec, lo * bound) > chord):
             need = True  # slow progress on the stored Hessian: one at this point
             continue
-        dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
+        # the full step (its gradient too), then halvings along dz
         t = 1.0
         moved = False
         for ls in range(50):
             for i in range(nb):
                 ut[i] = u[i] + t * step[i]
-            for i in range(n):
-                zt[i] = z[i] + t * dz[i]
-            ft_l = _loss_pass(P, zt, e1, e2, vw)
+            if ls == 0:
+                ft_l = _trial(P, JTB, z, step, dz, zt, e1, e2, vw, gt)
+            else:
+                for i in range(n):
+                    zt[i] = z[i] + t * dz[i]
+                ft_l = _loss_pass(P, zt, e1, e2, vw)
             ft = _objective_at(P, ft_l, lin, r, ut)
             if ft <= f - 0.25 * t * dec:
                 u[:] = ut
@@ -2765,6 +3100,9 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
                 swapped = not swapped
                 f, fl = ft, ft_l
                 moved = True
+                have_g = ls == 0  # (the full step's trial gave the gradient at the new point)
+                if have_g:
+                    sw = gl; gl = gt; gt = sw
                 break
             t *= 0.5
         if not moved:
@@ -2782,9 +3120,228 @@ def lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[::1] r, d
     return state, its, f, fl, lower, G, c0
 
 
+def lean_rows(double[:, ::1] JT, double[:, ::1] work, Py_ssize_t[::1] wcols, Py_ssize_t[::1] cols,
+              Py_ssize_t swaps):
+    """:func:`_rows_swap` (for lowering/active._LeanNewton.rows)."""
+    return _rows_swap(JT, work, wcols, cols, swaps)
+
+
+cdef Py_ssize_t _rows_swap(double[:, ::1] JT, double[:, ::1] work, Py_ssize_t[::1] wcols, Py_ssize_t[::1] cols,
+                           Py_ssize_t swaps):
+    """An active set's working block (lowering/active._LeanNewton.rows): the rows JT[wcols] in its
+    slot order, moved to the sorted support ``cols`` of the same size in place, the entering columns
+    (in increasing order) written over the slots of the leaving ones (in slot order). Returns the
+    number of slots written, or -1 when more than ``swaps`` would be (nothing written: the caller
+    gathers a new block)."""
+    cdef Py_ssize_t nb = cols.shape[0], n = JT.shape[1], a, c, lo, hi, mid, k = 0, q
+    cdef Py_ssize_t[::1] out = np.empty(nb, dtype=np.intp), inn = np.empty(nb, dtype=np.intp)
+    cdef bint found
+    for a in range(nb):  # the slots whose column left (cols sorted: a binary search)
+        lo, hi = 0, nb
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if cols[mid] < wcols[a]:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo >= nb or cols[lo] != wcols[a]:
+            if k >= swaps:
+                return -1
+            out[k] = a
+            k += 1
+    if k == 0:
+        return 0
+    q = 0
+    for c in range(nb):  # the entering columns, in increasing order
+        found = False
+        for a in range(nb):
+            if wcols[a] == cols[c]:
+                found = True
+                break
+        if not found:
+            inn[q] = cols[c]
+            q += 1
+    for a in range(k):
+        wcols[out[a]] = inn[a]
+        work[out[a], :] = JT[inn[a], :n]
+    return k
+
+
+cdef Py_ssize_t _start_z(double[:, ::1] JT, double[::1] b, list points, double[::1] x, double[:, ::1] JTB,
+                         double[::1] u, double[::1] z, Py_ssize_t update):
+    """The linear predictor z = J x + b at the point x (over every coordinate; u its entries on the
+    rows JTB) into z, from the stored points (lowering/active.LeanRows.points, newest last): the
+    position of one equal to x (z not written: its arrays serve), -1 when z is a stored point's z
+    moved by the at most ``update`` coordinates where they differ (z_e + sum dx_c J_c), -2 when it is
+    formed (J_B u + b)."""
+    cdef Py_ssize_t D = x.shape[0], n = z.shape[0], p, c, i, k
+    cdef Py_ssize_t on[8]
+    cdef int inb = <int> JTB.shape[0], inn = <int> n, one = 1
+    cdef double alpha = 1.0, beta1 = 1.0, t
+    cdef double[::1] xe, ze
+    if update > 8:
+        update = 8
+    for p in range(len(points) - 1, -1, -1):
+        xe = points[p][0]
+        k = 0
+        for c in range(D):
+            if x[c] != xe[c]:
+                if k >= update:
+                    k = update + 1
+                    break
+                on[k] = c
+                k += 1
+        if k == 0:
+            return p
+        if k <= update:
+            ze = points[p][1]
+            for i in range(n):
+                t = 0.0
+                for c in range(k):
+                    t += (x[on[c]] - xe[on[c]]) * JT[on[c], i]
+                z[i] = ze[i] + t
+            return -1
+    z[:] = b
+    if inb > 0:
+        dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &u[0], &one, &beta1, &z[0], &one)
+    return -2
+
+
+def lean_hessian_source(eng, bytes key):
+    """The Hessian a solve of the engine ``eng`` (lowering/active._LeanNewton) on the support whose
+    sorted columns' bytes are ``key`` starts from, its columns and curvatures c0: the last one it
+    formed on these columns (kept by their bytes), else its last one (``_start_hessian`` moves it to
+    the support); (None, None, c0): none."""
+    same = eng.hessians_on.get(key)
+    if same is not None:
+        return same[0], same[2], same[1]
+    if eng.G is None:
+        return None, None, eng.c0
+    return eng.G, eng.Gcols, eng.c0
+
+
+def lean_move(eng, sh, Py_ssize_t[::1] F, Py_ssize_t[::1] C, Py_ssize_t[::1] sel, double rho, Py_ssize_t[::1] R,
+              double[::1] x0, decide, bint accurate, double tol, tuple consts, Py_ssize_t swaps, Py_ssize_t update,
+              Py_ssize_t npoints, Py_ssize_t nhessians):
+    """One solve of :meth:`sparsemodel.lowering.active._LeanNewton.move` (its docstring has the method)
+    on the engine ``eng`` and the shared state ``sh`` (a LeanRows): the support F ∪ C[sel] sorted, the
+    working block moved to it (``_rows_swap``, at most ``swaps`` rows written, else gathered anew),
+    the ridge r = rd + rho on C[R], the start x0 on the support, its linear predictor from the stored
+    points (``_start_z``; the ``npoints`` newest kept, ``update`` coordinates moved at most), the
+    Hessian kept on these columns (``nhessians`` kept) or the engine's last one moved to them,
+    the Newton loop (``_lean_newton``) with the constants ``consts`` (stale, rate, chord, local, safety,
+    moved, part), and the bookkeeping (the oracle's counts, the Hessian and point kept). Returns (x, f), or
+    None where this path gives no answer."""
+    cdef Py_ssize_t nf = F.shape[0], ns = sel.shape[0], nb = nf + ns, a, c, t, at, D, n
+    cdef double[:, ::1] JT = sh.JT
+    cdef double[::1] rd = sh.rd, linall = sh.lin, rv, linv, uv, xv, mark, zv, d1v, d2v
+    cdef double[:, ::1] JTBv
+    cdef Py_ssize_t[::1] cs, colsv
+    cdef double uu = 0.0, scale
+    if nb == 0:
+        return None
+    D, n = JT.shape[0], JT.shape[1]
+    cs_arr = np.empty(nb, dtype=np.intp)
+    cs = cs_arr
+    for a in range(nf):
+        cs[a] = F[a]
+    for a in range(ns):
+        cs[nf + a] = C[sel[a]]
+    for a in range(1, nb):  # (insertion sort: F and C[sel] are each sorted, so this is a merge's work)
+        t = cs[a]
+        c = a - 1
+        while c >= 0 and cs[c] > t:
+            cs[c + 1] = cs[c]
+            c -= 1
+        cs[c + 1] = t
+    key = cs_arr.tobytes()  # (the support's, for the Hessians kept by their columns)
+    work, wcols = eng.work, eng.wcols
+    cols = None
+    if work is not None and wcols.shape[0] == nb:
+        w = wcols.copy()  # (the slot order a Hessian was stored with stays as it was)
+        if _rows_swap(JT, work, w, cs, swaps) >= 0:
+            cols, JTB = w, work
+    if cols is None:  # (gathered into this engine's block of that size: no fresh pages per gather)
+        JTB = eng.blocks.get(nb)
+        if JTB is None:
+            JTB = eng.blocks[nb] = np.empty((nb, n))
+        np.take(sh.JT, cs_arr, axis=0, out=JTB)
+        cols = cs_arr
+    eng.work, eng.wcols = JTB, cols
+    colsv = cols
+    r, lin, u, x = np.empty(nb), np.empty(nb), np.empty(nb), np.zeros(D)
+    rv, linv, uv, xv = r, lin, u, x
+    if rho > 0 and R.shape[0] > 0:
+        mark = np.zeros(D)
+        for a in range(R.shape[0]):
+            mark[C[R[a]]] = rho
+        for a in range(nb):
+            rv[a] = rd[colsv[a]] + mark[colsv[a]]
+    else:
+        for a in range(nb):
+            rv[a] = rd[colsv[a]]
+    for a in range(nb):
+        c = colsv[a]
+        linv[a] = linall[c]
+        uv[a] = x0[c]
+        xv[c] = uv[a]
+        uu += uv[a] * uv[a]
+    scale = 1.0 + sqrt(uu)
+    points = sh.points
+    z = np.empty(n)
+    at = _start_z(JT, sh.b, points, xv, JTB, uv, z, update)
+    if at >= 0:  # (a stored point: its arrays copied, the loop overwrites its own)
+        pt = points[at]
+        z, fl, d1, d2 = pt[1].copy(), pt[2], pt[3].copy(), pt[4].copy()
+    else:  # (the loop's first pass computes them)
+        fl, d1, d2 = NAN, np.empty(n), np.empty(n)
+    Gsrc, srccols, c0 = lean_hessian_source(eng, key)
+    zv, d1v, d2v, JTBv = z, d1, d2, JTB
+    state, its, f, fl, lower, G, c0 = _lean_newton(sh.P, JTBv, linv, rv, uv, zv, d1v, d2v, fl, Gsrc, srccols, colsv, c0,
+                                                   tol, decide, accurate, consts[0], consts[1], consts[2], consts[3],
+                                                   consts[4], consts[5], consts[6])
+    lp = eng.lp
+    lp.oracle.charge(solves=1, grads=its, ifo=lp.n_samples * its)
+    uu = 0.0
+    for a in range(nb):
+        uu += uv[a] * uv[a]
+    if state > 1 or sqrt(uu) > 1e4 * scale:
+        return None
+    if G is not None:  # (kept by its columns: a re-solve there starts from it)
+        eng.G, eng.Gcols, eng.c0 = G, cols, c0
+        hessians = eng.hessians_on
+        hessians.pop(key, None)
+        if len(hessians) >= nhessians:
+            hessians.pop(next(iter(hessians)))
+        hessians[key] = (G, c0, cols)
+    eng.cols, eng.u, eng.d1 = cols, u, d1
+    x = np.zeros(D)
+    xv = x
+    for a in range(nb):
+        xv[colsv[a]] = uv[a]
+    if len(points) >= npoints:
+        points.pop(0)
+    points.append((x, z, fl, d1, d2))
+    eng.exact, eng.lower = state == 0, lower
+    return x.copy(), f
+
+
+def lean_grad(double[:, ::1] JT, double[::1] d1, double[::1] lin, Py_ssize_t[::1] at, double[::1] out):
+    """out[c] = J_c' d1 + lin_c for the coordinates c in ``at`` (the gradient of f off the support:
+    there the ridge's term is 0), each row of JT read once (``lean_dots``)."""
+    cdef Py_ssize_t q, c, nr = at.shape[0], n = JT.shape[1]
+    cdef double[::1] dots = np.empty(nr)
+    if nr == 0:
+        return
+    lean_dots(&JT[0, 0], n, &at[0], nr, &d1[0], n, 1, n, &dots[0])
+    for q in range(nr):
+        c = at[q]
+        out[c] = dots[q] + lin[c]
+
+
 def losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2):
     """sum_i wc_i phi(z_i) at the linear predictor z, with d1 = wc phi'(z) and d2 = wc phi''(z)
-    written in place: one pass over the samples (the start of :func:`lean_newton`)."""
+    written in place: one pass over the samples (the start of the Newton loop, ``_lean_newton``)."""
     if z.shape[0] != P.n or d1.shape[0] != P.n or d2.shape[0] != P.n:
         raise ValueError(f"losses: z, d1 and d2 need {P.n} entries; got {z.shape[0]}, {d1.shape[0]}, {d2.shape[0]}")
     cdef double total

@@ -506,13 +506,18 @@ class _CoreRuns:
             self.stats["stopped_solves"] += not self.geng.exact
         return self._point(hit), hit[2], hit
 
-    def grad_f(self, hit: list, x_: np.ndarray) -> np.ndarray:
-        """grad f on C at a g_R-minimizer, computed when line 15 first needs it (a minimizer
-        rejected by the progress test, or after which line 12 ends the run, never needs it):
-        from the restricted solve's loss derivatives when it is geng's last solve, else by a
-        full evaluation."""
+    def grad_f(self, hit: list, x_: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """grad f on C at a g_R-minimizer on the support S, computed when line 15 first needs it (a
+        minimizer rejected by the progress test, or after which line 12 ends the run, never needs
+        it): from the restricted solve's loss derivatives when it is geng's last solve, and then
+        only off S, the entries line 15 reads (0 on S), else by a full evaluation."""
         if hit[3] is None:
-            hit[3] = self.geng.grad()[self.C] if hit is self.latest else self.lp.value_and_grad(x_)[1][self.C]
+            if hit is self.latest:
+                off = np.ones(len(self.C), dtype=bool)
+                off[S] = False
+                hit[3] = self.geng.grad(at=self.C[off])[self.C]
+            else:
+                hit[3] = self.lp.value_and_grad(x_)[1][self.C]
         return hit[3]
 
     def core(self, opt: float, q: int) -> _Core:
@@ -560,12 +565,14 @@ class _CoreRuns:
                     break
                 hi = min(hi, ff_lo)
             it += 1
-            grad_c = self.grad_f(gx, x) + rho * R * x[C]  # grad g_R = grad f + rho x_R
+            grad_c = self.grad_f(gx, x, S) + rho * R * x[C]  # grad g_R = grad f + rho x_R (off S)
             score = np.abs(grad_c)
             score[S] = -np.inf
             i = int(np.argmax(score))  # line 15
             j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
-            S1 = np.sort(np.append(S[S != j], i))  # line 17
+            S1 = S.copy()  # line 17: S ∪ {i} \ {j}, sorted
+            S1[S1 == j] = i
+            S1.sort()
             warm = x.copy()
             warm[C[j]] = 0.0
             x1, g1, gx1 = self.gmin(S1, R, warm, g - c / s * (g - opt), g - c / s * (g - self.top))  # line 18

@@ -31,7 +31,7 @@ import sparsemodel as sm
 from sparsemodel.cli import main
 from sparsemodel.datasets import correlated_regression
 from sparsemodel.errors import ConstraintError, SolverError
-from sparsemodel.lowering.active import ActiveSet, insertion_values, removal_values
+from sparsemodel.lowering.active import LEAN_MOVED, LEAN_PART, ActiveSet, insertion_values, removal_values
 from sparsemodel.solvers import arht as arht_module
 from sparsemodel.solvers.arht import rho_2_plus
 from sparsemodel.solvers.iht import restricted_smoothness
@@ -708,12 +708,12 @@ def test_lean_hessians_moved_or_updated_are_the_hessians_at_their_curvatures():
     act.solve(np.array([1, 3, 4, 8]))
     cols = np.array([0, 2, 3, 5, 9])  # flat: intercept 0, C = 1..12; one swap (C[3] = 4 out, C[2] = 3 in)
     assert not np.array_equal(eng.Gcols, cols)
-    JTB = eng.sh.gather(cols)
+    JTB = eng.sh.JT[cols]
     G, c0 = eng.start_hessian(cols, JTB)
     np.testing.assert_allclose(G, (JTB * c0) @ JTB.T, rtol=1e-12, atol=1e-15)
     d2 = c0 * np.exp(np.random.default_rng(1).normal(0.0, 0.03, len(c0)))
     d2[::12] *= 3.0  # a few samples moved much (one in twelve), the rest by about 3%
-    G1, c1, full = eng._renew(G, c0, d2, JTB, False)
+    G1, c1, full = eng.sh.kernel.lean_hessian(JTB, G, c0, d2, False, LEAN_MOVED, LEAN_PART)
     assert not full and np.any(c1 != c0) and np.any(c1 != d2)  # an update, not a new formation
     np.testing.assert_allclose(G1, (JTB * c1) @ JTB.T, rtol=1e-12, atol=1e-15)
     assert np.all(np.abs(d2 / c1 - 1) <= 0.1 + 1e-12)
@@ -751,6 +751,89 @@ def test_lean_working_block_follows_swaps_in_place():
         )  # (to the decrement test)
         del block, order
     assert swaps == 4 and permuted == 1  # every step but the first and the jump; the return to the first support
+
+
+def test_lean_hessian_and_row_products_equal_numpy_at_every_edge():
+    """The kernel's products for ARHT's solves against NumPy: the Hessian J_B' diag(c) J_B formed
+    anew and updated on the samples whose curvature moved (signed changes; tiles at an odd row count
+    and a sample count not a multiple of four, one row, one sample), the start Hessian moved to a
+    support with more new columns than one pass of right-hand sides takes (and with the first
+    gradient), and line 15's gradient off the support; a NaN curvature makes the Hessian NaN (the
+    solve then falls back) instead of being dropped."""
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(7)
+    for nb, n in [(31, 5822), (7, 1003), (6, 37), (1, 9), (2, 1), (5, 4)]:
+        JTB = rng.standard_normal((nb, n))
+        c0 = rng.uniform(0.01, 0.25, n)
+        G, c, fresh = _lean.lean_hessian(JTB, None, np.zeros(0), c0, False, LEAN_MOVED, LEAN_PART)
+        assert fresh and np.array_equal(c, c0)
+        np.testing.assert_allclose(G, (JTB * c0) @ JTB.T, rtol=1e-13, atol=1e-13 * n)
+        assert np.array_equal(G, G.T)
+        d2 = c0.copy()
+        moved = np.arange(n) % 3 == 1  # (a third: an update, not a new formation)
+        d2[moved] *= rng.choice([0.5, 1.7], moved.sum())  # (both signs of d2 - c0)
+        G1, c1, fresh = _lean.lean_hessian(JTB, G, c0, d2, False, LEAN_MOVED, LEAN_PART)
+        assert not fresh and np.array_equal(c1, d2) and np.array_equal(G1, G1.T)
+        np.testing.assert_allclose(G1, (JTB * d2) @ JTB.T, rtol=1e-12, atol=1e-12 * n)
+        G2, _, fresh = _lean.lean_hessian(JTB, G, c0, d2, True, LEAN_MOVED, LEAN_PART)  # (full: formed anew)
+        assert fresh
+        np.testing.assert_allclose(G2, G1, rtol=1e-12, atol=1e-12 * n)
+    bad = c0.copy()
+    bad[3] = np.nan
+    assert np.isnan(_lean.lean_hessian(JTB, None, np.zeros(0), bad, True, LEAN_MOVED, LEAN_PART)[0]).any()
+
+    D, n = 23, 1001
+    JT = rng.standard_normal((D, n))
+    c0, d1 = rng.uniform(0.01, 0.25, n), rng.standard_normal(n)
+    src = np.array([0, 2, 3, 5, 8, 13, 21], dtype=np.intp)
+    cols = np.array([0, 1, 3, 4, 8, 9, 11, 12, 22], dtype=np.intp)  # (6 new columns: two passes)
+    Gs = (JT[src] * c0) @ JT[src].T
+    G = _lean.lean_start_hessian(JT[cols], Gs, src, cols, c0)
+    np.testing.assert_allclose(G, (JT[cols] * c0) @ JT[cols].T, rtol=1e-13, atol=1e-12)
+    assert np.array_equal(G, G.T)
+    at = np.array([1, 4, 6, 7, 10, 22], dtype=np.intp)
+    g = np.full(D, 9.0)
+    lin = rng.standard_normal(D)
+    _lean.lean_grad(JT, d1, lin, at, g)
+    np.testing.assert_allclose(g[at], JT[at] @ d1 + lin[at], rtol=1e-13, atol=1e-12)
+    assert np.all(np.delete(g, at) == 9.0)  # (only the entries asked for)
+
+
+def test_arht_line15_gradient_off_the_support_is_the_full_gradient_there():
+    """Line 15 reads the gradient of f off the support S only: the lean solve's gradient at those
+    coordinates equals the full gradient there (0 elsewhere), and ARHT's argmax over them is the one
+    the full gradient gives."""
+    prob = glm("logistic", 3, ridge=1e-3)
+    lp = prob.lower()
+    act = ActiveSet(lp, lean=True)
+    sel = np.array([0, 3, 7, 9])
+    x, _ = act.solve(sel, ridge=(0.4, np.array([3, 9])))
+    off = np.setdiff1d(np.arange(len(act.C)), sel)
+    full = lp.value_and_grad(x)[1]
+    part = act.grad(at=act.C[off])
+    np.testing.assert_allclose(part[act.C[off]], full[act.C[off]], rtol=1e-12, atol=1e-13)
+    assert np.all(part[act.C[sel]] == 0.0) and np.all(part[act.F] == 0.0)
+    assert np.argmax(np.abs(part[act.C[off]])) == np.argmax(np.abs(full[act.C[off]]))
+
+
+@pytest.mark.parametrize("kind", ["logistic", "poisson"])
+def test_arht_default_equals_the_paper_order(kind, monkeypatch):
+    """The default ARHT (compiled lean solves, line-12 tests in groups, screened tests) against the
+    paper's order with the general Newton pipeline (group_tests=false, restricted=newton,
+    screen_tests=false) on seeded problems: the same objective and support; with every run
+    recomputed (no replay), the same core runs, iterations, failed swaps and rounds."""
+    paper = {"group_tests": False, "restricted": "newton", "screen_tests": False}
+    for seed in range(2):
+        prob = glm(kind, 10 + seed, n=160, p=16, k=6)
+        new, old = prob.solve("arht", seed=seed), prob.solve("arht", seed=seed, **paper)
+        assert new.objective == pytest.approx(old.objective, rel=1e-12)
+        assert np.array_equal(new.support, old.support)
+        with monkeypatch.context() as mp:
+            mp.setattr(arht_module, "REPLAY", False)
+            new, old = prob.solve("arht", seed=seed, restarts=5), prob.solve("arht", seed=seed, restarts=5, **paper)
+        for key in ("core_runs", "core_iterations", "type2", "rounds"):
+            assert new.extra[key] == old.extra[key], (kind, seed, key)
+        assert new.objective == pytest.approx(old.objective, rel=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["logistic", "weighted", "poisson"])
@@ -817,7 +900,7 @@ def test_arht_without_the_compiled_kernels_runs_the_general_newton_path_quietly(
 
 
 def test_arht_with_a_kernel_build_older_than_its_newton_loop_runs_the_general_path(monkeypatch):
-    """Sources updated without rebuilding the extension: a kernel module without ``lean_newton`` (the
+    """Sources updated without rebuilding the extension: a kernel module without ``lean_move`` (the
     lean solves' loop) sends ARHT to the general Newton pipeline, with the same answer, instead of
     failing inside a solve."""
     _lean = pytest.importorskip("sparsemodel.numerics._lean")
@@ -825,7 +908,7 @@ def test_arht_with_a_kernel_build_older_than_its_newton_loop_runs_the_general_pa
     ref = prob.solve("arht", seed=1)
     lp = prob.lower()
     assert ActiveSet(lp, lean=True).lean is not None
-    monkeypatch.delattr(_lean, "lean_newton")
+    monkeypatch.delattr(_lean, "lean_move")
     assert ActiveSet(lp, lean=True).lean is None
     r = prob.solve("arht", seed=1)
     assert r.objective == pytest.approx(ref.objective, rel=1e-12)
