@@ -766,11 +766,6 @@ cdef void _fsolve(double[:, ::1] L, double[::1] r, double[::1] y) noexcept nogil
     dpotrs(b"U", &n, &one, &L[0, 0], &n, &y[0], &n, &info)
 
 
-cdef double _fdiag(double[:, ::1] L, Py_ssize_t i) noexcept nogil:
-    """The i-th diagonal entry of the factor (the same in both layouts)."""
-    return L[i, i]
-
-
 cdef void _finverse(double[:, ::1] L, double[:, ::1] A) noexcept nogil:
     """A = the inverse of the factored matrix (symmetric, both triangles), from :func:`_factor`."""
     cdef Py_ssize_t m = L.shape[0], a, c
@@ -1573,15 +1568,6 @@ cdef double _step_size(Problem P, double[::1] x, double[::1] g):
     if M > 0 and isfinite(M):
         return 1.0 / M
     return 1.0
-
-
-cdef double[::1] _axpy(double[::1] x, double eta, double[::1] g):
-    """x - eta g."""
-    cdef double[::1] out = np.empty(x.shape[0])
-    cdef Py_ssize_t a
-    for a in range(x.shape[0]):
-        out[a] = x[a] - eta * g[a]
-    return out
 
 
 # ---------------------------------------------------------------------- GraHTP (paper 000, Algorithm 1)
