@@ -1148,17 +1148,19 @@ def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:
     shared cache; NoBoundError is cached too)."""
     key = (id(lp.set.constraint) if lp.set is not None else None, id(lp.box), bool(shift))
     cache = lp.bound_cache
-    budget = lp.set.budget if lp.set is not None else None
-    got = cache.get(key)
-    if got is None or (isinstance(got, NoBoundError) and got.budget != budget):  # (a refusal names the bound)
+    text = lp.set.bound_text() if lp.set is not None else ""
+    if key not in cache:
         try:
             cache[key] = Relaxation(lp, shift=shift)
         except NoBoundError as exc:
-            exc.budget = budget
+            exc.stated = text  # (the bound its words name)
             cache[key] = exc
     got = cache[key]
-    if isinstance(got, NoBoundError):
-        raise got
+    if isinstance(got, NoBoundError):  # the same reason at every budget, its words naming this one's bound
+        said = got.message.replace(got.stated, text) if got.stated and text != got.stated else got.message
+        again = NoBoundError(said, got.span, got.hint)
+        again.stated = text
+        raise again
     if lp.set is not None and got.units.budget != lp.set.budget:
         got = _rebudget(got, lp)
     return got
