@@ -54,6 +54,7 @@ class LeanData:
     start: np.ndarray | None = None  # the start inside the loss's domain (initial_point), once known
     where: Any = None  # the set's coordinates C as a slice when they are a run (J[:, C] a view)
     views: dict[str, np.ndarray] = field(default_factory=dict)  # P's ARRAYS as NumPy arrays (rewritten in place)
+    owner: Any = None  # (a weak reference to) the design whose numbers P holds: its rebindings share P
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {coords key: LeanData}
@@ -104,7 +105,11 @@ def lean_data(lp: LoweredData) -> LeanData | None:
         if data is None and _KERNELS == [None]:  # the kernels are missing: nothing cached for this design
             return None
         per[key] = data
-    return per[key]
+    data = per[key]
+    if data is not None and (data.owner is None or data.owner() is not d):  # (P holds other numbers)
+        if not _rewrite(lp, data):  # (they do not fit: the general pipeline)
+            return None
+    return data
 
 
 def _arrays(lp: LoweredData, into: LeanData | None = None) -> dict[str, Any] | None:
@@ -217,30 +222,40 @@ def _build(lp: LoweredData) -> LeanData | None:
         np.ascontiguousarray(lp.set.swap_members(), dtype=np.intp),
     )
     views = {name: np.asarray(getattr(P, name)) for name in ARRAYS}
-    return LeanData(P, a["quad"], len(C), a["phi"], where=as_slice(lp.set.coords), views=views)
+    where = as_slice(lp.set.coords)
+    return LeanData(P, a["quad"], len(C), a["phi"], where=where, views=views, owner=weakref.ref(lp.design))
+
+
+def _rewrite(lp: LoweredData, data: LeanData, a: dict[str, Any] | None = None) -> bool:
+    """``lp``'s numbers written into ``data``'s kernel problem in place (the same arrays, no
+    allocation; ``a``: its arrays when already made), which then serves ``lp``'s design; its Gram
+    rows and start forgotten. False where they do not fit (another loss or form)."""
+    a = _arrays(lp, into=data) if a is None else a  # (its J and J * J written in place)
+    if a is None or a["quad"] != data.quadratic or a["code"] != data.P.code:
+        data.owner = None  # (its J may hold part of these numbers now: no design's)
+        return False
+    for name in ARRAYS:
+        target = data.views[name]
+        if target is not a[name]:
+            np.copyto(target, a[name])
+    data.P.const = a["const"]
+    clear(data)
+    data.owner = weakref.ref(lp.design)
+    return True
 
 
 def move(old: LoweredData, new: LoweredData) -> None:
     """Rebinding (lowering/rebind.py): the kernel problems of ``old``'s design take ``new``'s numbers
-    in place (the same arrays, no allocation) and serve ``new``'s design; ``old``'s design forgets
-    them (it builds its own if solved again). Its Gram rows and start are forgotten."""
-    per = _CACHE.pop(old.design, None) if old.design is not None else None
+    in place (the same arrays, no allocation) and serve ``new``'s design too; its Gram rows and start
+    are forgotten. ``old``'s design keeps them: solved again, its own numbers are written back
+    (:func:`lean_data`), so a model rebound from one lowering again and again, or solved between
+    its rebindings, never builds a kernel problem again."""
+    per = _CACHE.get(old.design) if old.design is not None else None
     if not per or new.design is None:
         return
     first = next((v for v in per.values() if v is not None), None)
-    a = _arrays(new, into=first) if first is not None else None  # (its J and J * J written in place)
-    kept = {}
-    for key, data in per.items():
-        if data is None or a is None or a["quad"] != data.quadratic or a["code"] != data.P.code:
-            continue
-        P = data.P
-        for name in ARRAYS:
-            target = data.views[name]
-            if target is not a[name]:
-                np.copyto(target, a[name])
-        P.const = a["const"]
-        clear(data)
-        kept[key] = data
+    a = _arrays(new, into=first) if first is not None else None
+    kept = {key: data for key, data in per.items() if data is not None and a is not None and _rewrite(new, data, a)}
     if kept:
         _CACHE[new.design] = kept
 

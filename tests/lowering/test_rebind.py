@@ -447,3 +447,29 @@ def test_data_whose_sign_the_convexity_rests_on_is_checked_again():
     same_answer(auto().solve(lp.rebind(wts=ok)), auto().solve(weighted(ok, v).lower()))
     flipped = -v  # the labels' sign is unknown to the proof: nothing to check again
     same_answer(auto().solve(lp.rebind(v=flipped)), auto().solve(weighted(wts, flipped).lower()))
+
+
+@pytest.mark.parametrize("family", ["ls", "logistic"])
+def test_rebinding_one_lowering_again_and_again_shares_its_kernel_problem(family, monkeypatch):
+    """A study rebinds one base lowering to each data set (``lp.rebind(...)`` in a loop, not a chain)
+    and may solve the base between them: every lowering of the family shares the one kernel problem,
+    which takes the numbers of whichever is solved (written in place: no kernel problem is built
+    after the first), and each answers its own model, as a fresh lowering does."""
+    from sparsemodel.solvers import get_solver
+
+    auto = get_solver("auto")
+    X, y = draw(family, 0)
+    lp = model(family, X, y).lower()
+    base = auto().solve(lp)
+    first = lean_mod.lean_data(lp)
+    assert first is not None
+    built = []
+    real = lean_mod._build
+    monkeypatch.setattr(lean_mod, "_build", lambda lp_: built.append(1) or real(lp_))
+    sets = [draw(family, s) for s in (1, 2, 3)]
+    for X2, y2 in sets + sets[:1]:
+        lp2 = lp.rebind(X=X2, y=y2)
+        same_answer(auto().solve(lp2), auto().solve(model(family, X2, y2).lower()))
+        assert lean_mod.lean_data(lp2).P is first.P
+        same_answer(auto().solve(lp), base)  # the base again: its own numbers written back
+    assert built == [1] * 4  # (only the fresh lowerings of the comparison built theirs)
