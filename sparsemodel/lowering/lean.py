@@ -198,7 +198,7 @@ def _build(lp: LoweredData) -> LeanData | None:
         return None
     C = np.ascontiguousarray(lp.set.coords, dtype=np.intp)
     F = np.ascontiguousarray(lp.set.free, dtype=np.intp)
-    Q = np.zeros((lp.n, lp.n)) if a["quad"] else np.zeros((0, 0))
+    Q = np.empty((lp.n, lp.n)) if a["quad"] else np.zeros((0, 0))  # rows written whole when first read (have)
     have = np.zeros(lp.n, dtype=np.uint8)
     domain = np.asarray(DOMAIN_TRIALS, dtype=float)
     P = kernels().Problem(

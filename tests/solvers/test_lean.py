@@ -125,6 +125,24 @@ def test_the_kernels_scratch_arena_lends_nothing_past_a_call():
     np.testing.assert_array_equal(g, g_kept)
 
 
+def test_the_quadratic_hessian_is_read_only_where_its_rows_were_written():
+    """A quadratic objective's constant Hessian Q (p x p) is allocated unwritten (lowering/lean.py:
+    zeroing it cost a memset of p^2 doubles per lowering, 8 MB at p = 1000) and its rows are written
+    whole when a solve first asks for them (``have``). Q filled with NaN before the first solve must
+    leave every answer as the Python pipeline's: it fails when any kernel reads a row it did not
+    write (Section 6.1's screened swaps read H_BI and H_II from Q; a path warm-starts from k to k)."""
+    X, y, _ = sparse_linear_regression(175, seed=3)
+    w = sm.Variable(X.shape[1], name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y) / 350 + 0.1 * sm.sum_squares(w)), [sm.nnz(w) <= 40]).lower()
+    P = lean_mod.lean_data(lp).P
+    Q, have = np.asarray(P.Q), np.asarray(P.have)
+    assert Q.shape == (X.shape[1], X.shape[1]) and not have.any()
+    Q[:] = np.nan
+    for k in (40, 20, 45):
+        agree(AUTO().solve(lp.with_budget(k)), AUTO(lean=False).solve(lp.with_budget(k)))
+    assert have.any() and not np.isnan(Q[have.astype(bool)]).any()
+
+
 def test_a_path_and_a_comparison_reuse_the_kernel_data():
     prob = glm("binomial", 100, 20, 3, 0)
     lp = prob.lower()
