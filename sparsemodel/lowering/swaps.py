@@ -375,10 +375,17 @@ class SwapModel:
             step = sol[: len(H)]
         else:
             # LAPACK called directly (what scipy's cho_factor / cho_solve run, without their ~17 us of checks)
-            c, info = dpotrf(H + lam * np.eye(len(H)), lower=False, clean=False)
+            Hj = H + lam * np.eye(len(H))
+            c, info = dpotrf(Hj, lower=False, clean=False)
             if info == 0:
                 y, info = dpotrs(c, rhs, lower=False)
-            step = -y if info == 0 else -np.linalg.lstsq(H, rhs, rcond=None)[0]
+            if info == 0:
+                step = -y
+            else:  # indefinite (several entering units, their cross blocks zero): LU, as the kernel
+                try:
+                    step = -np.linalg.solve(Hj, rhs)
+                except np.linalg.LinAlgError:
+                    step = -np.linalg.lstsq(Hj, rhs, rcond=None)[0]
         w = self.x.copy()
         w[self.B[out_rows]] = 0.0
         w[self.B[keep]] += step[:nk]

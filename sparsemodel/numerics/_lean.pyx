@@ -2343,12 +2343,26 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
     lam = 1e-10 * max(tr / max(m, 1), 1e-300)
     for a in range(m):
         H[a, a] += lam
+    cdef int n_ = <int> m, one_ = 1, info_ = 0
+    cdef int[::1] ipiv_
     if _factor(H, L, 0.0):
         _fsolve(L, rhs, step)
         for a in range(m):
             step[a] = -step[a]
     else:
-        step = -np.linalg.lstsq(np.asarray(H), np.asarray(rhs), rcond=None)[0]
+        # indefinite (several entering units, their cross blocks zero): LU with partial pivoting
+        # (gesv, np.linalg.solve's) of the same jittered matrix, a fifth of an SVD's cost; least
+        # squares only where that is singular
+        L[:, :] = H
+        for a in range(m):
+            step[a] = rhs[a]
+        ipiv_ = np.empty(m, dtype=np.intc)
+        dgesv(&n_, &one_, &L[0, 0], &n_, &ipiv_[0], &step[0], &n_, &info_)  # (H symmetric: its Fortran view)
+        if info_ == 0:
+            for a in range(m):
+                step[a] = -step[a]
+        else:
+            step = -np.linalg.lstsq(np.asarray(H), np.asarray(rhs), rcond=None)[0]
     cdef double[::1] w = _dcopy(P, x)
     for s in range(ne):
         w[md.B[out_rows[s]]] = 0.0

@@ -99,6 +99,8 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
             for i in range(len(starts))
         ],
         "exact_solves": int(bs[kern.ST_EXACT]),
+        "restricted_solves": int(bs[kern.ST_SOLVES]),
+        "newton_steps": int(bs[kern.ST_NEWTON]),
         "models": int(bs[kern.ST_MODELS]),
         "full_models": int(bs[kern.ST_FULL]),
         "accepted_from_tries": int(bs[kern.ST_TRIES]),

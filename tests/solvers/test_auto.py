@@ -83,6 +83,33 @@ def test_swap_model_is_exact_on_least_squares():
     np.testing.assert_allclose(model.warm([(J, I)]), lp.restricted_minimize(new).x, atol=1e-9)
 
 
+def test_the_warm_start_of_several_swaps_solves_its_indefinite_model():
+    """Two entering units that both copy a kept one, their cross Hessian taken as zero: the model's
+    matrix is indefinite (no Cholesky factor), and the warm start is still its stationary point."""
+    rng = np.random.default_rng(3)
+    n, p = 50, 6
+    X = rng.standard_normal((n, p))
+    X[:, 3] = X[:, 0] + 0.05 * rng.standard_normal(n)
+    X[:, 4] = X[:, 0] + 0.05 * rng.standard_normal(n)
+    y = X[:, :3] @ np.array([1.0, -1.0, 0.5]) + 0.3 * rng.standard_normal(n)
+    w = sm.Variable(p, name="w")
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ w - y) + 0.1 * sm.sum_squares(w)), [sm.nnz(w) <= 3]).lower()
+    units = np.array([0, 1, 2])
+    r = lp.restricted_minimize(units, grad=True)
+    model = SwapModel(lp, r.x, r.g, units, members_of(lp), candidates=3)
+    got = model.warm([(1, 3), (2, 4)])
+    H = 2.0 * X.T @ X + 0.2 * np.eye(p)
+    new, out = np.array([0, 3, 4]), np.array([1, 2])
+    Hn = H[np.ix_(new, new)]
+    Hn[1, 2] = Hn[2, 1] = 0.0
+    assert np.linalg.eigvalsh(Hn)[0] < 0  # indefinite: the branch past the Cholesky factor
+    rhs = r.g[new] - H[np.ix_(new, out)] @ r.x[out]
+    want = np.zeros(p)
+    want[new] = -np.linalg.solve(Hn, rhs)
+    want[0] += r.x[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
 def test_swap_model_on_groups_is_second_order():
     """Row groups of a softmax: the model's swap values are Newton-model values (close to the exact
     ones for small changes), and the best predicted swap is a true decrease here."""
