@@ -133,8 +133,8 @@ CONVERGED, MAX_ITER, DIVERGED, FALLBACK = 0, 1, 2, 3
 # starts
 START_GRAHTP, START_SCREEN, START_INIT = 0, 1, 2
 # counters of ``stats`` (one row per start)
-ST_SOLVES, ST_NEWTON, ST_GRADS, ST_HT, ST_MODELS, ST_EXACT, ST_TRIES, ST_MULTI, ST_FULL = range(9)
-N_STATS = 9
+ST_SOLVES, ST_NEWTON, ST_GRADS, ST_HT, ST_MODELS, ST_EXACT, ST_TRIES, ST_MULTI, ST_FULL, ST_UNITS = range(10)
+N_STATS = 10
 
 cdef double ROUNDING = 4 * 2.220446049250313e-16  # the polish's allowance (numerics/newton._ROUNDING)
 cdef int NEWTON_MAX_ITER = 100
@@ -2559,13 +2559,14 @@ cdef tuple _search(Problem P, double[::1] x, double f, double[::1] g, Py_ssize_t
         rejected = []
         accepted = False
         for pass_ in range(2):
-            pl = pool if pass_ == 0 else nunits
+            pl = pool if pass_ == 0 else nunits * P.m  # (the pool counts coordinates: every unit)
             md = _swap_model(P, x, g, units, pl, candidates)
             stats[4] += 1  # ST_MODELS
             if pass_ == 1:
                 stats[8] += 1  # ST_FULL
             if not md.ok:
                 return x, f, units, FALLBACK, steps, False
+            stats[9] += md.units_out.shape[0]  # ST_UNITS: the units outside the support that the model read
             st_ = _step(P, md, x, f, g, exchange, tries, min_dec, stats, rejected)
             accepted, ok = st_.better, st_.ok
             if not ok:

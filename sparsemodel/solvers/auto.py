@@ -295,6 +295,7 @@ class Auto(Solver):
             "solves": 0,
             "tries_hits": 0,
             "full_models": 0,
+            "modelled_units": 0,
             "multi_hits": 0,
             "models": 0,
             "verify_hits": 0,
@@ -304,6 +305,7 @@ class Auto(Solver):
             t1 = clock()
             model = SwapModel(lp, x, g, units, members, candidates=o["candidates"], pool=o["pool"])
             stats["models"] += 1
+            stats["modelled_units"] += len(model.units_out)
             t_model += clock() - t1
             rejected: set[tuple[int, ...]] = set()  # supports whose exact solve did not lower this f
             accepted = self._step(act, model, units, members, f, exact_model, stats, sizes, rejected)
@@ -313,6 +315,7 @@ class Auto(Solver):
                 model = SwapModel(lp, x, g, units, members, candidates=o["candidates"], pool=None)
                 stats["models"] += 1
                 stats["full_models"] += 1
+                stats["modelled_units"] += len(model.units_out)
                 t_model += clock() - t1
                 accepted = self._step(act, model, units, members, f, exact_model, stats, sizes, rejected)
             if accepted is None:  # (the active set stays at the last candidate: x, f are the answer)
@@ -333,6 +336,7 @@ class Auto(Solver):
                 "exact_solves": stats["solves"],
                 "models": stats["models"],
                 "full_models": stats["full_models"],
+                "modelled_units": stats["modelled_units"],
                 "batch_sizes": sizes,
                 "accepted_from_tries": stats["tries_hits"],
                 "accepted_multi_swaps": stats["multi_hits"],

@@ -103,6 +103,7 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
         "newton_steps": int(bs[kern.ST_NEWTON]),
         "models": int(bs[kern.ST_MODELS]),
         "full_models": int(bs[kern.ST_FULL]),
+        "modelled_units": int(bs[kern.ST_UNITS]),
         "accepted_from_tries": int(bs[kern.ST_TRIES]),
         "accepted_multi_swaps": int(bs[kern.ST_MULTI]),
         "kernel": "compiled",

@@ -257,6 +257,23 @@ def test_multinomial_kernel_gives_the_python_pipeline_answer(size):
         agree_answer(*both(multinomial(n, p, k, seed)))
 
 
+def test_the_confirming_pass_models_every_unit_in_both_pipelines():
+    """Before stopping, a search step that found nothing in the screened pool is repeated against
+    every unit outside the support (solvers/auto.py, pass 2). The pool counts coordinates (pool // m
+    units of m); the kernel's pass 2 once passed the number of units as the pool, so on units of m
+    coordinates it modelled only 1/m of them. The kernel and the Python pipeline must read the same
+    units in every model (``modelled_units``), and a confirming model reads them all."""
+    for seed in range(3):
+        lp = multinomial(120, 40, 6, seed, classes=4, ridge=0.1).lower()
+        lean, python = AUTO(pool=8).solve(lp), AUTO(pool=8, lean=False).solve(lp)
+        agree_answer(lean, python)
+        assert lean.extra["full_models"] == python.extra["full_models"] >= 1
+        assert lean.extra["modelled_units"] == python.extra["modelled_units"]
+        # every model but the confirming ones reads the pool's 2 units; a confirming one all 34
+        pooled = lean.extra["models"] - lean.extra["full_models"]
+        assert lean.extra["modelled_units"] == 2 * pooled + 34 * lean.extra["full_models"]
+
+
 def test_multinomial_options_ridge_and_paths():
     prob = multinomial(120, 25, 4, 7, ridge=0.3)
     agree_answer(*both(prob))
