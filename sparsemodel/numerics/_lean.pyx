@@ -1775,17 +1775,10 @@ cdef bint _pinv_sym(double[:, ::1] H, double[:, ::1] A, double rcond):
     return True
 
 
-cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
-    """M[r0:r0+m, :m] by Gaussian elimination with partial pivoting (m at most 8) into W (8 x 8: U on
-    and above the diagonal, below it each step's multipliers in the rows they were made for: a later
-    swap moves only the entries from its column on) and piv (the row swapped in at each step), so
-    that :func:`_small_lu_solve` replays the elimination on a right-hand side; False when a pivot is
-    zero."""
+cdef bint _small_eliminate(Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
+    """The elimination of :func:`_small_factor` on the m x m block already in W (rows of 8), in place."""
     cdef Py_ssize_t i, j, c, p
     cdef double t, best
-    for i in range(m):
-        for j in range(m):
-            W[i * 8 + j] = M[r0 + i, j]
     for c in range(m):
         p = c
         best = fabs(W[c * 8 + c])
@@ -1809,34 +1802,26 @@ cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W
     return True
 
 
+cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
+    """M[r0:r0+m, :m] by Gaussian elimination with partial pivoting (m at most 8) into W (8 x 8: U on
+    and above the diagonal, below it each step's multipliers in the rows they were made for: a later
+    swap moves only the entries from its column on) and piv (the row swapped in at each step), so
+    that :func:`_small_lu_solve` replays the elimination on a right-hand side; False when a pivot is
+    zero."""
+    cdef Py_ssize_t i, j
+    for i in range(m):
+        for j in range(m):
+            W[i * 8 + j] = M[r0 + i, j]
+    return _small_eliminate(m, W, piv)
+
+
 cdef bint _small_factor_p(double* M, Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
     """:func:`_small_factor` of the m x m block held in M with rows of 8 (the same steps)."""
-    cdef Py_ssize_t i, j, c, p
-    cdef double t, best
+    cdef Py_ssize_t i, j
     for i in range(m):
         for j in range(m):
             W[i * 8 + j] = M[i * 8 + j]
-    for c in range(m):
-        p = c
-        best = fabs(W[c * 8 + c])
-        for i in range(c + 1, m):
-            if fabs(W[i * 8 + c]) > best:
-                best = fabs(W[i * 8 + c])
-                p = i
-        piv[c] = p
-        if best == 0.0:
-            return False
-        if p != c:
-            for j in range(c, m):
-                t = W[c * 8 + j]
-                W[c * 8 + j] = W[p * 8 + j]
-                W[p * 8 + j] = t
-        for i in range(c + 1, m):
-            t = W[i * 8 + c] / W[c * 8 + c]
-            W[i * 8 + c] = t
-            for j in range(c + 1, m):
-                W[i * 8 + j] -= t * W[c * 8 + j]
-    return True
+    return _small_eliminate(m, W, piv)
 
 
 cdef void _small_lu_solve(double* W, Py_ssize_t* piv, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
