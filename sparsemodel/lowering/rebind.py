@@ -61,6 +61,7 @@ class _Tree:
     named: dict[str, list[Data]]
     in_constraints: set[str]
     leaves: dict[int, Any] = field(default_factory=dict)
+    plans: dict[int, Any] = field(default_factory=dict)  # per affine argument, its offset's evaluation order
 
 
 @dataclass
@@ -150,7 +151,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
             )
     if lp.precision is not None or getattr(lp, "spca", None) is not None or lp.design is None:
         return type(lp)(problem, lp.budget)  # the forms read their matrix at lowering: lower again
-    binding = Binding(numbers, fresh, given, tree.leaves)
+    binding = Binding(numbers, fresh, given, tree.leaves, tree.plans)
     comp = decompose(tree.root, lp.layout, binding.value) if replayable else None
     design = lp.design.rebound(comp, binding) if comp is not None else None
     if design is None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ModelError, ShapeError
 from . import atoms as A
-from .arith import Add, Div, Index, MatMul, Mul, Neg, Transpose
+from .arith import Add, Concat, Div, Index, MatMul, Mul, Neg, Transpose
 from .expr import Data, Expr, Parameter, Variable
 
 
@@ -118,12 +118,14 @@ class Binding:
         fresh: set[int],
         given: dict[int, tuple[Data, Any]],
         leaves: dict[int, tuple[frozenset[int], bool]],
+        plans: dict[int, list[tuple[Expr, bool]]] | None = None,
     ):
         self.values = values
         self.fresh = fresh
         self.given = given
         self.memo: dict[int, Any] = dict(values)  # uid -> value of a node with the new data
         self._leaves = leaves
+        self._plans = plans if plans is not None else {}
         self._nodes: dict[int, Data] = {}
 
     def leaves(self, e: Expr) -> tuple[frozenset[int], bool]:
@@ -147,12 +149,19 @@ class Binding:
         return got
 
     def at_zero(self, e: Expr) -> Any:
-        """The value of ``e`` (affine: an offset) with every variable at zero and the new data."""
+        """The value of ``e`` (affine: an offset) with every variable at zero and the new data. A
+        subtree that is zero at the origin whatever its data (:func:`zero_at_origin`: ``X @ w``,
+        ``w[0]``, their sums) is not evaluated: its value is zeros of its shape; the order of the
+        rest is made once per tree (``plans``, shared by every rebinding)."""
+        plan = self._plans.get(e.uid)
+        if plan is None:
+            plan = self._plans[e.uid] = _zero_plan(e)
         vals: dict[int, Any] = {}
-        for n in e.walk():
-            if n.uid in self.memo:
-                vals[n.uid] = self.memo[n.uid]
-            elif isinstance(n, Variable):
+        memo = self.memo
+        for n, zero in plan:
+            if n.uid in memo:
+                vals[n.uid] = memo[n.uid]
+            elif zero:
                 vals[n.uid] = np.zeros(n.shape) if n.shape else 0.0
             else:
                 vals[n.uid] = n.forward([vals[a.uid] for a in n.args])
@@ -169,6 +178,56 @@ class Binding:
 
 
 _MISSING = object()
+
+_LINEAR = (Add, Neg, Transpose, Index, Concat, A.sum, A.trace)  # zero at the origin when every argument is
+
+
+def zero_at_origin(e: Expr, known: dict[int, bool] | None = None) -> bool:
+    """Whether ``e`` is zero whatever its data when every variable is zero, read off its structure
+    alone: a variable; a sum, negation, transpose, index, concatenation, ``sum``/``mean`` or trace
+    of such; a product (``*``, ``@``, ``/``) whose other factors are constant and one factor such.
+    False for anything else (its value is then computed)."""
+    known = {} if known is None else known
+    for n in e.walk():
+        if n.uid in known:
+            continue
+        args = [known[a.uid] for a in n.args]
+        if isinstance(n, Variable):
+            z = True
+        elif isinstance(n, Div):
+            z = args[0] and n.args[1].is_constant()
+        elif isinstance(n, (Mul, MatMul)):
+            z = any(args) and all(a or x.is_constant() for a, x in zip(args, n.args))
+        elif isinstance(n, _LINEAR) and n.args:
+            z = all(args)
+        else:
+            z = False
+        known[n.uid] = z
+    return known[e.uid]
+
+
+def _zero_plan(e: Expr) -> list[tuple[Expr, bool]]:
+    """``e``'s nodes in the order :meth:`Binding.at_zero` computes them, each with whether it is zero
+    at the origin (:func:`zero_at_origin`); the nodes below a zero one are left out."""
+    known: dict[int, bool] = {}
+    zero_at_origin(e, known)
+    plan: list[tuple[Expr, bool]] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            plan.append((node, known[node.uid]))
+            continue
+        if node.uid in seen:
+            continue
+        seen.add(node.uid)
+        stack.append((node, True))
+        if not known[node.uid]:
+            for a in reversed(node.args):
+                if a.uid not in seen:
+                    stack.append((a, False))
+    return plan
 
 
 def replace_data(e: Expr, new: dict[int, Data]) -> Expr:

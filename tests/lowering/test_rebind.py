@@ -473,3 +473,32 @@ def test_rebinding_one_lowering_again_and_again_shares_its_kernel_problem(family
         assert lean_mod.lean_data(lp2).P is first.P
         same_answer(auto().solve(lp), base)  # the base again: its own numbers written back
     assert built == [1] * 4  # (only the fresh lowerings of the comparison built theirs)
+
+
+def test_an_offset_skips_only_what_is_zero_at_the_origin():
+    """Binding.at_zero leaves out the subtrees zero at the origin whatever their data (X @ w, w[0],
+    their sums); every other node is evaluated: the offset of each affine form equals its value
+    with every variable at zero, computed node by node."""
+    from sparsemodel.model.samples import Binding, zero_at_origin
+
+    rng = np.random.default_rng(3)
+    X, y, c = rng.standard_normal((6, 3)), rng.standard_normal(6), rng.standard_normal(3)
+    w, v = sm.Variable(3, name="w"), sm.Variable(6, name="v")
+    Xd, yd = sm.Data(X, name="X"), sm.Data(y, name="y")
+    forms = {
+        Xd @ w - yd: False,
+        Xd @ w + w[0]: True,
+        2 * (Xd @ w) / 3 + v: True,
+        Xd @ (w + c): False,  # (a variable moved by a constant: X c at the origin)
+        -(2 * yd - 1) * (Xd @ w + w[1]): True,
+        sm.sum(Xd @ w) + yd[0]: False,
+        (Xd @ w)[2:4] - yd[:2]: False,
+        sm.mean(Xd @ w - 1.0): False,
+    }
+    for e, zero in forms.items():
+        assert zero_at_origin(e) is zero, e
+        vals = {}
+        for n in e.walk():  # the definition: every node forward with the variables at zero
+            vals[n.uid] = np.zeros(n.shape) if isinstance(n, sm.Variable) else n.forward([vals[a.uid] for a in n.args])
+        got = Binding({}, set(), {}, {}).at_zero(e)
+        np.testing.assert_allclose(got, vals[e.uid], rtol=0, atol=1e-15)
