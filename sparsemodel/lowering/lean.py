@@ -113,12 +113,19 @@ def lean_data(lp: LoweredData) -> LeanData | None:
 
 
 def _arrays(lp: LoweredData, into: LeanData | None = None) -> dict[str, Any] | None:
-    """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class; the
-    Jacobian and its squares written into the kernel problem of ``into``'s arrays when given (a
-    rebinding: no allocation of the largest arrays)."""
+    """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class; written into
+    the kernel problem of ``into``'s arrays when given and of the same shapes (a rebinding: no
+    allocation, no copy after)."""
     d, s = lp.design, lp.set
+    views = into.views if into is not None else {}
+
+    def target(name: str, shape: tuple[int, ...]) -> np.ndarray:
+        got = views.get(name)
+        return got if got is not None and got.shape == shape else np.empty(shape)
+
     data_term = None
-    rd = np.zeros(lp.n)
+    rd = target("rd", (lp.n,))
+    rd[:] = 0.0
     for i, t in enumerate(d.terms):
         r = d.separable_diagonal(i)
         if r is not None:
@@ -134,24 +141,34 @@ def _arrays(lp: LoweredData, into: LeanData | None = None) -> dict[str, Any] | N
     kern = kernels()  # (looked up, and missed with its warning, only for a problem of the class)
     if kern is None:
         return None
-    views = into.views if into is not None else {}
     J_into = views["J"] if "J" in views and views["J"].shape == shape else None
     J = d.dense_jacobian(data_term, J_into)  # C order, the kernel's own copy (a rebinding overwrites it)
     if J is None:
         return None
     n, K = J.shape[0], _classes(t)
-    b = np.array(np.broadcast_to(np.asarray(t.map.b, dtype=float).ravel(), (n,)))
-    w = np.ones(n // K) if t.weights is None else np.asarray(t.weights, dtype=float).ravel()
-    if len(w) != n // K:
+    if t.weights is not None and np.size(t.weights) != n // K:
         return None
-    wc = np.array(t.coef * w)
-    lin = np.array(d.lin, dtype=float)
+    b = target("b", (n,))
+    np.copyto(b, np.ravel(t.map.b))  # (a scalar offset broadcast)
+    wc = target("wc", (n // K,))
+    if t.weights is None:
+        wc[:] = t.coef
+    else:
+        np.multiply(t.coef, np.ravel(t.weights), out=wc)
+    lin = target("lin", (lp.n,))
+    np.copyto(lin, d.lin)
     quad = bool(t.quadratic)
     JC = J[:, into.where if into is not None else as_slice(s.coords)]
-    R = np.ascontiguousarray(np.einsum("ij,ij->i", JC, JC) if K == 1 else _sample_grams(JC, K))
+    if K == 1:
+        R = np.einsum("ij,ij->i", JC, JC, out=target("R", (n,)))
+    else:
+        R = np.ascontiguousarray(_sample_grams(JC, K))
     if quad:
-        g0 = np.ascontiguousarray(J.T @ (2.0 * wc * b) + lin)
-        diag = np.ascontiguousarray(np.einsum("ij,ij,i->j", J, J, 2.0 * wc) + rd)
+        w2 = 2.0 * wc
+        g0 = np.dot(J.T, w2 * b, out=target("g0", (lp.n,)))
+        g0 += lin
+        diag = np.einsum("ij,ij,i->j", J, J, w2, out=target("diag", (lp.n,)))
+        diag += rd
         Jsq = np.zeros((0, lp.n))
     else:
         Jsq_into = views["Jsq"] if "Jsq" in views and views["Jsq"].shape == J.shape else None
