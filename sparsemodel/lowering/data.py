@@ -120,7 +120,8 @@ class LoweredData:
         """A copy for one run: its own oracle (zeroed counters) and ADMM warm start, and the run's
         options of the precision-matrix subproblem (13) (``subproblem``: keys of ADMM_DEFAULTS, the
         defaults for the rest); data, design and caches shared. Nothing sets these afterwards."""
-        lp = copy.copy(self)
+        lp = object.__new__(type(self))  # (copy.copy's protocol without its dispatch: a shallow copy)
+        lp.__dict__.update(self.__dict__)
         lp.oracle = self.oracle.fresh()
         lp._admm_warm = {}
         lp.subproblem = {**ADMM_DEFAULTS, **(subproblem or {})}

@@ -213,29 +213,42 @@ def blas_threads(lp: LoweredProblem) -> Any:
     return _held(_CONTROLLER.lib_controllers)
 
 
-@contextlib.contextmanager
-def _held(libs: Any) -> Any:
+class _held:
     """Hold every BLAS/OpenMP library of ``libs`` (threadpoolctl's controllers) at one thread and
     mark this thread as limited, so that the solves run inside it (a path or a cross-validation
     holds one limit for all its points) do not set and restore the thread counts again at every
     solve (two library calls each: 6 % of a small problem's path). The limit of threadpoolctl's
     ``limit(limits=1)``, without its inspection of every library (versions, architectures: 40 us
     of a 0.6 ms solve): a library already at one thread is left alone, the others are set to one
-    and restored to their count on the way out."""
-    _HELD.depth = getattr(_HELD, "depth", 0) + 1
-    changed = []
-    try:
-        for lib in libs:
-            n = lib.num_threads
-            if n != 1:
-                lib.set_num_threads(1)
-                if n is not None:
-                    changed.append((lib, n))
-        yield
-    finally:
-        for lib, n in reversed(changed):
-            lib.set_num_threads(n)
-        _HELD.depth -= 1
+    and restored to their count on the way out. (A class, not a generator's context manager: it is
+    entered at every solve.)"""
+
+    __slots__ = ("libs", "changed")
+
+    def __init__(self, libs: Any):
+        self.libs = libs
+        self.changed: list[tuple[Any, int]] = []
+
+    def __enter__(self) -> None:
+        _HELD.depth = getattr(_HELD, "depth", 0) + 1
+        try:
+            for lib in self.libs:
+                n = lib.num_threads
+                if n != 1:
+                    lib.set_num_threads(1)
+                    if n is not None:
+                        self.changed.append((lib, n))
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            for lib, n in reversed(self.changed):
+                lib.set_num_threads(n)
+        finally:
+            self.changed.clear()
+            _HELD.depth -= 1
 
 
 _CONTROLLER: Any = None

@@ -16,6 +16,7 @@ Hessian is not numerically positive definite, a solve that does not converge), w
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,43 +70,43 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
     )
     st = np.array(starts, dtype=np.int64)
     stats = np.zeros((len(starts), kern.N_STATS), dtype=np.int64)
-    runs = np.full((len(starts), 5), np.nan)
+    runs = np.empty((len(starts), 5))
+    runs.fill(np.nan)
     x, f, status, its, best, flog = kern.auto_run(data.P, k, st, x_in, x_init, opts, stats, runs)
     if status == kern.FALLBACK:
         return None
-    tot = stats[0] if len(starts) == 1 else stats.sum(axis=0)  # (one start: its row)
+    rows = stats.tolist()  # (Python ints and floats: read below without NumPy's scalar indexing)
+    tot = rows[0] if len(starts) == 1 else [sum(c) for c in zip(*rows)]  # (one start: its row)
     n_s = lp.n_samples or 1
-    lp.oracle.charge(
-        solves=int(tot[kern.ST_SOLVES]), grads=int(tot[kern.ST_NEWTON]), ifo=n_s * int(tot[kern.ST_NEWTON])
-    )
-    lp.oracle.thresholded(int(tot[kern.ST_HT]))
+    lp.oracle.charge(solves=tot[kern.ST_SOLVES], grads=tot[kern.ST_NEWTON], ifo=n_s * tot[kern.ST_NEWTON])
+    lp.oracle.thresholded(tot[kern.ST_HT])
     hist = solver.history(lp, clock)
     for v in flog:
-        hist.log(float(v))
+        hist.log(v)
     names = [START_NAMES[s] for s in starts]
-    bs = stats[best]
+    bs, ran = rows[best], runs.tolist()
     extra = {
         "pipeline": [names[best], "swap search"],
         "start": names[best],
-        "start_objective": float(runs[best, 0]),
-        "swaps": int(runs[best, 2]),
+        "start_objective": ran[best][0],
+        "swaps": int(ran[best][2]),
         "starts": [
             {
                 "start": names[i],
-                "start_objective": float(runs[i, 0]),
-                "objective": float(runs[i, 1]),
-                "swaps": int(runs[i, 2]) if np.isfinite(runs[i, 1]) else 0,
+                "start_objective": r[0],
+                "objective": r[1],
+                "swaps": int(r[2]) if math.isfinite(r[1]) else 0,
             }
-            for i in range(len(starts))
+            for i, r in enumerate(ran)
         ],
-        "exact_solves": int(bs[kern.ST_EXACT]),
-        "restricted_solves": int(bs[kern.ST_SOLVES]),
-        "newton_steps": int(bs[kern.ST_NEWTON]),
-        "models": int(bs[kern.ST_MODELS]),
-        "full_models": int(bs[kern.ST_FULL]),
-        "modelled_units": int(bs[kern.ST_UNITS]),
-        "accepted_from_tries": int(bs[kern.ST_TRIES]),
-        "accepted_multi_swaps": int(bs[kern.ST_MULTI]),
+        "exact_solves": bs[kern.ST_EXACT],
+        "restricted_solves": bs[kern.ST_SOLVES],
+        "newton_steps": bs[kern.ST_NEWTON],
+        "models": bs[kern.ST_MODELS],
+        "full_models": bs[kern.ST_FULL],
+        "modelled_units": bs[kern.ST_UNITS],
+        "accepted_from_tries": bs[kern.ST_TRIES],
+        "accepted_multi_swaps": bs[kern.ST_MULTI],
         "kernel": "compiled",
     }
     return finish(
