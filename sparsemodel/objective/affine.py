@@ -621,14 +621,19 @@ class ExprMap:
 
     canonical = False
 
-    def __init__(self, expr: Expr, layout: Layout):
+    def __init__(self, expr: Expr, layout: Layout, values: dict[int, Any] | None = None):
         self.expr = expr
         self.layout = layout
-        self.ev = Evaluator(expr, layout)
+        self.ev = Evaluator(expr, layout, values)
         self.shape = expr.shape
         self.size = expr.size
         self.n = layout.n
         self.b = np.atleast_1d(dense(self.ev.value(np.zeros(layout.n)))).reshape(-1).astype(float)
+
+    def rebound(self, binding: Binding) -> ExprMap:
+        """The same expression with a rebinding's data (lowering/rebind.py): its evaluator reads the
+        new values of the data nodes (``binding.memo``) in the old tree, which is not rebuilt."""
+        return ExprMap(self.expr, self.layout, binding.memo)
 
     @property
     def n_rows(self) -> int | None:

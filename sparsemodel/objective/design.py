@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from .affine import AffineMap, Block, NotCanonical, affine_map
+from .affine import AffineMap, Block, ExprMap, NotCanonical, affine_map
 from .columns import DesignColumns
 from .evaluator import Layout
 from .operators import DataOperator
@@ -113,7 +113,7 @@ class Design(DesignColumns):
             if rt.affine is old.affine and not binding.reads(rt.affine):
                 maps.append(m)
                 continue
-            same = rt.affine is old.affine and isinstance(m, AffineMap) and m.expr is rt.affine
+            same = rt.affine is old.affine and isinstance(m, (AffineMap, ExprMap)) and m.expr is rt.affine
             got = m.rebound(binding) if same else None
             maps.append(got if got is not None else affine_map(binding.tree(rt.affine), self.layout))
         out = Design(comp, self.layout, maps)

@@ -502,3 +502,21 @@ def test_an_offset_skips_only_what_is_zero_at_the_origin():
             vals[n.uid] = np.zeros(n.shape) if isinstance(n, sm.Variable) else n.forward([vals[a.uid] for a in n.args])
         got = Binding({}, set(), {}, {}).at_zero(e)
         np.testing.assert_allclose(got, vals[e.uid], rtol=0, atol=1e-15)
+
+
+def test_a_term_outside_the_canonical_maps_is_rebound_on_its_own_tree():
+    """The multinomial's linear part -sum(Y * Z) is no canonical map (an ExprMap through its
+    tree): rebound, it reads the new Y in the same tree (no tree rebuilt, no linearization again),
+    and its gradient is the fresh lowering's."""
+    from sparsemodel.objective.affine import ExprMap
+
+    d0, d1 = _data("multinomial", 0), _data("multinomial", 1)
+    lp = _form("multinomial", d0).lower()
+    got = lp.rebind(**d1)
+    fresh = _form("multinomial", d1).lower()
+    olds = [m for m in lp.design.maps if isinstance(m, ExprMap)]
+    news = [m for m in got.design.maps if isinstance(m, ExprMap)]
+    assert olds and len(news) == len(olds)
+    assert all(a.expr is b.expr and a is not b for a, b in zip(olds, news, strict=True))
+    np.testing.assert_allclose(got.design.lin, fresh.design.lin, rtol=1e-12, atol=1e-12)
+    assert got.design.const == pytest.approx(fresh.design.const, rel=1e-12)
