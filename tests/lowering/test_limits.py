@@ -220,3 +220,49 @@ def test_small_problems_solve_on_one_blas_thread(monkeypatch):
         monkeypatch.setattr(base, "BLAS_THREADS_LIMIT", 1)
         get_solver("grahtp")().solve(prob.lower())
     assert seen == [1, 2]
+
+
+def test_a_solve_freezes_the_heap_it_found_and_gives_it_back(monkeypatch):
+    """Inside a solve the objects alive before it are frozen (a full collection does not walk them);
+    after it nothing stays frozen, objects made inside are collected as usual, and a heap the caller
+    froze is left as the caller froze it."""
+    import gc
+
+    from sparsemodel.solvers import base
+
+    seen = []
+
+    def spy(self, lp):
+        seen.append(gc.get_freeze_count())
+        return original(self, lp)
+
+    original = base.REGISTRY["grahtp"].run
+    monkeypatch.setattr(base.REGISTRY["grahtp"], "run", spy)
+    lp = PROBLEMS["nnz"].lower()
+    assert gc.get_freeze_count() == 0
+    get_solver("grahtp")().solve(lp)
+    assert seen[-1] > 0 and gc.get_freeze_count() == 0
+
+    import weakref
+
+    class Cycle:
+        pass
+
+    def inside(self, lp):  # garbage made inside the solve is collected inside it
+        a, b = Cycle(), Cycle()
+        a.b, b.a = b, a
+        ref = weakref.ref(a)
+        del a, b
+        gc.collect()
+        seen.append(ref() is None)
+        return original(self, lp)
+
+    monkeypatch.setattr(base.REGISTRY["grahtp"], "run", inside)
+    get_solver("grahtp")().solve(lp)
+    assert seen[-1] is True
+    gc.freeze()  # the caller's own freeze (a server before fork) is not undone
+    try:
+        get_solver("grahtp")().solve(lp)
+        assert gc.get_freeze_count() > 0  # (an unfreeze of ours would have emptied it)
+    finally:
+        gc.unfreeze()
