@@ -100,7 +100,8 @@ class SwapModel:
         if rows is None:
             A, L = _inverse_pd(HBB, lam, factor=True)
             HBIa = HBI
-            if m > 1 and L is not None and not self._lp.design.quadratic:
+            # (the kernel's: where the model reads most of the columns, 2 (nb + ni) > n)
+            if m > 1 and L is not None and not self._lp.design.quadratic and 2 * (nb + len(Icols)) > self._lp.n:
                 Y = schur_rows(L, HBI)
         else:  # the KKT matrix of the working rows in place of H_BB; the rows join the candidates' columns
             A = _inverse_kkt(HBB + lam * np.eye(nb), rows.R[:, B])

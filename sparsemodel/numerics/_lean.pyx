@@ -2012,7 +2012,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         cols = mb.cols
         cols[:nb] = B
         cols[nb:] = Icols
-        if m > 1:  # (the Cholesky route: H_BB alone now, H_BI's columns as the warm starts read them)
+        if m > 1 and not few:  # (the Cholesky route: H_BB alone now, H_BI's columns as the warm starts read them)
             _hbb_rows(P, Mw, JX, ccJ, B, HBB)
         elif few and ccJ is not None:
             if mb.cc is None:
@@ -2077,7 +2077,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         Mj[a, a] += lam
     md.units, md.units_out, md.B, md.Icols, md.HBB, md.HBI, md.HII = units, units_out, B, Icols, HBB, HBI, HII
     md.L, md.AB, md.lazy, md.hbi_lazy = L, mb.AB, False, False
-    if m > 1 and not P.quad:  # H_BI's columns on demand (_hbb_rows formed H_BB only)
+    if m > 1 and not P.quad and not few:  # H_BI's columns on demand (_hbb_rows formed H_BB only)
         md.hbi_lazy, md.Mw, md.ccJ, md.hbidone = True, Mw, ccJ, mb.hbidone
         md.hbidone[:] = 0
     cdef bint chol = _factor(Mj, L, 0.0)
@@ -2093,7 +2093,9 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         md.ok = False
         return md
     cdef double[:, ::1] AB = mb.AB
-    md.lazy = chol and m > 1 and not P.quad and ni > 0 and nb > 0
+    # the Cholesky route where the model reads most of J's columns (a confirming model of every unit):
+    # there A H_BI for every candidate cost most of the model; on a screened pool it stays cheaper
+    md.lazy = chol and m > 1 and not P.quad and not few and ni > 0 and nb > 0
     if md.lazy:  # Y = L^-1 H_BI = (W J_B L^-T)' J_I by its rows, H_IB A H_BI = Y_I' Y_I
         _chol_rows(P, md, mb, Mw, ccJ, few)
     else:
