@@ -96,13 +96,17 @@ class SwapModel:
         B, Icols, m = self.B, self.Icols, self.m
         nb, nI, nJ = len(B), len(self.units_out), len(self.units_in)
         lam = jitter * max(float(np.trace(HBB)) / max(nb, 1), 1e-300)
+        Y = None  # groups on a non-quadratic loss: Y = L^-1 H_BI through the Cholesky factor of H_BB
         if rows is None:
-            A = _inverse_pd(HBB, lam)
+            A, L = _inverse_pd(HBB, lam, factor=True)
             HBIa = HBI
+            # (the kernel's: where the model reads most of the columns, 2 (nb + ni) > n)
+            if m > 1 and L is not None and not self._lp.design.quadratic and 2 * (nb + len(Icols)) > self._lp.n:
+                Y = schur_rows(L, HBI)
         else:  # the KKT matrix of the working rows in place of H_BB; the rows join the candidates' columns
             A = _inverse_kkt(HBB + lam * np.eye(nb), rows.R[:, B])
             HBIa = np.vstack([HBI, rows.R[:, Icols]])
-        AB = A @ HBIa  # (nb [+ rows], ni)
+        AB = A @ HBIa if Y is None else sla.solve_triangular(L, Y, lower=True, trans="T")  # (nb [+ rows], ni)
         xJ = x[B[: nJ * m]].reshape(nJ, m)
         gI = (g if rows is None else rows.ghat)[Icols].reshape(nI, m)
         if m == 1:  # single coordinates: every quantity is a vector, every pair one formula
@@ -119,8 +123,12 @@ class SwapModel:
                 removal = np.where(held, np.inf, removal)
                 removal = np.where(xJ[:, 0] == 0, 0.0, removal)
         else:
-            # H_IB A H_BI per candidate unit as one batched product (nI, m, nb) @ (nI, nb, m)
-            sigma = HII - np.matmul(HBI.reshape(nb, nI, m).transpose(1, 2, 0), AB.reshape(nb, nI, m).transpose(1, 0, 2))
+            # H_IB A H_BI per candidate unit as one batched product (nI, m, nb) @ (nI, nb, m): the kernel's
+            # Y_I' Y_I where it has the Cholesky factor (numerics/_lean._chol_rows), else H_IB (A H_BI)
+            left, right = (HBI, AB) if Y is None else (Y, Y)
+            sigma = HII - np.matmul(
+                left.reshape(nb, nI, m).transpose(1, 2, 0), right.reshape(nb, nI, m).transpose(1, 0, 2)
+            )
             sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
             sigma += (jitter * np.maximum(np.einsum("uaa->u", np.abs(HII)) / m, 1e-300))[:, None, None] * np.eye(m)
             v = _batched_solve(sigma, gI)  # sigma_I^-1 g_I
@@ -659,19 +667,29 @@ def _screen(lp: LoweredProblem, x: np.ndarray, g: np.ndarray, cols: np.ndarray, 
     return np.argsort(-np.einsum("ua,ua->u", gI, gI), kind="stable")
 
 
-def _inverse_pd(H: np.ndarray, lam: float) -> np.ndarray:
+def _inverse_pd(H: np.ndarray, lam: float, factor: bool = False) -> Any:
     """(H + lam I)^-1 of a symmetric positive semidefinite H by its Cholesky factor (LAPACK
-    potrf/potri); the pseudo-inverse of H when that fails."""
+    potrf/potri); the pseudo-inverse of H when that fails. ``factor``: (the inverse, the lower
+    factor L with L L' = H + lam I, or None where the pseudo-inverse stands in)."""
     nb = H.shape[0]
     if nb == 0:
-        return np.zeros((0, 0))
+        return (np.zeros((0, 0)), None) if factor else np.zeros((0, 0))
     M = H + lam * np.eye(nb)
     c, info = dpotrf(M, lower=False, clean=True, overwrite_a=True)
     if info == 0:
+        U = c.copy() if factor else None
         inv, info = dpotri(c, lower=False, overwrite_c=True)
         if info == 0:
-            return np.triu(inv) + np.triu(inv, 1).T
-    return np.linalg.pinv(H)
+            out = np.triu(inv) + np.triu(inv, 1).T
+            return (out, U.T) if factor else out
+    return (np.linalg.pinv(H), None) if factor else np.linalg.pinv(H)
+
+
+def schur_rows(L: np.ndarray, HBI: np.ndarray) -> np.ndarray:
+    """Y = L^-1 H_BI for the lower Cholesky factor L of H_BB (with its jitter): H_IB H_BB^-1 H_BI =
+    Y' Y and H_BB^-1 H_BI = L^-T Y, the swap model's Schur complements and bordered inverse without
+    H_BB^-1 applied to every candidate (the kernel forms Y's rows as (W J_B L^-T)' J_I)."""
+    return sla.solve_triangular(L, HBI, lower=True)
 
 
 def _inverse_kkt(H: np.ndarray, R: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ import numpy as np
 
 from libc.math cimport INFINITY, NAN, exp, fabs, isfinite, isnan, log, log1p, sqrt
 from libc.stdlib cimport free, malloc
-from scipy.linalg.cython_blas cimport dgemm, dgemv
+from scipy.linalg.cython_blas cimport dgemm, dgemv, dtrsm
 from scipy.linalg.cython_lapack cimport dgesv, dpotrf, dpotri, dpotrs, dsyev
 
 
@@ -1682,6 +1682,12 @@ cdef class Model:
     cdef double[:, ::1] A, AB, HBB, HBI, HII, sigma
     cdef double[::1] delta  # each selected unit's change with each candidate (units x cand, flat)
     cdef bint ok
+    # the Cholesky route (groups, a non-quadratic loss): Y = L^-1 H_BI by its rows (Yr[yrow[t]] is
+    # column t of Y), and A H_BI = L^-T Y formed only for the candidates the pair values read
+    cdef bint lazy, hbi_lazy  # (hbi_lazy: H_BI's columns formed on demand, :func:`_hbi_units`)
+    cdef double[:, ::1] L, Yr, Mw
+    cdef Py_ssize_t[::1] yrow, abdone, hbidone
+    cdef ClassCols ccJ
     cdef Problem P  # (whose arena holds the model's short-lived arrays)
 
 
@@ -1869,6 +1875,8 @@ cdef class ModelBuffers:
     cdef double[:, ::1] Hr  # (the softmax's full model: J' M, a row per column of J; made when first needed)
     cdef object cc  # (the softmax's short path: the columns of B and the pool by class; made when first needed)
     cdef double[::1] v1, gain, removal
+    cdef double[:, ::1] Z, Yr  # (the Cholesky route: W J_B L^-T, and Y's rows; made when first needed)
+    cdef Py_ssize_t[::1] yrow, abdone, hbidone
 
 
 cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssize_t nI, Py_ssize_t nJ):
@@ -1888,6 +1896,8 @@ cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssi
     mb.Mj, mb.L, mb.A, mb.AB = np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, nb)), np.empty((nb, ni))
     mb.sigma = np.empty((ni, m))
     mb.v1, mb.gain, mb.removal = np.empty(ni), np.empty(nI), np.empty(nJ)
+    mb.Z, mb.Yr = None, None
+    mb.yrow, mb.abdone, mb.hbidone = np.empty(ni, dtype=np.intp), np.empty(nI, dtype=np.intp), np.empty(nI, dtype=np.intp)
     P.mb2, P.mb = P.mb, mb
     return mb
 
@@ -1924,7 +1934,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     cdef double[:, ::1] JX, MX
     cdef Py_ssize_t[::1] order
     cdef ClassCols ccJ = None, ccS
-    cdef bint few
+    cdef bint few = False
     cdef Py_ssize_t[::1] cols
     cdef Py_ssize_t[::1] units_out = _inew(P, nunits), inside = _inew(P, nunits)
     inside[:] = 0
@@ -2002,7 +2012,9 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         cols = mb.cols
         cols[:nb] = B
         cols[nb:] = Icols
-        if few and ccJ is not None:
+        if m > 1 and not few:  # (the Cholesky route: H_BB alone now, H_BI's columns as the warm starts read them)
+            _hbb_rows(P, Mw, JX, ccJ, B, HBB)
+        elif few and ccJ is not None:
             if mb.cc is None:
                 mb.cc = _class_arrays(nb + ni, P.wc.shape[0], P.classes, nb + ni, nb)
             ccS = _class_cols(P, cols, mb.cc)
@@ -2064,13 +2076,30 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
     for a in range(nb):
         Mj[a, a] += lam
     md.units, md.units_out, md.B, md.Icols, md.HBB, md.HBI, md.HII = units, units_out, B, Icols, HBB, HBI, HII
-    if _factor(Mj, L, 0.0):
+    md.L, md.AB, md.lazy, md.hbi_lazy = L, mb.AB, False, False
+    if m > 1 and not P.quad and not few:  # H_BI's columns on demand (_hbb_rows formed H_BB only)
+        md.hbi_lazy, md.Mw, md.ccJ, md.hbidone = True, Mw, ccJ, mb.hbidone
+        md.hbidone[:] = 0
+    cdef bint chol = _factor(Mj, L, 0.0)
+    cdef Py_ssize_t[::1] every_unit
+    if md.hbi_lazy and not (chol and ni > 0 and nb > 0):  # (the route of A H_BI: every column)
+        every_unit = _inew(P, nI)
+        for a in range(nI):
+            every_unit[a] = a
+        _hbi_units(md, every_unit)
+    if chol:
         _finverse(L, A)
     elif not _pinv_sym(HBB, A, 1e-15):  # (swaps._inverse_pd: the pseudo-inverse of a singular H_BB)
         md.ok = False
         return md
     cdef double[:, ::1] AB = mb.AB
-    _matmul(A, HBI, AB)
+    # the Cholesky route where the model reads most of J's columns (a confirming model of every unit):
+    # there A H_BI for every candidate cost most of the model; on a screened pool it stays cheaper
+    md.lazy = chol and m > 1 and not P.quad and not few and ni > 0 and nb > 0
+    if md.lazy:  # Y = L^-1 H_BI = (W J_B L^-T)' J_I by its rows, H_IB A H_BI = Y_I' Y_I
+        _chol_rows(P, md, mb, Mw, ccJ, few)
+    else:
+        _matmul(A, HBI, AB)
     cdef double[:, ::1] sigma = mb.sigma
     cdef double[::1] v1 = mb.v1, gain = mb.gain, removal = mb.removal
     if m == 1:
@@ -2089,13 +2118,15 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             removal[a] = 0.5 * x[B[a]] * x[B[a]] / A[a, a]
     else:
         _group_singles(md, x, g, A, AB, sigma, v1, gain, removal, nJ)
+    md.AB = AB
     take = min(nI, max(candidates, 1))
     widest = nI if P.quad else min(nI, 4 * take)
-    md.gain, md.removal, md.sigma, md.v1, md.A, md.AB = gain, removal, sigma, v1, A, AB
+    md.gain, md.removal, md.sigma, md.v1, md.A = gain, removal, sigma, v1, A
     # the candidates in order of gain and their pairs, as far as the widening reads them: the first
     # take + 1 (when the model's best is among them, no full sort or pair table is made), else all
     need = min(widest, take + 1)
     order = _top(gain, need, True, P)
+    _ab_units(md, order)
     cdef double[:, ::1] every = _pairs(md, x, nJ, m, order)
     while nJ > 0:
         best = INFINITY if take > 0 else 0.0
@@ -2107,6 +2138,7 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
         take = min(widest, 2 * take)
         if take + 1 > order.shape[0] and order.shape[0] < widest:  # widened past the first: all at once
             order = _top(gain, widest, True, P)
+            _ab_units(md, order)
             every = _pairs(md, x, nJ, m, order)
     md.cand = order[:take]  # (the arena's, as every array of the model: read within the call)
     md.delta = _dnew(P, nJ * take)  # (flat: a row of take per selected unit)
@@ -2115,6 +2147,166 @@ cdef Model _swap_model(Problem P, double[::1] x, double[::1] g, Py_ssize_t[::1] 
             md.delta[a * take + c] = every[a, c]
     md.ok = True
     return md
+
+
+cdef void _chol_rows(Problem P, Model md, ModelBuffers mb, double[:, ::1] Mw, ClassCols ccJ, bint few):
+    """The Cholesky route of a group model on a non-quadratic loss (H_BB = L L' factored): Z = W J_B L^-T
+    (one triangular solve of the n rows of J), the rows of Y = L^-1 H_BI = Z' J_I for the candidates'
+    columns by the same products that formed H_BI (by class on the softmax), and each candidate's
+    Schur complement sigma_I = H_II - Y_I' Y_I from them (each entry summed in the order of B).
+    A H_BI = L^-T Y is left to :func:`_ab_units`, for the candidates the pair values read."""
+    cdef Py_ssize_t nb = md.B.shape[0], ni = md.Icols.shape[0], m = P.m, nI = ni // m, u, a, b, r, t
+    cdef int tn = <int> nb, nk = <int> P.n
+    cdef double one_ = 1.0, s
+    cdef double* ya
+    cdef double* yb
+    cdef ClassCols ccS
+    if mb.Z is None:
+        mb.Z = np.empty((P.n, nb))
+    cdef double[:, ::1] Z = mb.Z
+    Z[:, :] = Mw
+    if P.n > 0:  # (Fortran view: Z' = L^-1 Mw', L' the upper triangle of L's C-order lower one)
+        dtrsm(b"L", b"U", b"T", b"N", &tn, &nk, &one_, &md.L[0, 0], &tn, &Z[0, 0], &tn)
+    cdef Py_ssize_t[::1] yrow = mb.yrow
+    if ccJ is not None and not few:  # every column of J by class: a row per column in ccJ's order
+        if mb.Yr is None:
+            mb.Yr = np.empty((P.D, nb))
+        _class_atb(ccJ, Z, mb.Yr)
+        for t in range(ni):
+            yrow[t] = ccJ.inv[md.Icols[t]]
+    elif ccJ is not None:  # the pool's columns by class (a row per column, in ccS's order)
+        if mb.cc is None:
+            mb.cc = _class_arrays(ni, P.wc.shape[0], P.classes, ni, nb)
+        ccS = _class_cols(P, md.Icols, mb.cc)
+        mb.Yr = ccS.Hp
+        _class_atb(ccS, Z, mb.Yr)
+        for t in range(ni):
+            yrow[t] = ccS.inv[t]
+    elif few:  # the pool's columns gathered
+        mb.Yr = np.empty((ni, nb))
+        _atb(_columns(P, md.Icols), Z, mb.Yr)
+        for t in range(ni):
+            yrow[t] = t
+    else:
+        mb.Yr = np.empty((P.D, nb))
+        _atb(P.J, Z, mb.Yr)
+        for t in range(ni):
+            yrow[t] = md.Icols[t]
+    cdef double[:, ::1] Yr = mb.Yr
+    cdef double[:, ::1] sigma = mb.sigma, HII = md.HII
+    for u in range(nI):
+        for a in range(m):
+            ya = &Yr[yrow[u * m + a], 0]
+            for b in range(a, m):
+                yb = &Yr[yrow[u * m + b], 0]
+                s = HII[u * m + a, b]
+                for r in range(nb):
+                    s -= ya[r] * yb[r]
+                sigma[u * m + a, b] = s
+                sigma[u * m + b, a] = s
+    md.Yr, md.yrow, md.abdone = Yr, yrow, mb.abdone
+    md.abdone[:] = 0
+
+
+cdef void _hbb_rows(Problem P, double[:, ::1] Mw, double[:, ::1] JX, ClassCols ccJ, Py_ssize_t[::1] B,
+                    double[:, ::1] HBB):
+    """H_BB (with the ridge) = J_B' W J_B from the weighted columns Mw = W J_B, by class where J is
+    (the products of :func:`_class_atb` on B's columns alone)."""
+    cdef Py_ssize_t nb = B.shape[0], a, t
+    cdef ClassCols cc
+    cdef double[:, ::1] R
+    if nb == 0:
+        return
+    if ccJ is not None:
+        cc = _class_cols(P, B, _class_arrays(nb, P.wc.shape[0], P.classes, nb, nb))
+        _class_atb(cc, Mw, cc.Hp)
+        for a in range(nb):
+            for t in range(nb):
+                HBB[a, t] = cc.Hp[cc.inv[t], a]
+    else:
+        R = np.empty((nb, nb))
+        _atb(Mw, JX, R)
+        HBB[:, :] = R
+    for a in range(nb):
+        HBB[a, a] += P.rd[B[a]]
+
+
+cdef void _hbi_units(Model md, Py_ssize_t[::1] us):
+    """The columns of H_BI = J_B' W J_I of the candidates ``us`` (indices into units_out) not formed
+    yet (a model whose H_BI is formed on demand: the warm starts read those of the entering units), by
+    the products that formed H_BB (by class where J is)."""
+    if not md.hbi_lazy:
+        return
+    cdef Problem P = md.P
+    cdef Py_ssize_t m = md.HII.shape[1], nb = md.B.shape[0], q, u, j, a, cnt = 0, t
+    for q in range(us.shape[0]):
+        if not md.hbidone[us[q]]:
+            cnt += 1
+    if cnt == 0 or nb == 0:
+        return
+    cdef Py_ssize_t[::1] cols = np.empty(cnt * m, dtype=np.intp), which = np.empty(cnt, dtype=np.intp)
+    t = 0
+    for q in range(us.shape[0]):
+        u = us[q]
+        if not md.hbidone[u]:
+            md.hbidone[u] = 1
+            which[t] = u
+            for j in range(m):
+                cols[t * m + j] = md.Icols[u * m + j]
+            t += 1
+    cdef ClassCols cc
+    cdef double[:, ::1] R
+    if md.ccJ is not None:
+        cc = _class_cols(P, cols, _class_arrays(cnt * m, P.wc.shape[0], P.classes, cnt * m, nb))
+        _class_atb(cc, md.Mw, cc.Hp)
+        for t in range(cnt):
+            u = which[t]
+            for j in range(m):
+                for a in range(nb):
+                    md.HBI[a, u * m + j] = cc.Hp[cc.inv[t * m + j], a]
+    else:
+        R = np.empty((nb, cnt * m))
+        _atb(md.Mw, _columns(P, cols), R)
+        for t in range(cnt):
+            u = which[t]
+            for j in range(m):
+                for a in range(nb):
+                    md.HBI[a, u * m + j] = R[a, t * m + j]
+
+
+cdef void _ab_units(Model md, Py_ssize_t[::1] cols):
+    """The columns of A H_BI = L^-T Y of the candidates ``cols`` (indices into units_out) not formed
+    yet (the Cholesky route: :func:`_chol_rows`), one triangular solve for all of them."""
+    if not md.lazy:
+        return
+    cdef Py_ssize_t m = md.HII.shape[1], nb = md.B.shape[0], q, u, j, r, cnt = 0, t
+    cdef double* src
+    for q in range(cols.shape[0]):
+        if not md.abdone[cols[q]]:
+            cnt += 1
+    if cnt == 0:
+        return
+    cdef double[:, ::1] G = np.empty((cnt * m, nb))
+    cdef Py_ssize_t[::1] which = np.empty(cnt, dtype=np.intp)
+    t = 0
+    for q in range(cols.shape[0]):
+        u = cols[q]
+        if not md.abdone[u]:
+            md.abdone[u] = 1
+            which[t] = u
+            for j in range(m):
+                src = &md.Yr[md.yrow[u * m + j], 0]
+                for r in range(nb):
+                    G[t * m + j, r] = src[r]
+            t += 1
+    cdef int tn = <int> nb, nc = <int> (cnt * m)
+    cdef double one_ = 1.0
+    dtrsm(b"L", b"U", b"N", b"N", &tn, &nc, &one_, &md.L[0, 0], &tn, &G[0, 0], &tn)  # (L' X = Y_c)
+    for t in range(cnt):
+        u = which[t]
+        for j in range(m):
+            for r in range(nb):
+                md.AB[r, u * m + j] = G[t * m + j, r]
 
 
 cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] A, double[:, ::1] AB,
@@ -2133,20 +2325,23 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
     cdef double[:, ::1] HII = md.HII, HBI = md.HBI
     cdef Py_ssize_t c, ni = nI * m
     cdef double h
-    for c in range(ni):
-        for b in range(m):
-            sigma[c, b] = HII[c, b]
     cdef double* hr
     cdef double* abr
     cdef double* sg = &sigma[0, 0] if ni > 0 else NULL  # (sigma: ni rows of m, contiguous)
-    for r in range(nb):  # (row by row of H_BI and A H_BI: contiguous reads, the same sums in the same order)
-        hr = &HBI[r, 0]
-        abr = &AB[r, 0]
-        for u in range(nI):
-            for a in range(m):
-                h = hr[u * m + a]
-                for b in range(m):
-                    sg[(u * m + a) * m + b] -= h * abr[u * m + b]
+    if md.lazy:  # (sigma holds H_II - Y_I' Y_I already: _chol_rows)
+        pass
+    else:
+        for c in range(ni):
+            for b in range(m):
+                sigma[c, b] = HII[c, b]
+        for r in range(nb):  # (row by row of H_BI and A H_BI: contiguous reads, the same sums in the same order)
+            hr = &HBI[r, 0]
+            abr = &AB[r, 0]
+            for u in range(nI):
+                for a in range(m):
+                    h = hr[u * m + a]
+                    for b in range(m):
+                        sg[(u * m + a) * m + b] -= h * abr[u * m + b]
     for u in range(nI):
         t = 0.0
         for a in range(m):
@@ -2332,6 +2527,12 @@ cdef double[::1] _warm(Problem P, Model md, double[::1] x, double[::1] g, Py_ssi
             if md.units_out[a] == pi[s]:
                 for q in range(um):
                     in_cols[s * um + q] = a * um + q
+    cdef Py_ssize_t[::1] ent
+    if md.hbi_lazy:  # (the entering units' columns of H_BI)
+        ent = _inew(P, c)
+        for s in range(c):
+            ent[s] = in_cols[s * um] // um
+        _hbi_units(md, ent)
     cdef Py_ssize_t[::1] keep = _inew(P, nb)
     nk = 0
     for a in range(nb):  # the rows of B that stay

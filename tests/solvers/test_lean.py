@@ -574,6 +574,47 @@ def test_a_screened_pool_forms_only_the_rows_the_model_reads(family):
             _models_agree(multinomial(150, 40, 4, seed, ridge=0.2), pool, rtol=1e-5)
 
 
+def test_the_cholesky_route_equals_the_inverse_formula():
+    """The swap model of groups on a non-quadratic loss forms its Schur complements through the
+    Cholesky factor of H_BB (Y = L^-1 H_BI: H_IB A H_BI = Y' Y, A H_BI = L^-T Y, the kernel's
+    _chol_rows and _ab_units, SwapModel's schur_rows): the same numbers as the formula with A, on a
+    random positive definite H_BB, and SwapModel's sigma_I and A H_BI on groups and the softmax equal
+    H_II - H_IB A H_BI and A H_BI formed directly; the kernel's model (H_BI and A H_BI formed only
+    for the columns read) is SwapModel's, with and without a screened pool."""
+    import scipy.linalg as sla
+
+    from sparsemodel.lowering.swaps import SwapModel, _inverse_pd, schur_rows
+    from sparsemodel.solvers.auto import _units_of
+
+    rng = np.random.default_rng(0)
+    G = rng.standard_normal((12, 30))
+    HBB, HBI = G @ G.T + 0.1 * np.eye(12), rng.standard_normal((12, 40))
+    A, L = _inverse_pd(HBB, 1e-10, factor=True)
+    Y = schur_rows(L, HBI)
+    np.testing.assert_allclose(Y.T @ Y, HBI.T @ A @ HBI, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sla.solve_triangular(L, Y, lower=True, trans="T"), A @ HBI, rtol=1e-10, atol=1e-12)
+    for prob in (grouped("binomial", 150, 30, 2, 3, seed=5), multinomial(150, 40, 4, 0, ridge=0.2)):
+        lp = prob.lower()
+        res = AUTO().solve(lp)
+        x = lp.layout.pack(res.values)
+        g = lp.oracle.value_and_grad(x)[1]
+        units, members = _units_of(lp.set, x), lp.set.swap_members()
+        md = SwapModel(lp, x, g, units, members, candidates=8)
+        AB, sigma, _, _, _, nJ, m = md._parts
+        nb, nI = len(md.B), len(md.units_out)
+        lam = 1e-10 * np.trace(md.HBB) / nb
+        Ad = np.linalg.inv(md.HBB + lam * np.eye(nb))
+        ABd = Ad @ md.HBI
+        Sd = md.HII - np.matmul(md.HBI.reshape(nb, nI, m).transpose(1, 2, 0), ABd.reshape(nb, nI, m).transpose(1, 0, 2))
+        Sd = 0.5 * (Sd + np.swapaxes(Sd, 1, 2))
+        scale = float(np.max(np.abs(Sd)))
+        np.testing.assert_allclose(sigma, Sd, rtol=1e-6, atol=1e-6 * scale)
+        np.testing.assert_allclose(AB[: nJ * m], ABd[: nJ * m], rtol=1e-5, atol=1e-6 * float(np.max(np.abs(ABd))))
+    for pool in (6, 1000):
+        _models_agree(grouped("poisson", 150, 30, 2, 3, seed=2), pool)
+        _models_agree(multinomial(150, 40, 4, 1, ridge=0.2), pool, rtol=1e-5)
+
+
 def test_the_kernel_takes_the_python_pipelines_steps_on_a_singular_softmax():
     """The softmax without a ridge has a singular Hessian on every support (a constant added to a row
     of W, or to b, across the classes leaves the loss unchanged): the Newton steps run on the
