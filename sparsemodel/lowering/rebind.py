@@ -126,7 +126,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
                 nodes[0].span,
                 "rebind data of the same shape, or lower the model with the new data",
             )
-        if replayable and not np.all(np.isfinite(arr.data if sp.issparse(arr) else arr)):
+        if replayable and not _finite(arr):
             raise ModelError(f"new data for {name!r} has NaN or infinite entries", nodes[0].span)
         if replayable and any(_sign_lost(d, arr) for d in nodes):
             signs_changed = True
@@ -167,9 +167,22 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
 
 def _sign_lost(node: Data, arr: Any) -> bool:
     """Whether the new numbers lack the sign the node's old ones had (nonnegative or nonpositive: what
-    a convexity proof reads of data, model/dcp.value_sign); a node of unknown sign has none to lose."""
+    a convexity proof reads of data, model/dcp.value_sign); a node of unknown sign has none to lose.
+    (A dense array: one reduction, the one side the old sign needs.)"""
     old = node.sign
-    return old in (NONNEG, NONPOS) and value_sign(arr) != old
+    if old not in (NONNEG, NONPOS):
+        return False
+    if type(arr) is np.ndarray and arr.size:
+        return not (arr.min() >= 0.0 if old == NONNEG else arr.max() <= 0.0)
+    return value_sign(arr) != old
+
+
+def _finite(arr: Any) -> bool:
+    """Whether every entry is finite: a finite sum proves it (a NaN or an infinity makes the sum
+    one), and only a sum that is not (an overflow, or a bad entry) is checked entry by entry."""
+    if sp.issparse(arr):
+        arr = arr.data
+    return bool(np.isfinite(arr.sum())) or bool(np.isfinite(arr).all())
 
 
 def _shallow(obj: Any) -> Any:
@@ -183,6 +196,8 @@ def _shallow(obj: Any) -> Any:
 def _numbers(value: Any, node: Data) -> Any:
     """The numbers a new value gives a data node (as :class:`Data` holds them: float64, a sparse
     matrix in CSR, a frame's values), or None for a dask array (read in row blocks)."""
+    if type(value) is np.ndarray and value.dtype == np.float64:  # (as Data holds it already)
+        return value
     if isinstance(value, Data):
         value = value.value
     value = frame_names(value)[0]
