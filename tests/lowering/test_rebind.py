@@ -152,6 +152,11 @@ def test_what_cannot_be_rebound_is_refused():
     bad[3] = np.nan
     with pytest.raises(ModelError, match="NaN"):
         lp.rebind(y=bad)
+    bad[3], bad[4] = np.inf, -np.inf  # (their sum is NaN)
+    with pytest.raises(ModelError, match="infinite"):
+        lp.rebind(y=bad)
+    huge = np.full_like(y, 1e308)  # finite entries whose sum overflows: accepted
+    assert lp.rebind(y=huge).design is not None
     A = sm.Data(np.ones((1, 20)), name="A")
     w = sm.Variable(20, name="w")
     lpc = sm.Problem(
