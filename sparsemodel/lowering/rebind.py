@@ -178,11 +178,8 @@ def _sign_lost(node: Data, arr: Any) -> bool:
 
 
 def _finite(arr: Any) -> bool:
-    """Whether every entry is finite: a finite sum proves it (a NaN or an infinity makes the sum
-    one), and only a sum that is not (an overflow, or a bad entry) is checked entry by entry."""
-    if sp.issparse(arr):
-        arr = arr.data
-    return bool(np.isfinite(arr.sum())) or bool(np.isfinite(arr).all())
+    """Whether every entry is finite (a sparse matrix: its stored entries)."""
+    return bool(np.isfinite(arr.data if sp.issparse(arr) else arr).all())
 
 
 def _shallow(obj: Any) -> Any:
