@@ -12,6 +12,14 @@ import numpy as np
 MAX_RANGE = 100_000  # values in one START:STOP:STEP range
 
 
+def shallow_copy(obj: Any) -> Any:
+    """A shallow copy of a plain object (``copy.copy`` without its protocol's dispatch: a lowering
+    copied for every run, a rebinding's lowering and model sharing what they do not replace)."""
+    out = object.__new__(type(obj))
+    out.__dict__.update(obj.__dict__)
+    return out
+
+
 def closest(word: str, options: Any, cutoff: float = 0.6) -> str | None:
     """The option nearest to a misspelled word (the same word in another case first), or None:
     every "did you mean" of the package asks this one function."""

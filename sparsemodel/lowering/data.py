@@ -35,6 +35,7 @@ from ..objective.precision import LogdetForm, logdet_form
 from ..objective.structure import decompose
 from ..sets.base import ConstraintSet
 from ..sets.registry import assemble
+from ..util import shallow_copy
 
 if TYPE_CHECKING:
     from ..model.problem import Model
@@ -120,8 +121,7 @@ class LoweredData:
         """A copy for one run: its own oracle (zeroed counters) and ADMM warm start, and the run's
         options of the precision-matrix subproblem (13) (``subproblem``: keys of ADMM_DEFAULTS, the
         defaults for the rest); data, design and caches shared. Nothing sets these afterwards."""
-        lp = object.__new__(type(self))  # (copy.copy's protocol without its dispatch: a shallow copy)
-        lp.__dict__.update(self.__dict__)
+        lp = shallow_copy(self)
         lp.oracle = self.oracle.fresh()
         lp._admm_warm = {}
         lp.subproblem = {**ADMM_DEFAULTS, **(subproblem or {})}

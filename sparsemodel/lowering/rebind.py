@@ -42,7 +42,7 @@ from ..objective.design import Design
 from ..objective.evaluator import Evaluator
 from ..objective.oracle import Oracle
 from ..objective.structure import decompose
-from ..util import frame_names, is_dask_array
+from ..util import frame_names, is_dask_array, shallow_copy
 from . import lean
 from .bound import carry_relaxations
 
@@ -135,7 +135,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
         for d in nodes:
             numbers[d.uid], given[d.uid] = arr, (d, value)
             fresh.add(d.uid)
-    problem = _shallow(lp.problem)
+    problem = shallow_copy(lp.problem)
     problem.objective = _BoundObjective(tree.objective, by_name)
     if renamed:  # the coordinates' names are read again from the new data's
         problem.__dict__.pop("_coordinate_names", None)
@@ -156,7 +156,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     design = lp.design.rebound(comp, binding) if comp is not None else None
     if design is None:
         return _lowered_again(lp, problem)
-    out = _shallow(lp)
+    out = shallow_copy(lp)
     out.problem = problem
     out.__dict__.pop("objective", None)  # (the new tree, on first use: LoweredData.__getattr__)
     out.ev = Evaluator(tree.root, lp.layout, binding.memo)
@@ -180,14 +180,6 @@ def _sign_lost(node: Data, arr: Any) -> bool:
 def _finite(arr: Any) -> bool:
     """Whether every entry is finite (a sparse matrix: its stored entries)."""
     return bool(np.isfinite(arr.data if sp.issparse(arr) else arr).all())
-
-
-def _shallow(obj: Any) -> Any:
-    """A shallow copy of a plain object (``copy.copy`` without its protocol: the rebinding's
-    lowering and model share everything they do not replace)."""
-    out = object.__new__(type(obj))
-    out.__dict__.update(obj.__dict__)
-    return out
 
 
 def _numbers(value: Any, node: Data) -> Any:
@@ -225,7 +217,7 @@ def _lowered_again(lp: LoweredData, problem: Any) -> LoweredData:
     comp = decompose(expr, lp.layout)
     if comp is None:  # (the same tree with other numbers has the same form)  # pragma: no cover
         return type(lp)(problem, lp.budget)
-    out = _shallow(lp)
+    out = shallow_copy(lp)
     out.problem = problem
     out.objective = expr
     out.ev = Evaluator(expr, lp.layout)

@@ -2231,6 +2231,24 @@ cdef void _hbb_rows(Problem P, double[:, ::1] Mw, double[:, ::1] JX, ClassCols c
         HBB[a, a] += P.rd[B[a]]
 
 
+cdef Py_ssize_t[::1] _pending(Py_ssize_t[::1] us, Py_ssize_t[::1] done):
+    """The units of ``us`` whose lazy columns are not formed yet (``done[u]`` 0), in order, now
+    marked formed: the bookkeeping of :func:`_hbi_units` and :func:`_ab_units`."""
+    cdef Py_ssize_t q, u, cnt = 0
+    for q in range(us.shape[0]):
+        if not done[us[q]]:
+            cnt += 1
+    cdef Py_ssize_t[::1] which = np.empty(cnt, dtype=np.intp)
+    cnt = 0
+    for q in range(us.shape[0]):
+        u = us[q]
+        if not done[u]:
+            done[u] = 1
+            which[cnt] = u
+            cnt += 1
+    return which[:cnt]  # (a unit listed twice is formed once)
+
+
 cdef void _hbi_units(Model md, Py_ssize_t[::1] us):
     """The columns of H_BI = J_B' W J_I of the candidates ``us`` (indices into units_out) not formed
     yet (a model whose H_BI is formed on demand: the warm starts read those of the entering units), by
@@ -2238,22 +2256,17 @@ cdef void _hbi_units(Model md, Py_ssize_t[::1] us):
     if not md.hbi_lazy:
         return
     cdef Problem P = md.P
-    cdef Py_ssize_t m = md.HII.shape[1], nb = md.B.shape[0], q, u, j, a, cnt = 0, t
-    for q in range(us.shape[0]):
-        if not md.hbidone[us[q]]:
-            cnt += 1
-    if cnt == 0 or nb == 0:
+    cdef Py_ssize_t m = md.HII.shape[1], nb = md.B.shape[0], u, j, a, cnt, t
+    if nb == 0:
         return
-    cdef Py_ssize_t[::1] cols = np.empty(cnt * m, dtype=np.intp), which = np.empty(cnt, dtype=np.intp)
-    t = 0
-    for q in range(us.shape[0]):
-        u = us[q]
-        if not md.hbidone[u]:
-            md.hbidone[u] = 1
-            which[t] = u
-            for j in range(m):
-                cols[t * m + j] = md.Icols[u * m + j]
-            t += 1
+    cdef Py_ssize_t[::1] which = _pending(us, md.hbidone)
+    cnt = which.shape[0]
+    if cnt == 0:
+        return
+    cdef Py_ssize_t[::1] cols = np.empty(cnt * m, dtype=np.intp)
+    for t in range(cnt):
+        for j in range(m):
+            cols[t * m + j] = md.Icols[which[t] * m + j]
     cdef ClassCols cc
     cdef double[:, ::1] R
     if md.ccJ is not None:
@@ -2279,26 +2292,19 @@ cdef void _ab_units(Model md, Py_ssize_t[::1] cols):
     yet (the Cholesky route: :func:`_chol_rows`), one triangular solve for all of them."""
     if not md.lazy:
         return
-    cdef Py_ssize_t m = md.HII.shape[1], nb = md.B.shape[0], q, u, j, r, cnt = 0, t
+    cdef Py_ssize_t m = md.HII.shape[1], nb = md.B.shape[0], u, j, r, cnt, t
     cdef double* src
-    for q in range(cols.shape[0]):
-        if not md.abdone[cols[q]]:
-            cnt += 1
+    cdef Py_ssize_t[::1] which = _pending(cols, md.abdone)
+    cnt = which.shape[0]
     if cnt == 0:
         return
     cdef double[:, ::1] G = np.empty((cnt * m, nb))
-    cdef Py_ssize_t[::1] which = np.empty(cnt, dtype=np.intp)
-    t = 0
-    for q in range(cols.shape[0]):
-        u = cols[q]
-        if not md.abdone[u]:
-            md.abdone[u] = 1
-            which[t] = u
-            for j in range(m):
-                src = &md.Yr[md.yrow[u * m + j], 0]
-                for r in range(nb):
-                    G[t * m + j, r] = src[r]
-            t += 1
+    for t in range(cnt):
+        u = which[t]
+        for j in range(m):
+            src = &md.Yr[md.yrow[u * m + j], 0]
+            for r in range(nb):
+                G[t * m + j, r] = src[r]
     cdef int tn = <int> nb, nc = <int> (cnt * m)
     cdef double one_ = 1.0
     dtrsm(b"L", b"U", b"N", b"N", &tn, &nc, &one_, &md.L[0, 0], &tn, &G[0, 0], &tn)  # (L' X = Y_c)
