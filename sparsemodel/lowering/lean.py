@@ -261,19 +261,43 @@ def _rewrite(lp: LoweredData, data: LeanData, a: dict[str, Any] | None = None) -
     return True
 
 
-def move(old: LoweredData, new: LoweredData) -> None:
+def family(lp: LoweredData) -> dict[Any, Any]:
+    """The kernel problems of ``lp``'s design (per set layout; empty until a solve builds one): the
+    dict a rebinding's family shares (lowering/rebind.py)."""
+    if lp.design is None:
+        return {}
+    per = _CACHE.get(lp.design)
+    if per is None:
+        per = _CACHE[lp.design] = {}
+    return per
+
+
+def move(old: LoweredData, new: LoweredData, shared: dict[Any, Any] | None = None) -> None:
     """Rebinding (lowering/rebind.py): the kernel problems of ``old``'s design take ``new``'s numbers
     in place (the same arrays, no allocation) and serve ``new``'s design too; its Gram rows and start
     are forgotten. ``old``'s design keeps them: solved again, its own numbers are written back
     (:func:`lean_data`), so a model rebound from one lowering again and again, or solved between
-    its rebindings, never builds a kernel problem again."""
+    its rebindings, never builds a kernel problem again. ``shared``: the kernel problems of the
+    rebinding's family (every lowering rebound from one tree, :func:`family`), which ``new`` joins
+    (a problem built for any of them serves all; :func:`lean_data` writes a member's numbers back
+    when another's are in it), unless one of them does not take ``new``'s numbers."""
     per = _CACHE.get(old.design) if old.design is not None else None
-    if not per or new.design is None:
+    if not per:
+        per = shared
+    if new.design is None:
+        return
+    if not per:  # (nothing built yet: the first solve of the family builds into the shared dict)
+        if shared is not None:
+            _CACHE[new.design] = shared
         return
     first = next((v for v in per.values() if v is not None), None)
     a = _arrays(new, into=first) if first is not None else None
     kept = {key: data for key, data in per.items() if data is not None and a is not None and _rewrite(new, data, a)}
-    if kept:
+    if shared is not None and per is shared and len(kept) == sum(v is not None for v in per.values()):
+        _CACHE[new.design] = (
+            shared  # (every problem took the numbers: the family's dict, entries outside the class kept)
+        )
+    elif kept:
         _CACHE[new.design] = kept
 
 

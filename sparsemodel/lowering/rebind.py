@@ -27,6 +27,7 @@ same answers as lowering that model afresh).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,11 @@ class _Tree:
     in_constraints: set[str]
     leaves: dict[int, Any] = field(default_factory=dict)
     plans: dict[int, Any] = field(default_factory=dict)  # per affine argument, its offset's evaluation order
+    # what the lowerings of this tree share across rebindings: the kernel problems (lean.py, per set
+    # layout: the dict of the lowering the tree was read from), and the latest lowering rebound from
+    # it, whose relaxations the next one carries (a study rebinds every sample from one first lowering)
+    kernels: dict[Any, Any] = field(default_factory=dict)
+    latest: Any = None  # (a weak reference)
 
 
 @dataclass
@@ -161,7 +167,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     out.__dict__.pop("objective", None)  # (the new tree, on first use: LoweredData.__getattr__)
     out.ev = Evaluator(tree.root, lp.layout, binding.memo)
     out._bound = _Bound(tree, by_name, numbers, given)
-    _new_numbers(lp, out, design)
+    _new_numbers(lp, out, design, tree)
     return out
 
 
@@ -206,7 +212,7 @@ def _state(lp: LoweredData) -> _Bound:
             for v in vars(c).values():
                 if isinstance(v, Expr):
                     in_constraints |= set(data_named(v))
-        tree = _Tree(lp.objective, model.objective, data_named(lp.objective), in_constraints)
+        tree = _Tree(lp.objective, model.objective, data_named(lp.objective), in_constraints, kernels=lean.family(lp))
         got = lp._bound = _Bound(tree, {}, {}, {})
     return got
 
@@ -226,11 +232,16 @@ def _lowered_again(lp: LoweredData, problem: Any) -> LoweredData:
     return out
 
 
-def _new_numbers(lp: LoweredData, out: LoweredData, design: Design) -> None:
+def _new_numbers(lp: LoweredData, out: LoweredData, design: Design, tree: _Tree | None = None) -> None:
     """``out`` takes ``design``: a new oracle, empty caches of the numbers, the relaxation carried
-    and the kernel's arrays rewritten in place."""
+    and the kernel's arrays rewritten in place. With the ``tree`` of a replayed rebinding, from what
+    the lowerings rebound from it share: the kernel problems of the family, and the relaxations of
+    the latest one when ``lp`` has none (``lp`` rebound again and again, never solved itself)."""
     out.design = design
     out.oracle = Oracle(out.ev, design, lp.layout)
     out.forget_numbers()
-    carry_relaxations(lp, out)
-    lean.move(lp, out)
+    latest = tree.latest() if tree is not None and tree.latest is not None else None
+    carry_relaxations(lp if lp.bound_cache or latest is None else latest, out)
+    lean.move(lp, out, tree.kernels if tree is not None else None)
+    if tree is not None:
+        tree.latest = weakref.ref(out)

@@ -480,6 +480,44 @@ def test_rebinding_one_lowering_again_and_again_shares_its_kernel_problem(family
     assert built == [1] * 4  # (only the fresh lowerings of the comparison built theirs)
 
 
+@pytest.mark.parametrize("family", ["ls", "logistic"])
+def test_a_base_never_solved_builds_one_kernel_problem_and_one_relaxation(family, monkeypatch):
+    """A study lowers its first sample and rebinds every sample from that lowering without solving
+    it (cross-validation's folds, stability selection's halves): the first rebound solve builds the
+    family's kernel problem and relaxation, and every later rebinding reuses them (rewritten and
+    carried) instead of building its own; an earlier member solved again answers its own data."""
+    from sparsemodel.lowering import bound as bound_mod
+    from sparsemodel.solvers import get_solver
+
+    auto = get_solver("auto")
+    X, y = draw(family, 0)
+    lp = model(family, X, y).lower()
+    built, relaxed = [], []
+    real_build, real_rel = lean_mod._build, bound_mod.Relaxation.__init__
+    monkeypatch.setattr(lean_mod, "_build", lambda lp_: built.append(1) or real_build(lp_))
+
+    def counted(self, *a, **kw):
+        relaxed.append(1)
+        real_rel(self, *a, **kw)
+
+    monkeypatch.setattr(bound_mod.Relaxation, "__init__", counted)
+    sets = [draw(family, s) for s in (1, 2, 3)]
+    kept = []
+    for X2, y2 in sets:
+        lp2 = lp.rebind(X=X2, y=y2)
+        got = auto().solve(lp2)
+        assert got.lower_bound is not None
+        kept.append((lp2, got))
+    assert built == [1] and relaxed == [1]  # (the first rebound solve's, shared by the others)
+    P = lean_mod.lean_data(kept[0][0]).P
+    assert all(lean_mod.lean_data(m).P is P for m, _ in kept)
+    for (lp2, got), (X2, y2) in zip(kept, sets):
+        same_answer(auto().solve(lp2), got)  # (its own numbers written back after the others')
+        fresh = auto().solve(model(family, X2, y2).lower())
+        same_answer(got, fresh)
+        assert got.lower_bound == pytest.approx(fresh.lower_bound, rel=1e-9, abs=1e-12)
+
+
 def test_an_offset_skips_only_what_is_zero_at_the_origin():
     """Binding.at_zero leaves out the subtrees zero at the origin whatever their data (X @ w, w[0],
     their sums); every other node is evaluated: the offset of each affine form equals its value
