@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..lowering.lowered import LoweredProblem
+from ..lowering.subsets import SampleLowerings
 from ..model.problem import Model
 from ..outputs import protected_paths
 from ..progress import progress_bar
@@ -73,12 +74,23 @@ def unit_names(problem: Model, lp: LoweredProblem) -> list[str]:
 
 
 def half_path(
-    problem: Model, rows: np.ndarray, ks: list[int], solver: str, options: dict[str, Any], start: str
+    problem: Model,
+    rows: np.ndarray,
+    ks: list[int],
+    solver: str,
+    options: dict[str, Any],
+    start: str,
+    lowerings: SampleLowerings | None = None,
 ) -> np.ndarray:
     """(len(ks), units) memberships of the best supports along the path on the rows ``rows``: one
-    replicate of stability selection, a function of its arguments alone."""
-    model = train_model(problem, rows)
-    lp = LoweredProblem(model)
+    replicate of stability selection, a function of its arguments alone (``lowerings``: the
+    model's lowerings on its halves, shared by the replicates of one process: every half after the
+    first rebound instead of lowered, lowering/subsets.py)."""
+    if lowerings is None:
+        lp = LoweredProblem(train_model(problem, rows))
+    else:
+        lp = lowerings.lower(rows)
+    model = lp.problem
     path = run_path(model, lp, solver_class(lp, solver), ks, options, start=start)
     out = np.zeros((len(ks), lp.set.n_units), dtype=bool)
     for i, pt in enumerate(path.points):
@@ -144,9 +156,10 @@ def stability(
     if n_jobs == 1:
         out = []
         bar = progress_bar(total=len(jobs), desc="stability", unit="half", progress=progress)
+        lowerings = SampleLowerings(problem)  # (every half has floor(n/2) rows: one lowering, rebound)
         try:
             for args in jobs:
-                out.append(half_path(*args))
+                out.append(half_path(*args, lowerings))
                 bar.update(1)
         finally:
             bar.close()

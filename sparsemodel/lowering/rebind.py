@@ -38,7 +38,7 @@ from ..errors import ModelError
 from ..model.dcp import NONNEG, NONPOS, value_sign
 from ..model.expr import Data, Expr, data_value
 from ..model.objective import Objective
-from ..model.samples import Binding, data_named, rebind_data
+from ..model.samples import Binding, data_named, rebound_node, replace_data
 from ..objective.design import Design
 from ..objective.evaluator import Evaluator
 from ..objective.oracle import Oracle
@@ -61,6 +61,8 @@ class _Tree:
     objective: Objective
     named: dict[str, list[Data]]
     in_constraints: set[str]
+    nodes: dict[int, Data] = field(default_factory=dict)  # every data node by uid (named or not)
+    read_by_constraints: set[int] = field(default_factory=set)  # the uids of the data nodes a constraint reads
     leaves: dict[int, Any] = field(default_factory=dict)
     plans: dict[int, Any] = field(default_factory=dict)  # per affine argument, its offset's evaluation order
     # what the lowerings of this tree share across rebindings: the kernel problems (lean.py, per set
@@ -83,16 +85,17 @@ class _Bound:
 
 class _BoundObjective(Objective):
     """A rebound model's objective: its sense and place at once, its tree (the model's with the new
-    data, :func:`~sparsemodel.model.samples.rebind_data`) on first use -- a solve on the design
-    never reads it."""
+    data in place of each data node rebound, :func:`~sparsemodel.model.samples.rebound_node`) on
+    first use -- a solve on the design never reads it."""
 
-    def __init__(self, base: Objective, values: dict[str, Any]):
+    def __init__(self, base: Objective, given: dict[int, tuple[Data, Any]]):
         self.sense, self.span = base.sense, base.span
-        self._base, self._values = base, values
+        self._base, self._given = base, given
 
     def __getattr__(self, name: str) -> Any:
         if name in ("stated", "expr"):
-            made = Objective(rebind_data(self._base.stated, self._values), self._base.span, self._base.sense)
+            new = {uid: rebound_node(d, value) for uid, (d, value) in self._given.items()}
+            made = Objective(replace_data(self._base.stated, new), self._base.span, self._base.sense)
             self.stated, self.expr = made.stated, made.expr
             return self.__dict__[name]
         raise AttributeError(name)
@@ -106,9 +109,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     should not be solved again (its kernel arrays now hold the new data: it is rebuilt if it is)."""
     state = _state(lp)
     tree = state.tree
-    by_name, given, numbers = dict(state.by_name), dict(state.given), dict(state.values)
-    fresh: set[int] = set()
-    renamed, replayable, signs_changed = False, True, False
+    items = []
     for name, value in values.items():
         nodes = tree.named.get(name)
         if not nodes:
@@ -122,33 +123,78 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
                 nodes[0].span,
                 "lower the model with the new data instead (problem.lower())",
             )
+        items.append((name, nodes, value))
+    return _rebind(lp, state, items, values)
+
+
+def rebind_nodes(lp: LoweredData, values: dict[int, Any], share: bool = True) -> LoweredData:
+    """:func:`rebind` by data node: ``values`` maps the uid of a data node of ``lp``'s objective
+    (named or not: a study's rows of data given as arrays) to its new numbers. The same checks and
+    errors; a node a constraint reads is refused. ``share=False``: the new lowering builds its own
+    kernel problem at its first solve instead of joining the family's (lowerings solved in turn,
+    cross-validation's folds one k at a time, would otherwise write their numbers into one problem
+    at every solve)."""
+    state = _state(lp)
+    tree = state.tree
+    items = []
+    for uid, value in values.items():
+        node = tree.nodes.get(uid)
+        if node is None:
+            raise ModelError("the objective reads no such data node (it belongs to another lowering's tree)")
+        label = node.name or "a data value"
+        if uid in tree.read_by_constraints or (node.name and node.name in tree.in_constraints):
+            raise ModelError(
+                f"{label} is read by a constraint: its set was built from it, so new values need a new lowering",
+                node.span,
+                "lower the model with the new data instead",
+            )
+        items.append((node.name, [node], value))
+    return _rebind(lp, state, items, {}, share)
+
+
+def _rebind(
+    lp: LoweredData,
+    state: _Bound,
+    items: list[tuple[str | None, list[Data], Any]],
+    values: dict[str, Any],
+    share: bool = True,
+) -> LoweredData:
+    """The rebinding of ``items`` (a name or None, the data nodes it replaces, the new value) in
+    ``lp`` (its state relative to its tree ``state``); ``values``: the names given, for messages."""
+    tree = state.tree
+    by_name, given, numbers = dict(state.by_name), dict(state.given), dict(state.values)
+    fresh: set[int] = set()
+    renamed, replayable, signs_changed = False, True, False
+    for name, nodes, value in items:
+        label = repr(name) if name else "a data value"
         arr = _numbers(value, nodes[0])
         if arr is None:  # (a dask array: the general path reads it in row blocks)
             replayable = False
             arr = value
         if tuple(arr.shape) != tuple(nodes[0].shape):
             raise ModelError(
-                f"new data for {name!r} has shape {tuple(arr.shape)}; the lowering was built for {nodes[0].shape}",
+                f"new data for {label} has shape {tuple(arr.shape)}; the lowering was built for {nodes[0].shape}",
                 nodes[0].span,
                 "rebind data of the same shape, or lower the model with the new data",
             )
         if replayable and not _finite(arr):
-            raise ModelError(f"new data for {name!r} has NaN or infinite entries", nodes[0].span)
+            raise ModelError(f"new data for {label} has NaN or infinite entries", nodes[0].span)
         if replayable and any(_sign_lost(d, arr) for d in nodes):
             signs_changed = True
         renamed = renamed or frame_names(value)[1] is not None
-        by_name[name] = value  # (a DataFrame keeps its column names)
+        if name:
+            by_name[name] = value  # (a DataFrame keeps its column names)
         for d in nodes:
             numbers[d.uid], given[d.uid] = arr, (d, value)
             fresh.add(d.uid)
     problem = shallow_copy(lp.problem)
-    problem.objective = _BoundObjective(tree.objective, by_name)
+    problem.objective = _BoundObjective(tree.objective, given)
     if renamed:  # the coordinates' names are read again from the new data's
         problem.__dict__.pop("_coordinate_names", None)
     if signs_changed:  # the convexity proof may have read a sign the new data no longer has
         why = problem.convexity_error()
         if why is not None:
-            names = ", ".join(repr(n) for n in values)
+            names = ", ".join(repr(n) for n in values) or "the rebound data"
             raise type(why)(
                 f"with the new data for {names}, {why.message}",
                 why.span,
@@ -167,7 +213,7 @@ def rebind(lp: LoweredData, values: dict[str, Any]) -> LoweredData:
     out.__dict__.pop("objective", None)  # (the new tree, on first use: LoweredData.__getattr__)
     out.ev = Evaluator(tree.root, lp.layout, binding.memo)
     out._bound = _Bound(tree, by_name, numbers, given)
-    _new_numbers(lp, out, design, tree)
+    _new_numbers(lp, out, design, tree, share)
     return out
 
 
@@ -212,7 +258,21 @@ def _state(lp: LoweredData) -> _Bound:
             for v in vars(c).values():
                 if isinstance(v, Expr):
                     in_constraints |= set(data_named(v))
-        tree = _Tree(lp.objective, model.objective, data_named(lp.objective), in_constraints, kernels=lean.family(lp))
+        read: set[int] = set()
+        for c in model.constraints:
+            for v in vars(c).values():
+                if isinstance(v, Expr):
+                    read |= {d.uid for d in v.walk() if isinstance(d, Data)}
+        nodes = {d.uid: d for d in lp.objective.walk() if isinstance(d, Data)}
+        tree = _Tree(
+            lp.objective,
+            model.objective,
+            data_named(lp.objective),
+            in_constraints,
+            nodes,
+            read,
+            kernels=lean.family(lp),
+        )
         got = lp._bound = _Bound(tree, {}, {}, {})
     return got
 
@@ -232,7 +292,9 @@ def _lowered_again(lp: LoweredData, problem: Any) -> LoweredData:
     return out
 
 
-def _new_numbers(lp: LoweredData, out: LoweredData, design: Design, tree: _Tree | None = None) -> None:
+def _new_numbers(
+    lp: LoweredData, out: LoweredData, design: Design, tree: _Tree | None = None, share: bool = True
+) -> None:
     """``out`` takes ``design``: a new oracle, empty caches of the numbers, the relaxation carried
     and the kernel's arrays rewritten in place. With the ``tree`` of a replayed rebinding, from what
     the lowerings rebound from it share: the kernel problems of the family, and the relaxations of
@@ -242,6 +304,7 @@ def _new_numbers(lp: LoweredData, out: LoweredData, design: Design, tree: _Tree 
     out.forget_numbers()
     latest = tree.latest() if tree is not None and tree.latest is not None else None
     carry_relaxations(lp if lp.bound_cache or latest is None else latest, out)
-    lean.move(lp, out, tree.kernels if tree is not None else None)
+    if share:
+        lean.move(lp, out, tree.kernels if tree is not None else None)
     if tree is not None:
         tree.latest = weakref.ref(out)

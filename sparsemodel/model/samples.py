@@ -46,13 +46,17 @@ def rebuild(node: Expr, args: list[Expr]) -> Expr:
     raise ModelError(f"cannot rebuild {type(node).__name__} on a subset of the samples")  # pragma: no cover
 
 
-def rebind_rows(e: Expr, nodes: list[Data], rows: np.ndarray) -> Expr:
+def rebind_rows(e: Expr, nodes: list[Data], rows: np.ndarray, made: dict[int, Data] | None = None) -> Expr:
     """``e`` with each data node of ``nodes`` replaced by its rows ``rows`` (the other leaves and
-    every unchanged subtree shared). A shape error means that a node with n rows was not on the
-    sample axis (for example weights of length p = n): it is reported with the node's name."""
+    every unchanged subtree shared; ``made``, when given, receives the new node of each uid). A
+    shape error means that a node with n rows was not on the sample axis (for example weights of
+    length p = n): it is reported with the node's name."""
     rows = np.asarray(rows, dtype=np.int64)
+    new = {d.uid: d.take_rows(rows) for d in nodes}
+    if made is not None:
+        made.update(new)
     try:
-        return replace_data(e, {d.uid: d.take_rows(rows) for d in nodes})
+        return replace_data(e, new)
     except ShapeError as exc:
         names = ", ".join(sorted({d.name or "a data value" for d in nodes}))
         raise ModelError(

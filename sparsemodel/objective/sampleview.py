@@ -112,11 +112,12 @@ class SampleView:
         return DataTerm(term, nodes, n, scale, gaussian, n_eff, n_obs, unit, rest)
 
     # ------------------------------------------------------------------ rows
-    def train(self, rows: np.ndarray) -> Model:
+    def train(self, rows: np.ndarray, made: dict[int, Data] | None = None) -> Model:
         """The model on rows ``rows`` of its sample data (every data node with n rows subset; the
-        constraints, the source and the inputs kept: files are never written over)."""
+        constraints, the source and the inputs kept: files are never written over). ``made``, when
+        given, receives the new node of each sample node's uid (lowering/subsets.py rebinds them)."""
         p = self.problem
-        obj = rebind_rows(p.objective.expr, self.term().nodes, rows)
+        obj = rebind_rows(p.objective.expr, self.term().nodes, rows, made)
         out = Model(Objective(obj, p.objective.span), p.constraints, source=p.source)
         out.symbols = p.symbols
         return out

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lowering.lowered import LoweredProblem
+from ..lowering.subsets import SampleLowerings
 from ..model.problem import Model
 from ..objective.evaluator import Evaluator
 from ..objective.sampleview import SampleView, sample_view
@@ -562,14 +563,17 @@ def _fold_runs(
     start: str,
     splits: list[tuple[np.ndarray, np.ndarray]],
 ) -> list[tuple[PathRun, Evaluator, SampleValues | None]]:
-    """For each fold: the path of the model rebuilt on its training rows (lowered once, driven one k
-    at a time), the evaluator of the data term on its held-out rows, and its per-sample reading
+    """For each fold: the path of the model rebuilt on its training rows (lowered once, or rebound
+    from the first fold of its size: lowering/subsets.py; driven one k at a time), the evaluator of the data term on its held-out rows, and its per-sample reading
     (None for a loss that couples its samples)."""
     out = []
     options = {**getattr(cls, "fold_options", {}), **(options or {})}  # the solver's for folds, then the user's
+    lowerings = SampleLowerings(
+        view.problem, view, share=False
+    )  # (a fold's size: the first lowered, the others rebound)
     for train, test in splits:
-        tp, held = view.train(train), view.held_out(test)
-        tlp = LoweredProblem(tp)
+        tlp, held = lowerings.lower(train), view.held_out(test)
+        tp = tlp.problem
         samples = sample_values(held, tlp.layout, len(test))
         out.append((PathRun(tp, tlp, cls, options, start, fold=True), Evaluator(held, tlp.layout), samples))
     return out
