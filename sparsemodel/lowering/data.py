@@ -114,7 +114,9 @@ class LoweredData:
         self._rowsq_cache: dict[Any, Any] = {}  # (term, C) -> row sums of J[:, C]^2 (and row Grams)
         self._hcol_cache: dict[str, Any] = {}  # the columns of a constant Hessian computed so far
         self.bound_cache: dict[Any, Any] = {}  # the perspective relaxations (lowering/bound.py), per set and form
-        self.guard_cache: dict[Any, str | None] = {}  # unbounded_direction's verdict per set (lowering/guards.py)
+        self.guard_cache: dict[
+            Any, Any
+        ] = {}  # unbounded_direction's verdict per set (lowering/guards.py), a solver's check
 
     # ------------------------------------------------------------------ copies
     def fresh(self, subproblem: dict[str, Any] | None = None) -> Self:

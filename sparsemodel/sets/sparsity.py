@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ from ..model.constraints import (
     NnzConstraint,
 )
 from ..objective.evaluator import Layout
+from ..util import shallow_copy
 from .base import BoundUnits, ConstraintSet, CoordSubspace, ht_verdict
 from .side import Box
 from .views import EdgeView, GroupView, View
@@ -91,7 +91,7 @@ class CoordinateSparsity(ConstraintSet):
         return self.budget
 
     def with_budget(self, b: int) -> CoordinateSparsity:
-        out = copy.copy(self)  # the coordinates, groups and free part are the same: only the budget changes
+        out = shallow_copy(self)  # the coordinates, groups and free part are the same: only the budget changes
         out.budget = self.check_budget(b)
         return out
 

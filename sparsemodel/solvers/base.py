@@ -62,7 +62,11 @@ class Solver:
 
     @classmethod
     def validate(cls, opts: dict[str, Any]) -> dict[str, Any]:
-        out = {k: o.default for k, o in cls.options.items()}
+        made = cls.__dict__.get("_defaults")
+        if made is None or made[0] is not cls.options:  # (each class's own, made once: a path builds one per point)
+            made = (cls.options, {k: o.default for k, o in cls.options.items()})
+            cls._defaults = made
+        out = dict(made[1])
         for k, v in opts.items():
             if k not in cls.options:
                 close = closest(k, cls.options)
@@ -75,10 +79,18 @@ class Solver:
 
     def check(self, lp: LoweredProblem) -> None:
         """Refuse what this solver cannot run on (a constraint kind, or its objective: ``unfit``),
-        naming the solvers that can."""
+        naming the solvers that can. The verdict reads the model's constraints and the objective's
+        form, not the bound or the numbers: once per lowering and class (``guard_cache``, shared by
+        the lowering's copies at every bound and made again at a rebinding)."""
+        st = lp.set
+        key, of = ("check", type(self), type(st)), getattr(st, "constraint", st)
+        cache = lp.guard_cache
+        if key in cache and cache[key] is of:  # (only a pass is kept: a refusal is made again, a new error each time)
+            return
         err = self.refuse(lp.problem.requirements(), lp)
         if err is not None:
             raise err
+        cache[key] = of
 
     @classmethod
     def accepts(cls, kind: str) -> bool:
@@ -164,7 +176,7 @@ class Solver:
             res = self.run(lp)
             x = np.concatenate([np.ravel(v) for v in res.values.values()]) if res.values else None
             if x is not None and x.size == lp.n and res.status in (CONVERGED, MAX_ITER):
-                if float(np.linalg.norm(x)) > 1e4 and lp.runs_away(x, x):  # the iterates ran away
+                if float(x.dot(x)) > 1e8 and lp.runs_away(x, x):  # |x| > 1e4: the iterates ran away
                     raise UnboundedError(
                         f"{self.name} ended at |x| = {float(np.linalg.norm(x)):.3g} with objective {res.objective:.4g}, "
                         "and the objective keeps decreasing without bound along that direction: it has no minimizer "
@@ -182,6 +194,8 @@ class Solver:
 
 def check_bound_mode(bound: Any) -> str:
     """``bound`` is one of fast, tight, none (a located error otherwise)."""
+    if type(bound) is str and bound in _BOUND_MODES:
+        return bound
     from ..lowering.bound import BOUND_MODES
 
     if not isinstance(bound, str) or bound not in BOUND_MODES:
@@ -194,6 +208,7 @@ def check_bound_mode(bound: Any) -> str:
     return bound
 
 
+_BOUND_MODES = frozenset({"fast", "tight", "none"})  # (lowering/bound.BOUND_MODES, without importing it per solve)
 BLAS_THREADS_LIMIT = 10_000_000  # entries (samples x coordinates): a smaller problem runs on one BLAS thread
 
 

@@ -417,8 +417,6 @@ def certify(lp: LoweredProblem, res: Result, mode: str = "fast") -> Result:
     none, Solver.solve's ``bound`` argument): the bound of the perspective relaxation at the
     answer (lowering/bound.py), or the solver's own proved bound (bnb) when that is higher; where
     no bound exists, ``bound_note`` says why."""
-    from ..lowering.bound import lower_bound
-
     if mode == "none":
         res.bound_note = res.bound_note or "not computed (bound='none')"
         return res
@@ -426,6 +424,8 @@ def certify(lp: LoweredProblem, res: Result, mode: str = "fast") -> Result:
         res.bound_note = f"no bound: the run ended {res.status}"
         return res
     x = np.concatenate([np.ravel(np.asarray(res.values[v.name], dtype=float)) for v in lp.layout.variables])
+    from ..lowering.bound import lower_bound  # (here: a solve with bound='none' or unusable never loads it)
+
     rep = lower_bound(lp, x, mode)
     res.extra["bound_s"] = rep.seconds
     lb, how, note = rep.value, rep.how, rep.note

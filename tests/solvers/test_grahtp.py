@@ -209,3 +209,19 @@ def test_pairs_refused_by_single_coordinate_solvers_and_infinite_objective_repor
     far = sm.Problem(sm.minimize(-sm.sum(sm.log(np.ones((4, 3)) @ w))), [sm.nnz(w) <= 1])
     r = far.solve("omp")
     assert r.status == "infeasible" and "init" in r.message
+
+
+def test_a_solvers_pass_kept_with_the_lowering_is_its_own_and_a_refusal_is_made_again():
+    # Solver.check keeps a pass per lowering and class (guard_cache); another class on the same
+    # lowering, or the same class again after a refusal, is judged afresh
+    from sparsemodel.solvers import get_solver
+
+    prob, _ = precision_problem(symmetric=True)
+    lp = prob.lower()
+    get_solver("grahtp")().check(lp)  # takes symmetric pairs: a pass, kept
+    get_solver("grahtp")().check(lp.with_budget(2))  # the kept pass, at another bound
+    for _ in range(2):
+        with pytest.raises(SolverError, match="omp does not handle symmetric off-diagonal"):
+            get_solver("omp")().check(lp)
+        with pytest.raises(SolverError, match="omp does not handle symmetric off-diagonal"):
+            get_solver("omp")().solve(lp.with_budget(2))
