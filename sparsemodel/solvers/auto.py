@@ -157,6 +157,23 @@ class Auto(Solver):
         "restricted": RESTRICTED,
     }
 
+    def fold_point(self, lp: LoweredProblem, init: np.ndarray) -> np.ndarray | None:
+        """The lean kernel's answer from ``init`` (:func:`.lean.lean_point`) where ``solve`` would run
+        it and keep its answer: a bound strictly between 0 and every unit (``Solver.solve`` answers
+        both ends itself), no direction of unbounded decrease, no precision matrix, the swap search
+        on, the iterates not run away (the |x| > 1e4 test of ``Solver._solve``). None otherwise."""
+        o, s = self.opts, lp.set
+        if not (o["lean"] and o["search"]) or s is None or not s.thresholds or s.k == 0 or s.vacuous():
+            return None
+        if lp.unbounded_direction() is not None or edges(lp) is not None or not _searchable(lp):
+            return None
+        from .lean import lean_point
+
+        x = lean_point(self, lp, init)
+        if x is None or x.size != lp.n or float(x.dot(x)) > 1e8:
+            return None
+        return x
+
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts
         clock = Clock()

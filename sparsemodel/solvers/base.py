@@ -188,6 +188,13 @@ class Solver:
 
             return finish(lp, self, lp.zeros(), UNBOUNDED, 0, Clock(), f=-np.inf, message=exc.message)
 
+    def fold_point(self, lp: LoweredProblem, init: np.ndarray) -> np.ndarray | None:
+        """The answer from ``init`` as a flat point with no Result (no lower bound, counters or log):
+        a cross-validation fold's warm point, whose answer is read only for its held-out loss and the
+        next start (workflows/path.PathRun). The same point ``solve(lp, bound="none")`` of this solver
+        with ``init`` would give, or None where that solve must run (the default: always)."""
+        return None
+
     def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
 

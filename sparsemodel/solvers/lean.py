@@ -35,46 +35,10 @@ GRAHTP_MAX_ITER, GRAHTP_TOL = 500, 1e-6  # GraHTP's defaults (its options max_it
 
 def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
     """``auto``'s result from the compiled kernel, or None where the general pipeline must run."""
-    o = solver.opts
-    if o["restricted"] != "auto" or not o["search"]:
+    ran = _run(solver, lp, solver.opts["init"])
+    if ran is None:
         return None
-    if o["init"] is None and o["start"] not in ("auto", "grahtp", "screen"):
-        return None
-    data = lean_data(lp)
-    if data is None:
-        return None
-    if o["init"] is not None:
-        starts = [2]
-    elif o["start"] == "auto":
-        starts = [0, 1] if data.quadratic else [0]
-    else:
-        starts = [START_NAMES.index(o["start"])]
-    kern = kernels()
-
-    k = int(lp.set.k)
-    x_in = lean_start(lp, data)
-    x_init = initial_point(lp, o["init"]) if o["init"] is not None else x_in
-    pool = o["pool"] if o["pool"] is not None else data.coords
-    opts = np.array(
-        [
-            o["exchange"],
-            o["tries"],
-            o["candidates"],
-            pool,
-            o["max_iter"],
-            o["min_decrease"],
-            GRAHTP_MAX_ITER,
-            GRAHTP_TOL,
-        ],
-        dtype=float,
-    )
-    st = np.array(starts, dtype=np.int64)
-    stats = np.zeros((len(starts), kern.N_STATS), dtype=np.int64)
-    runs = np.empty((len(starts), 5))
-    runs.fill(np.nan)
-    x, f, status, its, best, flog = kern.auto_run(data.P, k, st, x_in, x_init, opts, stats, runs)
-    if status == kern.FALLBACK:
-        return None
+    kern, starts, x, f, status, its, best, flog, stats, runs = ran
     rows = stats.tolist()  # (Python ints and floats: read below without NumPy's scalar indexing)
     tot = rows[0] if len(starts) == 1 else [sum(c) for c in zip(*rows)]  # (one start: its row)
     n_s = lp.n_samples or 1
@@ -120,3 +84,58 @@ def lean_auto(solver: Solver, lp: LoweredProblem, clock: Any) -> Result | None:
         f=float(f),
         extra=extra,
     )
+
+
+def lean_point(solver: Solver, lp: LoweredProblem, init: np.ndarray) -> np.ndarray | None:
+    """The answer of ``solver`` (auto) started at ``init`` as the flat point the kernel returns, with
+    no Result, no counters charged and no log: a cross-validation fold's warm point, whose answer is
+    read only for its held-out loss and the next start (:meth:`~.auto.Auto.fold_point`). None where
+    :func:`lean_auto` would return None (the general pipeline runs)."""
+    ran = _run(solver, lp, init)
+    return None if ran is None else ran[2]
+
+
+def _run(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] | None:
+    """The kernel's ``auto_run`` on ``lp`` from ``init`` (None: auto's starts), or None where it does
+    not apply or leaves the case to the general path."""
+    o = solver.opts
+    if o["restricted"] != "auto" or not o["search"]:
+        return None
+    if init is None and o["start"] not in ("auto", "grahtp", "screen"):
+        return None
+    data = lean_data(lp)
+    if data is None:
+        return None
+    if init is not None:
+        starts = [2]
+    elif o["start"] == "auto":
+        starts = [0, 1] if data.quadratic else [0]
+    else:
+        starts = [START_NAMES.index(o["start"])]
+    kern = kernels()
+
+    k = int(lp.set.k)
+    x_in = lean_start(lp, data)
+    x_init = initial_point(lp, init) if init is not None else x_in
+    pool = o["pool"] if o["pool"] is not None else data.coords
+    opts = np.array(
+        [
+            o["exchange"],
+            o["tries"],
+            o["candidates"],
+            pool,
+            o["max_iter"],
+            o["min_decrease"],
+            GRAHTP_MAX_ITER,
+            GRAHTP_TOL,
+        ],
+        dtype=float,
+    )
+    st = np.array(starts, dtype=np.int64)
+    stats = np.zeros((len(starts), kern.N_STATS), dtype=np.int64)
+    runs = np.empty((len(starts), 5))
+    runs.fill(np.nan)
+    x, f, status, its, best, flog = kern.auto_run(data.P, k, st, x_in, x_init, opts, stats, runs)
+    if status == kern.FALLBACK:
+        return None
+    return kern, starts, x, f, status, its, best, flog, stats, runs

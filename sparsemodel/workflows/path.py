@@ -94,8 +94,11 @@ class PathPoint:
 
     @property
     def usable(self) -> bool:
-        """An answer at k: a result with a usable status (not diverged, infeasible or unbounded)."""
-        return self.result is not None and self.result.status in USABLE
+        """An answer at k: a result with a usable status (not diverged, infeasible or unbounded), or a
+        fold's point answered as a flat point alone (``x`` without a result: Solver.fold_point)."""
+        if self.result is None:
+            return self.x is not None
+        return self.result.status in USABLE
 
     def row(self) -> dict[str, Any]:
         r = self.result
@@ -164,6 +167,10 @@ class PathRun:
         # a fold of cross-validation: only its solutions are read (the held-out loss, the next start),
         # so no lower bound and no degrees of freedom are computed at its points
         self.fold = fold
+        # a fold's warm points are asked of one solver made here (Solver.fold_point: the flat answer
+        # with no Result where the solver has one; auto's lean kernel), its options those of
+        # _solve_point's warm solve
+        self.quick = cls(**{**getattr(cls, "warm_options", {}), **options}) if fold and start == "warm" else None
         self.path = SolutionPath(problem, cls.name, options, start)
         self.path.metric_columns = scorer.columns if scorer is not None else []
 
@@ -172,6 +179,15 @@ class PathRun:
         try:
             lpk = self.lp.with_budget(kv)
             prev = self.prev if self.warmable else None
+            x = None
+            if self.quick is not None and prev is not None:
+                init = prev.copy() if getattr(self.cls, "fills_start", False) else neighbour_start(lpk, prev)
+                x = self.quick.fold_point(lpk, init)
+            if x is not None:  # (the warm solve's answer, read only for the held-out loss and the next start)
+                point = PathPoint(kv, None, "warm", None, None, time.perf_counter() - t0, x=x)
+                self.prev = x
+                self.path.points.append(point)
+                return point
             point = _solve_point(lpk, self.cls, self.options, kv, prev, self.start, "none" if self.fold else "fast")
         except ModelError as exc:
             msg = exc.message + (f" ({exc.hint})" if exc.hint else "")

@@ -549,7 +549,7 @@ def _fold_loss(run: PathRun, pt: PathPoint, held: Evaluator, sv: SampleValues | 
     to rounding)."""
     if not pt.usable:
         return None
-    x = run.lp.layout.pack(pt.result.values)
+    x = pt.x if pt.x is not None else run.lp.layout.pack(pt.result.values)
     if sv is not None:
         v = sv.values(x)
         return v, sv.const + float(v.sum())

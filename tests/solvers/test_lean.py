@@ -670,3 +670,26 @@ def test_softmax_at_and_above_the_kernels_largest_unit():
             assert "kernel" not in lean.extra and lean.objective == python.objective
         else:
             agree_answer(lean, python)
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson", "gamma"])
+def test_a_folds_warm_point_is_the_warm_solves_answer(family):
+    """Solver.fold_point (a cross-validation fold's warm point, no Result) gives exactly the point the
+    warm solve gives, at every bound of a path, and declines where solve answers otherwise (the two
+    ends of the bound, the Python pipeline asked for)."""
+    prob = glm(family, 100, 20, 3, 4)
+    lp = prob.lower()
+    opts = {**AUTO.warm_options, **AUTO.fold_options}
+    quick = AUTO(**opts)
+    init = AUTO().solve(lp.with_budget(1), bound="none").x
+    for k in range(2, 8):
+        lpk = lp.with_budget(k)
+        got = quick.fold_point(lpk, init.copy())
+        want = AUTO(**opts, init=init.copy()).solve(lpk, bound="none")
+        assert want.extra.get("kernel") == "compiled"
+        assert got is not None and np.array_equal(got, lp.layout.pack(want.values))
+        init = got
+    assert quick.fold_point(lp.with_budget(0), init.copy()) is None  # budget 0: solve fits the free part
+    assert quick.fold_point(lp.with_budget(20), init.copy()) is None  # every unit allowed: solve's own answer
+    assert AUTO(**opts, lean=False).fold_point(lp.with_budget(4), init.copy()) is None
+    assert AUTO(**opts, search=False).fold_point(lp.with_budget(4), init.copy()) is None

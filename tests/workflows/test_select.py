@@ -462,3 +462,39 @@ def test_multi_response_bic_counts_every_entry_and_recovers_the_rank(seed):
         k = row["k"]
         df = k * (p + m - k)
         assert row["value"] == pytest.approx(N * math.log(rss / N) + math.log(N) * df, rel=1e-9)
+
+
+@pytest.mark.parametrize("family", ["linear", "logistic"])
+def test_the_folds_warm_points_without_a_result_give_the_curve_of_full_solves(family, monkeypatch):
+    """Cross-validation asks a fold's warm points of Solver.fold_point (auto's lean kernel, no
+    Result); the curve and the per-fold losses are bit for bit those of full warm solves."""
+    pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
+    from sparsemodel.solvers import get_solver
+
+    X, y, _ = separated(n=100, p=20, s=3, noise=1.5, seed=5)
+    n, p = X.shape
+    w = sm.Variable(p + 1, name="w")
+    z = X @ w[1:] + w[0]
+    if family == "linear":
+        loss = sm.sum_squares(z - y) / (2 * n)
+    else:
+        v = np.where(y > np.median(y), 1.0, -1.0)
+        loss = sm.mean(sm.logistic(-v * z)) + 1e-4 / 2 * sm.sum_squares(w[1:])
+    prob = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:]) <= 3])
+    auto = get_solver("auto")
+    asked = []
+    real = auto.fold_point
+
+    def counted(self, lp, init):
+        x = real(self, lp, init)
+        asked.append(x is not None)
+        return x
+
+    monkeypatch.setattr(auto, "fold_point", counted)
+    quick = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
+    assert len(asked) == 5 * 8 and all(asked)  # every fold's point after its first (k = 0, solved cold)
+    monkeypatch.setattr(auto, "fold_point", lambda self, lp, init: None)
+    full = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
+    assert np.array_equal(quick.per_fold, full.per_fold)
+    assert [r["value"] for r in quick.curve] == [r["value"] for r in full.curve]
+    assert quick.k == full.k
