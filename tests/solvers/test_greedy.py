@@ -914,3 +914,27 @@ def test_arht_with_a_kernel_build_older_than_its_newton_loop_runs_the_general_pa
     assert ActiveSet(lp, lean=True).lean is None
     r = prob.solve("arht", seed=1)
     assert r.objective == pytest.approx(ref.objective, rel=1e-12)
+
+
+def test_lean_logistic_loss_pass_at_every_short_length():
+    """The vectorized logistic pass (its AVX-512, AVX2 or scalar clone, whichever the CPU takes) at
+    1..17 samples (the vector loop's remainders, lengths not a multiple of the vector width): each
+    sample's wc phi' and wc phi'' to a few ulps of scipy's expit, the sum to the rounding of the
+    samples' values (NumPy's logaddexp)."""
+    from scipy.special import expit
+
+    from sparsemodel.lowering.active import lean_rows
+
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(5)
+    for m in range(1, 18):
+        P = lean_rows(glm("weighted", m, n=m).lower()).P
+        wc = np.asarray(P.wc)
+        z = rng.uniform(-30, 30, m)
+        d1, d2 = np.full(m, np.nan), np.full(m, np.nan)
+        tot = _lean.losses(P, z, d1, d2)
+        s = expit(z)
+        np.testing.assert_array_less(np.abs(d1 - wc * s), 4 * np.spacing(wc * s) + 1e-300)
+        np.testing.assert_array_less(np.abs(d2 - wc * s * expit(-z)), 8 * np.spacing(wc * s * expit(-z)) + 1e-300)
+        v = wc * np.logaddexp(0.0, z)
+        assert abs(tot - math.fsum(v)) <= 8 * m * np.finfo(float).eps * math.fsum(np.abs(v)), m
