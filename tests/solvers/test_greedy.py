@@ -916,6 +916,44 @@ def test_arht_with_a_kernel_build_older_than_its_newton_loop_runs_the_general_pa
     assert r.objective == pytest.approx(ref.objective, rel=1e-12)
 
 
+def test_lean_gram_kernels_equal_numpy_and_each_other_at_every_size():
+    """The two kernels of ARHT's Hessians (``lean_gram``: 2 x 4 tiles on every CPU, 4 x 4 tiles on
+    AVX-512 machines) against NumPy's X diag(w) X' on the lower triangle, at every row count 1..9
+    and a few larger (tiles at the edge), sample counts not a multiple of four (each tail length 0..3)
+    and of one or several blocks of 256, added into a G that is not zero (the update path); where the
+    4 x 4 kernel runs, its lower triangle equals the 2 x 4 kernel's bit for bit (the same sums in the
+    same order, so ARHT's solves and answers do not depend on which one the CPU takes)."""
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(11)
+    have4 = None
+    for nb in [*range(1, 10), 13, 31, 36]:
+        for n in [1, 2, 3, 4, 5, 7, 255, 256, 257, 258, 259, 1001, 5822]:
+            X = rng.standard_normal((nb, n))
+            w = rng.uniform(-0.5, 1.0, n)  # (signed: an update's curvature changes)
+            G0 = rng.standard_normal((nb, nb))
+            G0 = G0 + G0.T
+            low = np.tril_indices(nb)
+            ref = G0 + (X * w) @ X.T
+            out = {}
+            for kernel in (1, 2):
+                G = G0.copy()
+                ran = _lean.lean_gram_kernel(kernel, X, w, G)
+                if ran == 0:
+                    assert kernel == 2 and np.array_equal(G, G0)  # (not on this CPU or build: untouched)
+                    have4 = False
+                    continue
+                assert ran == kernel
+                np.testing.assert_allclose(G[low], ref[low], rtol=1e-12, atol=1e-12 * n)
+                out[kernel] = G
+            if 2 in out:
+                have4 = True
+                assert np.array_equal(out[1][low], out[2][low]), (nb, n)
+                assert np.array_equal(np.triu(out[2], 1), np.triu(G0, 1))  # (4 x 4: nothing above the diagonal)
+    assert have4 is not None
+    with pytest.raises(ValueError, match="needs"):
+        _lean.lean_gram_kernel(1, np.ones((3, 5)), np.ones(4), np.zeros((3, 3)))
+
+
 def test_lean_logistic_loss_pass_at_every_short_length():
     """The vectorized logistic pass (its AVX-512, AVX2 or scalar clone, whichever the CPU takes) at
     1..17 samples (the vector loop's remainders, lengths not a multiple of the vector width): each
