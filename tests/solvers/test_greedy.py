@@ -976,3 +976,28 @@ def test_lean_logistic_loss_pass_at_every_short_length():
         np.testing.assert_array_less(np.abs(d2 - wc * s * expit(-z)), 8 * np.spacing(wc * s * expit(-z)) + 1e-300)
         v = wc * np.logaddexp(0.0, z)
         assert abs(tot - math.fsum(v)) <= 8 * m * np.finfo(float).eps * math.fsum(np.abs(v)), m
+
+
+def test_lean_curvature_ratio_range_equals_the_scalar_scan():
+    """The Newton loop's scan of the curvature ratios d2 / c0 (``lean_ratio_range``: vector divisions,
+    selects by bit masks) against NumPy: the same lo = min and hi = max bit for bit at every length
+    1..9 and longer (the vector loop's remainders), NaN reported (0 / 0), zeros and infinities kept."""
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(13)
+    for n in [*range(1, 10), 15, 16, 17, 5822]:
+        for trial in range(20):
+            a, b = rng.uniform(0.0, 0.25, n), rng.uniform(0.0, 0.25, n)
+            if trial % 4 == 1:
+                a[rng.integers(n)] = 0.0  # (a ratio 0)
+            if trial % 4 == 2:
+                b[rng.integers(n)] = 0.0  # (a ratio +inf)
+            if trial % 4 == 3:
+                i = rng.integers(n)
+                a[i] = b[i] = 0.0  # (0 / 0: NaN)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                q = a / b
+            lo, hi, nan = _lean.lean_ratios(a, b)
+            assert nan == bool(np.isnan(q).any())
+            if not nan:
+                assert lo == q.min() and hi == q.max(), (n, trial)
+    assert _lean.lean_ratios(np.zeros(0), np.zeros(0)) == (np.inf, -np.inf, False)
