@@ -914,3 +914,90 @@ def test_arht_with_a_kernel_build_older_than_its_newton_loop_runs_the_general_pa
     assert ActiveSet(lp, lean=True).lean is None
     r = prob.solve("arht", seed=1)
     assert r.objective == pytest.approx(ref.objective, rel=1e-12)
+
+
+def test_lean_gram_kernels_equal_numpy_and_each_other_at_every_size():
+    """The two kernels of ARHT's Hessians (``lean_gram``: 2 x 4 tiles on every CPU, 4 x 4 tiles on
+    AVX-512 machines) against NumPy's X diag(w) X' on the lower triangle, at every row count 1..9
+    and a few larger (tiles at the edge), sample counts not a multiple of four (each tail length 0..3)
+    and of one or several blocks of 256, added into a G that is not zero (the update path); where the
+    4 x 4 kernel runs, its lower triangle equals the 2 x 4 kernel's bit for bit (the same sums in the
+    same order, so ARHT's solves and answers do not depend on which one the CPU takes)."""
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(11)
+    have4 = None
+    for nb in [*range(1, 10), 13, 31, 36]:
+        for n in [1, 2, 3, 4, 5, 7, 255, 256, 257, 258, 259, 1001, 5822]:
+            X = rng.standard_normal((nb, n))
+            w = rng.uniform(-0.5, 1.0, n)  # (signed: an update's curvature changes)
+            G0 = rng.standard_normal((nb, nb))
+            G0 = G0 + G0.T
+            low = np.tril_indices(nb)
+            ref = G0 + (X * w) @ X.T
+            out = {}
+            for kernel in (1, 2):
+                G = G0.copy()
+                ran = _lean.lean_gram_kernel(kernel, X, w, G)
+                if ran == 0:
+                    assert kernel == 2 and np.array_equal(G, G0)  # (not on this CPU or build: untouched)
+                    have4 = False
+                    continue
+                assert ran == kernel
+                np.testing.assert_allclose(G[low], ref[low], rtol=1e-12, atol=1e-12 * n)
+                out[kernel] = G
+            if 2 in out:
+                have4 = True
+                assert np.array_equal(out[1][low], out[2][low]), (nb, n)
+                assert np.array_equal(np.triu(out[2], 1), np.triu(G0, 1))  # (4 x 4: nothing above the diagonal)
+    assert have4 is not None
+    with pytest.raises(ValueError, match="needs"):
+        _lean.lean_gram_kernel(1, np.ones((3, 5)), np.ones(4), np.zeros((3, 3)))
+
+
+def test_lean_logistic_loss_pass_at_every_short_length():
+    """The vectorized logistic pass (its AVX-512, AVX2 or scalar clone, whichever the CPU takes) at
+    1..17 samples (the vector loop's remainders, lengths not a multiple of the vector width): each
+    sample's wc phi' and wc phi'' to a few ulps of scipy's expit, the sum to the rounding of the
+    samples' values (NumPy's logaddexp)."""
+    from scipy.special import expit
+
+    from sparsemodel.lowering.active import lean_rows
+
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(5)
+    for m in range(1, 18):
+        P = lean_rows(glm("weighted", m, n=m).lower()).P
+        wc = np.asarray(P.wc)
+        z = rng.uniform(-30, 30, m)
+        d1, d2 = np.full(m, np.nan), np.full(m, np.nan)
+        tot = _lean.losses(P, z, d1, d2)
+        s = expit(z)
+        np.testing.assert_array_less(np.abs(d1 - wc * s), 4 * np.spacing(wc * s) + 1e-300)
+        np.testing.assert_array_less(np.abs(d2 - wc * s * expit(-z)), 8 * np.spacing(wc * s * expit(-z)) + 1e-300)
+        v = wc * np.logaddexp(0.0, z)
+        assert abs(tot - math.fsum(v)) <= 8 * m * np.finfo(float).eps * math.fsum(np.abs(v)), m
+
+
+def test_lean_curvature_ratio_range_equals_the_scalar_scan():
+    """The Newton loop's scan of the curvature ratios d2 / c0 (``lean_ratio_range``: vector divisions,
+    selects by bit masks) against NumPy: the same lo = min and hi = max bit for bit at every length
+    1..9 and longer (the vector loop's remainders), NaN reported (0 / 0), zeros and infinities kept."""
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(13)
+    for n in [*range(1, 10), 15, 16, 17, 5822]:
+        for trial in range(20):
+            a, b = rng.uniform(0.0, 0.25, n), rng.uniform(0.0, 0.25, n)
+            if trial % 4 == 1:
+                a[rng.integers(n)] = 0.0  # (a ratio 0)
+            if trial % 4 == 2:
+                b[rng.integers(n)] = 0.0  # (a ratio +inf)
+            if trial % 4 == 3:
+                i = rng.integers(n)
+                a[i] = b[i] = 0.0  # (0 / 0: NaN)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                q = a / b
+            lo, hi, nan = _lean.lean_ratios(a, b)
+            assert nan == bool(np.isnan(q).any())
+            if not nan:
+                assert lo == q.min() and hi == q.max(), (n, trial)
+    assert _lean.lean_ratios(np.zeros(0), np.zeros(0)) == (np.inf, -np.inf, False)
