@@ -75,7 +75,7 @@ from ..lowering.forms import edges
 from ..lowering.lowered import LoweredProblem
 from ..lowering.swaps import SwapModel, model_exact
 from ..util import Clock
-from .base import Solver, initial_point, register
+from .base import RUN_AWAY_SQ, Solver, initial_point, register
 from .grahtp import FGraHTP, GraHTP
 from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, omp_steps
 from .options import Option
@@ -170,7 +170,7 @@ class Auto(Solver):
         from .lean import lean_point
 
         x = lean_point(self, lp, init)
-        if x is None or x.size != lp.n or float(x.dot(x)) > 1e8:
+        if x is None or x.size != lp.n or float(x.dot(x)) > RUN_AWAY_SQ:
             return None
         return x
 

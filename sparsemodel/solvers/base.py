@@ -176,7 +176,7 @@ class Solver:
             res = self.run(lp)
             x = np.concatenate([np.ravel(v) for v in res.values.values()]) if res.values else None
             if x is not None and x.size == lp.n and res.status in (CONVERGED, MAX_ITER):
-                if float(x.dot(x)) > 1e8 and lp.runs_away(x, x):  # |x| > 1e4: the iterates ran away
+                if float(x.dot(x)) > RUN_AWAY_SQ and lp.runs_away(x, x):  # |x| > 1e4: the iterates ran away
                     raise UnboundedError(
                         f"{self.name} ended at |x| = {float(np.linalg.norm(x)):.3g} with objective {res.objective:.4g}, "
                         "and the objective keeps decreasing without bound along that direction: it has no minimizer "
@@ -215,6 +215,7 @@ def check_bound_mode(bound: Any) -> str:
     return bound
 
 
+RUN_AWAY_SQ = 1e8  # |x|^2 above which an answer is tested for iterates that ran away (|x| > 1e4)
 _BOUND_MODES = frozenset({"fast", "tight", "none"})  # (lowering/bound.BOUND_MODES, without importing it per solve)
 BLAS_THREADS_LIMIT = 10_000_000  # entries (samples x coordinates): a smaller problem runs on one BLAS thread
 

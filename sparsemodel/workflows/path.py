@@ -170,7 +170,7 @@ class PathRun:
         # a fold's warm points are asked of one solver made here (Solver.fold_point: the flat answer
         # with no Result where the solver has one; auto's lean kernel), its options those of
         # _solve_point's warm solve
-        self.quick = cls(**{**getattr(cls, "warm_options", {}), **options}) if fold and start == "warm" else None
+        self.quick = cls(**warm_options(cls, options)) if fold and start == "warm" else None
         self.path = SolutionPath(problem, cls.name, options, start)
         self.path.metric_columns = scorer.columns if scorer is not None else []
 
@@ -181,8 +181,7 @@ class PathRun:
             prev = self.prev if self.warmable else None
             x = None
             if self.quick is not None and prev is not None:
-                init = prev.copy() if getattr(self.cls, "fills_start", False) else neighbour_start(lpk, prev)
-                x = self.quick.fold_point(lpk, init)
+                x = self.quick.fold_point(lpk, warm_start(lpk, self.cls, prev))
             if x is not None:  # (the warm solve's answer, read only for the held-out loss and the next start)
                 point = PathPoint(kv, None, "warm", None, None, time.perf_counter() - t0, x=x)
                 self.prev = x
@@ -258,11 +257,8 @@ def _solve_point(
     if start in ("cold", "best") or prev is None:
         cold = cls(**options).solve(lp, bound=bound)
     if start in ("warm", "best") and prev is not None:
-        # a solver that fills a short start itself (auto: by the largest model gains) gets the
-        # neighbour's solution as it is; the others get it with the gradient step outside its support
-        init = prev.copy() if getattr(cls, "fills_start", False) else neighbour_start(lp, prev)
-        try:  # the solver's own options for warm starts (auto: warm_options), then the user's
-            warm = cls(**{**getattr(cls, "warm_options", {}), **options, "init": init}).solve(lp, bound=bound)
+        try:
+            warm = cls(**{**warm_options(cls, options), "init": warm_start(lp, cls, prev)}).solve(lp, bound=bound)
         except ModelError:
             if cold is None:
                 raise
@@ -271,6 +267,19 @@ def _solve_point(
     if warm is not None and (cold is None or _better(warm, cold)):
         return PathPoint(k, warm, "warm", fc, fw, 0.0)
     return PathPoint(k, cold, "cold", fc, fw, 0.0)
+
+
+def warm_options(cls: type[Solver], options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a warm solve: the solver's own for warm starts (auto: ``warm_options``), then
+    the user's."""
+    return {**getattr(cls, "warm_options", {}), **options}
+
+
+def warm_start(lp: LoweredProblem, cls: type[Solver], prev: np.ndarray) -> np.ndarray:
+    """The start of a warm solve from the neighbour's solution ``prev``: as it is for a solver that
+    fills a short start itself (auto: by the largest model gains), with the gradient step outside
+    its support for the others (:func:`neighbour_start`)."""
+    return prev.copy() if getattr(cls, "fills_start", False) else neighbour_start(lp, prev)
 
 
 def full_model(lp: LoweredProblem, solver: Solver, bound: str = "fast") -> Result:
