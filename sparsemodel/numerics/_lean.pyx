@@ -2888,6 +2888,8 @@ cdef extern from *:
     #define LEAN_LOAD4(v, p) memcpy(&(v), (p), sizeof(v))
     #define LEAN_LANES(v) (((v)[0] + (v)[1]) + ((v)[2] + (v)[3]))
     #endif
+    /* row i of X (leading dimension ld), the last of its nb rows standing in past the end (a tile at the edge) */
+    #define LEAN_ROW(X, i, nb, ld) ((X) + ((i) < (nb) ? (i) : (nb) - 1) * (ld))
     LEAN_GRAM_CLONES
     static void lean_gram24(const double *LEAN_RESTRICT X, Py_ssize_t ld, const double *LEAN_RESTRICT w,
                             Py_ssize_t nb, Py_ssize_t n, double *LEAN_RESTRICT G) {
@@ -2895,11 +2897,11 @@ cdef extern from *:
         for (Py_ssize_t q0 = 0; q0 < n; q0 += QB) {
             Py_ssize_t q1 = q0 + QB < n ? q0 + QB : n, qv = q0 + ((q1 - q0) & ~(Py_ssize_t)3);
             for (Py_ssize_t i0 = 0; i0 < nb; i0 += 2) {
-                const double *x0 = X + i0 * ld, *x1 = X + (i0 + 1 < nb ? i0 + 1 : i0) * ld;
+                const double *x0 = X + i0 * ld, *x1 = LEAN_ROW(X, i0 + 1, nb, ld);
                 for (Py_ssize_t j0 = 0; j0 <= i0 + 1 && j0 < nb; j0 += 4) {
-                    const double *y0 = X + j0 * ld, *y1 = X + (j0 + 1 < nb ? j0 + 1 : nb - 1) * ld;
-                    const double *y2 = X + (j0 + 2 < nb ? j0 + 2 : nb - 1) * ld;
-                    const double *y3 = X + (j0 + 3 < nb ? j0 + 3 : nb - 1) * ld;
+                    const double *y0 = X + j0 * ld, *y1 = LEAN_ROW(X, j0 + 1, nb, ld);
+                    const double *y2 = LEAN_ROW(X, j0 + 2, nb, ld);
+                    const double *y3 = LEAN_ROW(X, j0 + 3, nb, ld);
                     double acc[2][4];
     #if defined(__GNUC__) || defined(__clang__)
                     lean_v4 s00 = {0.0, 0.0, 0.0, 0.0}, s01 = s00, s02 = s00, s03 = s00;
@@ -2967,13 +2969,13 @@ cdef extern from *:
         for (Py_ssize_t q0 = 0; q0 < n; q0 += QB) {
             Py_ssize_t q1 = q0 + QB < n ? q0 + QB : n, qv = q0 + ((q1 - q0) & ~(Py_ssize_t)3);
             for (Py_ssize_t i0 = 0; i0 < nb; i0 += 4) {
-                const double *x0 = X + i0 * ld, *x1 = X + (i0 + 1 < nb ? i0 + 1 : nb - 1) * ld;
-                const double *x2 = X + (i0 + 2 < nb ? i0 + 2 : nb - 1) * ld;
-                const double *x3 = X + (i0 + 3 < nb ? i0 + 3 : nb - 1) * ld;
+                const double *x0 = X + i0 * ld, *x1 = LEAN_ROW(X, i0 + 1, nb, ld);
+                const double *x2 = LEAN_ROW(X, i0 + 2, nb, ld);
+                const double *x3 = LEAN_ROW(X, i0 + 3, nb, ld);
                 for (Py_ssize_t j0 = 0; j0 <= i0; j0 += 4) {
-                    const double *y0 = X + j0 * ld, *y1 = X + (j0 + 1 < nb ? j0 + 1 : nb - 1) * ld;
-                    const double *y2 = X + (j0 + 2 < nb ? j0 + 2 : nb - 1) * ld;
-                    const double *y3 = X + (j0 + 3 < nb ? j0 + 3 : nb - 1) * ld;
+                    const double *y0 = X + j0 * ld, *y1 = LEAN_ROW(X, j0 + 1, nb, ld);
+                    const double *y2 = LEAN_ROW(X, j0 + 2, nb, ld);
+                    const double *y3 = LEAN_ROW(X, j0 + 3, nb, ld);
                     double acc[4][4];
                     lean_v4 s[4][4];
                     for (int a = 0; a < 4; a++)
