@@ -2788,26 +2788,70 @@ def auto_run(Problem P, Py_ssize_t k, starts, x_inside, x_init, opts, stats, run
     Returns (x, f, status, iterations, best start index or -1, the objectives the search logged:
     each start's, then every accepted swap); status FALLBACK when some step met a case for the
     general path."""
+    cdef double[::1] o = _auto_opts(k, opts)
+    flog = []
+    _arena_reset(P)
+    return _auto(P, k, starts, np.ascontiguousarray(x_inside, dtype=float), np.ascontiguousarray(x_init, dtype=float),
+                 o, stats, runs, flog)
+
+
+def path_run(Problem P, ks, x_init, opts, double run_away_sq, double[:, ::1] X):
+    """A warm-started path of ``auto``: at each bound ``ks[j]`` in turn the run of :func:`auto_run`
+    from START_INIT at the previous bound's answer (``x_init`` at the first), exactly as that many
+    calls of auto_run would compute it (its arena reset per bound, the same steps), written to row j
+    of ``X`` (len(ks) x D). Stops before the first bound whose run the general path must take
+    (FALLBACK), whose objective is not finite or whose answer has x'x > ``run_away_sq`` (the
+    run-away test of solvers/base.Solver._solve); returns the number of rows written. A fold's path
+    of cross-validation in one call (solvers/lean.lean_path), where Python's cost per bound would
+    exceed the arithmetic on small problems."""
+    cdef long[::1] kv = np.ascontiguousarray(ks, dtype=np.int64)
+    cdef Py_ssize_t j, a, done = 0
+    cdef double xx
+    cdef double[::1] o, xi = np.ascontiguousarray(x_init, dtype=float), row
+    if X.shape[0] < kv.shape[0] or X.shape[1] != P.D or xi.shape[0] != P.D:
+        raise ValueError(f"path_run: X must be at least {kv.shape[0]} x {P.D} and x_init of length {P.D}")
+    stats = np.zeros((1, N_STATS), dtype=np.int64)
+    runs = np.empty((1, 5))
+    starts = [START_INIT]
+    for j in range(kv.shape[0]):
+        o = _auto_opts(kv[j], opts)
+        _arena_reset(P)
+        x, f, status, its, best, flog = _auto(P, kv[j], starts, xi, xi, o, stats, runs, [])
+        if status == FALLBACK or not isfinite(f):
+            break
+        row = x
+        xx = 0.0
+        for a in range(P.D):
+            xx += row[a] * row[a]
+        if xx > run_away_sq:
+            break
+        X[j, :] = row
+        xi = X[j]
+        done += 1
+    return done
+
+
+cdef double[::1] _auto_opts(Py_ssize_t k, opts):
     cdef double[::1] o = np.ascontiguousarray(opts, dtype=float)
-    cdef double[::1] xin = np.ascontiguousarray(x_inside, dtype=float)
-    cdef double[::1] xi = np.ascontiguousarray(x_init, dtype=float)
-    cdef long[:, ::1] sv = stats
-    cdef double[:, ::1] rv = runs
+    if k < 1 or o[0] < 1 or o[2] < 1 or o[3] < 1:  # (solve answers k = 0 itself; the options' lower bounds)
+        raise ValueError(f"auto_run takes k >= 1 and exchange, candidates, pool >= 1; got k={k}, opts={list(o)}")
+    return o
+
+
+cdef tuple _auto(Problem P, Py_ssize_t k, starts, double[::1] xin, double[::1] xi, double[::1] o, long[:, ::1] sv,
+                 double[:, ::1] rv, list flog):
+    """auto_run's body in the call's arena (reset by the caller)."""
     cdef Py_ssize_t pool = <Py_ssize_t> o[3], candidates = <Py_ssize_t> o[2], s
     cdef int g_max_iter = <int> o[6]
     cdef double g_tol = o[7], f, bf = INFINITY
     cdef int status, its, best = -1, bstatus = MAX_ITER, bits = 0, steps, how
     cdef bint ok
-    _arena_reset(P)
     cdef double[::1] x, g, bx = _dnew(P, P.D)
     bx[:] = 0.0
     cdef Py_ssize_t[::1] units, add, grown
     cdef Py_ssize_t a
     cdef Model md
     cdef Sol sol_
-    if k < 1 or o[0] < 1 or o[2] < 1 or o[3] < 1:  # (solve answers k = 0 itself; the options' lower bounds)
-        raise ValueError(f"auto_run takes k >= 1 and exchange, candidates, pool >= 1; got k={k}, opts={list(o)}")
-    flog = []
     for s in range(len(starts)):
         rv[s, 0] = NAN
         rv[s, 1] = NAN

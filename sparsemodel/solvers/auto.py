@@ -81,6 +81,8 @@ from .greedy import MIN_DECREASE, RESTRICTED, edge_forward_path, omp_steps
 from .options import Option
 from .result import CONVERGED, DIVERGED, MAX_ITER, History, Result, finish
 
+# coordinates x samples up to which a fold's path is asked of the kernel in one call (fold_points)
+PATH_BATCH_LIMIT = 50_000
 RELAXED_LIMIT = 200  # coordinates up to which inequalities or bounds beside linear constraints keep the relaxed start
 
 
@@ -162,10 +164,8 @@ class Auto(Solver):
         it and keep its answer: a bound strictly between 0 and every unit (``Solver.solve`` answers
         both ends itself), no direction of unbounded decrease, no precision matrix, the swap search
         on, the iterates not run away (the |x| > 1e4 test of ``Solver._solve``). None otherwise."""
-        o, s = self.opts, lp.set
-        if not (o["lean"] and o["search"]) or s is None or not s.thresholds or s.k == 0 or s.vacuous():
-            return None
-        if lp.unbounded_direction() is not None or edges(lp) is not None or not _searchable(lp):
+        s = lp.set
+        if s is None or not s.thresholds or s.k == 0 or s.vacuous() or not self._folds_lean(lp):
             return None
         from .lean import lean_point
 
@@ -173,6 +173,33 @@ class Auto(Solver):
         if x is None or x.size != lp.n or float(x.dot(x)) > RUN_AWAY_SQ:
             return None
         return x
+
+    def fold_points(self, lp: LoweredProblem, ks: list[int], init: np.ndarray) -> list[np.ndarray]:
+        """:meth:`fold_point` at the bounds ``ks`` in turn, each from the last's answer, in one kernel
+        call (:func:`.lean.lean_path`) where the problem is small (its Jacobian at most
+        PATH_BATCH_LIMIT entries: there Python's cost per bound exceeds the arithmetic); the same
+        points, for the prefix of ``ks`` the kernel answers. ``lp`` is at the bound ``ks[0]``."""
+        if len(ks) == 1 or not self._folds_lean(lp) or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
+            return super().fold_points(lp, ks, init)
+        s, run = lp.set, []
+        for kv in ks:  # (the bounds strictly between 0 and every unit: solve answers the ends itself)
+            if kv == 0 or s.with_budget(kv).vacuous():
+                break
+            run.append(s.check_budget(kv))
+        if not run:
+            return []
+        from .lean import lean_path
+
+        X = lean_path(self, lp, run, init)
+        return [] if X is None or X.shape[1] != lp.n else list(X)
+
+    def _folds_lean(self, lp: LoweredProblem) -> bool:
+        """A fold's points may be asked of the lean kernel (what :meth:`fold_point` checks of the
+        lowering and options, the bound aside)."""
+        o, s = self.opts, lp.set
+        if not (o["lean"] and o["search"]) or s is None or not s.thresholds:
+            return False
+        return lp.unbounded_direction() is None and edges(lp) is None and _searchable(lp)
 
     def run(self, lp: LoweredProblem) -> Result:
         o = self.opts

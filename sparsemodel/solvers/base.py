@@ -195,6 +195,14 @@ class Solver:
         with ``init`` would give, or None where that solve must run (the default: always)."""
         return None
 
+    def fold_points(self, lp: LoweredProblem, ks: list[int], init: np.ndarray) -> list[np.ndarray]:
+        """:meth:`fold_point` at the bounds ``ks`` in turn (``lp`` at ``ks[0]``), each started at the
+        last's answer: the answers of the longest prefix of ``ks`` answered this way (the default:
+        the first alone, or none). A solver that answers a whole path in one call overrides it
+        (auto: solvers/lean.lean_path)."""
+        x = self.fold_point(lp, init)
+        return [] if x is None else [x]
+
     def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
 

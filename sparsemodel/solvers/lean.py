@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lowering.lean import kernels, lean_data, lean_start
-from .base import initial_point
+from .base import RUN_AWAY_SQ, initial_point
 from .result import CONVERGED, MAX_ITER, Result, finish
 
 if TYPE_CHECKING:
@@ -95,9 +95,25 @@ def lean_point(solver: Solver, lp: LoweredProblem, init: np.ndarray) -> np.ndarr
     return None if ran is None else ran[2]
 
 
-def _run(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] | None:
-    """The kernel's ``auto_run`` on ``lp`` from ``init`` (None: auto's starts), or None where it does
-    not apply or leaves the case to the general path."""
+def lean_path(solver: Solver, lp: LoweredProblem, ks: list[int], init: np.ndarray) -> np.ndarray | None:
+    """The answers of ``solver`` (auto) at the bounds ``ks`` in turn, each started at the last's
+    answer (``init`` at the first), as the rows of an array: the points :func:`lean_point` would
+    give one call at a time (the kernel's ``path_run``: the same steps, bit for bit), for the
+    longest prefix of ``ks`` the kernel answers (no row where the general path must run or the
+    answer runs away). None where :func:`lean_auto` would return None at every bound."""
+    prep = _prepared(solver, lp, init)
+    if prep is None:
+        return None
+    kern, data, x_in, x_init, opts = prep
+    X = np.empty((len(ks), lp.n))
+    m = kern.path_run(data.P, np.asarray(ks, dtype=np.int64), x_init, opts, RUN_AWAY_SQ, X)
+    return X[:m]
+
+
+def _prepared(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] | None:
+    """What a kernel call on ``lp`` from ``init`` (None: auto's starts) takes: (the kernels, the
+    lean data, the start inside the loss's domain, the start, the options array), or None where
+    the kernel does not apply."""
     o = solver.opts
     if o["restricted"] != "auto" or not o["search"]:
         return None
@@ -106,15 +122,6 @@ def _run(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] | Non
     data = lean_data(lp)
     if data is None:
         return None
-    if init is not None:
-        starts = [2]
-    elif o["start"] == "auto":
-        starts = [0, 1] if data.quadratic else [0]
-    else:
-        starts = [START_NAMES.index(o["start"])]
-    kern = kernels()
-
-    k = int(lp.set.k)
     x_in = lean_start(lp, data)
     x_init = initial_point(lp, init) if init is not None else x_in
     pool = o["pool"] if o["pool"] is not None else data.coords
@@ -131,6 +138,24 @@ def _run(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] | Non
         ],
         dtype=float,
     )
+    return kernels(), data, x_in, x_init, opts
+
+
+def _run(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] | None:
+    """The kernel's ``auto_run`` on ``lp`` from ``init`` (None: auto's starts), or None where it does
+    not apply or leaves the case to the general path."""
+    prep = _prepared(solver, lp, init)
+    if prep is None:
+        return None
+    kern, data, x_in, x_init, opts = prep
+    o = solver.opts
+    if init is not None:
+        starts = [2]
+    elif o["start"] == "auto":
+        starts = [0, 1] if data.quadratic else [0]
+    else:
+        starts = [START_NAMES.index(o["start"])]
+    k = int(lp.set.k)
     st = np.array(starts, dtype=np.int64)
     stats = np.zeros((len(starts), kern.N_STATS), dtype=np.int64)
     runs = np.empty((len(starts), 5))

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,17 +172,26 @@ class PathRun:
         # with no Result where the solver has one; auto's lean kernel), its options those of
         # _solve_point's warm solve
         self.quick = cls(**warm_options(cls, options)) if fold and start == "warm" else None
+        self.ready: deque[tuple[int, np.ndarray]] = deque()  # the next bounds' points, answered ahead
         self.path = SolutionPath(problem, cls.name, options, start)
         self.path.metric_columns = scorer.columns if scorer is not None else []
 
-    def step(self, kv: int) -> PathPoint:
+    def step(self, kv: int, ahead: Sequence[int] = ()) -> PathPoint:
+        """The point at ``kv``. ``ahead``: the bounds a fold's path will be asked next, in order,
+        which its solver may answer in the same call (Solver.fold_points; their points are kept
+        for those steps, each the one a step at a time would compute)."""
         t0 = time.perf_counter()
         try:
             lpk = self.lp.with_budget(kv)
             prev = self.prev if self.warmable else None
             x = None
             if self.quick is not None and prev is not None:
-                x = self.quick.fold_point(lpk, warm_start(lpk, self.cls, prev))
+                if self.ready and self.ready[0][0] == kv:
+                    x = self.ready.popleft()[1]
+                else:
+                    got = self.quick.fold_points(lpk, [kv, *ahead], warm_start(lpk, self.cls, prev))
+                    self.ready = deque(zip(ahead, got[1:]))
+                    x = got[0] if got else None
             if x is not None:  # (the warm solve's answer, read only for the held-out loss and the next start)
                 point = PathPoint(kv, None, "warm", None, None, time.perf_counter() - t0, x=x)
                 self.prev = x

@@ -185,6 +185,16 @@ class EarlyStop:
             f"(k = {ks[recent[0]]}..{last})"
         )
 
+    def reach(self, curve: list[dict[str, Any]], ks: list[int], j: int) -> int:
+        """The last index of ``ks`` the path surely computes, ``curve`` holding its points before
+        ``ks[j]``: the rule cannot fire before a point at least ``patience`` above the minimum's k,
+        and the minimum can only move to a later k (the first of equal values is kept). What
+        cross-validation's folds may compute ahead with nothing computed in vain (FoldSteps)."""
+        vals = [r["value"] for r in curve]
+        ok = [i for i, v in enumerate(vals) if math.isfinite(v)]
+        base = ks[min(ok, key=lambda i: (vals[i], i))] if ok else ks[j]
+        return next((i for i in range(j, len(ks)) if ks[i] - base >= self.patience), len(ks) - 1)
+
 
 def early_stop_of(
     by: str, ks: list[int], early_stop: bool, patience: int | None, margin: float | None
@@ -254,13 +264,14 @@ def run_select(
         with blas_threads(lp):
             for j, kv in enumerate(ks):
                 bar.set_postfix_str(f"k={kv}")
-                if folds_at is not None:
-                    folds_at.ask(j)  # the folds' step on workers while the all-data path takes its own
+                if folds_at is not None:  # (the folds may answer the bounds up to ks[reach] in one call)
+                    reach = stopper.reach(curve, ks, j) if stopper is not None else len(ks) - 1
+                    folds_at.ask(j, reach)  # the folds' step on workers while the all-data path takes its own
                 pt = full.step(kv)
                 row = _row(pt, lp, loss_of, dt, by, gamma)
                 row.update({c: pt.metrics.get(c) for c in full.path.metric_columns})
                 if per_fold is not None:  # the folds' paths in lockstep with the all-data path
-                    for f, got in enumerate(folds_at.at(j)):
+                    for f, got in enumerate(folds_at.at(j, reach)):
                         if got is None:  # the fold's point is not usable
                             continue
                         v, per_fold[f, j] = got
@@ -496,14 +507,18 @@ class FoldSteps:
             self.close(exc)
             raise
 
-    def ask(self, j: int) -> None:
+    def ask(self, j: int, reach: int) -> None:
+        """Ask the workers for the folds' points at ks[j] (the bounds up to ks[reach] surely follow)."""
         if self.resident is not None:
-            self.resident.ask((self.ks[j], self.samplewise))
+            self.resident.ask((self.ks[j], self.samplewise, self.ks[j + 1 : reach + 1]))
 
-    def at(self, j: int) -> list[Any]:
+    def at(self, j: int, reach: int) -> list[Any]:
+        """Each fold's held-out reading at ks[j] (:func:`_fold_loss`); the bounds up to ks[reach]
+        surely follow (a fold's solver may answer them in the same call: PathRun.step's ahead)."""
         if self.resident is None:
             sv_on = self.samplewise
-            return [_fold_loss(run, run.step(self.ks[j]), held, sv if sv_on else None) for run, held, sv in self.runs]
+            kv, ahead = self.ks[j], self.ks[j + 1 : reach + 1]
+            return [_fold_loss(run, run.step(kv, ahead), held, sv if sv_on else None) for run, held, sv in self.runs]
         out: list[Any] = [None] * sum(len(g) for g in self.groups)
         for group, got in zip(self.groups, self.resident.answers()):
             for f, g in zip(group, got):
@@ -539,8 +554,8 @@ class _FoldServer:
     def __call__(self, request: Any) -> Any:
         if request == "samplewise":
             return all(sv is not None for _, _, sv in self.runs)
-        kv, samplewise = request
-        return [_fold_loss(run, run.step(kv), held, sv if samplewise else None) for run, held, sv in self.runs]
+        kv, samplewise, ahead = request
+        return [_fold_loss(run, run.step(kv, ahead), held, sv if samplewise else None) for run, held, sv in self.runs]
 
 
 def _fold_loss(run: PathRun, pt: PathPoint, held: Evaluator, sv: SampleValues | None) -> Any:

@@ -693,3 +693,33 @@ def test_a_folds_warm_point_is_the_warm_solves_answer(family):
     assert quick.fold_point(lp.with_budget(20), init.copy()) is None  # every unit allowed: solve's own answer
     assert AUTO(**opts, lean=False).fold_point(lp.with_budget(4), init.copy()) is None
     assert AUTO(**opts, search=False).fold_point(lp.with_budget(4), init.copy()) is None
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson", "gamma"])
+def test_a_folds_path_in_one_call_is_its_points_one_at_a_time(family, monkeypatch):
+    """Solver.fold_points (the kernel's path_run: a fold's whole path in one call) gives bit for bit
+    the points of fold_point asked a bound at a time, each from the last; it stops before the bound
+    that allows every unit (solve's own answer); at a Jacobian one entry above PATH_BATCH_LIMIT it
+    answers the first bound alone, at the limit the whole path."""
+    from sparsemodel.solvers import auto as auto_mod
+
+    prob = glm(family, 100, 20, 3, 4)
+    lp = prob.lower()
+    opts = {**AUTO.warm_options, **AUTO.fold_options}
+    quick = AUTO(**opts)
+    start = AUTO().solve(lp.with_budget(1), bound="none").x
+    ks = list(range(2, 21))
+    got = quick.fold_points(lp.with_budget(2), ks, start.copy())
+    assert len(got) == 18  # k = 2..19; k = 20 allows every unit
+    init = start
+    for k, x in zip(ks, got):
+        want = quick.fold_point(lp.with_budget(k), init.copy())
+        assert want is not None and np.array_equal(x, want)
+        init = want
+    size = lp.n * lp.n_samples
+    monkeypatch.setattr(auto_mod, "PATH_BATCH_LIMIT", size - 1)
+    one = quick.fold_points(lp.with_budget(2), ks, start.copy())
+    assert len(one) == 1 and np.array_equal(one[0], got[0])
+    monkeypatch.setattr(auto_mod, "PATH_BATCH_LIMIT", size)
+    assert len(quick.fold_points(lp.with_budget(2), ks, start.copy())) == 18
+    assert AUTO(**opts, lean=False).fold_points(lp.with_budget(2), ks, start.copy()) == []

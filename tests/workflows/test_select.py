@@ -467,7 +467,8 @@ def test_multi_response_bic_counts_every_entry_and_recovers_the_rank(seed):
 @pytest.mark.parametrize("family", ["linear", "logistic"])
 def test_the_folds_warm_points_without_a_result_give_the_curve_of_full_solves(family, monkeypatch):
     """Cross-validation asks a fold's warm points of Solver.fold_point (auto's lean kernel, no
-    Result); the curve and the per-fold losses are bit for bit those of full warm solves."""
+    Result; a fold's path in one kernel call, Solver.fold_points); the curve and the per-fold losses
+    are bit for bit those of full warm solves."""
     pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
     from sparsemodel.solvers import get_solver
 
@@ -483,18 +484,71 @@ def test_the_folds_warm_points_without_a_result_give_the_curve_of_full_solves(fa
     prob = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:]) <= 3])
     auto = get_solver("auto")
     asked = []
-    real = auto.fold_point
+    real = auto.fold_points
 
-    def counted(self, lp, init):
-        x = real(self, lp, init)
-        asked.append(x is not None)
-        return x
+    def counted(self, lp, ks, init):
+        xs = real(self, lp, ks, init)
+        asked.append(len(xs))
+        return xs
 
-    monkeypatch.setattr(auto, "fold_point", counted)
+    monkeypatch.setattr(auto, "fold_points", counted)
     quick = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
-    assert len(asked) == 5 * 8 and all(asked)  # every fold's point after its first (k = 0, solved cold)
-    monkeypatch.setattr(auto, "fold_point", lambda self, lp, init: None)
+    assert asked == [8] * 5  # every fold's points after its first (k = 0, solved cold), in one call
+    monkeypatch.setattr(auto, "fold_points", lambda self, lp, ks, init: [])
     full = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
     assert np.array_equal(quick.per_fold, full.per_fold)
     assert [r["value"] for r in quick.curve] == [r["value"] for r in full.curve]
     assert quick.k == full.k
+
+
+def test_the_folds_compute_ahead_only_the_points_the_early_stop_surely_reaches():
+    """A fold answers the bounds the path surely reaches in one call (EarlyStop.reach): with the
+    early stop on, the points the folds' kernel computes are exactly the points the curve uses, and
+    the curve is the one computed a point at a time."""
+    pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
+    from sparsemodel.solvers import auto as auto_mod
+    from sparsemodel.solvers import lean as lean_mod
+
+    X, y, _ = separated(n=100, p=20, s=3, noise=1.0, seed=2)
+    n, p = X.shape
+    w = sm.Variable(p + 1, name="w")
+    prob = sm.Problem(sm.minimize(sm.sum_squares(X @ w[1:] + w[0] - y) / (2 * n)), [sm.nnz(w[1:]) <= 3])
+    rows = []
+    real = lean_mod.lean_path
+
+    def counted(*args):
+        X_ = real(*args)
+        rows.append(0 if X_ is None else len(X_))
+        return X_
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lean_mod, "lean_path", counted)
+        ahead = prob.select(by="cv", folds=5, seed=3)
+    assert ahead.stopped  # (the early stop fired: the case where computing ahead could be in vain)
+    assert sum(rows) == 5 * (len(ahead.curve) - 1)  # every fold's points after k = 0, none in vain
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(auto_mod, "PATH_BATCH_LIMIT", 0)  # a point per call
+        single = prob.select(by="cv", folds=5, seed=3)
+    assert np.array_equal(ahead.per_fold, single.per_fold)
+    assert [r["value"] for r in ahead.curve] == [r["value"] for r in single.curve]
+
+
+def test_the_early_stops_reach_never_passes_its_stop():
+    """EarlyStop.reach(curve, ks, j) is never beyond the point where the rule actually stops, on
+    random curves (ties, failed points, patience 1 to 4, margins), and reaches the stop point itself
+    when the stop is certain."""
+    from sparsemodel.workflows.select import EarlyStop
+
+    rng = np.random.default_rng(0)
+    for trial in range(400):
+        rule = EarlyStop(int(rng.integers(1, 5)), float(rng.choice([0.0, 0.5])), True)
+        ks = sorted(rng.choice(40, size=int(rng.integers(2, 25)), replace=False).tolist())
+        vals = rng.choice([1.0, 2.0, 3.0, np.nan], size=len(ks), p=[0.3, 0.3, 0.3, 0.1]).tolist()
+        curve, stop = [], len(ks) - 1
+        for j in range(len(ks)):
+            curve.append({"k": ks[j], "value": vals[j], "se": 1.0})
+            if j + 1 < len(ks) and rule.check(curve):
+                stop = j
+                break
+        for j in range(stop + 1):
+            assert rule.reach(curve[:j], ks, j) <= stop, (trial, j)
