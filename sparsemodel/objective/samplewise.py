@@ -40,22 +40,53 @@ class SampleValues:
         self.terms = terms  # (the term, or None for a linear one; its coefficient; its weights; its map)
         self.const = const
         self.n = n
+        self._dense: list[tuple[np.ndarray, np.ndarray] | None] | None = None  # (values_many)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """The n per-sample losses at the flat point x (the data term is const + their sum)."""
-        out = np.zeros(self.n)
-        for term, coef, weights, amap in self.terms:
-            z = np.asarray(amap.value(x), dtype=float).ravel()
+        return self.values_many(np.asarray(x, dtype=float).reshape(1, -1))[0]
+
+    def values_many(self, X: np.ndarray) -> np.ndarray:
+        """The per-sample losses at each row of X (points x coordinates), as (points, n): a
+        cross-validation fold's held-out losses along its path. With each map's dense Jacobian
+        (made once, where it has at most DENSE_LIMIT entries) one product per point and term, the
+        loss over all points at once; every row the same bits as the point alone. Else each map's
+        own evaluation, point by point."""
+        X = np.asarray(X, dtype=float)
+        if self._dense is None:
+            self._dense = [_dense_map(amap) for _, _, _, amap in self.terms]
+        out = np.zeros((len(X), self.n))
+        for (term, coef, weights, amap), jb in zip(self.terms, self._dense):
+            if jb is None:
+                Z = np.array([np.asarray(amap.value(x), dtype=float).ravel() for x in X]).reshape(len(X), -1)
+            else:
+                J, b = jb
+                Z = np.empty((len(X), J.shape[0]))
+                for i, x in enumerate(X):  # (a product per point: its bits do not depend on the others)
+                    np.dot(J, x, out=Z[i])
+                Z += b
             if term is None:  # a linear piece: c * sum_j w_j z_j
-                v = z if weights is None else weights * z
+                V = Z if weights is None else weights * Z
             else:  # weights applied by the term
-                v = np.asarray(term.derivs(z, 0)[0], dtype=float)
-            out += coef * v.reshape(self.n, -1).sum(axis=1)
+                V = np.asarray(term.derivs(Z, 0)[0], dtype=float)
+            out += coef * V.reshape(len(X), self.n, -1).sum(axis=2)
         return out
 
     def total(self, x: np.ndarray) -> float:
         """The data term at x: const + sum_i l_i(x)."""
         return self.const + float(self.values(x).sum())
+
+
+DENSE_LIMIT = 1_000_000  # entries of a map's dense Jacobian values_many makes (8 MB)
+
+
+def _dense_map(amap: object) -> tuple[np.ndarray, np.ndarray] | None:
+    """A map's (dense Jacobian, offset), or None when it has none or it would be too large."""
+    dense_jacobian = getattr(amap, "dense_jacobian", None)
+    size, n = getattr(amap, "size", None), getattr(amap, "n", None)
+    if dense_jacobian is None or size is None or n is None or size * n > DENSE_LIMIT:
+        return None
+    return dense_jacobian(), np.broadcast_to(np.asarray(amap.b, dtype=float).reshape(-1), (size,))
 
 
 def sample_values(expr: Expr, layout: Layout, n: int) -> SampleValues | None:

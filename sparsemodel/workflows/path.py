@@ -173,6 +173,7 @@ class PathRun:
         # _solve_point's warm solve
         self.quick = cls(**warm_options(cls, options)) if fold and start == "warm" else None
         self.ready: deque[tuple[int, np.ndarray]] = deque()  # the next bounds' points, answered ahead
+        self.read_ahead: dict[int, Any] = {}  # what a reader of the points answered ahead kept (select)
         self.path = SolutionPath(problem, cls.name, options, start)
         self.path.metric_columns = scorer.columns if scorer is not None else []
 

@@ -566,9 +566,22 @@ def _fold_loss(run: PathRun, pt: PathPoint, held: Evaluator, sv: SampleValues | 
         return None
     x = pt.x if pt.x is not None else run.lp.layout.pack(pt.result.values)
     if sv is not None:
-        v = sv.values(x)
+        v = _held_values(run, sv, x)
         return v, sv.const + float(v.sum())
     return None, float(held.value(x))
+
+
+def _held_values(run: PathRun, sv: SampleValues, x: np.ndarray) -> np.ndarray:
+    """The held-out per-sample losses at the fold's point x; with the points its solver answered
+    ahead (``run.ready``) read in the same call and kept for their steps (each row the bits of the
+    point alone: SampleValues.values_many)."""
+    kept = run.read_ahead.pop(id(x), None)
+    if kept is not None and kept[0] is x:
+        return kept[1]
+    pts = [x, *(y for _, y in run.ready)]
+    V = sv.values_many(np.array(pts))
+    run.read_ahead = {id(y): (y, v) for y, v in zip(pts[1:], V[1:])}
+    return V[0]
 
 
 def _fold_runs(
