@@ -183,9 +183,10 @@ class Auto(Solver):
             return super().fold_points(lp, ks, init)
         s, run = lp.set, []
         for kv in ks:  # (the bounds strictly between 0 and every unit: solve answers the ends itself)
-            if kv == 0 or s.with_budget(kv).vacuous():
+            at = s.with_budget(kv)
+            if at.k == 0 or at.vacuous():
                 break
-            run.append(s.check_budget(kv))
+            run.append(at.k)
         if not run:
             return []
         from .lean import lean_path

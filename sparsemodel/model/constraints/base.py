@@ -70,6 +70,8 @@ class Bounded(ABC):
         """The bound b as an integer number of units, or a located error: b must be an integer from
         0 to ``limit``. ``written``: b is the bound as the model writes it (entries for a symmetric
         off-diagonal, converted to edges)."""
+        if type(b) is int and not written and 0 <= b <= self.limit:  # (a path's bounds: checked again per point)
+            return b
         if (
             isinstance(b, bool)
             or not isinstance(b, (int, np.integer, float, np.floating))
