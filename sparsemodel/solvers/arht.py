@@ -109,6 +109,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -373,7 +374,7 @@ class ARHT(Solver):
             restarts = PRACTICAL_RESTARTS
         c = (1.0 if theory else PRACTICAL_PROGRESS) if isinstance(o["progress"], str) else float(o["progress"])
         if isinstance(o["rho"], str):  # the estimate made safe: ~0 on a flat convex loss is rounding
-            rho = lp.safe_curvature(rho_2_plus(lp), lp.zeros())
+            rho = _per_lowering(lp, "rho", (), lambda: lp.safe_curvature(rho_2_plus(lp), lp.zeros()))
         else:
             rho = float(o["rho"])
         if not np.isfinite(rho) or rho <= 0:
@@ -385,6 +386,11 @@ class ARHT(Solver):
         """B of Algorithm 6, line 17: min_x f(x) over every coordinate (or the user's lower)."""
         if not isinstance(o["lower"], str):
             return float(o["lower"]), "given"
+        return _per_lowering(lp, "lower", (o["restricted"],), lambda: ARHT._min_f(lp, o))
+
+    @staticmethod
+    def _min_f(lp: LoweredProblem, o: dict) -> tuple[float, str]:
+        """min_x f(x) over every coordinate, B of ``lower='auto'``, and how it was found."""
         res = lp.restricted_minimize(np.arange(lp.set.size), method=o["restricted"])
         B = float(res.f)
         if not np.isfinite(B):
@@ -710,6 +716,18 @@ class _CoreRuns:
             if not self.o["all_restarts"] and (run.f <= opt or not run.sampled):
                 break
         return best
+
+
+def _per_lowering(lp: LoweredProblem, what: str, key: tuple, make: Callable[[], object]) -> Any:
+    """``make()``, once per lowering: B (min_x f) and rho_2^+ read the numbers and the constrained
+    coordinates, not the bound, so the lowering's copies at other bounds (a path over k, a sweep)
+    share them (``lp.solver_cache``, emptied when new data is bound). A failure raises again at
+    every call (only values are kept)."""
+    full = ("arht", what, type(lp.set), lp.set.coords.tobytes(), *key)
+    cache = lp.solver_cache
+    if full not in cache:
+        cache[full] = make()
+    return cache[full]
 
 
 def _decided(thr: float, top: float) -> Callable[[float, float], bool]:

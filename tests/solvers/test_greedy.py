@@ -509,6 +509,41 @@ def test_arht_rho_is_the_two_coordinate_smoothness_of_the_constrained_coordinate
         arht_module.EXACT_RHO_BUDGET = saved
 
 
+def test_arht_bound_free_constants_are_made_once_per_lowering(monkeypatch):
+    """B (min_x f) and rho_2^+ do not read the bound: the lowering's copies at other bounds (a
+    path over k) share them, with the answers of a fresh lowering at each k; a rebinding makes
+    them again from its new numbers."""
+    from sparsemodel.solvers import get_solver
+
+    made = {"rho": 0, "B": 0}
+    rho, min_f = arht_module.rho_2_plus, arht_module.ARHT._min_f
+    monkeypatch.setattr(arht_module, "rho_2_plus", lambda lp: made.__setitem__("rho", made["rho"] + 1) or rho(lp))
+    monkeypatch.setattr(
+        arht_module.ARHT, "_min_f", staticmethod(lambda lp, o: made.__setitem__("B", made["B"] + 1) or min_f(lp, o))
+    )
+    rng = np.random.default_rng(3)
+    X, v = rng.standard_normal((60, 8)), np.sign(rng.standard_normal(60))
+    w = sm.Variable(9, name="w")
+    Xd = sm.Data(X, name="X")
+    prob = sm.Problem(sm.minimize(sm.sum(sm.logistic(-v * (Xd @ w[1:] + w[0])))), [sm.nnz(w[1:]) <= 2])
+    lp, arht = prob.lower(), get_solver("arht")
+    for k in (2, 3, 4):
+        got = arht().solve(lp.with_budget(k))
+        fresh = arht().solve(prob.lower().with_budget(k))
+        assert got.objective == fresh.objective and list(got.support) == list(fresh.support)
+        assert got.extra["rho"] == fresh.extra["rho"] and got.extra["lower_bound"] == fresh.extra["lower_bound"]
+    assert made == {"rho": 4, "B": 4}  # once for lp's copies, once per fresh lowering
+    X2 = rng.standard_normal((60, 8))
+    lp2 = lp.rebind(X=X2)
+    got = arht().solve(lp2.with_budget(3))
+    assert made == {"rho": 5, "B": 5}
+    fresh = arht().solve(
+        sm.Problem(sm.minimize(sm.sum(sm.logistic(-v * (X2 @ w[1:] + w[0])))), [sm.nnz(w[1:]) <= 3]).lower()
+    )
+    assert got.extra["rho"] == pytest.approx(fresh.extra["rho"], rel=1e-12)
+    assert got.objective == pytest.approx(fresh.objective, rel=1e-9)
+
+
 def test_arht_reuse_of_core_runs_across_rounds_is_exact(monkeypatch):
     """A round of the binary search reuses restart q's recorded run when its target leaves every
     test of that run (line 12 and the progress test) unchanged: the answer, the bracket and the
