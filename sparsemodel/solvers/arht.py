@@ -491,7 +491,7 @@ class _CoreRuns:
         thr: float | None = None,
         top: float = np.inf,
     ) -> tuple[np.ndarray, float, list]:
-        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`; entry [4]
+        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`line15`; entry [4]
         a lower end for min_sel g_R, entry [5] whether it was solved to tol). It depends on R only
         through R ∩ sel: solved once per (sel, R ∩ sel). With ``thr`` (the progress test: Type 1
         iff min g_R <= thr) and ``screen_tests`` the solve may stop once the lower end is above thr
@@ -512,18 +512,24 @@ class _CoreRuns:
             self.stats["stopped_solves"] += not self.geng.exact
         return self._point(hit), hit[2], hit
 
-    def grad_f(self, hit: list, x_: np.ndarray, S: np.ndarray) -> np.ndarray:
-        """grad f on C at a g_R-minimizer on the support S, computed when line 15 first needs it (a
-        minimizer rejected by the progress test, or after which line 12 ends the run, never needs
-        it): from the restricted solve's loss derivatives when it is geng's last solve, and then
-        only off S, the entries line 15 reads (0 on S), else by a full evaluation."""
+    def line15(self, hit: list, x_: np.ndarray, S: np.ndarray) -> int:
+        """Line 15 at a g_R-minimizer x_ on the support S (its cache entry ``hit``): the position into C
+        of argmax_{i not in S} |grad_i g_R(x_)|, the first on ties. Off S, x_ is 0, so grad g_R = grad f
+        there and the answer does not depend on R: computed once per entry (entry [3]), when line 15
+        first needs it (a minimizer rejected by the progress test, or after which line 12 ends the
+        run, never needs it). When it is geng's last solve, from its loss derivatives and only off S
+        (``ActiveSet.grad_argmax``: a float32 screen and a double recheck, the same answer as the
+        double gradient's argmax), else from a full evaluation."""
         if hit[3] is None:
-            if hit is self.latest:
-                off = np.ones(len(self.C), dtype=bool)
-                off[S] = False
-                hit[3] = self.geng.grad(at=self.C[off])[self.C]
+            off = np.ones(len(self.C), dtype=bool)
+            off[S] = False
+            offp = np.flatnonzero(off)
+            if len(offp) == 0:  # (no coordinate off S: np.argmax of -inf everywhere)
+                hit[3] = 0
+            elif hit is self.latest:
+                hit[3] = int(offp[self.geng.grad_argmax(self.C[offp])])
             else:
-                hit[3] = self.lp.value_and_grad(x_)[1][self.C]
+                hit[3] = int(offp[int(np.argmax(np.abs(self.lp.value_and_grad(x_)[1][self.C[offp]])))])
         return hit[3]
 
     def core(self, opt: float, q: int) -> _Core:
@@ -571,10 +577,7 @@ class _CoreRuns:
                     break
                 hi = min(hi, ff_lo)
             it += 1
-            grad_c = self.grad_f(gx, x, S) + rho * R * x[C]  # grad g_R = grad f + rho x_R (off S)
-            score = np.abs(grad_c)
-            score[S] = -np.inf
-            i = int(np.argmax(score))  # line 15
+            i = self.line15(gx, x, S)  # line 15
             j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
             S1 = S.copy()  # line 17: S ∪ {i} \ {j}, sorted
             S1[S1 == j] = i
