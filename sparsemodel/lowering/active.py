@@ -90,7 +90,7 @@ def removal_values(lp: LoweredProblem, sel: np.ndarray, x: np.ndarray | None = N
 
 def _positions(sel: Any) -> np.ndarray:
     a = np.asarray(sel if sel is not None else [], dtype=np.int64).ravel()
-    if a.size < 2 or bool(np.all(a[1:] > a[:-1])):  # already sorted and distinct (the usual case)
+    if a.size < 2 or (a[1:] > a[:-1]).all():  # already sorted and distinct (the usual case)
         return a.copy()  # (a new array, as np.unique gives: the active set keeps it)
     return np.unique(a)
 

@@ -472,7 +472,7 @@ class _CoreRuns:
             start = warm if ent is None else self._point(ent)
             decide = _decided(opt, self.top) if opt is not None and self.o["screen_tests"] else None
             x_, f_ = self.feng.solve(sel, x0=start, decide=decide, accurate=accurate)
-            nz = np.flatnonzero(x_)
+            nz = x_.nonzero()[0]  # (x_ is flat: np.flatnonzero without its wrappers, as below)
             ent = self.fcache[key] = [nz, x_[nz], f_, self.feng.lower, self.feng.exact, accurate]
             self.stats["f_solves"] += 1
             self.stats["stopped_solves"] += not self.feng.exact
@@ -502,8 +502,8 @@ class _CoreRuns:
         if hit is None or not (hit[5] or (thr is not None and hit[4] > thr)):
             start = warm if hit is None else self._point(hit)
             decide = _decided(thr, top) if thr is not None and self.o["screen_tests"] else None
-            x_, g_ = self.geng.solve(sel, x0=start, ridge=(self.rho, np.flatnonzero(R)), decide=decide)
-            nz = np.flatnonzero(x_)
+            x_, g_ = self.geng.solve(sel, x0=start, ridge=(self.rho, R.nonzero()[0]), decide=decide)
+            nz = x_.nonzero()[0]
             if len(self.gcache) >= self.gcache_cap:
                 self.gcache.clear()
             hit = self.gcache[key] = [nz, x_[nz], g_, None, self.geng.lower, self.geng.exact]
@@ -523,7 +523,7 @@ class _CoreRuns:
         if hit[3] is None:
             off = np.ones(len(self.C), dtype=bool)
             off[S] = False
-            offp = np.flatnonzero(off)
+            offp = off.nonzero()[0]
             if len(offp) == 0:  # (no coordinate off S: np.argmax of -inf everywhere)
                 hit[3] = 0
             elif hit is self.latest:
@@ -578,7 +578,7 @@ class _CoreRuns:
                 hi = min(hi, ff_lo)
             it += 1
             i = self.line15(gx, x, S)  # line 15
-            j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
+            j = int(S[np.abs(x[C[S]]).argmin()])  # line 16
             S1 = S.copy()  # line 17: S ∪ {i} \ {j}, sorted
             S1[S1 == j] = i
             S1.sort()
