@@ -93,11 +93,17 @@ Deviations, each with the paper's version reachable:
   deterministic prefix. The gradient at a g_R-minimizer is computed only when line 15 reads it
   (not for one the progress test rejects, or after which line 12 ends the run): at k = 20,
   590 gradients instead of 732, the same run. ``reuse_runs=false`` draws fresh randomness for every run (Algorithm 6 as
-  stated) and still uses the cache.
+  stated) and still uses the cache. Line 15's argmax on the lean solves is screened on a float32
+  copy of the rows and the coordinates whose rigorous error bracket reaches the maximum are
+  recomputed in double (:meth:`~sparsemodel.lowering.active.ActiveSet.grad_argmax`): not a
+  deviation, the same coordinate as the double gradient's argmax, ties included
+  (``lowering.active.LEAN_SCREEN = False`` computes every entry in double).
 
 ``rho='auto'`` is rho_2^+ over the constrained coordinates (:func:`rho_2_plus`: exact from the
 Hessian bound on C when that is cheap, else truncated power as in ``lp.smoothness(2)``; free
-coordinates left out, since they are never regularized). ``seed`` fixes the sampling (the default
+coordinates left out, since they are never regularized). B (``lower='auto'``) and rho (``rho='auto'``)
+do not read the bound k: they are computed once per lowering and shared by its copies at other
+bounds (``lp.solver_cache``: a path or a sweep over k), and again after new data is bound. ``seed`` fixes the sampling (the default
 0 makes runs reproducible). A binary search whose bracket is empty or unbounded (B not finite, B
 above f(b), or min f not found because f is unbounded below) raises a
 :class:`~sparsemodel.errors.SolverError`; more than 10 + 6 log((f(b) - B)/eps) rounds (Lemma 3.7
