@@ -90,7 +90,7 @@ def removal_values(lp: LoweredProblem, sel: np.ndarray, x: np.ndarray | None = N
 
 def _positions(sel: Any) -> np.ndarray:
     a = np.asarray(sel if sel is not None else [], dtype=np.int64).ravel()
-    if a.size < 2 or bool(np.all(a[1:] > a[:-1])):  # already sorted and distinct (the usual case)
+    if a.size < 2 or (a[1:] > a[:-1]).all():  # already sorted and distinct (the usual case)
         return a.copy()  # (a new array, as np.unique gives: the active set keeps it)
     return np.unique(a)
 
@@ -217,6 +217,15 @@ class ActiveSet:
         if self._result is not None:
             return self._result.grad_at(self.lp)
         return self.lp.value_and_grad(self.x)[1]
+
+    def grad_argmax(self, at: np.ndarray) -> int:
+        """The position in ``at`` (flat coordinates off the current support, not empty) of the largest
+        |grad_c f| at the current point, the first on ties: np.argmax(np.abs(self.grad(at)[at])), from a
+        float32 screen of the rows on the lean solves (:meth:`_LeanNewton.grad_argmax`)."""
+        if self.lean_fresh:
+            self.lp.oracle.charge(grads=1, ifo=self.lp.n_samples)
+            return self.lean.grad_argmax(at)
+        return int(np.argmax(np.abs(self.grad(at)[at])))
 
     # ------------------------------------------------------------------ scoring
     def insertion_values(self, candidates: np.ndarray | None = None) -> np.ndarray:
@@ -650,6 +659,8 @@ LEAN_PART = 0.5  # ... when they are at most this share of the samples (else it 
 LEAN_SWAPS = 2  # a support this many columns away from an active set's working block replaces its rows in place
 LEAN_POINTS = 6  # points evaluated kept (a solve starting at one reuses its loss part, near one its z)
 LEAN_UPDATE = 3  # ... z moved from a stored point that differs in at most this many coordinates
+LEAN_SCREEN = True  # line 15's argmax screened on float32 rows, the candidates rechecked in double (the same answer)
+LEAN_SCREEN_AFTER = 48  # ... from this many argmaxes of a run on (the float32 copy costs about 40 of them)
 DECIDE_LOCAL = (
     1e-3  # a solve's value bracket serves a caller's test once the decrement is this small relative to 1 + |f|
 )
@@ -675,6 +686,11 @@ class LeanRows:
         # the last points evaluated, (x over every coordinate, z = J x + b, sum wc phi(z), wc phi'(z),
         # wc phi''(z)): the loss part does not depend on the ridge, so the f- and g_R-solves share them
         self.points: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]] = []
+        # line 15's screen (_LeanNewton.grad_argmax): the rows in float32 and their error bounds, made once
+        # LEAN_SCREEN_AFTER argmaxes have been asked for
+        self.J32: np.ndarray | None = None
+        self.beta: np.ndarray | None = None
+        self.argmaxes = 0
 
 
 def lean_rows(lp: LoweredProblem) -> LeanRows | None:
@@ -793,6 +809,24 @@ class _LeanNewton:
             self, self.sh, F, C, sel, rho, R, x0, decide, accurate, self.tol, _CONSTS,
             LEAN_SWAPS, LEAN_UPDATE, LEAN_POINTS, LEAN_HESSIANS,
         )  # fmt: skip
+
+    def grad_argmax(self, at: np.ndarray) -> int:
+        """The position in ``at`` (flat coordinates off the support, not empty) of the largest |grad_c f|
+        at the last point moved to, the first on ties: exactly np.argmax(np.abs(self.grad(at)[at])).
+        With LEAN_SCREEN the gradient is screened on a float32 copy of the rows and the candidates
+        whose rigorous error bracket reaches the maximum are computed again in double
+        (``_lean.lean_grad_argmax``: half the bytes read; the same bits decide)."""
+        sh = self.sh
+        at = np.asarray(at, dtype=np.intp)
+        if LEAN_SCREEN:
+            sh.argmaxes += 1
+            if sh.J32 is None and sh.argmaxes >= LEAN_SCREEN_AFTER:
+                sh.J32, sh.beta = sh.kernel.lean_rows32(sh.JT)
+            if sh.J32 is not None:
+                q = sh.kernel.lean_grad_argmax(sh.JT, sh.J32, sh.beta, self.d1, sh.lin, at)
+                if q >= 0:
+                    return q
+        return int(np.argmax(np.abs(self.grad(at)[at])))
 
     def grad(self, at: np.ndarray | None = None) -> np.ndarray:
         """The gradient of f (without the ridge) at the last point moved to; with ``at`` (flat

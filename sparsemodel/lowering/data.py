@@ -117,6 +117,9 @@ class LoweredData:
         self.guard_cache: dict[
             Any, Any
         ] = {}  # unbounded_direction's verdict per set (lowering/guards.py), a solver's check
+        # what a solver derives from the numbers and the set's coordinates but not from its bound
+        # (ARHT's B = min_x f and rho_2^+): once per lowering, shared by its copies at every bound
+        self.solver_cache: dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ copies
     def fresh(self, subproblem: dict[str, Any] | None = None) -> Self:

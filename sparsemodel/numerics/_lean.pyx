@@ -3228,6 +3228,51 @@ cdef extern from *:
                     out[(r0 + a) * k + c] = acc[a][c];
         }
     }
+    /* out[r] = X_r' v for the rows r = rows[0..nr) of the float32 rows X (row stride ld) and the double
+       vector v of n entries: each entry converted to double and multiplied and summed in double
+       (a float32 entry times a double, four rows at a time, two four-lane sums each), so the only
+       error beyond the double sum's is X's own rounding to float32 (line 15's screen,
+       lean_grad_argmax: half the bytes of the double rows to read). */
+    LEAN_GRAM_CLONES
+    static void lean_dots32(const float *LEAN_RESTRICT X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr,
+                            const double *LEAN_RESTRICT v, Py_ssize_t n, double *LEAN_RESTRICT out) {
+        Py_ssize_t nv = n & ~(Py_ssize_t)7;
+        for (Py_ssize_t r0 = 0; r0 < nr; r0 += 4) {
+            const float *x[4];
+            double acc[4];
+            for (int a = 0; a < 4; a++)
+                x[a] = X + rows[r0 + a < nr ? r0 + a : nr - 1] * ld;
+    #if defined(__GNUC__) || defined(__clang__)
+            lean_v4 s[4][2];
+            for (int a = 0; a < 4; a++)
+                s[a][0] = s[a][1] = (lean_v4){0.0, 0.0, 0.0, 0.0};
+            for (Py_ssize_t q = 0; q < nv; q += 8) {
+                lean_v4 b0, b1;
+                LEAN_LOAD4(b0, v + q);
+                LEAN_LOAD4(b1, v + q + 4);
+                for (int a = 0; a < 4; a++) {  /* (an initializer, not __builtin_convertvector: GCC 12 splits that) */
+                    const float *p = x[a] + q;
+                    lean_v4 f0 = {p[0], p[1], p[2], p[3]}, f1 = {p[4], p[5], p[6], p[7]};
+                    s[a][0] += f0 * b0;
+                    s[a][1] += f1 * b1;
+                }
+            }
+            for (int a = 0; a < 4; a++)
+                acc[a] = LEAN_LANES(s[a][0]) + LEAN_LANES(s[a][1]);
+    #else
+            for (int a = 0; a < 4; a++) {
+                acc[a] = 0.0;
+                for (Py_ssize_t q = 0; q < nv; q++)
+                    acc[a] += (double)x[a][q] * v[q];
+            }
+    #endif
+            for (Py_ssize_t q = nv; q < n; q++)
+                for (int a = 0; a < 4; a++)
+                    acc[a] += (double)x[a][q] * v[q];
+            for (int a = 0; a < 4 && r0 + a < nr; a++)
+                out[r0 + a] = acc[a];
+        }
+    }
     """
     void lean_gram(const double *X, Py_ssize_t ld, const double *w, Py_ssize_t nb, Py_ssize_t n, double *G) noexcept nogil
     int lean_ratio_range(const double *a, const double *b, Py_ssize_t n, double *lo, double *hi) noexcept nogil
@@ -3235,6 +3280,8 @@ cdef extern from *:
                        double *G) noexcept nogil
     void lean_dots(const double *X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr, const double *V,
                    Py_ssize_t vld, Py_ssize_t k, Py_ssize_t n, double *out) noexcept nogil
+    void lean_dots32(const float *X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr, const double *v,
+                     Py_ssize_t n, double *out) noexcept nogil
 
 
 cdef inline double _chord_steps(double dec, double prev, double target) noexcept nogil:
@@ -3797,6 +3844,82 @@ def lean_grad(double[:, ::1] JT, double[::1] d1, double[::1] lin, Py_ssize_t[::1
     for q in range(nr):
         c = at[q]
         out[c] = dots[q] + lin[c]
+
+
+def lean_rows32(double[:, ::1] JT):
+    """The float32 copy of the rows JT (D x n) that line 15's screen reads (``lean_grad_argmax``) and,
+    for each row c, beta_c with |t_c - s_c| <= beta_c ||v||_2 for every vector v: t_c the screen's
+    J32_c' v (float32 entries, double products and sums) and s_c ``lean_dots``' J_c' v in double. By
+    Cauchy-Schwarz, |J32_c' v - J_c' v| <= ||J32_c - J_c||_2 ||v||_2 (the rounding to float32, exact
+    in double), and each computed sum of n products is within gamma_(n+8) sum |x_i v_i| <=
+    gamma_(n+8) ||x||_2 ||v||_2 of its own (any order of summation, with or without FMA): beta_c =
+    ||J32_c - J_c|| + gamma_(n+8) (||J32_c|| + ||J_c||), inflated by 1e-6 relative for the rounding of
+    these norms themselves. An entry outside float32's range gives beta_c = inf (the screen then
+    decides nothing)."""
+    cdef Py_ssize_t D = JT.shape[0], n = JT.shape[1], c, i
+    cdef double e, a, se, sa, sj, u = 1.1102230246251565e-16, gam
+    J32 = np.empty((D, n), dtype=np.float32)
+    beta = np.empty(D)
+    cdef float[:, ::1] Jv = J32
+    cdef double[::1] bv = beta
+    gam = (n + 8) * u / (1.0 - (n + 8) * u)
+    for c in range(D):
+        se = sa = sj = 0.0
+        for i in range(n):
+            Jv[c, i] = <float> JT[c, i]
+            a = <double> Jv[c, i]
+            e = JT[c, i] - a  # (exact: a is JT's nearest float32)
+            se += e * e
+            sa += a * a
+            sj += JT[c, i] * JT[c, i]
+        bv[c] = (sqrt(se) + gam * (sqrt(sa) + sqrt(sj))) * (1.0 + 1e-6)
+        if not isfinite(bv[c]):
+            bv[c] = INFINITY
+    return J32, beta
+
+
+def lean_grad_argmax(double[:, ::1] JT, float[:, ::1] J32, double[::1] beta, double[::1] d1, double[::1] lin,
+                     Py_ssize_t[::1] at):
+    """The position q in ``at`` (flat coordinates off the support) of the largest |g_c|, g_c = J_c' d1 +
+    lin_c the gradient of f there, the first on ties: exactly np.argmax(np.abs(g[at])) with g from
+    ``lean_grad`` (line 15 of ARHT's Algorithm 5), from half the bytes. Every g_c is screened from the
+    float32 rows J32 (``lean_rows32``): t_c = J32_c' d1 + lin_c is within delta_c = beta_c ||d1|| (1 +
+    1e-9) + 4 u |t_c| + 1e-300 of g_c as ``lean_grad`` computes it (the last two terms: the rounding
+    of adding lin_c, and underflow), so only the coordinates whose bracket [|t_c| - delta_c, |t_c| +
+    delta_c] reaches the largest lower end can hold the maximum; those rows are computed again in
+    double by ``lean_dots`` (the same bits as ``lean_grad``'s: each row's sum is its own) and the
+    first largest |g_c| among them is the answer. Returns -1 (the caller computes every g_c in double)
+    where a value is not finite (a NaN is np.argmax's answer then)."""
+    cdef Py_ssize_t nr = at.shape[0], n = JT.shape[1], q, m = 0, best = -1
+    cdef double nd1 = 0.0, L = -INFINITY, t, dl, top = -INFINITY, u = 1.1102230246251565e-16
+    if nr == 0 or n == 0:
+        return -1
+    cdef double[::1] est = np.empty(nr), delta = np.empty(nr), dots = np.empty(nr)
+    cdef Py_ssize_t[::1] cand = np.empty(nr, dtype=np.intp), pos = np.empty(nr, dtype=np.intp)
+    for q in range(n):
+        nd1 += d1[q] * d1[q]
+    nd1 = sqrt(nd1) * (1.0 + 1e-9)
+    lean_dots32(&J32[0, 0], n, &at[0], nr, &d1[0], n, &est[0])
+    for q in range(nr):
+        t = fabs(est[q] + lin[at[q]])
+        dl = beta[at[q]] * nd1 + 4.0 * u * t + 1e-300
+        if not (isfinite(t) and isfinite(dl)):
+            return -1
+        est[q], delta[q] = t, dl
+        if t - dl > L:
+            L = t - dl
+    for q in range(nr):
+        if est[q] + delta[q] >= L:
+            cand[m], pos[m] = at[q], q
+            m += 1
+    lean_dots(&JT[0, 0], n, &cand[0], m, &d1[0], n, 1, n, &dots[0])
+    for q in range(m):
+        t = fabs(dots[q] + lin[cand[q]])
+        if isnan(t):
+            return -1
+        if t > top:
+            top, best = t, pos[q]
+    return best
 
 
 def losses(Problem P, double[::1] z, double[::1] d1, double[::1] d2):

@@ -93,11 +93,17 @@ Deviations, each with the paper's version reachable:
   deterministic prefix. The gradient at a g_R-minimizer is computed only when line 15 reads it
   (not for one the progress test rejects, or after which line 12 ends the run): at k = 20,
   590 gradients instead of 732, the same run. ``reuse_runs=false`` draws fresh randomness for every run (Algorithm 6 as
-  stated) and still uses the cache.
+  stated) and still uses the cache. Line 15's argmax on the lean solves is screened on a float32
+  copy of the rows and the coordinates whose rigorous error bracket reaches the maximum are
+  recomputed in double (:meth:`~sparsemodel.lowering.active.ActiveSet.grad_argmax`): not a
+  deviation, the same coordinate as the double gradient's argmax, ties included
+  (``lowering.active.LEAN_SCREEN = False`` computes every entry in double).
 
 ``rho='auto'`` is rho_2^+ over the constrained coordinates (:func:`rho_2_plus`: exact from the
 Hessian bound on C when that is cheap, else truncated power as in ``lp.smoothness(2)``; free
-coordinates left out, since they are never regularized). ``seed`` fixes the sampling (the default
+coordinates left out, since they are never regularized). B (``lower='auto'``) and rho (``rho='auto'``)
+do not read the bound k: they are computed once per lowering and shared by its copies at other
+bounds (``lp.solver_cache``: a path or a sweep over k), and again after new data is bound. ``seed`` fixes the sampling (the default
 0 makes runs reproducible). A binary search whose bracket is empty or unbounded (B not finite, B
 above f(b), or min f not found because f is unbounded below) raises a
 :class:`~sparsemodel.errors.SolverError`; more than 10 + 6 log((f(b) - B)/eps) rounds (Lemma 3.7
@@ -109,6 +115,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -373,7 +380,7 @@ class ARHT(Solver):
             restarts = PRACTICAL_RESTARTS
         c = (1.0 if theory else PRACTICAL_PROGRESS) if isinstance(o["progress"], str) else float(o["progress"])
         if isinstance(o["rho"], str):  # the estimate made safe: ~0 on a flat convex loss is rounding
-            rho = lp.safe_curvature(rho_2_plus(lp), lp.zeros())
+            rho = _per_lowering(lp, "rho", (), lambda: lp.safe_curvature(rho_2_plus(lp), lp.zeros()))
         else:
             rho = float(o["rho"])
         if not np.isfinite(rho) or rho <= 0:
@@ -385,6 +392,11 @@ class ARHT(Solver):
         """B of Algorithm 6, line 17: min_x f(x) over every coordinate (or the user's lower)."""
         if not isinstance(o["lower"], str):
             return float(o["lower"]), "given"
+        return _per_lowering(lp, "lower", (o["restricted"],), lambda: ARHT._min_f(lp, o))
+
+    @staticmethod
+    def _min_f(lp: LoweredProblem, o: dict) -> tuple[float, str]:
+        """min_x f(x) over every coordinate, B of ``lower='auto'``, and how it was found."""
         res = lp.restricted_minimize(np.arange(lp.set.size), method=o["restricted"])
         B = float(res.f)
         if not np.isfinite(B):
@@ -466,7 +478,7 @@ class _CoreRuns:
             start = warm if ent is None else self._point(ent)
             decide = _decided(opt, self.top) if opt is not None and self.o["screen_tests"] else None
             x_, f_ = self.feng.solve(sel, x0=start, decide=decide, accurate=accurate)
-            nz = np.flatnonzero(x_)
+            nz = x_.nonzero()[0]  # (x_ is flat: np.flatnonzero without its wrappers, as below)
             ent = self.fcache[key] = [nz, x_[nz], f_, self.feng.lower, self.feng.exact, accurate]
             self.stats["f_solves"] += 1
             self.stats["stopped_solves"] += not self.feng.exact
@@ -485,7 +497,7 @@ class _CoreRuns:
         thr: float | None = None,
         top: float = np.inf,
     ) -> tuple[np.ndarray, float, list]:
-        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`grad_f`; entry [4]
+        """The g_R-minimizer on sel, its value, and its cache entry (for :meth:`line15`; entry [4]
         a lower end for min_sel g_R, entry [5] whether it was solved to tol). It depends on R only
         through R ∩ sel: solved once per (sel, R ∩ sel). With ``thr`` (the progress test: Type 1
         iff min g_R <= thr) and ``screen_tests`` the solve may stop once the lower end is above thr
@@ -496,8 +508,8 @@ class _CoreRuns:
         if hit is None or not (hit[5] or (thr is not None and hit[4] > thr)):
             start = warm if hit is None else self._point(hit)
             decide = _decided(thr, top) if thr is not None and self.o["screen_tests"] else None
-            x_, g_ = self.geng.solve(sel, x0=start, ridge=(self.rho, np.flatnonzero(R)), decide=decide)
-            nz = np.flatnonzero(x_)
+            x_, g_ = self.geng.solve(sel, x0=start, ridge=(self.rho, R.nonzero()[0]), decide=decide)
+            nz = x_.nonzero()[0]
             if len(self.gcache) >= self.gcache_cap:
                 self.gcache.clear()
             hit = self.gcache[key] = [nz, x_[nz], g_, None, self.geng.lower, self.geng.exact]
@@ -506,18 +518,24 @@ class _CoreRuns:
             self.stats["stopped_solves"] += not self.geng.exact
         return self._point(hit), hit[2], hit
 
-    def grad_f(self, hit: list, x_: np.ndarray, S: np.ndarray) -> np.ndarray:
-        """grad f on C at a g_R-minimizer on the support S, computed when line 15 first needs it (a
-        minimizer rejected by the progress test, or after which line 12 ends the run, never needs
-        it): from the restricted solve's loss derivatives when it is geng's last solve, and then
-        only off S, the entries line 15 reads (0 on S), else by a full evaluation."""
+    def line15(self, hit: list, x_: np.ndarray, S: np.ndarray) -> int:
+        """Line 15 at a g_R-minimizer x_ on the support S (its cache entry ``hit``): the position into C
+        of argmax_{i not in S} |grad_i g_R(x_)|, the first on ties. Off S, x_ is 0, so grad g_R = grad f
+        there and the answer does not depend on R: computed once per entry (entry [3]), when line 15
+        first needs it (a minimizer rejected by the progress test, or after which line 12 ends the
+        run, never needs it). When it is geng's last solve, from its loss derivatives and only off S
+        (``ActiveSet.grad_argmax``: a float32 screen and a double recheck, the same answer as the
+        double gradient's argmax), else from a full evaluation."""
         if hit[3] is None:
-            if hit is self.latest:
-                off = np.ones(len(self.C), dtype=bool)
-                off[S] = False
-                hit[3] = self.geng.grad(at=self.C[off])[self.C]
+            off = np.ones(len(self.C), dtype=bool)
+            off[S] = False
+            offp = off.nonzero()[0]
+            if len(offp) == 0:  # (no coordinate off S: np.argmax of -inf everywhere)
+                hit[3] = 0
+            elif hit is self.latest:
+                hit[3] = int(offp[self.geng.grad_argmax(self.C[offp])])
             else:
-                hit[3] = self.lp.value_and_grad(x_)[1][self.C]
+                hit[3] = int(offp[int(np.argmax(np.abs(self.lp.value_and_grad(x_)[1][self.C[offp]])))])
         return hit[3]
 
     def core(self, opt: float, q: int) -> _Core:
@@ -565,11 +583,8 @@ class _CoreRuns:
                     break
                 hi = min(hi, ff_lo)
             it += 1
-            grad_c = self.grad_f(gx, x, S) + rho * R * x[C]  # grad g_R = grad f + rho x_R (off S)
-            score = np.abs(grad_c)
-            score[S] = -np.inf
-            i = int(np.argmax(score))  # line 15
-            j = int(S[np.argmin(np.abs(x[C[S]]))])  # line 16
+            i = self.line15(gx, x, S)  # line 15
+            j = int(S[np.abs(x[C[S]]).argmin()])  # line 16
             S1 = S.copy()  # line 17: S ∪ {i} \ {j}, sorted
             S1[S1 == j] = i
             S1.sort()
@@ -710,6 +725,18 @@ class _CoreRuns:
             if not self.o["all_restarts"] and (run.f <= opt or not run.sampled):
                 break
         return best
+
+
+def _per_lowering(lp: LoweredProblem, what: str, key: tuple, make: Callable[[], object]) -> Any:
+    """``make()``, once per lowering: B (min_x f) and rho_2^+ read the numbers and the constrained
+    coordinates, not the bound, so the lowering's copies at other bounds (a path over k, a sweep)
+    share them (``lp.solver_cache``, emptied when new data is bound). A failure raises again at
+    every call (only values are kept)."""
+    full = ("arht", what, type(lp.set), lp.set.coords.tobytes(), *key)
+    cache = lp.solver_cache
+    if full not in cache:
+        cache[full] = make()
+    return cache[full]
 
 
 def _decided(thr: float, top: float) -> Callable[[float, float], bool]:

@@ -509,6 +509,41 @@ def test_arht_rho_is_the_two_coordinate_smoothness_of_the_constrained_coordinate
         arht_module.EXACT_RHO_BUDGET = saved
 
 
+def test_arht_bound_free_constants_are_made_once_per_lowering(monkeypatch):
+    """B (min_x f) and rho_2^+ do not read the bound: the lowering's copies at other bounds (a
+    path over k) share them, with the answers of a fresh lowering at each k; a rebinding makes
+    them again from its new numbers."""
+    from sparsemodel.solvers import get_solver
+
+    made = {"rho": 0, "B": 0}
+    rho, min_f = arht_module.rho_2_plus, arht_module.ARHT._min_f
+    monkeypatch.setattr(arht_module, "rho_2_plus", lambda lp: made.__setitem__("rho", made["rho"] + 1) or rho(lp))
+    monkeypatch.setattr(
+        arht_module.ARHT, "_min_f", staticmethod(lambda lp, o: made.__setitem__("B", made["B"] + 1) or min_f(lp, o))
+    )
+    rng = np.random.default_rng(3)
+    X, v = rng.standard_normal((60, 8)), np.sign(rng.standard_normal(60))
+    w = sm.Variable(9, name="w")
+    Xd = sm.Data(X, name="X")
+    prob = sm.Problem(sm.minimize(sm.sum(sm.logistic(-v * (Xd @ w[1:] + w[0])))), [sm.nnz(w[1:]) <= 2])
+    lp, arht = prob.lower(), get_solver("arht")
+    for k in (2, 3, 4):
+        got = arht().solve(lp.with_budget(k))
+        fresh = arht().solve(prob.lower().with_budget(k))
+        assert got.objective == fresh.objective and list(got.support) == list(fresh.support)
+        assert got.extra["rho"] == fresh.extra["rho"] and got.extra["lower_bound"] == fresh.extra["lower_bound"]
+    assert made == {"rho": 4, "B": 4}  # once for lp's copies, once per fresh lowering
+    X2 = rng.standard_normal((60, 8))
+    lp2 = lp.rebind(X=X2)
+    got = arht().solve(lp2.with_budget(3))
+    assert made == {"rho": 5, "B": 5}
+    fresh = arht().solve(
+        sm.Problem(sm.minimize(sm.sum(sm.logistic(-v * (X2 @ w[1:] + w[0])))), [sm.nnz(w[1:]) <= 3]).lower()
+    )
+    assert got.extra["rho"] == pytest.approx(fresh.extra["rho"], rel=1e-12)
+    assert got.objective == pytest.approx(fresh.objective, rel=1e-9)
+
+
 def test_arht_reuse_of_core_runs_across_rounds_is_exact(monkeypatch):
     """A round of the binary search reuses restart q's recorded run when its target leaves every
     test of that run (line 12 and the progress test) unchanged: the answer, the bracket and the
@@ -816,6 +851,70 @@ def test_arht_line15_gradient_off_the_support_is_the_full_gradient_there():
     np.testing.assert_allclose(part[act.C[off]], full[act.C[off]], rtol=1e-12, atol=1e-13)
     assert np.all(part[act.C[sel]] == 0.0) and np.all(part[act.F] == 0.0)
     assert np.argmax(np.abs(part[act.C[off]])) == np.argmax(np.abs(full[act.C[off]]))
+
+
+def test_line15_float32_screen_is_the_double_argmax_on_near_ties():
+    """Line 15's argmax screened on float32 rows (``_lean.lean_grad_argmax``) is exactly the argmax
+    of |g| with g from the double ``lean_grad`` (the first on ties), on adversarial near-ties: exact
+    ties, ties in |g| of opposite signs, rows equal in float32 and rows a rounding apart whose float32
+    images order them the other way (without the error bound, beta = 0, the screen picks wrongly
+    there); -1 (the caller computes in double) where a value is not finite."""
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    rng = np.random.default_rng(11)
+    wrong_unbounded = 0
+    for trial in range(300):
+        D, n = 12, int(rng.choice([257, 1003, 8, 3]))
+        JT = rng.standard_normal((D, n))
+        a, b = rng.choice(D, 2, replace=False)
+        kind = trial % 4
+        if kind == 0:  # b a rounding apart from a: float32 may order them either way
+            JT[b] = JT[a] * (1 + 1e-9 * rng.standard_normal(n))
+        elif kind == 1:  # an exact tie, or one of opposite sign
+            JT[b] = JT[a] if trial % 8 == 1 else -JT[a]
+        elif kind == 2:  # equal in float32, different in double
+            JT[b] = JT[a] * (1 + 2.0**-40)
+        else:  # many rows within 1e-10 of each other
+            JT[:] = JT[a] + 1e-10 * rng.standard_normal((D, n))
+        d1 = JT[a] / np.linalg.norm(JT[a]) / n + 1e-3 / n * rng.standard_normal(n)
+        lin = np.zeros(D) if trial % 3 else 1e-14 * rng.standard_normal(D)
+        at = np.sort(rng.choice(D, int(rng.integers(2, D + 1)), replace=False)).astype(np.intp)
+        if a not in at or b not in at:
+            at = np.union1d(at, [a, b]).astype(np.intp)
+        g = np.zeros(D)
+        _lean.lean_grad(JT, d1, lin, at, g)
+        want = int(np.argmax(np.abs(g[at])))
+        J32, beta = _lean.lean_rows32(JT)
+        assert _lean.lean_grad_argmax(JT, J32, beta, d1, lin, at) == want, trial
+        wrong_unbounded += _lean.lean_grad_argmax(JT, J32, 0.0 * beta, d1, lin, at) != want
+    assert wrong_unbounded > 10  # (the cases are hard: the float32 values alone decide some wrongly)
+    JT = rng.standard_normal((5, 40))
+    at = np.arange(5, dtype=np.intp)
+    d1 = rng.standard_normal(40)
+    J32, beta = _lean.lean_rows32(JT)
+    bad = d1.copy()
+    bad[7] = np.nan
+    assert _lean.lean_grad_argmax(JT, J32, beta, bad, np.zeros(5), at) == -1
+    JT[2, 3] = 1e39  # (beyond float32's range: no bound, the caller's double computation decides)
+    J32, beta = _lean.lean_rows32(JT)
+    assert beta[2] == np.inf and np.all(np.isfinite(np.delete(beta, 2)))
+    assert _lean.lean_grad_argmax(JT, J32, beta, d1, np.zeros(5), at) == -1
+
+
+def test_arht_line15_screen_changes_nothing(monkeypatch):
+    """ARHT with line 15's float32 screen from its first argmax on, and without it: the same
+    answer, bit for bit, and the same runs and solves."""
+    from sparsemodel.lowering import active
+
+    for kind, seed in (("logistic", 0), ("poisson", 1)):
+        prob = glm(kind, seed, n=150, p=20, k=5)
+        with monkeypatch.context() as mp:
+            mp.setattr(active, "LEAN_SCREEN_AFTER", 0)
+            new = prob.solve("arht", seed=seed)
+            mp.setattr(active, "LEAN_SCREEN", False)
+            old = prob.solve("arht", seed=seed)
+        assert new.objective == old.objective and np.array_equal(new.x, old.x)
+        for key in ("core_runs", "core_iterations", "type2", "g_solves", "f_solves", "rounds"):
+            assert new.extra[key] == old.extra[key], (kind, key)
 
 
 @pytest.mark.parametrize("kind", ["logistic", "poisson"])
