@@ -176,8 +176,8 @@ class Auto(Solver):
 
     def fold_points(self, lp: LoweredProblem, ks: list[int], init: np.ndarray) -> list[np.ndarray]:
         """:meth:`fold_point` at the bounds ``ks`` in turn, each from the last's answer, in one kernel
-        call (:func:`.lean.lean_path`) where the problem is small (its Jacobian at most
-        PATH_BATCH_LIMIT entries: there Python's cost per bound exceeds the arithmetic); the same
+        call (:func:`.lean.lean_path`) where the problem is small (coordinates x samples at most
+        PATH_BATCH_LIMIT: there Python's cost per bound exceeds the arithmetic); the same
         points, for the prefix of ``ks`` the kernel answers. ``lp`` is at the bound ``ks[0]``."""
         if len(ks) == 1 or not self._folds_lean(lp) or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
             return super().fold_points(lp, ks, init)

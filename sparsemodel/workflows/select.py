@@ -166,10 +166,9 @@ class EarlyStop:
     def check(self, curve: list[dict[str, Any]]) -> str | None:
         vals = [r["value"] for r in curve]
         ks = [r["k"] for r in curve]
-        ok = [i for i, v in enumerate(vals) if math.isfinite(v)]
-        if not ok:
+        m = _minimum(vals)
+        if m is None:
             return None
-        m = min(ok, key=lambda i: (vals[i], i))
         last = ks[-1]
         if last - ks[m] < self.patience:
             return None
@@ -190,10 +189,15 @@ class EarlyStop:
         ``ks[j]``: the rule cannot fire before a point at least ``patience`` above the minimum's k,
         and the minimum can only move to a later k (the first of equal values is kept). What
         cross-validation's folds may compute ahead with nothing computed in vain (FoldSteps)."""
-        vals = [r["value"] for r in curve]
-        ok = [i for i, v in enumerate(vals) if math.isfinite(v)]
-        base = ks[min(ok, key=lambda i: (vals[i], i))] if ok else ks[j]
+        m = _minimum([r["value"] for r in curve])
+        base = ks[m] if m is not None else ks[j]
         return next((i for i in range(j, len(ks)) if ks[i] - base >= self.patience), len(ks) - 1)
+
+
+def _minimum(vals: list[float]) -> int | None:
+    """The index of the curve's minimum (the first of equal values; failed points left out), or None."""
+    ok = [i for i, v in enumerate(vals) if math.isfinite(v)]
+    return min(ok, key=lambda i: (vals[i], i)) if ok else None
 
 
 def early_stop_of(

@@ -80,3 +80,27 @@ def test_losses_that_couple_their_samples_have_no_per_sample_values():
     prob = sm.Problem(sm.minimize(sm.cox(X @ w, time, event)), [sm.nnz(w) <= 2])
     lp = LoweredProblem(prob)
     assert sample_values(data_term(prob, lp).expr, lp.layout, N) is None
+
+
+@pytest.mark.parametrize("name", list(losses()))
+def test_the_values_of_several_points_at_and_above_the_dense_limit(name, monkeypatch):
+    """values_many reads each map by its dense Jacobian up to DENSE_LIMIT entries and by the map's own
+    evaluation one entry above it: the same values both ways (to rounding), and each row the bits of
+    values() at that point alone."""
+    from sparsemodel.objective import samplewise
+
+    obj, var, _ = losses()[name]
+    prob = sm.Problem(sm.minimize(obj), [sm.nnz(var) <= 2])
+    lp = LoweredProblem(prob)
+    expr = data_term(prob, lp).expr
+    X = 0.3 * np.random.default_rng(4).standard_normal((5, lp.n))
+    sizes = [amap.size * amap.n for _, _, _, amap in sample_values(expr, lp.layout, N).terms]
+    got = {}
+    for limit in (max(sizes), max(sizes) - 1):
+        monkeypatch.setattr(samplewise, "DENSE_LIMIT", limit)
+        sv = sample_values(expr, lp.layout, N)
+        got[limit] = V = sv.values_many(X)
+        assert V.shape == (5, N)
+        for x, row in zip(X, V):
+            assert np.array_equal(sv.values(x), row)
+    assert np.allclose(got[max(sizes)], got[max(sizes) - 1], rtol=1e-12, atol=1e-15)

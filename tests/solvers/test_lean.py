@@ -700,7 +700,7 @@ def test_a_folds_path_in_one_call_is_its_points_one_at_a_time(family, monkeypatc
     """Solver.fold_points (the kernel's path_run: a fold's whole path in one call) gives bit for bit
     the points of fold_point asked a bound at a time, each from the last; it stops before the bound
     that allows every unit (solve's own answer); at a Jacobian one entry above PATH_BATCH_LIMIT it
-    answers the first bound alone, at the limit the whole path."""
+    answers the first bound alone, at the limit the whole path (the limit counts coordinates x samples)."""
     from sparsemodel.solvers import auto as auto_mod
 
     prob = glm(family, 100, 20, 3, 4)
