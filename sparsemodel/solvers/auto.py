@@ -72,6 +72,7 @@ import numpy as np
 from ..errors import ModelError
 from ..lowering.active import ActiveSet
 from ..lowering.forms import edges
+from ..lowering.lean import free_fit
 from ..lowering.lowered import LoweredProblem
 from ..lowering.swaps import SwapModel, model_exact
 from ..util import Clock
@@ -174,13 +175,28 @@ class Auto(Solver):
             return None
         return x
 
-    def fold_points(self, lp: LoweredProblem, ks: list[int], init: np.ndarray) -> list[np.ndarray]:
+    def fold_points(self, lp: LoweredProblem, ks: list[int], init: np.ndarray | None) -> list[np.ndarray]:
         """:meth:`fold_point` at the bounds ``ks`` in turn, each from the last's answer, in one kernel
         call (:func:`.lean.lean_path`) where the problem is small (coordinates x samples at most
         PATH_BATCH_LIMIT: there Python's cost per bound exceeds the arithmetic); the same
-        points, for the prefix of ``ks`` the kernel answers. ``lp`` is at the bound ``ks[0]``."""
+        points, for the prefix of ``ks`` the kernel answers. ``lp`` is at the bound ``ks[0]``.
+        ``init`` None (a path's first point, with no neighbour): answered only at a bound of 0, by
+        the kernel's fit of the free coordinates (lowering/lean.free_fit: the point the cold solve's
+        ``zero_budget`` gives), the bounds after it from that point."""
+        head: list[np.ndarray] = []
+        if init is None:
+            s = lp.set
+            if s is None or not s.thresholds or s.k != 0 or self.opts["restricted"] != "auto":
+                return []
+            fit = free_fit(lp) if self._folds_lean(lp) else None
+            if fit is None:
+                return []
+            head, init = [fit[0]], fit[0].copy()
+            if len(ks) == 1:
+                return head
+            lp, ks = lp.with_budget(ks[1]), ks[1:]
         if len(ks) == 1 or not self._folds_lean(lp) or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
-            return super().fold_points(lp, ks, init)
+            return head + super().fold_points(lp, ks, init)
         s, run = lp.set, []
         for kv in ks:  # (the bounds strictly between 0 and every unit: solve answers the ends itself)
             at = s.with_budget(kv)
@@ -188,11 +204,11 @@ class Auto(Solver):
                 break
             run.append(at.k)
         if not run:
-            return []
+            return head
         from .lean import lean_path
 
         X = lean_path(self, lp, run, init)
-        return [] if X is None or X.shape[1] != lp.n else list(X)
+        return head if X is None or X.shape[1] != lp.n else head + list(X)
 
     def _folds_lean(self, lp: LoweredProblem) -> bool:
         """A fold's points may be asked of the lean kernel (what :meth:`fold_point` checks of the

@@ -195,11 +195,15 @@ class Solver:
         with ``init`` would give, or None where that solve must run (the default: always)."""
         return None
 
-    def fold_points(self, lp: LoweredProblem, ks: list[int], init: np.ndarray) -> list[np.ndarray]:
+    def fold_points(self, lp: LoweredProblem, ks: list[int], init: np.ndarray | None) -> list[np.ndarray]:
         """:meth:`fold_point` at the bounds ``ks`` in turn (``lp`` at ``ks[0]``), each started at the
         last's answer: the answers of the longest prefix of ``ks`` answered this way (the default:
-        the first alone, or none). A solver that answers a whole path in one call overrides it
-        (auto: solvers/lean.lean_path)."""
+        the first alone, or none). ``init`` None: the path's first point, which has no neighbour
+        (the default answers none: the cold solve runs). A solver that answers a whole path in one
+        call overrides it (auto: solvers/lean.lean_path, its first point at a bound of 0 by the
+        kernel's free fit)."""
+        if init is None:
+            return []
         x = self.fold_point(lp, init)
         return [] if x is None else [x]
 

@@ -183,21 +183,24 @@ class PathRun:
         for those steps, each the one a step at a time would compute)."""
         t0 = time.perf_counter()
         try:
-            lpk = self.lp.with_budget(kv)
             prev = self.prev if self.warmable else None
-            x = None
-            if self.quick is not None and prev is not None:
+            x = lpk = None
+            if self.quick is not None:  # (a fold's point: its first, with no neighbour, the cold solve's)
                 if self.ready and self.ready[0][0] == kv:
                     x = self.ready.popleft()[1]
                 else:
-                    got = self.quick.fold_points(lpk, [kv, *ahead], warm_start(lpk, self.cls, prev))
+                    lpk = self.lp.with_budget(kv)
+                    init = warm_start(lpk, self.cls, prev) if prev is not None else None
+                    got = self.quick.fold_points(lpk, [kv, *ahead], init)
                     self.ready = deque(zip(ahead, got[1:]))
                     x = got[0] if got else None
-            if x is not None:  # (the warm solve's answer, read only for the held-out loss and the next start)
-                point = PathPoint(kv, None, "warm", None, None, time.perf_counter() - t0, x=x)
+            if x is not None:  # (the solve's answer, read only for the held-out loss and the next start)
+                point = PathPoint(kv, None, "warm" if prev is not None else "cold", None, None, 0.0, x=x)
+                point.time_s = time.perf_counter() - t0
                 self.prev = x
                 self.path.points.append(point)
                 return point
+            lpk = lpk if lpk is not None else self.lp.with_budget(kv)
             point = _solve_point(lpk, self.cls, self.options, kv, prev, self.start, "none" if self.fold else "fast")
         except ModelError as exc:
             msg = exc.message + (f" ({exc.hint})" if exc.hint else "")

@@ -723,3 +723,28 @@ def test_a_folds_path_in_one_call_is_its_points_one_at_a_time(family, monkeypatc
     monkeypatch.setattr(auto_mod, "PATH_BATCH_LIMIT", size)
     assert len(quick.fold_points(lp.with_budget(2), ks, start.copy())) == 18
     assert AUTO(**opts, lean=False).fold_points(lp.with_budget(2), ks, start.copy()) == []
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson", "gamma"])
+def test_a_folds_first_point_at_zero_is_the_cold_solves_answer(family):
+    """Solver.fold_points with no start (a fold's first point) answers a bound of 0 by the kernel's
+    free fit: bit for bit the point of the cold solve (zero_budget), then the path from it as
+    fold_points from that point gives it; it declines at a bound above 0, with the Python pipeline
+    or another restricted solver asked for, and every other solver declines."""
+    from sparsemodel.solvers import get_solver
+
+    prob = glm(family, 100, 20, 3, 4)
+    lp = prob.lower()
+    opts = {**AUTO.warm_options, **AUTO.fold_options}
+    quick = AUTO(**opts)
+    got = quick.fold_points(lp.with_budget(0), [0, 1, 2, 3], None)
+    cold = AUTO(**{**AUTO.fold_options}).solve(lp.with_budget(0), bound="none")
+    assert len(got) == 4 and np.array_equal(got[0], lp.layout.pack(cold.values))
+    rest = quick.fold_points(lp.with_budget(1), [1, 2, 3], got[0].copy())
+    assert all(np.array_equal(a, b) for a, b in zip(got[1:], rest, strict=True))
+    only = quick.fold_points(lp.with_budget(0), [0], None)
+    assert len(only) == 1 and np.array_equal(only[0], got[0])
+    assert quick.fold_points(lp.with_budget(2), [2, 3], None) == []
+    assert AUTO(**opts, lean=False).fold_points(lp.with_budget(0), [0, 1], None) == []
+    assert AUTO(**opts, restricted="newton").fold_points(lp.with_budget(0), [0, 1], None) == []
+    assert get_solver("grahtp")().fold_points(lp.with_budget(0), [0, 1], None) == []

@@ -493,7 +493,7 @@ def test_the_folds_warm_points_without_a_result_give_the_curve_of_full_solves(fa
 
     monkeypatch.setattr(auto, "fold_points", counted)
     quick = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
-    assert asked == [8] * 5  # every fold's points after its first (k = 0, solved cold), in one call
+    assert asked == [9] * 5  # every fold's path in one call (k = 0 by the free fit, then the kernel's path)
     monkeypatch.setattr(auto, "fold_points", lambda self, lp, ks, init: [])
     full = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
     assert np.array_equal(quick.per_fold, full.per_fold)
