@@ -198,9 +198,9 @@ class Auto(Solver):
         if len(ks) == 1 or not self._folds_lean(lp) or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
             return head + super().fold_points(lp, ks, init)
         s, run = lp.set, []
-        for kv in ks:  # (the bounds strictly between 0 and every unit: solve answers the ends itself)
-            at = s.with_budget(kv)
-            if at.k == 0 or at.vacuous():
+        for kv in ks:  # (strictly between 0 and every unit, solve answering the ends itself; increasing:
+            at = s.with_budget(kv)  # the kernel takes each answer as the next start as it is, inside
+            if at.k == 0 or at.vacuous() or (run and at.k <= run[-1]):  # every larger bound's set only)
                 break
             run.append(at.k)
         if not run:

@@ -723,6 +723,8 @@ def test_a_folds_path_in_one_call_is_its_points_one_at_a_time(family, monkeypatc
     monkeypatch.setattr(auto_mod, "PATH_BATCH_LIMIT", size)
     assert len(quick.fold_points(lp.with_budget(2), ks, start.copy())) == 18
     assert AUTO(**opts, lean=False).fold_points(lp.with_budget(2), ks, start.copy()) == []
+    down = quick.fold_points(lp.with_budget(9), [9, 6, 7, 4], got[7].copy())  # a smaller bound next: its
+    assert len(down) == 1 and np.array_equal(down[0], quick.fold_point(lp.with_budget(9), got[7].copy()))  # own start
 
 
 @pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson", "gamma"])

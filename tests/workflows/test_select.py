@@ -494,11 +494,14 @@ def test_the_folds_warm_points_without_a_result_give_the_curve_of_full_solves(fa
     monkeypatch.setattr(auto, "fold_points", counted)
     quick = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
     assert asked == [9] * 5  # every fold's path in one call (k = 0 by the free fit, then the kernel's path)
+    down = prob.select(k=[0, 6, 4, 5, 2], by="cv", folds=5, seed=1, early_stop=False)  # (not increasing)
     monkeypatch.setattr(auto, "fold_points", lambda self, lp, ks, init: [])
     full = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
     assert np.array_equal(quick.per_fold, full.per_fold)
     assert [r["value"] for r in quick.curve] == [r["value"] for r in full.curve]
     assert quick.k == full.k
+    down_full = prob.select(k=[0, 6, 4, 5, 2], by="cv", folds=5, seed=1, early_stop=False)
+    assert np.array_equal(down.per_fold, down_full.per_fold)
 
 
 def test_the_folds_compute_ahead_only_the_points_the_early_stop_surely_reaches():
