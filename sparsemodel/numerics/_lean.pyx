@@ -3159,7 +3159,7 @@ cdef extern from *:
        the lanes added ((0 + 1) + (2 + 3)), then the last n mod 4 samples one at a time, so a row's bits
        do not depend on the rows read beside it. Rows go in blocks of 8 (k = 1), 4 (k = 2) or 2 (k = 3,
        4) -- 8 independent sums each way: a sum is a chain of dependent FMAs, and two rows' chains (the
-       blocks of two of before) left the FMA units waiting on their latency (49 -> 24 us for one
+       blocks of two of before) left the FMA units waiting on their latency (about 34-51 -> 20-23 us for one
        vector and 31 x 5,822 rows). A missing row of the last block is the last one read again, not
        stored. */
     LEAN_GRAM_CLONES
