@@ -836,6 +836,60 @@ def test_lean_hessian_and_row_products_equal_numpy_at_every_edge():
     assert np.all(np.delete(g, at) == 9.0)  # (only the entries asked for)
 
 
+def _lane_dot(x: np.ndarray, v: np.ndarray, fused: bool) -> float:
+    """``lean_dots``' sum x'v, operation by operation: four lanes over the samples in steps of four
+    (each step s + x v rounded once where ``fused``: an FMA; else the product rounded first), the
+    lanes added ((0 + 1) + (2 + 3)), then the last n mod 4 samples, each product rounded first."""
+    from fractions import Fraction
+
+    nv = len(x) - len(x) % 4
+    lane = [0.0] * 4
+    for q in range(0, nv, 4):
+        for t in range(4):
+            a, b = float(x[q + t]), float(v[q + t])
+            lane[t] = float(Fraction(lane[t]) + Fraction(a) * Fraction(b)) if fused else lane[t] + a * b
+    acc = (lane[0] + lane[1]) + (lane[2] + lane[3])
+    for q in range(nv, len(x)):
+        acc += float(x[q]) * float(v[q])
+    return acc
+
+
+def test_lean_dots_each_sum_is_its_rows_own_in_its_documented_order():
+    """The kernel's row products (``lean_dots``, read by line 15's gradient and the start Hessian's new
+    columns) are each exactly the documented sum of their row, whatever block of rows it was read in
+    (blocks of 8, 4 or 2 rows by the number of vectors): the same bits as the two-row blocks before, so
+    the solves that read them are unchanged. Every row count 1..19 around the block sizes, every tail
+    length, one to four vectors (the last through the start Hessian's new columns)."""
+    from sparsemodel.numerics import _lean
+
+    rng = np.random.default_rng(3)
+    fused = None
+    for n in (1, 2, 3, 4, 5, 6, 7, 9, 14, 23):
+        D = 19
+        JT = rng.standard_normal((D, n)) * rng.choice([1e-3, 1.0, 1e3], size=(D, 1))
+        d1, lin = rng.standard_normal(n), np.zeros(D)
+        for nr in range(1, D + 1):
+            at = rng.permutation(D)[:nr].astype(np.intp)
+            g = np.zeros(D)
+            _lean.lean_grad(JT, d1, lin, at, g)
+            if fused is None:  # (the FMA clone or the plain one: one of them throughout)
+                ref = {_lane_dot(JT[c], d1, True) != _lane_dot(JT[c], d1, False): c for c in at}
+                if True in ref:
+                    fused = g[ref[True]] == _lane_dot(JT[ref[True]], d1, True)
+            for c in at:
+                assert g[c] == _lane_dot(JT[c], d1, bool(fused)), (n, nr, c)
+        c0 = rng.uniform(0.1, 1.0, n)
+        for k in (2, 3, 4, 5):  # new columns of a start Hessian: lean_dots with k (then k - 4) vectors
+            cols = np.arange(D, dtype=np.intp)
+            src = cols[k:]
+            Gs = (JT[src] * c0) @ JT[src].T
+            G = _lean.lean_start_hessian(JT, Gs, src, cols, c0)
+            for q in range(k):
+                m = c0 * JT[q]
+                for r in range(k, D):  # (between two new columns the mirror keeps one of the two products)
+                    assert G[r, q] == _lane_dot(JT[r], m, bool(fused)), (n, k, r, q)
+
+
 def test_arht_line15_gradient_off_the_support_is_the_full_gradient_there():
     """Line 15 reads the gradient of f off the support S only: the lean solve's gradient at those
     coordinates equals the full gradient there (0 elsewhere), and ARHT's argmax over them is the one
