@@ -2931,7 +2931,10 @@ cdef extern from *:
     /* (macros, not functions: a vector returned by a function outside the clones changes the ABI) */
     #define LEAN_LOAD4(v, p) memcpy(&(v), (p), sizeof(v))
     #define LEAN_LANES(v) (((v)[0] + (v)[1]) + ((v)[2] + (v)[3]))
-    /* a product kept apart from the sum it enters (no contraction into an FMA) */
+    #endif
+    /* a product kept apart from the sum it enters (no contraction into an FMA): an empty asm that
+       takes and gives the value in a floating-point register (x86 and AArch64 name one "x") */
+    #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
     #define LEAN_ROUNDED(p) __asm__("" : "+x"(p))
     #else
     #define LEAN_ROUNDED(p) ((void)0)
