@@ -183,19 +183,20 @@ class Auto(Solver):
         ``init`` None (a path's first point, with no neighbour): answered only at a bound of 0, by
         the kernel's fit of the free coordinates (lowering/lean.free_fit: the point the cold solve's
         ``zero_budget`` gives), the bounds after it from that point."""
+        lean = self._folds_lean(lp)  # (the lowering's and options' verdict: the same at every bound)
         head: list[np.ndarray] = []
         if init is None:
             s = lp.set
             if s is None or not s.thresholds or s.k != 0 or self.opts["restricted"] != "auto":
                 return []
-            fit = free_fit(lp) if self._folds_lean(lp) else None
+            fit = free_fit(lp) if lean else None
             if fit is None:
                 return []
             head, init = [fit[0]], fit[0].copy()
             if len(ks) == 1:
                 return head
             lp, ks = lp.with_budget(ks[1]), ks[1:]
-        if len(ks) == 1 or not self._folds_lean(lp) or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
+        if len(ks) == 1 or not lean or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
             return head + super().fold_points(lp, ks, init)
         s, run = lp.set, []
         for kv in ks:  # (strictly between 0 and every unit, solve answering the ends itself; increasing:

@@ -195,8 +195,8 @@ class PathRun:
                     self.ready = deque(zip(ahead, got[1:]))
                     x = got[0] if got else None
             if x is not None:  # (the solve's answer, read only for the held-out loss and the next start)
-                point = PathPoint(kv, None, "warm" if prev is not None else "cold", None, None, 0.0, x=x)
-                point.time_s = time.perf_counter() - t0
+                start = "warm" if prev is not None else "cold"
+                point = PathPoint(kv, None, start, None, None, time.perf_counter() - t0, x=x)
                 self.prev = x
                 self.path.points.append(point)
                 return point
