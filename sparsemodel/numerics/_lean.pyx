@@ -3301,6 +3301,86 @@ cdef extern from *:
                 out[r0 + a] = acc[a];
         }
     }
+    /* ARHT's Newton trial point in one pass over the rows by blocks of samples (``_trial``): for each
+       block of LEAN_TRIAL_QB samples, dz = X' step on it (rows four at a time), zt = z + dz, the logistic
+       loss's terms there (lean_logistic_terms: vw = wc phi, e1 = wc phi', e2 = wc phi''), and gl += X e1
+       on it (eight rows at a time, four-lane sums as lean_dots) while the block's rows are still in L1:
+       the rows are read from L2 once a trial point instead of twice (BLAS's dgemv N, then T). Sums in
+       another order than BLAS's, so the trial point differs from theirs in the last bits. */
+    #define LEAN_TRIAL_QB 128
+    LEAN_GRAM_CLONES
+    static void lean_trial(const double *LEAN_RESTRICT X, Py_ssize_t ld, Py_ssize_t nb, Py_ssize_t n,
+                           const double *LEAN_RESTRICT step, const double *LEAN_RESTRICT z,
+                           const double *LEAN_RESTRICT wc, double *LEAN_RESTRICT dz, double *LEAN_RESTRICT zt,
+                           double *LEAN_RESTRICT vw, double *LEAN_RESTRICT e1, double *LEAN_RESTRICT e2,
+                           double *LEAN_RESTRICT gl) {
+        for (Py_ssize_t c = 0; c < nb; c++)
+            gl[c] = 0.0;
+        for (Py_ssize_t q0 = 0; q0 < n; q0 += LEAN_TRIAL_QB) {
+            Py_ssize_t q1 = q0 + LEAN_TRIAL_QB < n ? q0 + LEAN_TRIAL_QB : n, m = q1 - q0;
+            double *LEAN_RESTRICT d = dz + q0;
+            Py_ssize_t c = 0;
+            if (nb >= 4) {
+                const double *x0 = X + q0, *x1 = x0 + ld, *x2 = x1 + ld, *x3 = x2 + ld;
+                double s0 = step[0], s1 = step[1], s2 = step[2], s3 = step[3];
+                for (Py_ssize_t q = 0; q < m; q++)
+                    d[q] = (s0 * x0[q] + s1 * x1[q]) + (s2 * x2[q] + s3 * x3[q]);
+                c = 4;
+            } else {
+                for (Py_ssize_t q = 0; q < m; q++)
+                    d[q] = 0.0;
+            }
+            for (; c + 4 <= nb; c += 4) {
+                const double *x0 = X + c * ld + q0, *x1 = x0 + ld, *x2 = x1 + ld, *x3 = x2 + ld;
+                double s0 = step[c], s1 = step[c + 1], s2 = step[c + 2], s3 = step[c + 3];
+                for (Py_ssize_t q = 0; q < m; q++)
+                    d[q] += (s0 * x0[q] + s1 * x1[q]) + (s2 * x2[q] + s3 * x3[q]);
+            }
+            for (; c < nb; c++) {
+                const double *x0 = X + c * ld + q0;
+                double s0 = step[c];
+                for (Py_ssize_t q = 0; q < m; q++)
+                    d[q] += s0 * x0[q];
+            }
+            for (Py_ssize_t q = 0; q < m; q++)
+                zt[q0 + q] = z[q0 + q] + d[q];
+            lean_logistic_terms(zt + q0, wc + q0, vw + q0, e1 + q0, e2 + q0, m);
+            const double *e = e1 + q0;
+            Py_ssize_t mv = m & ~(Py_ssize_t)3;
+            for (Py_ssize_t r0 = 0; r0 < nb; r0 += 8) {
+                const double *x[8];
+                double acc[8];
+                for (int a = 0; a < 8; a++)
+                    x[a] = X + (r0 + a < nb ? r0 + a : nb - 1) * ld + q0;
+    #if defined(__GNUC__) || defined(__clang__)
+                lean_v4 s[8];
+                for (int a = 0; a < 8; a++)
+                    s[a] = (lean_v4){0.0, 0.0, 0.0, 0.0};
+                for (Py_ssize_t q = 0; q < mv; q += 4) {
+                    lean_v4 b, xa;
+                    LEAN_LOAD4(b, e + q);
+                    for (int a = 0; a < 8; a++) {
+                        LEAN_LOAD4(xa, x[a] + q);
+                        s[a] += xa * b;
+                    }
+                }
+                for (int a = 0; a < 8; a++)
+                    acc[a] = LEAN_LANES(s[a]);
+    #else
+                for (int a = 0; a < 8; a++) {
+                    acc[a] = 0.0;
+                    for (Py_ssize_t q = 0; q < mv; q++)
+                        acc[a] += x[a][q] * e[q];
+                }
+    #endif
+                for (Py_ssize_t q = mv; q < m; q++)
+                    for (int a = 0; a < 8; a++)
+                        acc[a] += x[a][q] * e[q];
+                for (int a = 0; a < 8 && r0 + a < nb; a++)
+                    gl[r0 + a] += acc[a];
+            }
+        }
+    }
     """
     void lean_gram(const double *X, Py_ssize_t ld, const double *w, Py_ssize_t nb, Py_ssize_t n, double *G) noexcept nogil
     int lean_ratio_range(const double *a, const double *b, Py_ssize_t n, double *lo, double *hi) noexcept nogil
@@ -3310,6 +3390,9 @@ cdef extern from *:
                    Py_ssize_t vld, Py_ssize_t k, Py_ssize_t n, double *out) noexcept nogil
     void lean_dots32(const float *X, Py_ssize_t ld, const Py_ssize_t *rows, Py_ssize_t nr, const double *v,
                      Py_ssize_t n, double *out) noexcept nogil
+    void lean_trial(const double *X, Py_ssize_t ld, Py_ssize_t nb, Py_ssize_t n, const double *step, const double *z,
+                    const double *wc, double *dz, double *zt, double *vw, double *e1, double *e2,
+                    double *gl) noexcept nogil
 
 
 cdef inline double _chord_steps(double dec, double prev, double target) noexcept nogil:
@@ -3413,14 +3496,52 @@ def lean_gram_kernel(int kernel, double[:, ::1] X, double[::1] w, G):
     return lean_gram_with(kernel, &X[0, 0], n, &w[0], nb, n, &Gv[0, 0])
 
 
+cdef bint _trial_fused = True  # the logistic trial point by ``lean_trial`` (False: BLAS's two products; for the tests)
+
+
+def lean_trial_fused(bint on) -> bool:
+    """Whether the Newton loop's trial points go through ``lean_trial`` (True, the default) or BLAS's
+    two products around the loss pass (False), for the tests and the A/B timings; returns the old setting."""
+    global _trial_fused
+    old = _trial_fused
+    _trial_fused = on
+    return old
+
+
+def lean_trial_point(Problem P, double[:, ::1] JTB, double[::1] z, double[::1] step):
+    """(loss, dz, zt, e1, e2, gl) of ``_trial`` at the block JTB, z and step (for the tests)."""
+    cdef Py_ssize_t n = JTB.shape[1], nb = JTB.shape[0]
+    if z.shape[0] != n or step.shape[0] != nb or P.wc.shape[0] != n:
+        raise ValueError(f"lean_trial_point: JTB is {nb} x {n}, so z and P's weights need {n} entries and step {nb}")
+    dz, zt, e1, e2, vw, gl = (np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(nb))
+    f = _trial(P, JTB, z, step, dz, zt, e1, e2, vw, gl)
+    return f, dz, zt, e1, e2, gl
+
+
 cdef double _trial(Problem P, double[:, ::1] JTB, double[::1] z, double[::1] step, double[::1] dz, double[::1] zt,
                    double[::1] e1, double[::1] e2, double[::1] vw, double[::1] gl) noexcept nogil:
     """The full Newton step's trial point: dz = J_B step, zt = z + dz, the loss terms there (e1 =
     wc phi', e2 = wc phi''; their sum returned) and gl = J_B' e1, the loss part of the gradient
-    there (the next iteration's, when the step is accepted, as it nearly always is)."""
+    there (the next iteration's, when the step is accepted, as it nearly always is). The logistic
+    loss's in one pass by blocks of samples (``lean_trial``; ``_trial_fused``), others by BLAS's two
+    products around the loss pass."""
     cdef Py_ssize_t n = JTB.shape[1], i
     cdef int inb = <int> JTB.shape[0], inn = <int> n, one = 1
     cdef double alpha = 1.0, beta = 0.0, total
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    if _trial_fused and P.code == 1 and n > 0 and inb > 0 and vw.shape[0] >= n:
+        lean_trial(&JTB[0, 0], n, inb, n, &step[0], &z[0], &P.wc[0], &dz[0], &zt[0], &vw[0], &e1[0], &e2[0], &gl[0])
+        i = 0
+        while i + 4 <= n:  # (summed as _loss_pass sums them)
+            a0 += vw[i]
+            a1 += vw[i + 1]
+            a2 += vw[i + 2]
+            a3 += vw[i + 3]
+            i += 4
+        while i < n:
+            a0 += vw[i]
+            i += 1
+        return (a0 + a1) + (a2 + a3)
     dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
     for i in range(n):
         zt[i] = z[i] + dz[i]

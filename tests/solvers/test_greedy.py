@@ -692,6 +692,47 @@ def test_lean_restricted_solves_equal_the_newton_pipeline(kind):
         sel = np.sort(np.append(sel[sel != out], rng.choice(np.setdiff1d(np.arange(12), sel))))
 
 
+def test_lean_fused_trial_point_is_blas_one_to_rounding():
+    """The Newton loop's trial point in one pass over the rows by blocks of samples (``lean_trial``)
+    against BLAS's two products around the loss pass (``lean_trial_fused(False)``): dz, zt, the loss
+    terms and gl = J_B' e1 equal to the rounding of the sums (each entry within a few ulps of the sum
+    of absolute terms), at block sizes that leave every tail of the kernel's row groups (1..9, 31 rows)
+    and sample counts across and off the 128-sample blocks; a wrong row, block or tail would miss by
+    whole terms."""
+    from sparsemodel.lowering.active import lean_rows
+
+    _lean = pytest.importorskip("sparsemodel.numerics._lean")
+    eps = np.finfo(float).eps
+    for n in (5, 128, 131, 1003):
+        P = lean_rows(glm("weighted", 2, n=n).lower()).P
+        rng = np.random.default_rng(n)
+        for nb in (1, 2, 3, 4, 5, 7, 8, 9, 31):
+            JTB = rng.standard_normal((nb, n))
+            z, step = rng.standard_normal(n) * 2, rng.standard_normal(nb) * 0.3
+            old = _lean.lean_trial_fused(False)
+            try:
+                f0, dz0, zt0, e10, e20, gl0 = _lean.lean_trial_point(P, JTB, z, step)
+            finally:
+                _lean.lean_trial_fused(old)
+            _lean.lean_trial_fused(True)
+            try:
+                f1, dz1, zt1, e11, e21, gl1 = _lean.lean_trial_point(P, JTB, z, step)
+            finally:
+                _lean.lean_trial_fused(old)
+            tol_dz = 4 * nb * eps * (np.abs(JTB) * np.abs(step)[:, None]).sum(axis=0)
+            assert np.all(np.abs(dz1 - dz0) <= tol_dz)
+            assert np.all(np.abs(zt1 - zt0) <= tol_dz + 2 * eps * np.abs(zt0))
+            # the loss terms at the two (nearly equal) points: their derivative's bound on the move
+            wc = np.asarray(P.wc)
+            dzt = np.abs(zt1 - zt0)
+            assert np.all(np.abs(e11 - e10) <= np.abs(wc) * dzt + 8 * eps * np.abs(e10))
+            assert np.all(np.abs(e21 - e20) <= np.abs(wc) * dzt + 16 * eps * np.abs(e20))
+            assert abs(f1 - f0) <= (np.abs(wc) * dzt).sum() + 4 * n * eps * np.abs(wc * np.logaddexp(0, zt0)).sum()
+            bound = 4 * n * eps * (np.abs(JTB) * np.abs(e10)).sum(axis=1) + np.abs(JTB) @ np.abs(e11 - e10)
+            assert np.all(np.abs(gl1 - gl0) <= bound)
+            assert np.abs(gl0).max() > 0 and np.all(np.abs(gl1 - JTB @ e11) <= bound + 4 * n * eps * np.abs(JTB) @ np.abs(e11))
+
+
 def test_lean_logistic_loss_pass_is_exp_and_log1p_to_a_few_ulps():
     """The compiled pass over the samples of ARHT's Newton solves (``_lean.losses``: its own exp and
     log1p, vectorized) against NumPy's logaddexp and scipy's expit, per sample: the value (one
