@@ -68,6 +68,131 @@ def rebind_rows(e: Expr, nodes: list[Data], rows: np.ndarray, made: dict[int, Da
         ) from None
 
 
+def subset_scale(e: Expr, nodes: list[Data], n: int) -> int | None:
+    """How the data term ``e`` on a subset R of the rows follows from its per-sample values on all
+    n rows (:class:`~sparsemodel.objective.samplewise.SampleValues` of ``e``: e = const + sum_i l_i):
+
+    * 0 -- e on R (:func:`rebind_rows`) is const + sum_{i in R} l_i for every R: a sum over the samples
+      with a fixed scale (``sum(w * square(X @ w - y)) / (2 * 100)``, as the estimators write theirs);
+    * 1 -- it is const + (n / |R|) sum_{i in R} l_i: a mean over the samples (``mean(logistic(...))``);
+    * None -- no such reading is proved from the tree (then the subset's term is rebuilt and read
+      again).
+
+    Proved from the tree alone, and conservatively: at the top, sums and differences of the terms,
+    scaled by scalars that read no sample data, and constants that read none; each term a ``sum``,
+    ``sum_squares`` or ``mean`` over every entry of a *sample-local* expression (:func:`row_local`:
+    its leading axis the samples, its row i reading row i of the sample data only) that is not
+    constant and has no additive constant inside (sum(z + 1) counts the rows); the sums all of
+    one kind (sum or mean). Centring inside the loss (``X - mean(X, axis=0)``), a reduction or a
+    transpose across the samples, weights that are not per sample, or anything else the rules do
+    not know give None."""
+    ids = {d.uid for d in nodes}
+    kinds: set[int] = set()
+
+    def reads(x: Expr) -> bool:
+        return reads_samples(x, ids)
+
+    def scalar(x: Expr) -> bool:
+        return x.is_constant() and x.shape == () and not reads(x)
+
+    def top(x: Expr) -> bool:
+        if x.is_constant():
+            return not reads(x)
+        if isinstance(x, Add):  # Sub too
+            return top(x.args[0]) and top(x.args[1])
+        if isinstance(x, Neg):
+            return top(x.args[0])
+        if isinstance(x, Div):
+            return scalar(x.args[1]) and top(x.args[0])
+        if isinstance(x, Mul):
+            a, b = x.args
+            return (scalar(a) and top(b)) or (scalar(b) and top(a))
+        if isinstance(x, A.sum_squares):
+            kinds.add(0)
+            return _rows_of(x.args[0], n) and row_local(x.args[0], ids, n)
+        if isinstance(x, A.sum) and x.axis is None:  # (mean: a subclass)
+            kinds.add(1 if isinstance(x, A.mean) else 0)
+            return _rows_of(x.args[0], n) and entries(x.args[0])
+        return False
+
+    def entries(x: Expr) -> bool:
+        """x, summed over every entry, is a sum over its rows of per-row values: not constant, no
+        additive constant, each loss or linear piece sample-local."""
+        if x.is_constant():
+            return False
+        if isinstance(x, Add):
+            a, b = x.args
+            return not a.is_constant() and not b.is_constant() and entries(a) and entries(b)
+        if isinstance(x, Neg):
+            return entries(x.args[0])
+        if isinstance(x, Div):
+            return scalar(x.args[1]) and entries(x.args[0])
+        if isinstance(x, Mul):  # a per-sample weight (or a scalar) times a piece
+            a, b = x.args
+            c, v = (a, b) if a.is_constant() else (b, a)
+            return c.is_constant() and _broadcasts_per_row(c, v, n, reads(c)) and row_local(c, ids, n) and entries(v)
+        return row_local(x, ids, n)  # a loss of a sample-local argument, or an affine piece
+
+    kinds_ok = top(e)
+    return kinds.pop() if kinds_ok and len(kinds) == 1 else None
+
+
+def row_local(x: Expr, ids: set[int], n: int) -> bool:
+    """Whether row i of ``x`` reads row i of the sample data (the data nodes of uids ``ids``, n rows)
+    and no other row, for every i: ``x`` reads no sample data, or its leading axis is the samples and
+    it is built of sample data nodes; sums, products and elementwise atoms whose operands are either
+    sample-local with the same axes or free of sample data and broadcast the same values to every
+    row; ``A @ B`` with A a sample-local matrix and B free of sample data; indexing that keeps every
+    row; negation; reductions along a later axis."""
+    reads: dict[int, bool] = {}
+    local: dict[int, bool] = {}
+    for node in x.walk():  # (children before their parents)
+        if node.uid in reads:
+            continue
+        r = node.uid in ids if isinstance(node, Data) else any(reads[a.uid] for a in node.args)
+        reads[node.uid] = r
+        local[node.uid] = not r or (
+            _rows_of(node, n) and all(local[a.uid] for a in node.args) and _local_node(node, ids, n, reads)
+        )
+    return local[x.uid]
+
+
+def _local_node(node: Expr, ids: set[int], n: int, reads: dict[int, bool]) -> bool:
+    """One node that reads sample data, has n rows and whose arguments are sample-local: local itself."""
+    if isinstance(node, Data):
+        return True  # (a sample node)
+    if isinstance(node, (Add, Mul, A.Elementwise)):  # Sub, Div; an elementwise atom of its arguments
+        return all(
+            (_rows_of(a, n) and a.ndim == node.ndim) if reads[a.uid] else (a.ndim < node.ndim or a.shape[0] == 1)
+            for a in node.args
+        )
+    if isinstance(node, Neg):
+        return True
+    if isinstance(node, MatMul):
+        a, b = node.args
+        return a.ndim == 2 and reads[a.uid] and not reads[b.uid]
+    if isinstance(node, Index):
+        first = node.key[0] if node.key else slice(None)
+        return isinstance(first, slice) and range(*first.indices(n)) == range(n)
+    if isinstance(node, (A.sum, A.logsumexp)):  # (mean: a subclass of sum)
+        return node.axis is not None and node.axis % node.args[0].ndim >= 1
+    return False
+
+
+def _rows_of(x: Expr, n: int) -> bool:
+    """x has the sample axis first (n rows)."""
+    return x.ndim >= 1 and x.shape[0] == n
+
+
+def _broadcasts_per_row(c: Expr, x: Expr, n: int, sample: bool) -> bool:
+    """c, multiplying x (n rows) entry by entry, meets each row of x with its own row (``sample``: c
+    reads the sample data, and has the rows on the same axes) or with the same values for every row
+    (c free of sample data, with fewer axes than x or one row)."""
+    if sample:
+        return _rows_of(c, n) and c.ndim == x.ndim
+    return c.ndim < x.ndim or c.shape[0] == 1
+
+
 def data_named(e: Expr) -> dict[str, list[Data]]:
     """The data nodes of ``e`` by name (unnamed data is left out)."""
     out: dict[str, list[Data]] = {}

@@ -30,7 +30,7 @@ from ..errors import ModelError
 from ..model.forms import sparse_pca
 from ..model.objective import Objective
 from ..model.problem import Model
-from ..model.samples import rebind_rows, sample_nodes, split_data_term
+from ..model.samples import rebind_rows, sample_nodes, split_data_term, subset_scale
 from .design import Design
 from .evaluator import Layout
 from .precision import logdet_form
@@ -59,6 +59,7 @@ class DataTerm:
     n_obs: float  # n of the criteria: the loss values (n m for an n x m response), or their weights' sum
     n_unit: str = "samples"  # what n_obs counts: "events" for the Cox partial likelihood
     rest: Expr | None = None  # the objective's other terms (a ridge), None when the data term is all of it
+    subset: int | None = None  # how the term on a subset of the rows follows from its samples' values (subset_scale)
 
 
 class SampleView:
@@ -109,7 +110,8 @@ class SampleView:
         coefs = [t.coef for t in terms]
         scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
         gaussian = all(t.quadratic for t in terms)
-        return DataTerm(term, nodes, n, scale, gaussian, n_eff, n_obs, unit, rest)
+        subset = subset_scale(term, nodes, n)
+        return DataTerm(term, nodes, n, scale, gaussian, n_eff, n_obs, unit, rest, subset)
 
     # ------------------------------------------------------------------ rows
     def train(self, rows: np.ndarray, made: dict[int, Data] | None = None) -> Model:

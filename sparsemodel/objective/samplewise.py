@@ -41,6 +41,7 @@ class SampleValues:
         self.const = const
         self.n = n
         self._dense: list[tuple[np.ndarray, np.ndarray] | None] | None = None  # (values_many)
+        self._rows_of: list[tuple[np.ndarray, np.ndarray] | None] | None = None  # (on_rows)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """The n per-sample losses at the flat point x (the data term is const + their sum)."""
@@ -72,9 +73,54 @@ class SampleValues:
             out += coef * V.reshape(len(X), self.n, -1).sum(axis=2)
         return out
 
+    def on_rows(self, rows: np.ndarray, scale: int) -> SampleValues | None:
+        """The per-sample reading of the data term on the samples ``rows`` alone, from this one's
+        (every map's rows, offsets and weights of those samples), where
+        :func:`~sparsemodel.model.samples.subset_scale` proved the term on a subset of the rows to be
+        const + sum of its samples' values (``scale`` 0) or const + (n / |rows|) times that sum
+        (``scale`` 1, a mean over the samples: each coefficient times n / |rows|). None where a map
+        has no dense Jacobian (then the subset's term is read afresh)."""
+        if self._dense is None:
+            self._dense = [_dense_map(amap) for _, _, _, amap in self.terms]
+        if self._rows_of is None:  # (a map without a dense Jacobian: its columns, for the subsets only)
+            self._rows_of = [
+                jb if jb is not None else _columns_map(a) for jb, (_, _, _, a) in zip(self._dense, self.terms)
+            ]
+        rows = np.asarray(rows, dtype=np.int64)
+        m = len(rows)
+        ratio = self.n / m if scale else 1.0
+        terms: list[tuple[Term | None, float, np.ndarray | None, object]] = []
+        dense: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for (term, coef, weights, amap), jb in zip(self.terms, self._rows_of):
+            if jb is None:
+                return None
+            J, b = jb
+            per = J.shape[0] // self.n  # (entries of one sample: C order, a sample's entries together)
+            idx = rows if per == 1 else (rows[:, None] * per + np.arange(per)).ravel()
+            shape = (m, *tuple(amap.shape)[1:])
+            dense.append((J[idx], np.ascontiguousarray(b[idx])))
+            if term is None:
+                terms.append((None, coef * ratio, weights[idx] if weights is not None else None, _Rows(shape)))
+            else:
+                w = term.weights
+                w = None if w is None else (w[rows] if term.rowwise else w[idx])
+                terms.append((Term(1.0, term.phi, _Rows(shape), w, term.rowwise), coef * ratio, None, _Rows(shape)))
+        out = SampleValues(terms, self.const, m)
+        out._dense = dense
+        return out
+
     def total(self, x: np.ndarray) -> float:
         """The data term at x: const + sum_i l_i(x)."""
         return self.const + float(self.values(x).sum())
+
+
+class _Rows:
+    """The shape of a map read on a subset of its samples (:meth:`SampleValues.on_rows`: what a term
+    asks of its map)."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
+        self.size = int(np.prod(shape))
 
 
 DENSE_LIMIT = 1_000_000  # entries of a map's dense Jacobian values_many makes (8 MB)
@@ -87,6 +133,17 @@ def _dense_map(amap: object) -> tuple[np.ndarray, np.ndarray] | None:
     if dense_jacobian is None or size is None or n is None or size * n > DENSE_LIMIT:
         return None
     return dense_jacobian(), np.broadcast_to(np.asarray(amap.b, dtype=float).reshape(-1), (size,))
+
+
+def _columns_map(amap: object) -> tuple[np.ndarray, np.ndarray] | None:
+    """A map without a dense Jacobian of its own (an expression's, ``sum(Y * Z, axis=1)``): its
+    columns made dense, and its offset, or None when they would be too large."""
+    size, n = getattr(amap, "size", None), getattr(amap, "n", None)
+    if size is None or n is None or size * n > DENSE_LIMIT or not hasattr(amap, "columns"):
+        return None
+    J = amap.columns(np.arange(n, dtype=np.int64))
+    J = np.ascontiguousarray(J.toarray() if hasattr(J, "toarray") else J, dtype=float)
+    return J, np.broadcast_to(np.asarray(amap.b, dtype=float).reshape(-1), (size,))
 
 
 def sample_values(expr: Expr, layout: Layout, n: int) -> SampleValues | None:

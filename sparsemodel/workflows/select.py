@@ -562,7 +562,7 @@ class _FoldServer:
         return [_fold_loss(run, run.step(kv, ahead), held, sv if samplewise else None) for run, held, sv in self.runs]
 
 
-def _fold_loss(run: PathRun, pt: PathPoint, held: Evaluator, sv: SampleValues | None) -> Any:
+def _fold_loss(run: PathRun, pt: PathPoint, held: Any, sv: SampleValues | None) -> Any:
     """A fold's point as (each held-out row's loss or None, the held-out loss); None if unusable.
     With per-sample losses the held-out loss is their sum (the same number as ``held.value(x)``, up
     to rounding)."""
@@ -594,21 +594,41 @@ def _fold_runs(
     options: dict[str, Any] | None,
     start: str,
     splits: list[tuple[np.ndarray, np.ndarray]],
-) -> list[tuple[PathRun, Evaluator, SampleValues | None]]:
+) -> list[tuple[PathRun, Any, SampleValues | None]]:
     """For each fold: the path of the model rebuilt on its training rows (lowered once, or rebound
-    from the first fold of its size: lowering/subsets.py; driven one k at a time), the evaluator of the data term on its held-out rows, and its per-sample reading
-    (None for a loss that couples its samples)."""
+    from the first fold of its size: lowering/subsets.py; driven one k at a time), the reader of the
+    data term's value on its held-out rows (``.value(x)``), and its per-sample reading (None for a
+    loss that couples its samples). Where the data term on a subset of the rows is proved to be a sum
+    of its samples' values (``DataTerm.subset``: :func:`~sparsemodel.model.samples.subset_scale`),
+    the held-out reading is the rows of the all-data term's (:meth:`SampleValues.on_rows`: the same
+    numbers, up to the rounding of a mean's coefficient), without rebuilding the held-out term."""
     out = []
     options = {**getattr(cls, "fold_options", {}), **(options or {})}  # the solver's for folds, then the user's
     lowerings = SampleLowerings(
         view.problem, view, share=False
     )  # (a fold's size: the first lowered, the others rebound)
+    dt = view.term()
+    reader = sample_values(dt.expr, view.layout, dt.n) if dt.subset is not None else None
     for train, test in splits:
-        tlp, held = lowerings.lower(train), view.held_out(test)
-        tp = tlp.problem
-        samples = sample_values(held, tlp.layout, len(test))
-        out.append((PathRun(tp, tlp, cls, options, start, fold=True), Evaluator(held, tlp.layout), samples))
+        tlp = lowerings.lower(train)
+        samples = reader.on_rows(test, dt.subset) if reader is not None else None
+        if samples is not None:
+            held: Any = _HeldTotal(samples)
+        else:
+            term = view.held_out(test)
+            held, samples = Evaluator(term, tlp.layout), sample_values(term, tlp.layout, len(test))
+        out.append((PathRun(tlp.problem, tlp, cls, options, start, fold=True), held, samples))
     return out
+
+
+class _HeldTotal:
+    """The held-out data term's value read from its per-sample reading (const + the samples' sum)."""
+
+    def __init__(self, samples: SampleValues):
+        self.samples = samples
+
+    def value(self, x: np.ndarray) -> float:
+        return self.samples.total(x)
 
 
 class Selection(Report):

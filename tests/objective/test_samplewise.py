@@ -104,3 +104,77 @@ def test_the_values_of_several_points_at_and_above_the_dense_limit(name, monkeyp
         for x, row in zip(X, V):
             assert np.array_equal(sv.values(x), row)
     assert np.allclose(got[max(sizes)], got[max(sizes) - 1], rtol=1e-12, atol=1e-15)
+
+
+SUBSET_SCALES = {
+    "least squares": 0,
+    "weighted poisson (a linear piece)": 0,
+    "logistic, ridge apart": 1,
+    "softmax (row-wise)": 1,
+}
+
+
+@pytest.mark.parametrize("name", list(losses()))
+def test_a_subset_of_rows_reads_as_those_rows_of_the_whole_term(name):
+    """Where subset_scale proves the data term on a subset of the rows to be const plus its samples'
+    values (a sum: scale 0; a mean: scale 1, times n / |rows|), the all-data reading's rows
+    (on_rows) give the values of the term rebuilt on those rows (rebind_rows, then read afresh) and
+    its evaluator's value: the same arithmetic on the same numbers, up to the rounding of a mean's
+    coefficient (1 / n times n / m against 1 / m: a few ulps)."""
+    from sparsemodel.model.samples import rebind_rows, sample_nodes, subset_scale
+
+    obj, var, _ = losses()[name]
+    prob = sm.Problem(sm.minimize(obj), [sm.nnz(var) <= 2])
+    lp = LoweredProblem(prob)
+    dt = data_term(prob, lp)
+    nodes = sample_nodes(dt.expr, N)
+    scale = subset_scale(dt.expr, nodes, N)
+    assert scale == SUBSET_SCALES[name]
+    whole = sample_values(dt.expr, lp.layout, N)
+    rng = np.random.default_rng(11)
+    for m in (1, 7, N - 1):
+        rows = np.sort(rng.choice(N, m, replace=False))
+        sub = whole.on_rows(rows, scale)
+        held = rebind_rows(dt.expr, nodes, rows)
+        afresh = sample_values(held, lp.layout, m)
+        X = 0.3 * rng.standard_normal((3, lp.n))
+        got, want = sub.values_many(X), afresh.values_many(X)
+        assert got.shape == (3, m)
+        assert np.allclose(got, want, rtol=8 * np.finfo(float).eps, atol=0)
+        if scale == 0:  # (a sum's coefficient is the same number: the same bits)
+            assert np.array_equal(got, want)
+        for x in X:
+            assert sub.total(x) == pytest.approx(float(Evaluator(held, lp.layout).value(x)), rel=1e-13, abs=1e-15)
+
+
+def test_subset_scale_refuses_terms_whose_rows_mix():
+    """A data term whose value on a subset is not const plus its samples' values (centring inside the
+    loss, a scale or weights read from the data, a reduction down the samples, sums and means
+    together, a transposed sample matrix) has no subset reading: None (the subset's term is then
+    rebuilt); the forms the estimators write have one."""
+    from sparsemodel.model.samples import sample_nodes, subset_scale
+
+    X, y, sw, _, _ = data()
+    Xd, yd, sd = sm.Data(X, name="X"), sm.Data(y, name="y"), sm.Data(sw, name="sw")
+    w, b = sm.Variable(P, name="w"), sm.Variable((), name="b")
+    u = sm.Variable(N, name="u")  # (a variable with one entry per sample)
+
+    def scale(e):
+        return subset_scale(e, sample_nodes(e, N), N)
+
+    assert scale(sm.sum(sd * sm.square(Xd @ w + b - yd)) / (2.0 * sw.sum())) == 0
+    assert scale(sm.mean(sm.logistic(-yd * (Xd @ w))) + sm.mean(sm.square(Xd @ w))) == 1
+    assert scale(sm.sum(sd * (sm.exp(Xd @ w + b) - yd * (Xd @ w + b))) - 3.0 * sm.sum_squares(Xd @ w - yd)) == 0
+    refused = {
+        "centring": sm.sum(sm.square((Xd - sm.mean(Xd, axis=0)) @ w - yd)),
+        "a scale read from the data": sm.sum(sm.square(Xd @ w - yd)) / sm.sum(sd),
+        "a sum and a mean": sm.sum_squares(Xd @ w - yd) + sm.mean(sm.square(Xd @ w)),
+        "a reduction down the samples": sm.sum_squares(sm.sum(Xd, axis=0) * w),
+        "a transposed sample matrix": sm.sum_squares(Xd.T @ (Xd @ w - yd)),
+        "an additive constant per sample": sm.sum(sm.square(Xd @ w - yd) + yd * yd),
+        "a constant that reads the samples": sm.sum_squares(Xd @ w - yd) + sm.sum_squares(yd),
+        "a per-sample variable": sm.sum_squares(Xd @ w - yd + u),
+        "a product along the samples": sm.square(yd @ (Xd @ w)),
+    }
+    for why, e in refused.items():
+        assert scale(e) is None, why

@@ -730,7 +730,9 @@ def test_lean_fused_trial_point_is_blas_one_to_rounding():
             assert abs(f1 - f0) <= (np.abs(wc) * dzt).sum() + 4 * n * eps * np.abs(wc * np.logaddexp(0, zt0)).sum()
             bound = 4 * n * eps * (np.abs(JTB) * np.abs(e10)).sum(axis=1) + np.abs(JTB) @ np.abs(e11 - e10)
             assert np.all(np.abs(gl1 - gl0) <= bound)
-            assert np.abs(gl0).max() > 0 and np.all(np.abs(gl1 - JTB @ e11) <= bound + 4 * n * eps * np.abs(JTB) @ np.abs(e11))
+            assert np.abs(gl0).max() > 0 and np.all(
+                np.abs(gl1 - JTB @ e11) <= bound + 4 * n * eps * np.abs(JTB) @ np.abs(e11)
+            )
 
 
 def test_lean_logistic_loss_pass_is_exp_and_log1p_to_a_few_ulps():

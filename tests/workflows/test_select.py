@@ -555,3 +555,42 @@ def test_the_early_stops_reach_never_passes_its_stop():
                 break
         for j in range(stop + 1):
             assert rule.reach(curve[:j], ks, j) <= stop, (trial, j)
+
+
+@pytest.mark.parametrize("family", ["linear", "logistic", "weighted poisson"])
+def test_the_held_out_reading_from_the_whole_terms_rows_gives_the_rebuilt_terms_curve(family, monkeypatch):
+    """Where the data term on a subset of the rows is proved a sum of its samples' values
+    (DataTerm.subset), a fold's held-out reading is the rows of the all-data term's; the per-fold and
+    per-sample held-out losses, the curve and the choice equal those of the held-out term rebuilt on
+    each fold's rows: bit for bit for a sum, to a few ulps for a mean (its coefficient rounded once
+    more), and the paired rule's per-sample rows the same way."""
+    from sparsemodel.objective import sampleview
+
+    X, y, _ = separated(n=100, p=20, s=3, noise=1.5, seed=7)
+    n, p = X.shape
+    w = sm.Variable(p + 1, name="w")
+    z = X @ w[1:] + w[0]
+    if family == "linear":
+        loss = sm.sum_squares(z - y) / (2 * n)
+    elif family == "logistic":
+        v = np.where(y > np.median(y), 1.0, -1.0)
+        loss = sm.mean(sm.logistic(-v * z)) + 1e-4 / 2 * sm.sum_squares(w[1:])
+    else:
+        counts = np.random.default_rng(2).poisson(2.0, n).astype(float)
+        sw = np.random.default_rng(3).uniform(0.5, 2.0, n)
+        z = 0.2 * z
+        loss = sm.sum(sw * (sm.exp(z) - counts * z)) / float(sw.sum())
+    prob = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:]) <= 3])
+    fast = prob.select(k=range(0, 7), by="cv", folds=5, seed=2, early_stop=False)
+    assert sampleview.sample_view(prob).term().subset == (1 if family == "logistic" else 0)
+    assert fast.per_sample is not None and fast.per_sample.shape == (n, 7)
+    monkeypatch.setattr(sampleview, "subset_scale", lambda *a: None)
+    assert sampleview.sample_view(prob).term().subset is None
+    rebuilt = prob.select(k=range(0, 7), by="cv", folds=5, seed=2, early_stop=False)
+    if family == "logistic":
+        assert np.allclose(fast.per_fold, rebuilt.per_fold, rtol=1e-13, atol=0)
+        assert np.allclose(fast.per_sample, rebuilt.per_sample, rtol=1e-13, atol=1e-300)
+    else:
+        assert np.array_equal(fast.per_fold, rebuilt.per_fold)
+        assert np.array_equal(fast.per_sample, rebuilt.per_sample)
+    assert fast.k == rebuilt.k
