@@ -36,6 +36,7 @@ caller then runs the general pipeline, which handles it (dependent columns, unbo
 import numpy as np
 
 from libc.math cimport INFINITY, NAN, exp, fabs, isfinite, isnan, log, log1p, sqrt
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdlib cimport free, malloc
 from scipy.linalg.cython_blas cimport dgemm, dgemv, dtrsm
 from scipy.linalg.cython_lapack cimport dgesv, dpotrf, dpotri, dpotrs, dsyev
@@ -148,7 +149,8 @@ cdef double NEWTON_JITTER = 1e-12  # the Newton steps' relative jitter (numerics
 cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
 MAX_UNIT = 8  # the largest unit (group) size the kernels take (their small solves use fixed buffers)
-cdef Py_ssize_t WORKSPACES = 6  # restricted-solve scratch sizes kept at most (_workspace)
+cdef Py_ssize_t SCRATCH_ENTRIES = 64  # scratch objects the thread's shared pool keeps at most (_scratch)
+cdef Py_ssize_t SCRATCH_BYTES = 1 << 25  # and their arrays' bytes (32 MB), the oldest dropped first
 cdef Py_ssize_t GRAM_GEMV = 4  # Hessian rows filled one product each up to this many at once (_gram_rows)
 cdef Py_ssize_t LAPACK_DIM = 16  # factorizations above this size go to LAPACK, below it plain loops
 
@@ -172,8 +174,7 @@ cdef class Problem:
     cdef double[::1] z, d1, d2, e1, e2, w  # scratch of length n
     cdef double[::1] mag, ubuf  # scratch of length |C|, D
     cdef Py_ssize_t[::1] selbuf, nzbuf, colbuf, posbuf  # scratch of length |C|, D, D, |C|
-    cdef object ws  # the restricted solve's Workspace of the last size
-    cdef list wss  # the Workspaces of recent sizes, oldest first (_workspace)
+    cdef object ws  # the restricted solve's Workspace of the last size (others: the shared pool, _scratch)
     cdef object mb, mb2  # the swap model's buffers (ModelBuffers): the last shape's and the one before
     cdef object ccall  # the columns of J by class (ClassCols; False: not class by class), made on first use
     # the call's scratch arena (_dnew, _inew): the short-lived arrays of one kernel call, handed out by
@@ -1044,24 +1045,73 @@ cdef class Workspace:
     cdef ClassCols cc
 
 
+cdef dict _POOL = {}  # (thread, kind, shape...) -> (scratch object, its bytes), oldest first (_scratch)
+cdef Py_ssize_t _pool_bytes = 0
+
+
+cdef object _scratch(tuple key):
+    """The scratch object of ``key`` from the shared pool (moved to the newest end), or None. The pool
+    holds the Workspaces and ModelBuffers of recent shapes for every Problem of one thread: a
+    path's bounds, a cross-validation's folds and a study's repetitions ask for the same shapes
+    (a support of nb coordinates, a model of nb x ni blocks: sizes of p and k, and of n where a
+    block reads the samples), so their arrays are made once rather than at every bound of every
+    fold (about a third of a fold path's kernel time at 80 x 20 went into making them). A scratch
+    object is filled before it is read, by whichever solve or model takes it next; the key holds
+    the thread, so a Problem solved on another thread never shares one."""
+    got = _POOL.pop(key, None)
+    if got is None:
+        return None
+    _POOL[key] = got
+    return (<tuple> got)[0]
+
+
+cdef void _keep(tuple key, object obj, Py_ssize_t nbytes):
+    """Keep ``obj`` (``nbytes`` of arrays) in the pool, the oldest dropped beyond SCRATCH_ENTRIES
+    objects or SCRATCH_BYTES bytes (the newest always kept)."""
+    global _pool_bytes
+    old = _POOL.pop(key, None)
+    if old is not None:
+        _pool_bytes -= (<tuple> old)[1]
+    _POOL[key] = (obj, nbytes)
+    _pool_bytes += nbytes
+    while len(_POOL) > 1 and (len(_POOL) > SCRATCH_ENTRIES or _pool_bytes > SCRATCH_BYTES):
+        first = next(iter(_POOL))
+        _pool_bytes -= (<tuple> _POOL.pop(first))[1]
+
+
+def scratch_pool(clear: bool = False) -> tuple:
+    """(objects, bytes) in the shared scratch pool, emptied first when ``clear`` (for the tests)."""
+    global _pool_bytes
+    if clear:
+        _POOL.clear()
+        _pool_bytes = 0
+    return len(_POOL), _pool_bytes
+
+
+def scratch_limits(Py_ssize_t entries=-1, Py_ssize_t nbytes=-1) -> tuple:
+    """The pool's limits (objects, bytes), set first where given (for the tests); returns the old ones."""
+    global SCRATCH_ENTRIES, SCRATCH_BYTES
+    old = (SCRATCH_ENTRIES, SCRATCH_BYTES)
+    if entries >= 1:
+        SCRATCH_ENTRIES = entries
+    if nbytes >= 0:
+        SCRATCH_BYTES = nbytes
+    return old
+
+
 cdef Workspace _workspace(Problem P, Py_ssize_t nb):
-    """The scratch of supports of nb coordinates. A few sizes are kept (a warm start's support and
-    the one filled to k alternate; GraHTP's line search and a group search visit several), the
-    oldest dropped beyond WORKSPACES or once the kept sizes add up to more than J's D columns (each
-    keeps two n x nb blocks: at most twice J's memory)."""
+    """The scratch of supports of nb coordinates: the last size's on the Problem, else the shared
+    pool's of this shape (:func:`_scratch`), else made (two n x nb blocks for a non-quadratic loss,
+    nb x nb and nb-vectors) and kept there."""
     cdef Workspace ws = P.ws
-    cdef Py_ssize_t i, kept
     if ws is not None and ws.nb == nb:
         return ws
-    if P.wss is None:
-        P.wss = []
-    for i in range(len(P.wss)):
-        ws = P.wss[i]
-        if ws.nb == nb:
-            del P.wss[i]
-            P.wss.append(ws)
-            P.ws = ws
-            return ws
+    cdef Py_ssize_t cl = P.classes if P.classes > 1 and nb > 0 else 0
+    cdef tuple key = (PyThread_get_thread_ident(), 0, nb, 0 if P.quad else P.n, cl, P.wc.shape[0] if cl else 0)
+    got = _scratch(key)
+    if got is not None:
+        P.ws = got
+        return <Workspace> got
     ws = Workspace()
     ws.nb = nb
     if not P.quad:  # (a quadratic's solve is one factorization of Gram rows: no columns gathered)
@@ -1069,15 +1119,9 @@ cdef Workspace _workspace(Problem P, Py_ssize_t nb):
     ws.H, ws.L = np.empty((nb, nb)), np.empty((nb, nb))
     ws.g, ws.step, ws.ut, ws.u0, ws.us = np.empty(nb), np.empty(nb), np.empty(nb), np.empty(nb), np.empty(nb)
     ws.cc = None
-    if P.classes > 1 and nb > 0:
+    if cl:
         ws.cc = _class_arrays(nb, P.wc.shape[0], P.classes, nb, nb)
-    P.wss.append(ws)
-    kept = 0
-    for i in range(len(P.wss)):
-        kept += (<Workspace> P.wss[i]).nb
-    while len(P.wss) > 1 and (len(P.wss) > WORKSPACES or kept > P.D):
-        kept -= (<Workspace> P.wss[0]).nb
-        del P.wss[0]
+    _keep(key, ws, 8 * ((0 if P.quad else 2 * P.n * nb) + 2 * nb * nb + 5 * nb))
     P.ws = ws
     return ws
 
@@ -1882,6 +1926,9 @@ cdef class ModelBuffers:
 
 
 cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssize_t nI, Py_ssize_t nJ):
+    """A swap model's arrays of this shape: the Problem's last two shapes', else the shared pool's
+    (:func:`_scratch`; the key holds what the arrays made on first need read too: n, D, the
+    classes), else made and kept there."""
     cdef Py_ssize_t m = P.m
     cdef ModelBuffers mb = P.mb
     if mb is not None and mb.nb == nb and mb.ni == ni and mb.nI == nI and mb.nJ == nJ and mb.m == m:
@@ -1890,6 +1937,11 @@ cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssi
     if mb is not None and mb.nb == nb and mb.ni == ni and mb.nI == nI and mb.nJ == nJ and mb.m == m:
         P.mb2, P.mb = P.mb, mb
         return mb
+    cdef tuple key = (PyThread_get_thread_ident(), 1, nb, ni, nI, nJ, m, P.n, P.D, P.classes, P.wc.shape[0])
+    got = _scratch(key)
+    if got is not None:
+        P.mb2, P.mb = P.mb, got
+        return <ModelBuffers> got
     mb = ModelBuffers()
     mb.nb, mb.ni, mb.nI, mb.nJ, mb.m = nb, ni, nI, nJ, m
     mb.B, mb.Icols, mb.cols = np.empty(nb, dtype=np.intp), np.empty(ni, dtype=np.intp), np.empty(nb + ni, dtype=np.intp)
@@ -1900,6 +1952,9 @@ cdef ModelBuffers _model_buffers(Problem P, Py_ssize_t nb, Py_ssize_t ni, Py_ssi
     mb.v1, mb.gain, mb.removal = np.empty(ni), np.empty(nI), np.empty(nJ)
     mb.Z, mb.Yr = None, None
     mb.yrow, mb.abdone, mb.hbidone = np.empty(ni, dtype=np.intp), np.empty(nI, dtype=np.intp), np.empty(nI, dtype=np.intp)
+    # (the bytes counted with what the Cholesky route and the softmax make on first need: Z, Yr, Hr)
+    _keep(key, mb, 8 * (4 * nb * nb + 2 * nb * ni + 2 * ni * m + 3 * ni + 2 * nb + 3 * nI + nJ
+                        + (0 if P.quad and P.classes == 1 else (P.n + 2 * P.D) * nb)))
     P.mb2, P.mb = P.mb, mb
     return mb
 

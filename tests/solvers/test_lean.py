@@ -750,3 +750,39 @@ def test_a_folds_first_point_at_zero_is_the_cold_solves_answer(family):
     assert AUTO(**opts, lean=False).fold_points(lp.with_budget(0), [0, 1], None) == []
     assert AUTO(**opts, restricted="newton").fold_points(lp.with_budget(0), [0, 1], None) == []
     assert get_solver("grahtp")().fold_points(lp.with_budget(0), [0, 1], None) == []
+
+
+@pytest.mark.parametrize("family", ["gaussian", "binomial"])
+def test_the_shared_scratch_pool_changes_no_answer_and_keeps_its_limits(family):
+    """The kernel's scratch (restricted-solve workspaces, swap-model buffers) comes from one pool
+    per thread, keyed by shape and shared by every Problem: problems of several shapes solved
+    interleaved, along paths, give the bits each gives alone after the pool is emptied; the pool
+    holds at most its objects and bytes (here set just below what the run asks for, and to one
+    object), the newest kept."""
+    kern = pytest.importorskip("sparsemodel.numerics._lean")
+    probs = [glm(family, n, p, 3, seed) for n, p, seed in ((60, 12, 1), (80, 12, 2), (60, 25, 3))]
+    lps = [prob.lower() for prob in probs]
+    ks = (1, 2, 4, 3)
+
+    def run(lp, k):
+        r = AUTO().solve(lp.with_budget(k))
+        assert r.extra["kernel"] == "compiled"
+        return r.x.tobytes(), r.objective
+
+    alone = {}
+    for i, prob in enumerate(probs):
+        for k in ks:
+            kern.scratch_pool(clear=True)
+            alone[i, k] = run(prob.lower(), k)
+    old = kern.scratch_limits()
+    try:
+        for entries, nbytes in ((old[0], old[1]), (3, 2000), (1, 0)):
+            kern.scratch_limits(entries, nbytes)
+            kern.scratch_pool(clear=True)
+            for k in ks:
+                for i, lp in enumerate(lps):
+                    assert run(lp, k) == alone[i, k]
+                    count, used = kern.scratch_pool()
+                    assert 1 <= count <= entries and (used <= nbytes or count == 1)
+    finally:
+        kern.scratch_limits(*old)
