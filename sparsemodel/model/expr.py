@@ -507,7 +507,14 @@ class Data(Leaf):
             None if n is None else (tuple(np.asarray(n, dtype=object)[rows]) if i == 0 else n)
             for i, n in enumerate(self.axis_names)
         ]
-        out = Data(self.value[rows], name=self.name, span=self.span, kind=self.kind, names=names)
+        v = self.value
+        if type(v) is np.ndarray and v.dtype == np.float64:  # (its numbers were checked: their rows need not be)
+            out = Data.__new__(Data)
+            sub = v[rows]
+            Leaf.__init__(out, sub.shape, self.name, self.span)
+            out.value, out.kind, out.axis_names = sub, self.kind, _axis_names(names, sub.shape)
+        else:
+            out = Data(v[rows], name=self.name, span=self.span, kind=self.kind, names=names)
         for attr in ("path", "label_text"):  # what a data line added (its file, the text of its codes)
             if hasattr(self, attr):
                 setattr(out, attr, getattr(self, attr))

@@ -137,3 +137,39 @@ def test_workflows_count_and_split_rows_without_lowering(monkeypatch):
     assert np.array_equal(given["X"], X.value[rows]) and np.array_equal(given["v"], v.value[rows])
     labels = metrics.class_labels(prob)
     assert labels is not None and labels[1] is v and np.array_equal(labels[0], v.value)
+
+
+def test_a_data_nodes_rows_are_the_node_of_those_rows():
+    """Data.take_rows (a fold's, a split's rows) gives the node a fresh Data of the rows gives: the
+    same numbers, shape, name, kind, axis names (the row names subset) and sign, whether the rows'
+    numbers are checked again (a sparse matrix) or not (float64, checked when the node was made)."""
+    import scipy.sparse as sp
+
+    from sparsemodel.model.expr import Data
+
+    rng = np.random.default_rng(0)
+    rows = np.array([4, 0, 2])
+    dense = np.abs(rng.standard_normal((6, 3)))
+    dense[1, 1] = -1.0  # (any sign on all rows; nonnegative on the rows taken)
+    cases = [
+        Data(dense, name="X", kind="matrix", names=[[f"r{i}" for i in range(6)], ["a", "b", "c"]]),
+        Data(rng.standard_normal(6), name="y"),
+        Data(np.arange(6), name="counts"),
+        Data(sp.random(6, 3, density=0.5, random_state=1, format="csr"), name="S"),
+    ]
+    for d in cases:
+        got = d.take_rows(rows)
+        value = d.value[rows]
+        want = Data(
+            value,
+            name=d.name,
+            kind=d.kind,
+            names=[
+                None if n is None else tuple(np.asarray(n)[rows]) if i == 0 else n for i, n in enumerate(d.axis_names)
+            ],
+        )
+        assert type(got.value) is type(want.value) and got.shape == want.shape == (3, *d.shape[1:])
+        assert (got.value != want.value).nnz == 0 if sp.issparse(want.value) else np.array_equal(got.value, want.value)
+        assert (got.name, got.kind, got.axis_names, got.sign) == (want.name, want.kind, want.axis_names, want.sign)
+        assert got.uid != d.uid
+    assert cases[0].take_rows(rows).sign != cases[0].sign  # (the sign is the rows', read afresh)
