@@ -112,10 +112,11 @@ def lean_data(lp: LoweredData) -> LeanData | None:
     return data
 
 
-def _arrays(lp: LoweredData, into: LeanData | None = None) -> dict[str, Any] | None:
+def _arrays(lp: LoweredData, into: LeanData | None = None, where: Any = None) -> dict[str, Any] | None:
     """The kernel's arrays of ``lp`` (copies it owns), or None outside the lean class; written into
     the kernel problem of ``into``'s arrays when given and of the same shapes (a rebinding: no
-    allocation, no copy after)."""
+    allocation, no copy after). ``where``: the set's coordinates as :func:`as_slice` gives them,
+    when known."""
     d, s = lp.design, lp.set
     views = into.views if into is not None else {}
 
@@ -158,7 +159,7 @@ def _arrays(lp: LoweredData, into: LeanData | None = None) -> dict[str, Any] | N
     lin = target("lin", (lp.n,))
     np.copyto(lin, d.lin)
     quad = bool(t.quadratic)
-    JC = J[:, into.where if into is not None else as_slice(s.coords)]
+    JC = J[:, into.where if into is not None else where if where is not None else as_slice(s.coords)]
     if K == 1:
         R = np.einsum("ij,ij->i", JC, JC, out=target("R", (n,)))
     else:
@@ -210,7 +211,8 @@ def _sample_grams(JC: np.ndarray, K: int) -> np.ndarray:
 
 
 def _build(lp: LoweredData) -> LeanData | None:
-    a = _arrays(lp)
+    where = as_slice(lp.set.coords)
+    a = _arrays(lp, where=where)
     if a is None:
         return None
     C = np.ascontiguousarray(lp.set.coords, dtype=np.intp)
@@ -238,8 +240,7 @@ def _build(lp: LoweredData) -> LeanData | None:
         domain,
         np.ascontiguousarray(lp.set.swap_members(), dtype=np.intp),
     )
-    views = {name: np.asarray(getattr(P, name)) for name in ARRAYS}
-    where = as_slice(lp.set.coords)
+    views = {name: a[name] for name in ARRAYS}  # (P's arrays are these: a typed memoryview copies nothing)
     return LeanData(P, a["quad"], len(C), a["phi"], where=where, views=views, owner=weakref.ref(lp.design))
 
 
