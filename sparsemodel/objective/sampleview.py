@@ -21,6 +21,7 @@ reuses them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -99,16 +100,16 @@ class SampleView:
         # their frequency weights; the rows (for the largest k tried) scale the same way
         obs = [float(np.sum(t.weights)) if t.weights is not None else t.observations for t in terms]
         per_row = [(float(np.sum(t.weights)) * n / t.out_size) if t.weights is not None else float(n) for t in terms]
-        agree = np.allclose(obs, obs[0], rtol=1e-10)
+        agree = _all_close(obs, 1e-10, 1e-8)
         n_obs = obs[0] if agree else float(n)
         units = {t.observations_unit for t in terms}
         unit = units.pop() if agree and len(units) == 1 else "samples"
-        n_eff = per_row[0] if np.allclose(per_row, per_row[0], rtol=1e-10) else float(n)
+        n_eff = per_row[0] if _all_close(per_row, 1e-10, 1e-8) else float(n)
         term, rest = split_data_term(expr, nodes)
         if term is None or not nodes:
             raise SelectionError("no term of the objective reads the sample data", hint="check the objective")
         coefs = [t.coef for t in terms]
-        scale = coefs[0] if np.allclose(coefs, coefs[0], rtol=1e-12, atol=0) else None
+        scale = coefs[0] if _all_close(coefs, 1e-12, 0.0) else None
         gaussian = all(t.quadratic for t in terms)
         subset = subset_scale(term, nodes, n)
         return DataTerm(term, nodes, n, scale, gaussian, n_eff, n_obs, unit, rest, subset)
@@ -128,6 +129,15 @@ class SampleView:
         """The data term on rows ``rows`` (a fold's or a split's held-out loss)."""
         dt = self.term()
         return rebind_rows(dt.expr, dt.nodes, rows)
+
+
+def _all_close(vals: list[float], rtol: float, atol: float) -> bool:
+    """``np.allclose(vals, vals[0], rtol, atol)`` for a few floats (NumPy's call costs more than the
+    comparison): each within atol + rtol |vals[0]| of the first, infinities equal only to themselves,
+    NaN to nothing."""
+    ref = vals[0]
+    fin = math.isfinite(ref)
+    return all(v == ref or (fin and math.isfinite(v) and abs(v - ref) <= atol + rtol * abs(ref)) for v in vals)
 
 
 def _form(problem: Model, design: Design | None) -> str:

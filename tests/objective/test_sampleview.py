@@ -173,3 +173,31 @@ def test_a_data_nodes_rows_are_the_node_of_those_rows():
         assert (got.name, got.kind, got.axis_names, got.sign) == (want.name, want.kind, want.axis_names, want.sign)
         assert got.uid != d.uid
     assert cases[0].take_rows(rows).sign != cases[0].sign  # (the sign is the rows', read afresh)
+
+
+def test_the_data_terms_agreement_test_is_numpys_allclose():
+    """The sample view asks whether a few floats agree (the terms' observations, rows and
+    coefficients) by a small loop; it answers as np.allclose(vals, vals[0], rtol, atol) does,
+    infinities and NaN included, on both sides of each tolerance."""
+    import math
+
+    from sparsemodel.objective.sampleview import _all_close
+
+    inf, nan = math.inf, math.nan
+    cases = [
+        [1.0, 1.0 + 1e-11],
+        [1.0, 1.0 + 1e-9],
+        [0.0, 5e-9],
+        [0.0, 2e-8],
+        [2.0, 2.0, 2.0 + 3e-12],
+        [inf, inf],
+        [inf, 1.0],
+        [1.0, inf],
+        [-inf, inf],
+        [nan, nan],
+        [1.0, nan],
+        [1e300, 1e300 * (1 + 1e-11)],
+    ]
+    for vals in cases:
+        for rtol, atol in ((1e-10, 1e-8), (1e-12, 0.0)):
+            assert _all_close(vals, rtol, atol) == bool(np.allclose(vals, vals[0], rtol=rtol, atol=atol)), vals
