@@ -162,10 +162,7 @@ def _local_node(node: Expr, ids: set[int], n: int, reads: dict[int, bool]) -> bo
     if isinstance(node, Data):
         return True  # (a sample node)
     if isinstance(node, (Add, Mul, A.Elementwise)):  # Sub, Div; an elementwise atom of its arguments
-        return all(
-            (_rows_of(a, n) and a.ndim == node.ndim) if reads[a.uid] else (a.ndim < node.ndim or a.shape[0] == 1)
-            for a in node.args
-        )
+        return all(_broadcasts_per_row(a, node, n, reads[a.uid]) for a in node.args)
     if isinstance(node, Neg):
         return True
     if isinstance(node, MatMul):
@@ -185,9 +182,10 @@ def _rows_of(x: Expr, n: int) -> bool:
 
 
 def _broadcasts_per_row(c: Expr, x: Expr, n: int, sample: bool) -> bool:
-    """c, multiplying x (n rows) entry by entry, meets each row of x with its own row (``sample``: c
-    reads the sample data, and has the rows on the same axes) or with the same values for every row
-    (c free of sample data, with fewer axes than x or one row)."""
+    """c, combined with x (n rows) entry by entry (a product, a sum, an elementwise atom's argument),
+    meets each row of x with its own row (``sample``: c reads the sample data, and has the rows on the
+    same axes) or with the same values for every row (c free of sample data, with fewer axes than x
+    or one row)."""
     if sample:
         return _rows_of(c, n) and c.ndim == x.ndim
     return c.ndim < x.ndim or c.shape[0] == 1

@@ -532,11 +532,18 @@ cdef double _loss_pass(Problem P, double[::1] z, double[::1] d1, double[::1] d2,
     """``_losses(P, z, d1, d2, 2)``; the logistic loss's terms by ``lean_logistic_terms`` (vectorized;
     ``vw`` scratch of len(z)), summed in four interleaved partial sums (added pairwise at the end: four
     independent chains of additions instead of one)."""
-    cdef Py_ssize_t i = 0, n = z.shape[0]
-    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef Py_ssize_t n = z.shape[0]
     if P.code != 1 or n == 0 or vw.shape[0] < n:
         return _losses(P, z, d1, d2, 2)
     lean_logistic_terms(&z[0], &P.wc[0], &vw[0], &d1[0], &d2[0], n)
+    return _sum4(vw, n)
+
+
+cdef inline double _sum4(double[::1] vw, Py_ssize_t n) noexcept nogil:
+    """vw[0] + ... + vw[n - 1] in four interleaved partial sums added pairwise at the end (the loss
+    passes' order: four independent chains of additions instead of one)."""
+    cdef Py_ssize_t i = 0
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
     while i + 4 <= n:
         a0 += vw[i]
         a1 += vw[i + 1]
@@ -3583,20 +3590,9 @@ cdef double _trial(Problem P, double[:, ::1] JTB, double[::1] z, double[::1] ste
     cdef Py_ssize_t n = JTB.shape[1], i
     cdef int inb = <int> JTB.shape[0], inn = <int> n, one = 1
     cdef double alpha = 1.0, beta = 0.0, total
-    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
     if _trial_fused and P.code == 1 and n > 0 and inb > 0 and vw.shape[0] >= n:
         lean_trial(&JTB[0, 0], n, inb, n, &step[0], &z[0], &P.wc[0], &dz[0], &zt[0], &vw[0], &e1[0], &e2[0], &gl[0])
-        i = 0
-        while i + 4 <= n:  # (summed as _loss_pass sums them)
-            a0 += vw[i]
-            a1 += vw[i + 1]
-            a2 += vw[i + 2]
-            a3 += vw[i + 3]
-            i += 4
-        while i < n:
-            a0 += vw[i]
-            i += 1
-        return (a0 + a1) + (a2 + a3)
+        return _sum4(vw, n)  # (summed as _loss_pass sums them)
     dgemv(b"N", &inn, &inb, &alpha, &JTB[0, 0], &inn, &step[0], &one, &beta, &dz[0], &one)
     for i in range(n):
         zt[i] = z[i] + dz[i]

@@ -178,3 +178,24 @@ def test_subset_scale_refuses_terms_whose_rows_mix():
     }
     for why, e in refused.items():
         assert scale(e) is None, why
+
+
+@pytest.mark.parametrize("name", ["least squares", "softmax (row-wise)"])
+def test_a_subset_reading_at_and_above_the_dense_limit(name, monkeypatch):
+    """on_rows reads each map's rows from its dense Jacobian (or its columns made dense, for a map
+    without one) up to DENSE_LIMIT entries; one entry above the largest map it gives None, and
+    cross-validation then rebuilds the held-out term (the fallback)."""
+    from sparsemodel.model.samples import sample_nodes, subset_scale
+    from sparsemodel.objective import samplewise
+
+    obj, var, _ = losses()[name]
+    prob = sm.Problem(sm.minimize(obj), [sm.nnz(var) <= 2])
+    lp = LoweredProblem(prob)
+    expr = data_term(prob, lp).expr
+    scale = subset_scale(expr, sample_nodes(expr, N), N)
+    sizes = [amap.size * amap.n for _, _, _, amap in sample_values(expr, lp.layout, N).terms]
+    rows = np.arange(0, N, 3)
+    monkeypatch.setattr(samplewise, "DENSE_LIMIT", max(sizes))
+    assert sample_values(expr, lp.layout, N).on_rows(rows, scale) is not None
+    monkeypatch.setattr(samplewise, "DENSE_LIMIT", max(sizes) - 1)
+    assert sample_values(expr, lp.layout, N).on_rows(rows, scale) is None
