@@ -55,6 +55,8 @@ class LeanData:
     where: Any = None  # the set's coordinates C as a slice when they are a run (J[:, C] a view)
     views: dict[str, np.ndarray] = field(default_factory=dict)  # P's ARRAYS as NumPy arrays (rewritten in place)
     owner: Any = None  # (a weak reference to) the design whose numbers P holds: its rebindings share P
+    term: int | None = None  # the data term's index among the design's terms
+    classes: int = 1  # its entries per sample (K of the row-wise softmax)
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {coords key: LeanData}
@@ -158,23 +160,8 @@ def _arrays(lp: LoweredData, into: LeanData | None = None, where: Any = None) ->
         np.multiply(t.coef, np.ravel(t.weights), out=wc)
     lin = target("lin", (lp.n,))
     np.copyto(lin, d.lin)
-    quad = bool(t.quadratic)
     JC = J[:, into.where if into is not None else where if where is not None else as_slice(s.coords)]
-    if K == 1:
-        R = np.einsum("ij,ij->i", JC, JC, out=target("R", (n,)))
-    else:
-        R = np.ascontiguousarray(_sample_grams(JC, K))
-    if quad:
-        w2 = 2.0 * wc
-        g0 = np.dot(J.T, w2 * b, out=target("g0", (lp.n,)))
-        g0 += lin
-        diag = np.einsum("ij,ij,i->j", J, J, w2, out=target("diag", (lp.n,)))
-        diag += rd
-        Jsq = np.zeros((0, lp.n))
-    else:
-        Jsq_into = views["Jsq"] if "Jsq" in views and views["Jsq"].shape == J.shape else None
-        Jsq = np.multiply(J, J, out=Jsq_into)
-        g0, diag = np.zeros(lp.n), np.zeros(lp.n)
+    R, g0, diag, Jsq = _derived(J, b, wc, lin, rd, JC, K, bool(t.quadratic), target, views.get("Jsq"))
     return {
         "J": J,
         "b": b,
@@ -184,12 +171,48 @@ def _arrays(lp: LoweredData, into: LeanData | None = None, where: Any = None) ->
         "code": kern.ATOM_CODES[t.phi.name],
         "phi": t.phi,
         "const": float(d.const),
-        "quad": quad,
+        "quad": bool(t.quadratic),
         "g0": g0,
         "R": R,
         "diag": diag,
         "Jsq": Jsq,
+        "term": data_term,
+        "classes": K,
     }
+
+
+def _derived(
+    J: np.ndarray,
+    b: np.ndarray,
+    wc: np.ndarray,
+    lin: np.ndarray,
+    rd: np.ndarray,
+    JC: np.ndarray,
+    K: int,
+    quad: bool,
+    target: Any,
+    Jsq_into: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What the kernel problem derives from its data arrays: (R, g0, diag, Jsq) -- each sample's
+    squared row norm over the set's coordinates ``JC`` (the softmax's Gram blocks for K > 1), and
+    for a quadratic loss the gradient at 0 and the Hessian's diagonal, else the squares of J's
+    entries. ``target(name, shape)``: the array each is written into."""
+    n = J.shape[0]
+    if K == 1:
+        R = np.einsum("ij,ij->i", JC, JC, out=target("R", (n,)))
+    else:
+        R = np.ascontiguousarray(_sample_grams(JC, K))
+    if quad:
+        w2 = 2.0 * wc
+        g0 = np.dot(J.T, w2 * b, out=target("g0", (J.shape[1],)))
+        g0 += lin
+        diag = np.einsum("ij,ij,i->j", J, J, w2, out=target("diag", (J.shape[1],)))
+        diag += rd
+        Jsq = np.zeros((0, J.shape[1]))
+    else:
+        Jsq = np.multiply(J, J, out=Jsq_into if Jsq_into is not None and Jsq_into.shape == J.shape else None)
+        g0, diag = np.zeros(J.shape[1]), np.zeros(J.shape[1])
+    return R, g0, diag, Jsq
 
 
 def _classes(t: Any) -> int | None:
@@ -215,10 +238,18 @@ def _build(lp: LoweredData) -> LeanData | None:
     a = _arrays(lp, where=where)
     if a is None:
         return None
-    C = np.ascontiguousarray(lp.set.coords, dtype=np.intp)
-    F = np.ascontiguousarray(lp.set.free, dtype=np.intp)
-    Q = np.empty((lp.n, lp.n)) if a["quad"] else np.zeros((0, 0))  # rows written whole when first read (have)
-    have = np.zeros(lp.n, dtype=np.uint8)
+    return _made(a, lp.set, where, weakref.ref(lp.design))
+
+
+def _made(a: dict[str, Any], s: Any, where: Any, owner: Any) -> LeanData:
+    """The kernel problem of the arrays ``a`` on the set ``s``'s coordinates (``where``: as
+    :func:`as_slice` gives them), with its Gram store of a quadratic objective (rows written whole
+    when first read) and the trial values of the domain search."""
+    C = np.ascontiguousarray(s.coords, dtype=np.intp)
+    F = np.ascontiguousarray(s.free, dtype=np.intp)
+    n = a["J"].shape[1]
+    Q = np.empty((n, n)) if a["quad"] else np.zeros((0, 0))  # rows written whole when first read (have)
+    have = np.zeros(n, dtype=np.uint8)
     domain = np.asarray(DOMAIN_TRIALS, dtype=float)
     P = kernels().Problem(
         a["J"],
@@ -238,10 +269,60 @@ def _build(lp: LoweredData) -> LeanData | None:
         Q,
         have,
         domain,
-        np.ascontiguousarray(lp.set.swap_members(), dtype=np.intp),
+        np.ascontiguousarray(s.swap_members(), dtype=np.intp),
     )
     views = {name: a[name] for name in ARRAYS}  # (P's arrays are these: a typed memoryview copies nothing)
-    return LeanData(P, a["quad"], len(C), a["phi"], where=where, views=views, owner=weakref.ref(lp.design))
+    return LeanData(
+        P, a["quad"], len(C), a["phi"], where=where, views=views, owner=owner, term=a["term"], classes=a["classes"]
+    )
+
+
+def on_rows(lp: LoweredData, rows: np.ndarray, factor: float) -> LeanData | None:
+    """The kernel problem of ``lp``'s model on its sample rows ``rows`` (a cross-validation fold's
+    training rows), made from ``lp``'s own arrays instead of a lowering of that model: the rows of
+    its Jacobian and offset, the per-sample weights of those rows times ``factor`` (the data term on
+    a subset is ``factor`` times its rows' sum: 1 for a sum with a fixed scale, n / |R| for a mean,
+    :func:`~sparsemodel.model.samples.subset_scale`), the same ridges, and what the problem derives
+    from them by the same steps. The same arrays, bit for bit, as the kernel problem of that model's
+    lowering where ``factor`` is 1 (a mean's coefficient n / |R| times 1 / n may differ from 1 / |R|
+    in its last bit). None where this reading is not proved: outside the lean class, or where a
+    linear piece, a constant or another term reads the data (their subsets are not rows of ``lp``'s
+    arrays)."""
+    data = lean_data(lp)
+    d = lp.design
+    if data is None or data.term is None or d.const != 0.0 or d.lin.any() or d.sample_terms != [data.term]:
+        return None
+    if any(i != data.term and (t.map.reads_data() or t.weights is not None) for i, t in enumerate(d.terms)):
+        return None
+    K, v = data.classes, data.views
+    rows = np.asarray(rows, dtype=np.intp)
+    if v["J"].shape[0] != K * d.n_samples or v["wc"].shape[0] != d.n_samples:
+        return None
+    at = rows if K == 1 else (rows[:, None] * K + np.arange(K)).ravel()
+    J, b, wc = v["J"][at], v["b"][at], v["wc"][rows]
+    if factor != 1.0:
+        wc *= factor
+    lin, rd = v["lin"].copy(), v["rd"].copy()
+    where = data.where
+    JC = J[:, where if where is not None else as_slice(lp.set.coords)]
+
+    def target(name: str, shape: tuple[int, ...]) -> np.ndarray:
+        return np.empty(shape)
+
+    R, g0, diag, Jsq = _derived(J, b, wc, lin, rd, JC, K, data.quadratic, target)
+    a = {"J": J, "b": b, "wc": wc, "lin": lin, "rd": rd, "code": data.P.code, "phi": data.phi, "const": 0.0}
+    a.update(quad=data.quadratic, g0=g0, R=R, diag=diag, Jsq=Jsq, term=data.term, classes=K)
+    return _made(a, lp.set, where, None)
+
+
+def adopt(lp: LoweredData, data: LeanData) -> None:
+    """``data`` (:func:`on_rows`' kernel problem of ``lp``'s model, already solved on) serves ``lp``'s
+    design from now on, instead of one built from it at its first solve: a fold whose path leaves
+    the kernel continues on the same problem, whose state (the Gram rows read so far) its answers'
+    last bits may depend on."""
+    if lp.design is not None and lp.set is not None:
+        data.owner = weakref.ref(lp.design)
+        family(lp)[lp.set.layout_key()] = data
 
 
 def _rewrite(lp: LoweredData, data: LeanData, a: dict[str, Any] | None = None) -> bool:

@@ -198,18 +198,26 @@ class Auto(Solver):
             lp, ks = lp.with_budget(ks[1]), ks[1:]
         if len(ks) == 1 or not lean or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
             return head + super().fold_points(lp, ks, init)
-        s, run = lp.set, []
-        for kv in ks:  # (strictly between 0 and every unit, solve answering the ends itself; increasing:
-            at = s.with_budget(kv)  # the kernel takes each answer as the next start as it is, inside
-            if at.k == 0 or at.vacuous() or (run and at.k <= run[-1]):  # every larger bound's set only)
-                break
-            run.append(at.k)
+        from .lean import increasing_run, lean_path
+
+        run = increasing_run(lp.set, ks)
         if not run:
             return head
-        from .lean import lean_path
 
         X = lean_path(self, lp, run, init)
         return head if X is None or X.shape[1] != lp.n else head + list(X)
+
+    def fold_kernel(self, lp: LoweredProblem, rows: np.ndarray, factor: float) -> Any:
+        """The fold's lean kernel problem made from the rows of ``lp``'s (lowering/lean.on_rows),
+        where a fold's points would be asked of one kernel call (``fold_points`` on a problem of at
+        most PATH_BATCH_LIMIT coordinates x samples); None otherwise."""
+        if not self._folds_lean(lp) or lp.n * (lp.n_samples or 1) > PATH_BATCH_LIMIT:
+            return None
+        from ..lowering.lean import on_rows
+        from .lean import FoldKernel
+
+        data = on_rows(lp, rows, factor)
+        return FoldKernel(self, data, lp.set) if data is not None else None
 
     def _folds_lean(self, lp: LoweredProblem) -> bool:
         """A fold's points may be asked of the lean kernel (what :meth:`fold_point` checks of the

@@ -207,6 +207,14 @@ class Solver:
         x = self.fold_point(lp, init)
         return [] if x is None else [x]
 
+    def fold_kernel(self, lp: LoweredProblem, rows: np.ndarray, factor: float) -> Any:
+        """A cross-validation fold's points without the fold's lowering: an object whose
+        ``points(ks, init)`` answers what :meth:`fold_points` would on the lowering of the model on
+        the sample rows ``rows`` (or none, where that lowering must run), made from ``lp``'s, the
+        model on every row, whose data term on a subset is ``factor`` times its rows' sum. None (the
+        default, and where the solver cannot): the fold is lowered. (auto: solvers/lean.FoldKernel.)"""
+        return None
+
     def run(self, lp: LoweredProblem) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
 

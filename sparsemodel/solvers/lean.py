@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..lowering.lean import kernels, lean_data, lean_start
+from ..lowering.lean import adopt, kernels, lean_data, lean_start
 from .base import RUN_AWAY_SQ, initial_point
 from .result import CONVERGED, MAX_ITER, Result, finish
 
@@ -124,8 +124,13 @@ def _prepared(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] 
         return None
     x_in = lean_start(lp, data)
     x_init = initial_point(lp, init) if init is not None else x_in
+    return kernels(), data, x_in, x_init, _options(o, data)
+
+
+def _options(o: dict[str, Any], data: Any) -> np.ndarray:
+    """The kernel's options array of auto's options ``o`` on the lean data ``data``."""
     pool = o["pool"] if o["pool"] is not None else data.coords
-    opts = np.array(
+    return np.array(
         [
             o["exchange"],
             o["tries"],
@@ -138,7 +143,67 @@ def _prepared(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] 
         ],
         dtype=float,
     )
-    return kernels(), data, x_in, x_init, opts
+
+
+def increasing_run(s: Any, ks: list[int]) -> list[int]:
+    """The bounds of ``ks`` the kernel's ``path_run`` answers in one call on the set ``s``: the
+    longest prefix strictly between 0 and every unit (``Solver.solve`` answers both ends itself)
+    and increasing (the kernel takes each answer as the next start as it is, inside every larger
+    bound's set only), as the set's bounds."""
+    run: list[int] = []
+    for kv in ks:
+        at = s.with_budget(kv)
+        if at.k == 0 or at.vacuous() or (run and at.k <= run[-1]):
+            break
+        run.append(at.k)
+    return run
+
+
+class FoldKernel:
+    """A cross-validation fold's points of ``auto`` (:meth:`~.auto.Auto.fold_points`) on a kernel
+    problem alone, with no lowering of the fold's model: ``data`` the fold's lean arrays
+    (:func:`sparsemodel.lowering.lean.on_rows`: rows of the all-data problem's), ``s`` the set (the
+    constraints read no sample data: the all-data one), ``solver`` the fold's ``auto``. The points
+    ``fold_points`` computes on the fold's lowering, by the same kernel calls on the same arrays;
+    ``points`` answers none where that lowering must be read (the free fit's start outside the
+    loss's domain, a bound at either end, a start the set does not contain, a case the kernel leaves
+    to the general path): the fold's path then continues on its lowering
+    (workflows/path.KernelFoldRun)."""
+
+    def __init__(self, solver: Solver, data: Any, s: Any):
+        self.solver, self.data, self.s = solver, data, s
+        self.opts = _options(solver.opts, data)
+
+    def adopt(self, lp: LoweredProblem) -> None:
+        """The fold's lowering ``lp`` (built where the kernel answered no point) takes this kernel
+        problem as its own (lowering/lean.adopt): its path goes on where the kernel's stopped."""
+        adopt(lp, self.data)
+
+    def points(self, ks: list[int], init: np.ndarray | None) -> list[np.ndarray]:
+        """The fold's points at the bounds ``ks`` in turn, each from the last's (``init`` at the
+        first; None: the path's first point, answered only at a bound of 0 by the free fit): those
+        of the longest prefix the kernel answers."""
+        kern, P = kernels(), self.data.P
+        n = self.data.views["lin"].shape[0]
+        head: list[np.ndarray] = []
+        if init is None:
+            if self.s.with_budget(ks[0]).k != 0 or self.solver.opts["restricted"] != "auto":
+                return []
+            zero = np.zeros(n)  # (lowering/lean.lean_start's start, where the loss is finite there)
+            if not np.isfinite(kern.value_and_grad(P, zero)[0]):
+                return []
+            x, f, ok = kern.free_fit(P, zero)
+            if not ok or not np.isfinite(f):
+                return []
+            head, init, ks = [x], x.copy(), ks[1:]
+            if not ks:
+                return head
+        run = increasing_run(self.s, ks)
+        if not run or init.shape != (n,) or not self.s.with_budget(run[0]).contains(init):
+            return head  # (initial_point would project the start: the lowering's path does)
+        X = np.empty((len(run), n))
+        m = kern.path_run(P, np.asarray(run, dtype=np.int64), init, self.opts, RUN_AWAY_SQ, X)
+        return head + list(X[:m])
 
 
 def _run(solver: Solver, lp: LoweredProblem, init: Any) -> tuple[Any, ...] | None:

@@ -222,6 +222,56 @@ class PathRun:
         return point
 
 
+class KernelFoldRun:
+    """A cross-validation fold's path (:class:`PathRun`'s ``step``, ``ready`` and ``read_ahead``) on
+    its solver's kernel alone (``kernel``: :meth:`~sparsemodel.solvers.base.Solver.fold_kernel`),
+    with no lowering of the fold's model until the kernel answers no point: then ``make()`` builds
+    the fold's :class:`PathRun` on that lowering, which continues from the last point on the same
+    kernel problem (``kernel.adopt``). The same points as that run from the start (the kernel's
+    calls are the ones its solver's ``fold_points`` makes on that lowering's arrays)."""
+
+    def __init__(self, kernel: Any, make: Callable[[], PathRun]):
+        self.kernel, self.make = kernel, make
+        self.run: PathRun | None = None
+        self.prev: np.ndarray | None = None
+        self._ready: deque[tuple[int, np.ndarray]] = deque()
+        self.read_ahead: dict[int, Any] = {}
+
+    @property
+    def ready(self) -> deque[tuple[int, np.ndarray]]:
+        """The next bounds' points, answered ahead (:attr:`PathRun.ready`)."""
+        return self.run.ready if self.run is not None else self._ready
+
+    @property
+    def lp(self) -> LoweredProblem:
+        """The fold's lowering (built on first use)."""
+        return self._lowered().lp
+
+    def _lowered(self) -> PathRun:
+        if self.run is None:
+            self.run = self.make()
+            self.run.prev = self.prev
+            self.kernel.adopt(self.run.lp)  # (the kernel problem's state kept: the same last bits)
+        return self.run
+
+    def step(self, kv: int, ahead: Sequence[int] = ()) -> PathPoint:
+        """The point at ``kv`` (:meth:`PathRun.step` of a fold)."""
+        if self.run is None:
+            t0 = time.perf_counter()
+            if self._ready and self._ready[0][0] == kv:
+                x: np.ndarray | None = self._ready.popleft()[1]
+            else:
+                got = self.kernel.points([kv, *ahead], self.prev.copy() if self.prev is not None else None)
+                self._ready = deque(zip(ahead, got[1:]))
+                x = got[0] if got else None
+            if x is not None:
+                point = PathPoint(kv, None, "warm" if self.prev is not None else "cold", None, None, 0.0, x=x)
+                point.time_s = time.perf_counter() - t0
+                self.prev = x
+                return point
+        return self._lowered().step(kv, ahead)
+
+
 def run_path(
     problem: Model,
     lp: LoweredProblem,

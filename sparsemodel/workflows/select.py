@@ -66,7 +66,7 @@ from .criteria import (
 from .figures import new_figure
 from .metrics import bound_cells, with_metric_columns
 from .options import SelectOptions, bounds_of
-from .path import PathPoint, PathRun, SolutionPath, _span
+from .path import KernelFoldRun, PathPoint, PathRun, SolutionPath, _span, warm_options
 from .report import ERROR, Report, report_html, support_cells
 from .runner import Resident, check_jobs, workers
 
@@ -258,7 +258,7 @@ def run_select(
     # (the paired rule's differences); fold f's rows are per_sample[rows[f]:rows[f + 1]]
     rows = np.cumsum([0] + [len(te) for _, te in splits]) if splits is not None else None
     small = rows is not None and rows[-1] * len(ks) <= PER_SAMPLE_LIMIT
-    folds_at = FoldSteps(view, cls, options, choose.start, splits, ks, bool(small), n_jobs) if splits else None
+    folds_at = FoldSteps(view, lp, cls, options, choose.start, splits, ks, bool(small), n_jobs) if splits else None
     per_fold = np.full((len(splits), len(ks)), np.nan) if splits is not None else None
     per_sample = np.full((int(rows[-1]), len(ks)), np.nan) if folds_at is not None and folds_at.samplewise else None
     curve: list[dict[str, Any]] = []
@@ -485,6 +485,7 @@ class FoldSteps:
     def __init__(
         self,
         view: SampleView,
+        lp: LoweredProblem,
         cls: type[Solver],
         options: dict[str, Any] | None,
         start: str,
@@ -496,7 +497,7 @@ class FoldSteps:
         self.ks, self.n_jobs, self.small = ks, n_jobs, small
         self.resident: Resident | None = None
         if n_jobs == 1:
-            self.runs = _fold_runs(view, cls, options, start, splits)
+            self.runs = _fold_runs(view, cls, options, start, splits, lp)
             # where every fold's data term is a sum over samples (and the rows x k are not too many)
             self.samplewise = small and all(sv is not None for _, _, sv in self.runs)
             return
@@ -552,8 +553,9 @@ class _FoldServer:
     """A worker's folds (:class:`FoldSteps`): built once, one step per request."""
 
     def __init__(self, job: _FoldJob, folds: list[int]):
-        view = sample_view(job.problem)
-        self.runs = _fold_runs(view, job.cls, job.options, job.start, [job.splits[f] for f in folds])
+        lp = LoweredProblem(job.problem)  # (the all-data arrays a fold's kernel problem is made from)
+        view = sample_view(job.problem, lp)
+        self.runs = _fold_runs(view, job.cls, job.options, job.start, [job.splits[f] for f in folds], lp)
 
     def __call__(self, request: Any) -> Any:
         if request == "samplewise":
@@ -594,14 +596,18 @@ def _fold_runs(
     options: dict[str, Any] | None,
     start: str,
     splits: list[tuple[np.ndarray, np.ndarray]],
-) -> list[tuple[PathRun, Any, SampleValues | None]]:
+    lp: LoweredProblem,
+) -> list[tuple[Any, Any, SampleValues | None]]:
     """For each fold: the path of the model rebuilt on its training rows (lowered once, or rebound
     from the first fold of its size: lowering/subsets.py; driven one k at a time), the reader of the
     data term's value on its held-out rows (``.value(x)``), and its per-sample reading (None for a
     loss that couples its samples). Where the data term on a subset of the rows is proved to be a sum
     of its samples' values (``DataTerm.subset``: :func:`~sparsemodel.model.samples.subset_scale`),
     the held-out reading is the rows of the all-data term's (:meth:`SampleValues.on_rows`: the same
-    numbers, up to the rounding of a mean's coefficient), without rebuilding the held-out term."""
+    numbers, up to the rounding of a mean's coefficient), without rebuilding the held-out term, and
+    the fold's points are asked of its solver's kernel on rows of the all-data lowering ``lp``'s
+    arrays where it has one (``Solver.fold_kernel``: :class:`~sparsemodel.workflows.path.KernelFoldRun`,
+    the fold lowered only if the kernel leaves a point to it)."""
     out = []
     options = {**getattr(cls, "fold_options", {}), **(options or {})}  # the solver's for folds, then the user's
     lowerings = SampleLowerings(
@@ -609,15 +615,28 @@ def _fold_runs(
     )  # (a fold's size: the first lowered, the others rebound)
     dt = view.term()
     reader = sample_values(dt.expr, view.layout, dt.n) if dt.subset is not None else None
+    # (the fold's solver of its warm points, as PathRun makes it; the options were checked by the
+    # all-data path's PathRun)
+    quick = (
+        cls(**warm_options(cls, options))
+        if start == "warm" and dt.subset is not None and "init" not in options
+        else None
+    )
     for train, test in splits:
-        tlp = lowerings.lower(train)
+
+        def make(train: np.ndarray = train) -> PathRun:
+            tlp = lowerings.lower(train)
+            return PathRun(tlp.problem, tlp, cls, options, start, fold=True)
+
+        kernel = quick.fold_kernel(lp, train, dt.n / len(train) if dt.subset == 1 else 1.0) if quick else None
+        run: Any = KernelFoldRun(kernel, make) if kernel is not None else make()
         samples = reader.on_rows(test, dt.subset) if reader is not None else None
         if samples is not None:
             held: Any = _HeldTotal(samples)
         else:
             term = view.held_out(test)
-            held, samples = Evaluator(term, tlp.layout), sample_values(term, tlp.layout, len(test))
-        out.append((PathRun(tlp.problem, tlp, cls, options, start, fold=True), held, samples))
+            held, samples = Evaluator(term, view.layout), sample_values(term, view.layout, len(test))
+        out.append((run, held, samples))
     return out
 
 

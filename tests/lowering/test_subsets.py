@@ -81,3 +81,109 @@ def test_a_subset_of_the_samples_fits_the_model_of_those_rows():
     fresh = LoweredProblem(view.train(rows1))
     assert lp1.f(x) == pytest.approx(fresh.f(x), rel=1e-12)
     assert LoweredProblem(lp1.problem).f(x) == pytest.approx(fresh.f(x), rel=1e-12)
+
+
+def kernel_model(family: str, n: int = 60, p: int = 10) -> tuple[sm.Problem, np.ndarray]:
+    """Models in the lean class whose data term on a subset is a fixed multiple of its rows' sum:
+    a sum with a fixed scale and ridges (factor 1), a mean (factor n / |R|), per-sample weights,
+    the row-wise softmax (K = 3 entries per sample)."""
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((n, p))
+    eta = X[:, :3] @ np.array([1.5, -1.0, 0.8])
+    w = sm.Variable(p + 1, name="w")
+    z = X @ w[1:] + w[0]
+    if family == "sum ls":
+        loss = sm.sum_squares(z - (eta + rng.standard_normal(n))) / (2 * n) + 0.05 * sm.sum_squares(w[1:])
+    elif family == "mean logistic":
+        v = np.where(rng.random(n) < 1 / (1 + np.exp(-eta)), 1.0, -1.0)
+        loss = sm.mean(sm.logistic(-v * z)) + 1e-3 * sm.sum_squares(w[1:])
+    elif family == "weighted logistic":
+        v = np.where(rng.random(n) < 1 / (1 + np.exp(-eta)), 1.0, -1.0)
+        loss = sm.sum(rng.uniform(0.5, 2.0, n) * sm.logistic(-v * z)) / n
+    else:  # multinomial: K = 3 classes, one-hot Y
+        W = sm.Variable((p, 3), name="W")
+        Y = np.eye(3)[rng.integers(0, 3, n)]
+        Z = X @ W
+        loss = sm.sum(sm.logsumexp(Z, axis=1) - sm.sum(Z * Y, axis=1)) / n
+        return sm.Problem(sm.minimize(loss), [sm.nnz(W) <= 4]), X
+    return sm.Problem(sm.minimize(loss), [sm.nnz(w[1:]) <= 3]), X
+
+
+@pytest.mark.parametrize("family", ["sum ls", "mean logistic", "weighted logistic"])
+def test_a_folds_kernel_problem_is_the_rows_of_the_all_data_one(family):
+    """lowering/lean.on_rows: the kernel arrays of the model on a subset of its rows, made from the
+    all-data lowering's, are those of that model's own lowering (bit for bit for a sum with a fixed
+    scale; a mean's coefficient n / |R| times 1 / n may differ in its last bit)."""
+    pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
+    prob, _ = kernel_model(family)
+    view = sample_view(prob)
+    dt = view.term()
+    assert dt.subset == (1 if family == "mean logistic" else 0)
+    lp = LoweredProblem(prob)
+    rows = np.sort(np.random.default_rng(3).choice(60, 45, replace=False))
+    factor = 60 / 45 if dt.subset == 1 else 1.0
+    got = lean_mod.on_rows(lp, rows, factor)
+    want = lean_mod.lean_data(LoweredProblem(view.train(rows)))
+    assert got is not None and want is not None and got.P is not want.P
+    for name in lean_mod.ARRAYS:
+        a, b = got.views[name], want.views[name]
+        assert a.shape == b.shape, name
+        if dt.subset == 0:
+            assert np.array_equal(a, b), name
+        else:
+            np.testing.assert_allclose(a, b, rtol=4e-16, atol=0, err_msg=name)
+    assert got.P.code == want.P.code and got.quadratic == want.quadratic and got.coords == want.coords
+
+
+def test_a_folds_kernel_problem_is_refused_where_its_rows_do_not_make_it():
+    """A linear piece that reads the data (Poisson's -y'z, the logistic written as sum(logistic(z)) -
+    y'z) is no row of the all-data arrays: on_rows answers None and the fold is lowered."""
+    pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
+    lp = LoweredProblem(problem("logistic"))
+    assert lean_mod.lean_data(lp) is not None and lp.design.lin.any()
+    assert lean_mod.on_rows(lp, np.arange(40), 1.0) is None
+
+
+@pytest.mark.parametrize("family", ["sum ls", "mean logistic", "weighted logistic", "multinomial"])
+def test_cross_validation_on_the_folds_kernels_is_the_lowered_folds(family, monkeypatch):
+    """Cross-validation's folds on kernel problems made from the all-data lowering's rows
+    (Solver.fold_kernel, workflows/path.KernelFoldRun) give the per-fold losses of the folds
+    lowered, bit for bit for a sum with a fixed scale (a mean: to its coefficient's rounding; the
+    softmax with its linear piece is lowered); and a
+    fold whose kernel stops answering part way continues on its lowering (the same kernel problem
+    adopted) with the same losses."""
+    pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
+    from sparsemodel.solvers import auto as auto_mod
+    from sparsemodel.solvers import lean as solver_lean
+
+    prob, _ = kernel_model(family)
+    made = []
+    real_kernel = auto_mod.Auto.fold_kernel
+
+    def counted(self, lp, rows, factor):
+        got = real_kernel(self, lp, rows, factor)
+        made.append(got is not None)
+        return got
+
+    monkeypatch.setattr(auto_mod.Auto, "fold_kernel", counted)
+    kw = dict(k=range(0, 7), by="cv", folds=4, seed=2, early_stop=False)
+    quick = prob.select(**kw)
+    assert made == [family != "multinomial"] * 4  # (the softmax's -<Y, Z> is a linear piece: lowered)
+    calls = {"n": 0}
+    real_points = solver_lean.FoldKernel.points
+
+    def stops(self, ks, init):  # every fold's kernel answers its first call only (k = 0, 1, 2)
+        calls["n"] += 1
+        return real_points(self, ks[:3], init) if init is None else []
+
+    monkeypatch.setattr(solver_lean.FoldKernel, "points", stops)
+    part = prob.select(**kw)
+    assert calls["n"] > 4 or family == "multinomial"
+    monkeypatch.setattr(auto_mod.Auto, "fold_kernel", lambda self, lp, rows, factor: None)
+    lowered = prob.select(**kw)
+    assert np.array_equal(quick.per_fold, part.per_fold)
+    if family == "mean logistic":
+        np.testing.assert_allclose(quick.per_fold, lowered.per_fold, rtol=1e-12)
+    else:
+        assert np.array_equal(quick.per_fold, lowered.per_fold)
+    assert quick.k == lowered.k == part.k

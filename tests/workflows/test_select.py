@@ -483,18 +483,23 @@ def test_the_folds_warm_points_without_a_result_give_the_curve_of_full_solves(fa
         loss = sm.mean(sm.logistic(-v * z)) + 1e-4 / 2 * sm.sum_squares(w[1:])
     prob = sm.Problem(sm.minimize(loss), [sm.nnz(w[1:]) <= 3])
     auto = get_solver("auto")
-    asked = []
-    real = auto.fold_points
+    from sparsemodel.solvers.lean import FoldKernel
 
-    def counted(self, lp, ks, init):
-        xs = real(self, lp, ks, init)
+    asked = []
+    real = FoldKernel.points
+
+    def counted(self, ks, init):
+        xs = real(self, ks, init)
         asked.append(len(xs))
         return xs
 
-    monkeypatch.setattr(auto, "fold_points", counted)
+    monkeypatch.setattr(FoldKernel, "points", counted)
     quick = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
     assert asked == [9] * 5  # every fold's path in one call (k = 0 by the free fit, then the kernel's path)
     down = prob.select(k=[0, 6, 4, 5, 2], by="cv", folds=5, seed=1, early_stop=False)  # (not increasing)
+    monkeypatch.setattr(auto, "fold_kernel", lambda self, lp, rows, factor: None)  # (the folds lowered)
+    lowered = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
+    assert np.array_equal(quick.per_fold, lowered.per_fold)
     monkeypatch.setattr(auto, "fold_points", lambda self, lp, ks, init: [])
     full = prob.select(k=range(0, 9), by="cv", folds=5, seed=1, early_stop=False)
     assert np.array_equal(quick.per_fold, full.per_fold)
@@ -517,15 +522,15 @@ def test_the_folds_compute_ahead_only_the_points_the_early_stop_surely_reaches()
     w = sm.Variable(p + 1, name="w")
     prob = sm.Problem(sm.minimize(sm.sum_squares(X @ w[1:] + w[0] - y) / (2 * n)), [sm.nnz(w[1:]) <= 3])
     rows = []
-    real = lean_mod.lean_path
+    real = lean_mod.FoldKernel.points
 
-    def counted(*args):
-        X_ = real(*args)
-        rows.append(0 if X_ is None else len(X_))
-        return X_
+    def counted(self, ks, init):
+        xs = real(self, ks, init)
+        rows.append(len(xs) - (init is None))  # (the kernel's path after the free fit at k = 0)
+        return xs
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lean_mod, "lean_path", counted)
+        mp.setattr(lean_mod.FoldKernel, "points", counted)
         ahead = prob.select(by="cv", folds=5, seed=3)
     assert ahead.stopped  # (the early stop fired: the case where computing ahead could be in vain)
     assert sum(rows) == 5 * (len(ahead.curve) - 1)  # every fold's points after k = 0, none in vain
