@@ -285,12 +285,13 @@ def on_rows(lp: LoweredData, rows: np.ndarray, factor: float) -> LeanData | None
     :func:`~sparsemodel.model.samples.subset_scale`), the same ridges, and what the problem derives
     from them by the same steps. The same arrays, bit for bit, as the kernel problem of that model's
     lowering where ``factor`` is 1 (a mean's coefficient n / |R| times 1 / n may differ from 1 / |R|
-    in its last bit). None where this reading is not proved: outside the lean class, or where a
-    linear piece, a constant or another term reads the data (their subsets are not rows of ``lp``'s
-    arrays)."""
+    in its last bit). A linear piece of the data term (Poisson's -y'z, the softmax's -<Y, Z>) is
+    made again from its map's and weights' rows as the design makes it (:func:`_linear_on_rows`).
+    None where this reading is not proved: outside the lean class, or where the form's constant or
+    another term reads the data (their subsets are not rows of ``lp``'s arrays)."""
     data = lean_data(lp)
     d = lp.design
-    if data is None or data.term is None or d.const != 0.0 or d.lin.any() or d.sample_terms != [data.term]:
+    if data is None or data.term is None or d.tree_const != 0.0 or d.sample_terms != [data.term]:
         return None
     if any(i != data.term and (t.map.reads_data() or t.weights is not None) for i, t in enumerate(d.terms)):
         return None
@@ -302,7 +303,11 @@ def on_rows(lp: LoweredData, rows: np.ndarray, factor: float) -> LeanData | None
     J, b, wc = v["J"][at], v["b"][at], v["wc"][rows]
     if factor != 1.0:
         wc *= factor
-    lin, rd = v["lin"].copy(), v["rd"].copy()
+    linear = _linear_on_rows(d, rows, factor)
+    if linear is None:
+        return None
+    lin, const = linear
+    rd = v["rd"].copy()
     where = data.where
     JC = J[:, where if where is not None else as_slice(lp.set.coords)]
 
@@ -310,9 +315,38 @@ def on_rows(lp: LoweredData, rows: np.ndarray, factor: float) -> LeanData | None
         return np.empty(shape)
 
     R, g0, diag, Jsq = _derived(J, b, wc, lin, rd, JC, K, data.quadratic, target)
-    a = {"J": J, "b": b, "wc": wc, "lin": lin, "rd": rd, "code": data.P.code, "phi": data.phi, "const": 0.0}
+    a = {"J": J, "b": b, "wc": wc, "lin": lin, "rd": rd, "code": data.P.code, "phi": data.phi, "const": const}
     a.update(quad=data.quadratic, g0=g0, R=R, diag=diag, Jsq=Jsq, term=data.term, classes=K)
     return _made(a, lp.set, where, None)
+
+
+def _linear_on_rows(d: Any, rows: np.ndarray, factor: float) -> tuple[np.ndarray, float] | None:
+    """The linear part and constant of the design ``d`` on its sample rows ``rows`` (Design's own
+    loop over its linear terms, in its order: each sample term's map and weights on those rows,
+    :meth:`AffineMap.rows`, its coefficient times ``factor``; the others as they are), or None where
+    a linear term's rows cannot be read (a map with a row per sample that reads no data and has no
+    weights, or is not affine in the canonical blocks; a map reading data without a row per sample,
+    ``y @ z``)."""
+    from ..objective.affine import AffineMap
+
+    n_s = d.n_samples
+    lin, const = np.zeros(d.n), d.tree_const
+    for rt, m in zip(d.raw, d.maps):
+        if rt.phi is not None:
+            continue
+        w = rt.weights if rt.weights is not None else np.ones(m.size)
+        coef = rt.coef
+        if m.shape and m.shape[0] == n_s:  # (a piece of the data term: its rows, row-local by subset_scale)
+            if not isinstance(m, AffineMap) or not (m.reads_data() or rt.weights is not None):
+                return None
+            w = np.broadcast_to(w, (m.size,)).reshape(m.shape)[rows]
+            m = m.rows(rows)
+            coef = coef * factor
+        elif m.reads_data():  # (data read across the samples, y @ z: no row of it is proved)
+            return None
+        lin += coef * m.vjp(np.broadcast_to(w, (m.size,)).reshape(m.shape) if m.shape else w)
+        const += coef * float(np.sum(w * m.b))
+    return d.layout.symmetrize_grad(lin), float(const)
 
 
 def adopt(lp: LoweredData, data: LeanData) -> None:

@@ -97,6 +97,12 @@ def kernel_model(family: str, n: int = 60, p: int = 10) -> tuple[sm.Problem, np.
     elif family == "mean logistic":
         v = np.where(rng.random(n) < 1 / (1 + np.exp(-eta)), 1.0, -1.0)
         loss = sm.mean(sm.logistic(-v * z)) + 1e-3 * sm.sum_squares(w[1:])
+    elif family == "sum poisson":  # (a linear piece: -y'z, made again from its rows)
+        y = rng.poisson(np.exp(0.5 * eta)).astype(float)
+        loss = sm.sum(sm.exp(z) - y * z) / (2 * n)
+    elif family == "mean gamma":
+        y = rng.gamma(2.0, np.exp(0.3 * eta))
+        loss = sm.mean(y * sm.exp(-z) + z)
     elif family == "weighted logistic":
         v = np.where(rng.random(n) < 1 / (1 + np.exp(-eta)), 1.0, -1.0)
         loss = sm.sum(rng.uniform(0.5, 2.0, n) * sm.logistic(-v * z)) / n
@@ -109,7 +115,7 @@ def kernel_model(family: str, n: int = 60, p: int = 10) -> tuple[sm.Problem, np.
     return sm.Problem(sm.minimize(loss), [sm.nnz(w[1:]) <= 3]), X
 
 
-@pytest.mark.parametrize("family", ["sum ls", "mean logistic", "weighted logistic"])
+@pytest.mark.parametrize("family", ["sum ls", "mean logistic", "weighted logistic", "sum poisson", "mean gamma"])
 def test_a_folds_kernel_problem_is_the_rows_of_the_all_data_one(family):
     """lowering/lean.on_rows: the kernel arrays of the model on a subset of its rows, made from the
     all-data lowering's, are those of that model's own lowering (bit for bit for a sum with a fixed
@@ -118,7 +124,7 @@ def test_a_folds_kernel_problem_is_the_rows_of_the_all_data_one(family):
     prob, _ = kernel_model(family)
     view = sample_view(prob)
     dt = view.term()
-    assert dt.subset == (1 if family == "mean logistic" else 0)
+    assert dt.subset == (1 if family.startswith("mean") else 0)
     lp = LoweredProblem(prob)
     rows = np.sort(np.random.default_rng(3).choice(60, 45, replace=False))
     factor = 60 / 45 if dt.subset == 1 else 1.0
@@ -133,23 +139,31 @@ def test_a_folds_kernel_problem_is_the_rows_of_the_all_data_one(family):
         else:
             np.testing.assert_allclose(a, b, rtol=4e-16, atol=0, err_msg=name)
     assert got.P.code == want.P.code and got.quadratic == want.quadratic and got.coords == want.coords
+    assert got.P.const == pytest.approx(want.P.const, rel=1e-15, abs=0)
 
 
 def test_a_folds_kernel_problem_is_refused_where_its_rows_do_not_make_it():
-    """A linear piece that reads the data (Poisson's -y'z, the logistic written as sum(logistic(z)) -
-    y'z) is no row of the all-data arrays: on_rows answers None and the fold is lowered."""
+    """A linear piece that reads the data across the samples (the logistic written as
+    sum(logistic(z)) - y'z: one number, no row per sample) or whose map is not affine block by block
+    (the softmax's sum(Z * Y, axis=1)) is not made from rows: on_rows answers None and the fold is
+    lowered."""
     pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
     lp = LoweredProblem(problem("logistic"))
     assert lean_mod.lean_data(lp) is not None and lp.design.lin.any()
     assert lean_mod.on_rows(lp, np.arange(40), 1.0) is None
+    lp = LoweredProblem(kernel_model("multinomial")[0])
+    assert lean_mod.lean_data(lp) is not None
+    assert lean_mod.on_rows(lp, np.arange(40), 1.0) is None
 
 
-@pytest.mark.parametrize("family", ["sum ls", "mean logistic", "weighted logistic", "multinomial"])
+@pytest.mark.parametrize(
+    "family", ["sum ls", "mean logistic", "weighted logistic", "sum poisson", "mean gamma", "multinomial"]
+)
 def test_cross_validation_on_the_folds_kernels_is_the_lowered_folds(family, monkeypatch):
     """Cross-validation's folds on kernel problems made from the all-data lowering's rows
     (Solver.fold_kernel, workflows/path.KernelFoldRun) give the per-fold losses of the folds
-    lowered, bit for bit for a sum with a fixed scale (a mean: to its coefficient's rounding; the
-    softmax with its linear piece is lowered); and a
+    lowered, bit for bit for a sum with a fixed scale, a linear piece included (a mean: to its
+    coefficient's rounding; the softmax, whose linear piece is no affine map, is lowered); and a
     fold whose kernel stops answering part way continues on its lowering (the same kernel problem
     adopted) with the same losses."""
     pytest.importorskip("sparsemodel.numerics._lean", reason="the compiled kernels are not built")
@@ -182,7 +196,7 @@ def test_cross_validation_on_the_folds_kernels_is_the_lowered_folds(family, monk
     monkeypatch.setattr(auto_mod.Auto, "fold_kernel", lambda self, lp, rows, factor: None)
     lowered = prob.select(**kw)
     assert np.array_equal(quick.per_fold, part.per_fold)
-    if family == "mean logistic":
+    if family.startswith("mean"):
         np.testing.assert_allclose(quick.per_fold, lowered.per_fold, rtol=1e-12)
     else:
         assert np.array_equal(quick.per_fold, lowered.per_fold)
