@@ -285,10 +285,11 @@ def on_rows(lp: LoweredData, rows: np.ndarray, factor: float) -> LeanData | None
     :func:`~sparsemodel.model.samples.subset_scale`), the same ridges, and what the problem derives
     from them by the same steps. The same arrays, bit for bit, as the kernel problem of that model's
     lowering where ``factor`` is 1 (a mean's coefficient n / |R| times 1 / n may differ from 1 / |R|
-    in its last bit). A linear piece of the data term (Poisson's -y'z, the softmax's -<Y, Z>) is
-    made again from its map's and weights' rows as the design makes it (:func:`_linear_on_rows`).
-    None where this reading is not proved: outside the lean class, or where the form's constant or
-    another term reads the data (their subsets are not rows of ``lp``'s arrays)."""
+    in its last bit). A linear piece of the data term (Poisson's -y'z, Gamma's z) is made again from
+    its map's and weights' rows as the design makes it (:func:`_linear_on_rows`). None where this
+    reading is not proved: outside the lean class, or where the form's constant, another term or a
+    linear piece that is no affine map with a row per sample (the softmax's -<Y, Z>) reads the data
+    (their subsets are not rows of ``lp``'s arrays)."""
     data = lean_data(lp)
     d = lp.design
     if data is None or data.term is None or d.tree_const != 0.0 or d.sample_terms != [data.term]:

@@ -61,9 +61,8 @@ class Design(DesignColumns):
         self.layout = layout
         self.n = layout.n
         self.const = comp.const
-        self.tree_const = (
-            comp.const
-        )  # (the form's own constant, before the linear terms' offsets: lowering/lean.on_rows)
+        # the form's own constant, before the linear terms' offsets (lowering/lean.on_rows reads it)
+        self.tree_const = comp.const
         self.lin = np.zeros(layout.n)
         self.terms: list[Term] = []
         # the form's terms and their maps, as made (a rebinding reads them: :meth:`rebound`)
