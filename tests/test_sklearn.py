@@ -279,3 +279,44 @@ def test_the_default_ridge_gives_separable_data_a_bounded_fit():
     assert np.linalg.norm(m.coef_) <= np.sqrt(2 * n * np.log(2) / m.alpha_)
     assert np.flatnonzero(m.support_).tolist() == support.tolist()
     assert m.score(X, y) == 1.0
+
+
+@pytest.mark.parametrize("cls", [SparseLinearRegression, SparseLogisticRegression])
+def test_plain_arrays_skip_the_checks_with_scikit_learns_result(cls):
+    """A finite float64 matrix and a numeric vector are taken as scikit-learn's validate_data would
+    return them (the same objects, n_features_in_, feature_names_in_ dropped after a DataFrame fit),
+    and every other input still meets its checks and messages."""
+    from sklearn.utils.validation import validate_data
+
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 6))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.standard_normal(40)
+    if cls is SparseLogisticRegression:
+        y = (y > 0).astype(int)
+    m = cls(k=2)
+    got = m._validate_xy(X, y, accept_sparse="csr", dtype=np.float64)
+    ref = cls(k=2)
+    want = validate_data(ref, X, y, accept_sparse="csr", dtype=np.float64)
+    assert got[0] is X and got[1] is y and np.array_equal(want[0], X) and np.array_equal(want[1], y)
+    assert m.n_features_in_ == ref.n_features_in_ == 6
+    m.fit(pd.DataFrame(X, columns=[f"f{i}" for i in range(6)]), y)
+    assert list(m.feature_names_in_) == [f"f{i}" for i in range(6)]
+    with pytest.warns(UserWarning, match="feature names"):  # (predict keeps scikit-learn's warning)
+        m.predict(X)
+    m.fit(X, y)
+    assert not hasattr(m, "feature_names_in_")
+    np.testing.assert_array_equal(m.predict(X), cls(k=2).fit(X, y).predict(X))
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cls(k=2).fit(bad, y)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        cls(k=2).fit(X, y[:-1])
+    with pytest.raises(ValueError, match="features"):
+        m.predict(X[:, :5])
+    yf = y.astype(float)
+    yf[0] = np.inf
+    if cls is SparseLinearRegression:
+        with pytest.raises(ValueError, match="infinity|inf"):
+            cls(k=2).fit(X, yf)

@@ -42,6 +42,26 @@ DEFAULT_K = "ebic"  # = sparsemodel.workflows.select.DEFAULT_BY (tested): the es
 CHUNK = 5  # k per path call when the estimator reads the criterion itself (the early stop's patience)
 
 
+def _plain_matrix(X: Any) -> bool:
+    """X is a finite float64 NumPy matrix with a row and a column at least: what scikit-learn's
+    ``check_array(X, dtype=np.float64)`` returns as it is."""
+    return (
+        type(X) is np.ndarray
+        and X.dtype == np.float64
+        and X.ndim == 2
+        and X.shape[0] >= 1
+        and X.shape[1] >= 1
+        and bool(np.isfinite(X).all())
+    )
+
+
+def _plain_vector(y: Any, n: int) -> bool:
+    """y is a NumPy vector of n numbers (finite where floating): what ``check_X_y`` returns as it is."""
+    if type(y) is not np.ndarray or y.ndim != 1 or y.shape[0] != n or y.dtype.kind not in "fiu":
+        return False
+    return y.dtype.kind != "f" or bool(np.isfinite(y).all())
+
+
 @dataclass
 class Likelihood:
     """A model's fit at one solution, as the information criteria read it: the negative
@@ -116,7 +136,22 @@ class SparseEstimator(BaseEstimator):
 
     def _validate_predict(self, X: Any, sparse: bool = True) -> Any:
         check_is_fitted(self)
+        if _plain_matrix(X) and X.shape[1] == self.n_features_in_ and not hasattr(self, "feature_names_in_"):
+            return X  # (what validate_data(reset=False) returns for it, without its cost)
         return validate_data(self, X, accept_sparse="csr" if sparse else False, dtype=np.float64, reset=False)
+
+    def _validate_xy(self, X: Any, y: Any, **check: Any) -> tuple[Any, Any]:
+        """``validate_data(self, X, y, reset=True, **check)``; for a finite float64 matrix and a finite
+        numeric vector of as many rows (what it returns unchanged) the same result and attributes
+        without its checks' cost: 0.29 ms of a 2 ms fit at 100 x 20, more than half of abess's whole
+        fit there (narwhals' and pandas' probes of the input's type, mostly). Anything else, and
+        every bad input, goes through scikit-learn's checks and messages."""
+        if _plain_matrix(X) and _plain_vector(y, X.shape[0]):
+            self.n_features_in_ = X.shape[1]
+            if hasattr(self, "feature_names_in_"):  # (validate_data's reset for input without names)
+                del self.feature_names_in_
+            return X, y
+        return validate_data(self, X, y, **check)
 
     def _feature_names(self) -> np.ndarray:
         """The names of the features: ``feature_names_in_`` (a DataFrame's columns), else x0, x1, ...

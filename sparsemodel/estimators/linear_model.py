@@ -183,7 +183,7 @@ class _SingleOutput(LinearModel):
     """A regressor with one coefficient vector and a scalar intercept."""
 
     def _validate_fit(self, X: Any, y: Any) -> tuple[Any, np.ndarray]:
-        return validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
+        return self._validate_xy(X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None):
         """Fit the model (k fixed or chosen); returns the estimator."""
@@ -498,7 +498,7 @@ class SparseLogisticRegression(ClassifierMixin, LinearModel):
         return [i * m + j for i in self._always for j in range(m)]
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SparseLogisticRegression:
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        X, y = self._validate_xy(X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if len(self.classes_) < 2:
