@@ -129,6 +129,8 @@ class SparseEstimator(BaseEstimator):
 
     @staticmethod
     def _weights(sample_weight: Any, X: Any) -> np.ndarray:
+        if sample_weight is None:  # (what _check_sample_weight gives for None, without its 40 us)
+            return np.ones(X.shape[0])
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if not sw.sum() > 0:
             raise ValueError("the sample weights sum to zero")
