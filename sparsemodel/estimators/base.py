@@ -174,8 +174,9 @@ class SparseEstimator(BaseEstimator):
             # a solver that cannot take the model refuses here, whatever k (an int k at least the
             # number of units and the ends of a path are answered without the solver): the same
             # test as everywhere (Solver.takes), naming those that can
-            first = spec.at(min(spec.k_min, spec.units))
-            refused = first.solver_errors(self.solver, **opts)
+            # (auto without options takes every model: no problem is built for the test)
+            first = spec.at(min(spec.k_min, spec.units)) if self.solver != "auto" or opts else None
+            refused = first.solver_errors(self.solver, **opts) if first is not None else []
             if refused:
                 raise refused[0]
             self.curve_ = None
@@ -194,6 +195,7 @@ class SparseEstimator(BaseEstimator):
                 stacklevel=3,
             )
         elif res.status in ("diverged", "infeasible", "unbounded"):  # no answer: never returned as a fit
+            first = first if first is not None else spec.at(min(spec.k_min, spec.units))
             others = [name for name, _ in first.check().solvers if name != res.solver]
             raise EstimatorError.of(
                 SolverError(
