@@ -151,11 +151,18 @@ def increasing_run(s: Any, ks: list[int]) -> list[int]:
     and increasing (the kernel takes each answer as the next start as it is, inside every larger
     bound's set only), as the set's bounds."""
     run: list[int] = []
+    shared = getattr(s, "_shared", None)  # (a dict the set's copies at every bound share: sets/sparsity.py)
     for kv in ks:
-        at = s.with_budget(kv)
-        if at.k == 0 or at.vacuous() or (run and at.k <= run[-1]):
+        got = shared.get(("run", kv)) if shared is not None else None
+        if got is None:  # (the set at that bound: its k and whether it allows every unit, once per bound)
+            at = s.with_budget(kv)
+            got = (at.k, at.vacuous())
+            if shared is not None:
+                shared[("run", kv)] = got
+        k, vacuous = got
+        if k == 0 or vacuous or (run and k <= run[-1]):
             break
-        run.append(at.k)
+        run.append(k)
     return run
 
 
