@@ -238,7 +238,7 @@ class CoordinateSparsity(ConstraintSet):
         return {"groups": group_names(self.constraint, support, names)}
 
     def degrees_of_freedom(self, x: np.ndarray, fixed: np.ndarray) -> tuple[int, int, int]:
-        free = int(np.sum(~fixed[self.free]))
+        free = len(self.free) - int(np.count_nonzero(fixed[self.free]))
         on = np.flatnonzero(x[self.coords] != 0)
         return len(on) + free, self.units(on), self.n_units
 
@@ -249,7 +249,7 @@ class CoordinateSparsity(ConstraintSet):
         df, units, _ = self.degrees_of_freedom(x, fixed)
         if self.unit_of is None or self.pairs:
             return df
-        return units + int(np.sum(~fixed[self.free]))
+        return units + len(self.free) - int(np.count_nonzero(fixed[self.free]))
 
     def truncation(self, s: int | None) -> Any:
         if s is None or s >= self.size:

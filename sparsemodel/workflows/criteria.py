@@ -97,9 +97,19 @@ def data_term(problem: Model, lp: LoweredProblem | None = None) -> DataTerm:
 
 
 def _fixed(lp: LoweredProblem) -> np.ndarray:
-    """The coordinates a box fixes (lo == hi), which no criterion counts."""
+    """The coordinates a box fixes (lo == hi), which no criterion counts (without a box none: one
+    read-only array of n False per n, since a path asks at every point)."""
     box = lp.set.box_bounds()
-    return box[0] == box[1] if box is not None else np.zeros(lp.n, dtype=bool)
+    if box is not None:
+        return box[0] == box[1]
+    got = _NONE_FIXED.get(lp.n)
+    if got is None:
+        got = _NONE_FIXED[lp.n] = np.zeros(lp.n, dtype=bool)
+        got.flags.writeable = False
+    return got
+
+
+_NONE_FIXED: dict[int, np.ndarray] = {}
 
 
 def degrees_of_freedom(lp: LoweredProblem, x: np.ndarray) -> tuple[int, int, int]:
