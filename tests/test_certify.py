@@ -478,3 +478,50 @@ def test_the_segment_search_on_both_sides_of_the_batch_limit(n):
     near = (np.abs(grid - grid[j]) <= 0.02) & np.isfinite(fine)
     slope = float(np.max(np.abs(np.diff(fine[near])) / np.diff(grid[near])))
     assert lb >= fine[j] - slope * 1e-2 - 1e-12
+
+
+def test_the_conjugate_verdict_kept_per_atom_gives_the_bounds_of_a_fresh_one():
+    """lowering/bound._no_conjugate keeps the atom's answer per atom and form: lowerings after the
+    first give the same bounds and the same refusal words as with nothing kept (least squares without
+    a ridge: no finite bound; logistic and the softmax with a ridge: a bound), and a term's own
+    scale is still read (a concave term is refused whatever was kept for its atom)."""
+    from sparsemodel.lowering import bound as bound_mod
+    from sparsemodel.objective.terms import Term
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((30, 6))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.standard_normal(30)
+    v = np.where(y > 0, 1.0, -1.0)
+    Y = np.eye(3)[rng.integers(0, 3, 30)]
+
+    def models():
+        w = sm.Variable(6, name="w")
+        W = sm.Variable((6, 3), name="W")
+        Z = X @ W
+        softmax = sm.sum(sm.logsumexp(Z, axis=1) - sm.sum(Z * Y, axis=1)) + 0.1 * sm.sum_squares(W)
+        return [
+            sm.Problem(sm.minimize(sm.sum_squares(X @ w - y)), [sm.nnz(w) <= 2]),
+            sm.Problem(sm.minimize(sm.sum(sm.logistic(-v * (X @ w))) + 0.1 * sm.sum_squares(w)), [sm.nnz(w) <= 2]),
+            sm.Problem(sm.minimize(softmax), [sm.nnz(W) <= 4]),
+        ]
+
+    def bounds():
+        out = []
+        for prob in models():
+            lp = prob.lower()
+            x = np.zeros(lp.n)
+            rep = lower_bound(lp, x)
+            out.append((rep.value, rep.note))
+        return out
+
+    bound_mod._CONJUGATE_SAID.clear()
+    fresh = bounds()
+    assert bound_mod._CONJUGATE_SAID  # (kept for the next lowerings)
+    kept = bounds()
+    assert kept == fresh
+    assert fresh[0][0] is None and "no finite lower bound" in fresh[0][1]
+    assert fresh[1][0] is not None and fresh[2][0] is not None
+    t = models()[1].lower().design.terms[0]
+    concave = Term(-t.coef, t.phi, t.map, t.weights, t.rowwise, t.whole)
+    assert "not convex" in bound_mod._no_conjugate(concave)
+    assert bound_mod._no_conjugate(t) is None
