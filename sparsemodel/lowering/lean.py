@@ -322,32 +322,30 @@ def on_rows(lp: LoweredData, rows: np.ndarray, factor: float) -> LeanData | None
 
 
 def _linear_on_rows(d: Any, rows: np.ndarray, factor: float) -> tuple[np.ndarray, float] | None:
-    """The linear part and constant of the design ``d`` on its sample rows ``rows`` (Design's own
-    loop over its linear terms, in its order: each sample term's map and weights on those rows,
-    :meth:`AffineMap.rows`, its coefficient times ``factor``; the others as they are), or None where
-    a linear term's rows cannot be read (a map with a row per sample that reads no data and has no
-    weights, or is not affine in the canonical blocks; a map reading data without a row per sample,
-    ``y @ z``)."""
+    """The linear part and constant of the design ``d`` on its sample rows ``rows``
+    (:func:`~sparsemodel.objective.design.linear_part`, the design's own loop, on its linear terms
+    in their order: each sample term's map and weights on those rows, :meth:`AffineMap.rows`, its
+    coefficient times ``factor``; the others as they are), or None where a linear term's rows
+    cannot be read (a map with a row per sample that reads no data and has no weights, or is not
+    affine in the canonical blocks; a map reading data without a row per sample, ``y @ z``)."""
     from ..objective.affine import AffineMap
+    from ..objective.design import linear_part
 
-    n_s = d.n_samples
-    lin, const = np.zeros(d.n), d.tree_const
+    pieces = []
     for rt, m in zip(d.raw, d.maps):
         if rt.phi is not None:
             continue
-        w = rt.weights if rt.weights is not None else np.ones(m.size)
-        coef = rt.coef
-        if m.shape and m.shape[0] == n_s:  # (a piece of the data term: its rows, row-local by subset_scale)
-            if not isinstance(m, AffineMap) or not (m.reads_data() or rt.weights is not None):
+        w, coef = rt.weights, rt.coef
+        if m.shape and m.shape[0] == d.n_samples:  # (a piece of the data term: its rows, row-local by subset_scale)
+            if not isinstance(m, AffineMap) or not (m.reads_data() or w is not None):
                 return None
-            w = np.broadcast_to(w, (m.size,)).reshape(m.shape)[rows]
-            m = m.rows(rows)
-            coef = coef * factor
+            w = np.broadcast_to(w if w is not None else np.ones(m.size), (m.size,)).reshape(m.shape)[rows]
+            m, coef = m.rows(rows), coef * factor
         elif m.reads_data():  # (data read across the samples, y @ z: no row of it is proved)
             return None
-        lin += coef * m.vjp(np.broadcast_to(w, (m.size,)).reshape(m.shape) if m.shape else w)
-        const += coef * float(np.sum(w * m.b))
-    return d.layout.symmetrize_grad(lin), float(const)
+        pieces.append((coef, w, m))
+    lin, const = linear_part(pieces, d.layout, d.tree_const)
+    return lin, float(const)
 
 
 def adopt(lp: LoweredData, data: LeanData) -> None:

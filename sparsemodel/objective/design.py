@@ -54,6 +54,19 @@ def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
 
 
+def linear_part(pieces: list[tuple[float, Any, Any]], layout: Layout, const: float) -> tuple[np.ndarray, float]:
+    """The gradient and constant of the linear terms c * sum(w * (A x + b)) of a composite form,
+    ``pieces`` their (c, w or None, map) in order, added to the form's own constant ``const``: what
+    a design keeps as ``lin`` and ``const`` (and lowering/lean.on_rows makes on a subset of the
+    rows, from the same loop)."""
+    lin = np.zeros(layout.n)
+    for coef, w, m in pieces:
+        w = w if w is not None else np.ones(m.size)
+        lin += coef * m.vjp(np.broadcast_to(w, (m.size,)).reshape(m.shape) if m.shape else w)
+        const += coef * float(np.sum(w * m.b))
+    return layout.symmetrize_grad(lin), const
+
+
 class Design(DesignColumns):
     """The composite objective of a lowered problem (see the module docstring)."""
 
@@ -63,21 +76,15 @@ class Design(DesignColumns):
         self.const = comp.const
         # the form's own constant, before the linear terms' offsets (lowering/lean.on_rows reads it)
         self.tree_const = comp.const
-        self.lin = np.zeros(layout.n)
         self.terms: list[Term] = []
         # the form's terms and their maps, as made (a rebinding reads them: :meth:`rebound`)
         self.raw = comp.terms
         self.maps = maps if maps is not None else [affine_map(rt.affine, layout) for rt in comp.terms]
-        zero = np.zeros(layout.n)
+        pieces = [(rt.coef, rt.weights, m) for rt, m in zip(comp.terms, self.maps) if rt.phi is None]
+        self.lin, self.const = linear_part(pieces, layout, comp.const)
         for rt, m in zip(comp.terms, self.maps):
-            if rt.phi is None:  # a linear term: c * sum(w * (A x + b))
-                w = rt.weights if rt.weights is not None else np.ones(m.size)
-                self.lin += rt.coef * m.vjp(np.broadcast_to(w, (m.size,)).reshape(m.shape) if m.shape else w)
-                self.const += rt.coef * float(np.sum(w * m.b))
-                continue
-            self.terms.append(Term(rt.coef, rt.phi, m, rt.weights, rt.rowwise, rt.whole))
-        self.lin = layout.symmetrize_grad(self.lin)
-        del zero
+            if rt.phi is not None:
+                self.terms.append(Term(rt.coef, rt.phi, m, rt.weights, rt.rowwise, rt.whole))
         self._cache: OrderedDict[bytes, list[Any]] = OrderedDict()
         self._full: dict[int, Any] = {}
         self._few: dict[int, int] = {}  # term -> requests of a few columns served before keeping its Jacobian
