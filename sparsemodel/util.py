@@ -47,6 +47,17 @@ def as_slice(idx: np.ndarray) -> slice | np.ndarray:
     return idx
 
 
+def progression(idx: np.ndarray) -> slice | np.ndarray:
+    """``idx`` as a slice with a step when it is an increasing arithmetic progression (the
+    coordinates of one column of a C-ordered matrix variable, ``W[:, c]``: a strided view instead
+    of a gather and scatter), else ``idx`` itself."""
+    if len(idx) > 1:
+        first, step = int(idx[0]), int(idx[1]) - int(idx[0])
+        if step > 0 and int(idx[-1]) == first + step * (len(idx) - 1) and np.all(np.diff(idx) == step):
+            return slice(first, int(idx[-1]) + 1, step)
+    return idx
+
+
 def fmt_number(v: Any) -> str:
     """A number as a person writes it: an integral value without a decimal point (``3``, not
     ``3.0``), any other with up to 12 significant digits (``1e-05``, ``0.25``)."""

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from ..model.arith import Add, Div, Index, MatMul, Mul, Neg, Sub
 from ..model.expr import Data, Expr, Variable, dense, unbroadcast
-from ..util import as_slice
+from ..util import as_slice, progression
 from .data import as_operator
 from .evaluator import Evaluator, Layout
 from .operators import DataOperator
@@ -513,7 +513,7 @@ class AffineMap:
                 cols = blk.coords.reshape(blk.vshape)
                 D = blk.op.A if float(sc) == 1.0 else blk.op.A * float(sc)
                 for c in range(m):
-                    out3[:, c, cols[:, c]] += D
+                    out3[:, c, progression(cols[:, c])] += D
                 continue
             M = blk.columns(np.arange(self.n, dtype=np.int64), self.n)
             if M is not None:

@@ -146,8 +146,10 @@ def folds_of(n: int, folds: int | None, seed: int | None, fold_ids: Any) -> np.n
         raise SelectionError(f"folds={folds!r}: cross-validation needs between 2 and n = {n} folds")
     rng = np.random.default_rng(seed)
     out = np.empty(n, dtype=np.int64)
-    for f, part in enumerate(np.array_split(rng.permutation(n), int(folds))):
-        out[part] = f
+    # fold f is the f-th of np.array_split's parts of the permutation: n % folds parts of one more
+    # row first (one scatter instead of one per fold)
+    size, extra = divmod(n, int(folds))
+    out[rng.permutation(n)] = np.repeat(np.arange(int(folds)), [size + 1] * extra + [size] * (int(folds) - extra))
     return out
 
 
