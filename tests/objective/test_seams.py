@@ -336,3 +336,24 @@ def test_a_param_in_the_bound_moves_the_bound():
     assert comp.column == "k" and [r["budget"] for r in comp.rows] == [1, 2, 3]
     assert [comp.results[("grahtp", v)].k for v in (1, 2, 3)] == [1, 2, 3]
     assert comp.table().splitlines()[1].split()[:2] == ["k", "(edges)"]
+
+
+@pytest.mark.parametrize("view", ["W", "W[1:, :]", "W[:, ::2]", "W[::-1, :]", "W[::-2, ::-1]"])
+def test_dense_jacobian_of_a_matrix_product_with_any_view_of_its_variable(view):
+    """X @ W writes X into each column of W's coordinates: through a strided view where they are an
+    increasing progression (W's columns, util.progression), by a gather and scatter where not
+    (rows reversed): the same Jacobian as the columns of every coordinate either way."""
+    from sparsemodel.util import progression
+
+    W = sm.Variable((7, 3), name="W")
+    V = eval(view, {"W": W})
+    X = RNG.standard_normal((9, V.shape[0]))
+    Y = RNG.standard_normal((9, V.shape[1]))
+    lp = sm.Problem(sm.minimize(sm.sum_squares(X @ V - Y)), [sm.nnz(W) <= 2]).lower()
+    m = lp.design.terms[0].map
+    a = m.columns(np.arange(lp.n))
+    a = a.toarray() if sp.issparse(a) else a
+    np.testing.assert_array_equal(m.dense_jacobian(np.full(a.shape, np.nan)), a)
+    assert progression(np.array([1, 4, 7, 10])) == slice(1, 11, 3)
+    for idx in ([2, 0, 1], [1, 2, 4], [5], [3, 3]):  # (decreasing, uneven, one entry, repeated)
+        assert progression(np.array(idx)) is not None and not isinstance(progression(np.array(idx)), slice)

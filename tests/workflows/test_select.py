@@ -210,6 +210,14 @@ def test_folds_are_fixed_by_the_seed():
     assert np.array_equal(a, folds_of(23, 4, 7, None)) and not np.array_equal(a, folds_of(23, 4, 8, None))
     assert sorted(np.bincount(a).tolist()) == [5, 6, 6, 6]
     assert folds_of(4, None, None, ["b", "a", "b", "c"]).tolist() == [1, 0, 1, 2]
+    # the documented cut, which a seed's folds keep across versions: the seeded permutation split
+    # into nearly equal consecutive parts by np.array_split, part f being fold f
+    for n, folds in [(23, 4), (100, 5), (7, 7), (10, 3)]:
+        perm = np.random.default_rng(3).permutation(n)
+        want = np.empty(n, dtype=np.int64)
+        for f, part in enumerate(np.array_split(perm, folds)):
+            want[part] = f
+        assert np.array_equal(folds_of(n, folds, 3, None), want)
 
 
 def test_cv_on_a_softmax_model_runs_with_row_groups():
