@@ -1182,15 +1182,15 @@ def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:
     shared cache; NoBoundError is cached too)."""
     key = (id(lp.set.constraint) if lp.set is not None else None, id(lp.box), bool(shift))
     cache = lp.bound_cache
-    text = lp.set.bound_text() if lp.set is not None else ""
     if key not in cache:
         try:
             cache[key] = Relaxation(lp, shift=shift)
         except NoBoundError as exc:
-            exc.stated = text  # (the bound its words name)
+            exc.stated = lp.set.bound_text() if lp.set is not None else ""  # (the bound its words name)
             cache[key] = exc
     got = cache[key]
     if isinstance(got, NoBoundError):  # the same reason at every budget, its words naming this one's bound
+        text = lp.set.bound_text() if lp.set is not None else ""
         said = got.message.replace(got.stated, text) if got.stated and text != got.stated else got.message
         again = NoBoundError(said, got.span, got.hint)
         again.stated = text
