@@ -35,7 +35,7 @@ ATOM_NAMES = (
     "exp",
     "log",
 )  # the elementwise losses the kernels evaluate (numerics/_lean.ATOM_CODES)
-MAX_UNIT = 8  # the largest group the kernels take (numerics/_lean.MAX_UNIT)
+MAX_UNIT = 16  # the largest group the kernels take (numerics/_lean.MAX_UNIT)
 
 
 ARRAYS = ("J", "b", "wc", "lin", "rd", "g0", "R", "diag", "Jsq")  # the kernel problem's arrays a rebinding rewrites

@@ -148,7 +148,10 @@ cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.S
 cdef double NEWTON_JITTER = 1e-12  # the Newton steps' relative jitter (numerics/newton.JITTER)
 cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
-MAX_UNIT = 8  # the largest unit (group) size the kernels take (their small solves use fixed buffers)
+cdef enum:
+    MAXU = 16  # the largest unit (group) size the kernels take: their small solves use fixed buffers of
+    MAXU2 = 256  # MAXU x MAXU entries (rows of MAXU), on the stack
+MAX_UNIT = MAXU  # (read by lowering/lean.MAX_UNIT's test)
 cdef Py_ssize_t SCRATCH_ENTRIES = 64  # scratch objects the thread's shared pool keeps at most (_scratch)
 cdef Py_ssize_t SCRATCH_BYTES = 1 << 25  # and their arrays' bytes (32 MB), the oldest dropped first
 cdef Py_ssize_t GRAM_GEMV = 4  # Hessian rows filled one product each up to this many at once (_gram_rows)
@@ -1835,34 +1838,34 @@ cdef bint _pinv_sym(double[:, ::1] H, double[:, ::1] A, double rcond):
 
 
 cdef bint _small_eliminate(Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
-    """The elimination of :func:`_small_factor` on the m x m block already in W (rows of 8), in place."""
+    """The elimination of :func:`_small_factor` on the m x m block already in W (rows of MAXU), in place."""
     cdef Py_ssize_t i, j, c, p
     cdef double t, best
     for c in range(m):
         p = c
-        best = fabs(W[c * 8 + c])
+        best = fabs(W[c * MAXU + c])
         for i in range(c + 1, m):
-            if fabs(W[i * 8 + c]) > best:
-                best = fabs(W[i * 8 + c])
+            if fabs(W[i * MAXU + c]) > best:
+                best = fabs(W[i * MAXU + c])
                 p = i
         piv[c] = p
         if best == 0.0:
             return False
         if p != c:  # (the rows' entries from column c on: the multipliers stay where they were made)
             for j in range(c, m):
-                t = W[c * 8 + j]
-                W[c * 8 + j] = W[p * 8 + j]
-                W[p * 8 + j] = t
+                t = W[c * MAXU + j]
+                W[c * MAXU + j] = W[p * MAXU + j]
+                W[p * MAXU + j] = t
         for i in range(c + 1, m):
-            t = W[i * 8 + c] / W[c * 8 + c]
-            W[i * 8 + c] = t
+            t = W[i * MAXU + c] / W[c * MAXU + c]
+            W[i * MAXU + c] = t
             for j in range(c + 1, m):
-                W[i * 8 + j] -= t * W[c * 8 + j]
+                W[i * MAXU + j] -= t * W[c * MAXU + j]
     return True
 
 
 cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
-    """M[r0:r0+m, :m] by Gaussian elimination with partial pivoting (m at most 8) into W (8 x 8: U on
+    """M[r0:r0+m, :m] by Gaussian elimination with partial pivoting (m at most MAXU) into W (MAXU x MAXU: U on
     and above the diagonal, below it each step's multipliers in the rows they were made for: a later
     swap moves only the entries from its column on) and piv (the row swapped in at each step), so
     that :func:`_small_lu_solve` replays the elimination on a right-hand side; False when a pivot is
@@ -1870,16 +1873,16 @@ cdef bint _small_factor(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* W
     cdef Py_ssize_t i, j
     for i in range(m):
         for j in range(m):
-            W[i * 8 + j] = M[r0 + i, j]
+            W[i * MAXU + j] = M[r0 + i, j]
     return _small_eliminate(m, W, piv)
 
 
 cdef bint _small_factor_p(double* M, Py_ssize_t m, double* W, Py_ssize_t* piv) noexcept nogil:
-    """:func:`_small_factor` of the m x m block held in M with rows of 8 (the same steps)."""
+    """:func:`_small_factor` of the m x m block held in M with rows of MAXU (the same steps)."""
     cdef Py_ssize_t i, j
     for i in range(m):
         for j in range(m):
-            W[i * 8 + j] = M[i * 8 + j]
+            W[i * MAXU + j] = M[i * MAXU + j]
     return _small_eliminate(m, W, piv)
 
 
@@ -1887,7 +1890,7 @@ cdef void _small_lu_solve(double* W, Py_ssize_t* piv, Py_ssize_t m, double* rhs,
     """out = M^-1 rhs from :func:`_small_factor`'s W and piv: the row swaps and the multipliers applied
     to rhs in elimination order, then back substitution (the arithmetic of eliminating with rhs as an
     extra column, so the same numbers as solving each right-hand side from scratch)."""
-    cdef double b[8]
+    cdef double b[MAXU]
     cdef Py_ssize_t i, j, c
     cdef double t
     for i in range(m):
@@ -1898,19 +1901,19 @@ cdef void _small_lu_solve(double* W, Py_ssize_t* piv, Py_ssize_t m, double* rhs,
             b[c] = b[piv[c]]
             b[piv[c]] = t
         for i in range(c + 1, m):
-            b[i] -= W[i * 8 + c] * b[c]
+            b[i] -= W[i * MAXU + c] * b[c]
     for i in range(m - 1, -1, -1):
         t = b[i]
         for j in range(i + 1, m):
-            t -= W[i * 8 + j] * out[j]
-        out[i] = t / W[i * 8 + i]
+            t -= W[i * MAXU + j] * out[j]
+        out[i] = t / W[i * MAXU + i]
 
 
 cdef bint _small_solve(double[:, ::1] M, Py_ssize_t r0, Py_ssize_t m, double* rhs, double* out) noexcept nogil:
     """out = M[r0:r0+m, :m]^-1 rhs by Gaussian elimination with partial pivoting (LAPACK gesv's
-    steps, what np.linalg.solve runs; m at most 8); False when a pivot is zero."""
-    cdef double W[64]
-    cdef Py_ssize_t piv[8]
+    steps, what np.linalg.solve runs; m at most MAXU); False when a pivot is zero."""
+    cdef double W[MAXU2]
+    cdef Py_ssize_t piv[MAXU]
     if not _small_factor(M, r0, m, W, piv):
         return False
     _small_lu_solve(W, piv, m, rhs, out)
@@ -2389,9 +2392,9 @@ cdef void _group_singles(Model md, double[::1] x, double[::1] g, double[:, ::1] 
     cdef Py_ssize_t m = md.HII.shape[1], nI = md.units_out.shape[0], nb = md.B.shape[0], u, a, b, r
     cdef double s, t, gn
     cdef bint ok
-    cdef double[8] e_, y_
-    cdef double[64] LU
-    cdef Py_ssize_t[8] piv
+    cdef double[MAXU] e_, y_
+    cdef double[MAXU2] LU
+    cdef Py_ssize_t[MAXU] piv
     cdef double[:, ::1] HII = md.HII, HBI = md.HBI
     cdef Py_ssize_t c, ni = nI * m
     cdef double h
@@ -2454,7 +2457,7 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
     cdef Py_ssize_t nc = cols.shape[0], a, q, c, i, j, r
     cdef double[:, ::1] out = np.empty((nJ, nc)), AB = md.AB, A = md.A
     cdef double xa, K, e, d, t
-    cdef double[8] e_, y_
+    cdef double[MAXU] e_, y_
     cdef Py_ssize_t b_
     if m == 1:
         for a in range(nJ):
@@ -2468,13 +2471,13 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
         return out
     # (groups: each pair's m x m blocks in C arrays, AB's and A's rows read through pointers: the
     # same sums in the same order as through memoryviews, a third of the instructions)
-    cdef double Kb[64]
-    cdef double T[64]
-    cdef double Sq[64]  # (a candidate's sigma_I^-1, from the factorization of its block: only candidates')
-    cdef double W_[64]
-    cdef double[64] LU
-    cdef Py_ssize_t[8] piv
-    cdef Py_ssize_t[8] piv2
+    cdef double Kb[MAXU2]
+    cdef double T[MAXU2]
+    cdef double Sq[MAXU2]  # (a candidate's sigma_I^-1, from the factorization of its block: only candidates')
+    cdef double W_[MAXU2]
+    cdef double[MAXU2] LU
+    cdef Py_ssize_t[MAXU] piv
+    cdef Py_ssize_t[MAXU] piv2
     cdef bint ok
     cdef double* abr
     cdef double* abj
@@ -2489,7 +2492,7 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
             if ok:
                 _small_lu_solve(LU, piv, m, e_, y_)
             for i in range(m):
-                Sq[i * 8 + b_] = y_[i] if ok else NAN
+                Sq[i * MAXU + b_] = y_[i] if ok else NAN
         for a in range(nJ):
             r = a * m
             for i in range(m):  # T = (A H_BI)_JI sigma_I^-1, e = x_J + (A H_BI)_JI v_I
@@ -2501,16 +2504,16 @@ cdef double[:, ::1] _pairs(Model md, double[::1] x, Py_ssize_t nJ, Py_ssize_t m,
                 for j in range(m):
                     t = 0.0
                     for b_ in range(m):
-                        t += abr[b_] * Sq[b_ * 8 + j]
-                    T[i * 8 + j] = t
+                        t += abr[b_] * Sq[b_ * MAXU + j]
+                    T[i * MAXU + j] = t
             for i in range(m):
                 ar = &A[r + i, r]
                 for j in range(m):
                     abj = &AB[r + j, c]
                     t = ar[j]
                     for b_ in range(m):
-                        t += T[i * 8 + b_] * abj[b_]
-                    Kb[i * 8 + j] = t
+                        t += T[i * MAXU + b_] * abj[b_]
+                    Kb[i * MAXU + j] = t
             if _small_factor_p(Kb, m, W_, piv2):
                 _small_lu_solve(W_, piv2, m, e_, y_)
                 d = 0.0

@@ -375,12 +375,13 @@ def grouped(family: str, n: int, G: int, m: int, k: int, seed: int) -> sm.Proble
 
 @pytest.mark.parametrize("family", ["gaussian", "binomial", "poisson"])
 def test_groups_at_and_above_the_kernels_largest_unit(family):
-    """Groups of one size on the elementwise losses: two to MAX_UNIT (8) coordinates in the kernel,
-    the Python pipeline's answers; groups of 9 run the Python pipeline (no lean data)."""
+    """Groups of one size on the elementwise losses: two to MAX_UNIT (16) coordinates in the kernel,
+    the Python pipeline's answers (9, just above the kernels' first limit of 8, included); groups of
+    17 run the Python pipeline (no lean data)."""
     from sparsemodel.numerics import _lean
 
-    assert lean_mod.MAX_UNIT == _lean.MAX_UNIT == 8
-    for m, G, k in ((2, 10, 3), (3, 20, 4), (8, 12, 2), (9, 10, 2)):
+    assert lean_mod.MAX_UNIT == _lean.MAX_UNIT == 16
+    for m, G, k in ((2, 10, 3), (3, 20, 4), (8, 12, 2), (9, 10, 2), (16, 6, 2), (17, 5, 2)):
         prob = grouped(family, 120, G, m, k, seed=m)
         lean, python = both(prob)
         if m > lean_mod.MAX_UNIT:
@@ -661,10 +662,10 @@ def test_an_unbounded_loss_is_reported_with_the_kernel_on():
 
 
 def test_softmax_at_and_above_the_kernels_largest_unit():
-    """Row groups of the softmax are units of as many coordinates as classes: 8 classes run the kernel
-    (its small systems and per-sample class pairs are sized for MAX_UNIT) and end where the Python
-    pipeline does; 9 classes run the Python pipeline."""
-    for classes in (8, 9):
+    """Row groups of the softmax are units of as many coordinates as classes: up to 16 classes run the
+    kernel (its small systems and per-sample class pairs are sized for MAX_UNIT; 10 classes, digits,
+    included) and end where the Python pipeline does; 17 classes run the Python pipeline."""
+    for classes in (8, 9, 10, 16, 17):
         lean, python = both(multinomial(200, 15, 3, 0, classes=classes, ridge=0.1))
         if classes > lean_mod.MAX_UNIT:
             assert "kernel" not in lean.extra and lean.objective == python.objective
