@@ -87,6 +87,7 @@ nothing, and the undecided ones their k - |in| largest scores: the same formula,
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -234,7 +235,33 @@ class Relaxation:
     docstring). Raises NoBoundError (words, not a number) when no finite bound exists.
 
     ``shift``: for least squares, eliminate the free coordinates and move the smallest eigenvalue
-    of the Gram into the perspective part (the dense Gram of C is formed: n p^2 work)."""
+    of the Gram into the perspective part (the dense Gram of C is formed: n p^2 work).
+
+    Its lowering ``lp`` is held by a weak reference, pointed at the caller's lowering each time
+    :func:`relaxation` hands it out (the lowerings that share one cache are the same model): the
+    cache is the lowering's, and a strong reference both ways made a cycle that kept each
+    lowering's arrays alive until the garbage collector ran."""
+
+    @property
+    def lp(self) -> LoweredProblem:
+        lp = self._lp()
+        if lp is None:  # pragma: no cover - every holder reaches it through a live lowering
+            raise RuntimeError("the lowering of this relaxation is gone")
+        return lp
+
+    @lp.setter
+    def lp(self, lp: LoweredProblem) -> None:
+        self._lp = weakref.ref(lp)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_lp"] = self._lp()  # (a lowering pickled with its cache: the reference made strong)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        lp = state.pop("_lp")
+        self.__dict__.update(state)
+        self.lp = lp
 
     def __init__(self, lp: LoweredProblem, shift: bool = False):
         self.lp = lp
@@ -1187,17 +1214,27 @@ def relaxation(lp: LoweredProblem, shift: bool = False) -> Relaxation:
             cache[key] = Relaxation(lp, shift=shift)
         except NoBoundError as exc:
             exc.stated = lp.set.bound_text() if lp.set is not None else ""  # (the bound its words name)
-            cache[key] = exc
+            # kept without its traceback: its frames hold lp, whose cache holds it, and that cycle
+            # kept every lowering's arrays alive until the garbage collector ran (a loop of fits
+            # then allocates fresh memory every time: 2.5 times slower at 500 x 1000)
+            cache[key] = exc.with_traceback(None)
     got = cache[key]
     if isinstance(got, NoBoundError):  # the same reason at every budget, its words naming this one's bound
-        text = lp.set.bound_text() if lp.set is not None else ""
-        said = got.message.replace(got.stated, text) if got.stated and text != got.stated else got.message
-        again = NoBoundError(said, got.span, got.hint)
-        again.stated = text
-        raise again
+        raise _refusal_at(got, lp.set.bound_text() if lp.set is not None else "")
     if lp.set is not None and got.units.budget != lp.set.budget:
-        got = _rebudget(got, lp)
+        return _rebudget(got, lp)
+    got.lp = lp  # (the caller's lowering, alive while it uses the relaxation)
     return got
+
+
+def _refusal_at(got: NoBoundError, text: str) -> NoBoundError:
+    """The cached refusal ``got`` again, its words naming the bound ``text``: made here, so that the
+    frame that raises it holds no reference to it (an exception a local of a frame in its own
+    traceback is a cycle, which keeps that frame's lowering alive until the garbage collector runs)."""
+    said = got.message.replace(got.stated, text) if got.stated and text != got.stated else got.message
+    again = NoBoundError(said, got.span, got.hint)
+    again.stated = text
+    return again
 
 
 def carry_relaxations(old: LoweredProblem, new: LoweredProblem) -> None:
