@@ -161,7 +161,8 @@ cdef Py_ssize_t LAPACK_DIM = 16  # factorizations above this size go to LAPACK, 
 cdef class Problem:
     """The arrays of one lowering (see the module docstring). ``Q`` (D x D) holds the rows of a
     quadratic objective's constant Hessian filled so far (``have``), ``g0`` its gradient at 0 and
-    ``diag`` its diagonal; ``R`` the row sums of J[:, C]^2; ``Jsq`` = J * J (non-quadratic losses);
+    ``diag`` its diagonal; ``R`` the row sums of J[:, C]^2; ``Jsq`` = J * J (non-quadratic elementwise
+    losses, :func:`_hess_diag_at`; no rows for the softmax, which never reads it);
     ``domain`` the values tried for the free coordinates when a start lies outside the loss's
     domain (lowering/guards.DOMAIN_TRIALS)."""
 
