@@ -1177,7 +1177,7 @@ def _no_conjugate(t: Any) -> str | None:
     ridge: no finite bound), 5 % of an estimator's fit at 100 x 20. A whole-vector loss, whose
     conjugate is not tried at a zero scale, is tried every time."""
     try:
-        t._scale()  # (NoConjugate for a term that is not convex in its argument)
+        t.check_convex_scale()  # (NoConjugate for a term that is not convex in its argument)
     except ModelError as exc:
         return exc.message
     key = None

@@ -146,14 +146,21 @@ class Term:
     def _scale(self) -> np.ndarray:
         """a = c w sigma per value (entry, or row): the term is sum_i a_i (sigma phi)(z_i) with
         sigma phi convex; negative entries make the term concave (no conjugate)."""
-        sigma = self.phi.convex_sign
+        self.check_convex_scale()
         w = self.weights if self.weights is not None else np.ones(self.out_size)
-        a = self.coef * sigma * np.asarray(w, dtype=float)
-        if sigma == 0 or np.any(a < 0):
+        return self.coef * self.phi.convex_sign * np.asarray(w, dtype=float)
+
+    def check_convex_scale(self) -> None:
+        """Raise NoConjugate where some a_i = c w_i sigma of :meth:`_scale` is negative (or sigma is
+        0): the test alone, without the array (a term without weights reads only its coefficient)."""
+        sigma = self.phi.convex_sign
+        cs = self.coef * sigma
+        if sigma == 0 or (
+            cs < 0 if self.weights is None else bool(np.any(cs * np.asarray(self.weights, dtype=float) < 0))
+        ):
             raise NoConjugate(
                 f"the term {self.coef:g} * sum(w * {self.phi.name}(...)) is not convex in its argument: it has no conjugate"
             )
-        return a
 
     def conjugate(self, s: np.ndarray) -> np.ndarray:
         """The conjugate of g(z) = c sum_i w_i phi(z_i) at s (shape of z), one value per entry (or

@@ -27,6 +27,7 @@ example (see docs/architecture.md, with per-group caps, :mod:`.caps`, as the wor
 from __future__ import annotations
 
 import copy
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -95,12 +96,18 @@ class BoundUnits:
     largest_top = True
 
     def __post_init__(self) -> None:
-        order = np.argsort(self.unit_of, kind="stable")
-        counts = np.bincount(self.unit_of, minlength=self.n_units)
-        self._order = order
-        self._starts = np.concatenate([[0], np.cumsum(counts)])
         # every coordinate its own unit, in order: the unit sums are the values themselves
         self._single = self.n_units == len(self.coords) and np.array_equal(self.unit_of, np.arange(len(self.coords)))
+
+    @functools.cached_property
+    def _order(self) -> np.ndarray:
+        """The positions into C unit by unit (what :meth:`members` and :meth:`positions` read; made
+        on first use: a relaxation refused for want of a ridge never reads them)."""
+        return np.argsort(self.unit_of, kind="stable")
+
+    @functools.cached_property
+    def _starts(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(np.bincount(self.unit_of, minlength=self.n_units))])
 
     def unit_sums(self, per_coord: np.ndarray) -> np.ndarray:
         """Per unit: the sum of the per-coordinate values over its members (+inf stays +inf); of
