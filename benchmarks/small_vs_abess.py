@@ -19,6 +19,7 @@ most 1.0 times abess.
     python benchmarks/small_vs_abess.py                 # 5 seeds, the whole grid
     python benchmarks/small_vs_abess.py --seeds 3 --families gaussian,binomial --repeat 9
     python benchmarks/small_vs_abess.py --clock cpu      # CPU times (a machine shared with other jobs)
+    python benchmarks/small_vs_abess.py --families multinomial --classes 10   # digits' classes
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sparsemodel.solvers import get_solver
 SIZES = [(100, 20, 3), (200, 50, 5), (500, 100, 10)]
 FAMILIES = ["gaussian", "binomial", "poisson", "gamma", "multinomial"]
 CLOCK = [time.perf_counter]  # --clock cpu: time.process_time (every contender on one thread: robust to a busy machine)
+CLASSES = [3]  # --classes: the multinomial family's classes (the kernels take up to 16: digits' 10)
 
 
 def glm(family: str, n: int, p: int, k: int, seed: int) -> tuple[Any, Any, Any]:
@@ -49,17 +51,18 @@ def glm(family: str, n: int, p: int, k: int, seed: int) -> tuple[Any, Any, Any]:
 
     np.random.seed(seed)
     if family == "multinomial":
-        d = make_multivariate_glm_data(n=n, p=p, k=k, M=3, family="multinomial", rho=0.5)
+        M = CLASSES[0]
+        d = make_multivariate_glm_data(n=n, p=p, k=k, M=M, family="multinomial", rho=0.5)
         X, Y = d.x, d.y
 
         def build(X=X, Y=Y) -> sm.Problem:
             Xd, Yd = sm.Data(X, name="X"), sm.Data(Y, name="Y")
-            W = sm.Variable((p, 3), name="W")
-            b = sm.Variable(3, name="b")
+            W = sm.Variable((p, M), name="W")
+            b = sm.Variable(M, name="b")
             Zs = Xd @ W + b
             return sm.Problem(
                 sm.minimize(sm.sum(sm.logsumexp(Zs, axis=1)) - sm.sum(Yd * Zs)),
-                [sm.nnz(W, groups=np.repeat(np.arange(p), 3)) <= k],
+                [sm.nnz(W, groups=np.repeat(np.arange(p), M)) <= k],
             )
 
         def fit(lp: Any, X=X, Y=Y) -> np.ndarray:
@@ -163,8 +166,10 @@ def main() -> None:
         default="wall",
         help="cpu: the process's CPU time (one thread each, so preemption on a loaded machine does not count)",
     )
+    ap.add_argument("--classes", type=int, default=3, help="the multinomial family's classes (default 3)")
     a = ap.parse_args()
     CLOCK[0] = time.process_time if a.clock == "cpu" else time.perf_counter
+    CLASSES[0] = a.classes
     rows: list[dict[str, Any]] = []
     with pinned(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
