@@ -150,7 +150,7 @@ cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
 cdef enum:
     MAXU = 16  # the largest unit (group) size the kernels take: their small solves use fixed buffers of
-    MAXU2 = 256  # MAXU x MAXU entries (rows of MAXU), on the stack
+    MAXU2 = MAXU * MAXU  # entries (rows of MAXU), on the stack
 MAX_UNIT = MAXU  # (read by lowering/lean.MAX_UNIT's test)
 cdef Py_ssize_t SCRATCH_ENTRIES = 64  # scratch objects the thread's shared pool keeps at most (_scratch)
 cdef Py_ssize_t SCRATCH_BYTES = 1 << 25  # and their arrays' bytes (32 MB), the oldest dropped first
