@@ -146,6 +146,7 @@ cdef int SEARCH_TRIES = 3  # supports tried by one support-change line search (s
 cdef double MAX_MOVE = 1e6  # lowering/constants.MAX_MOVE
 cdef double JITTER = 1e-10  # the swap model's relative jitter (lowering/swaps.SwapModel)
 cdef double NEWTON_JITTER = 1e-12  # the Newton steps' relative jitter (numerics/newton.JITTER)
+cdef double CHORD_ROUNDING = 1e-8  # a line search chord's allowance for rounding (numerics/newton.CHORD_ROUNDING)
 cdef int TRIED_CAP = 64
 cdef int SOFTMAX_CODE = 4  # (SOFTMAX, for the C comparisons)
 cdef enum:
@@ -1157,9 +1158,9 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
     point of finite f from u and the domain trials of the free coordinates, a solve that does not
     converge without ``give_up`` (NaN: none), a point running away)."""
     cdef Py_ssize_t nb = cols.shape[0], a, c, i, t_
-    cdef double f, ft, dmin, dmax, dec, t, scale
+    cdef double f, ft, dmin, dmax, dec, t, scale, t_next, t_prev, f_prev
     cdef bint conv = False, moved, found
-    cdef int its = 0, ls
+    cdef int its = 0, tries, convex = -1
     cdef double[:, ::1] H, L, M, JB
     cdef double[::1] r, g, step, ut, tmp
     cdef int nbi = <int> nb, ni = <int> P.n, one_i = 1
@@ -1255,7 +1256,9 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             break
         t = 1.0
         moved = False
-        for ls in range(50):
+        tries = 0
+        t_prev = f_prev = NAN
+        while tries < 50:  # (numerics/newton._newton_one's backtracking)
             for a in range(nb):
                 ut[a] = u[a] + t * step[a]
             _affine_cols(P, JB, ut, P.z)
@@ -1267,7 +1270,13 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
                 f = ft
                 moved = True
                 break
-            t *= 0.5
+            t_next = _backtrack(t, ft, t_prev, f_prev, f, dec, &tries)
+            if isfinite(ft):
+                if convex < 0:
+                    convex = _convex(P)
+                if convex:  # (a chord's end: on a convex objective only)
+                    t_prev, f_prev = t, ft
+            t = t_next
         if not moved:
             conv = True
             break
@@ -1283,6 +1292,46 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
     if not conv and isnan(give_up) and _runs_away(P, cols, u, ws.us, ws.ut, f):
         return f, False, conv, its
     return f, True, conv, its
+
+
+cdef inline double _backtrack(double t, double ft, double t_prev, double f_prev, double f, double dec,
+                              int* tries) noexcept nogil:
+    """numerics/newton.backtrack (the same arithmetic): the next trial step of the Armijo backtracking
+    after the trial at t failed with value ft, halved past the steps that the chord through
+    (t, ft) and (t_prev, f_prev) -- the last trial before with a finite value, on a convex objective
+    (NaN: none) -- proves would fail; ``tries``: the steps of the sequence used (50 at most)."""
+    cdef double nxt = 0.5 * t, m, den, r_min
+    tries[0] += 1
+    if not (isfinite(ft) and isfinite(f_prev)):
+        return nxt
+    m = (f_prev - ft) / (t_prev - t)
+    den = m + 0.25 * dec
+    if not den > 0.0:
+        return nxt
+    r_min = (f - ft + m * t + CHORD_ROUNDING * (1.0 + fabs(f) + fabs(ft) + fabs(f_prev))) / den
+    while tries[0] < 50 and nxt > r_min:
+        nxt = 0.5 * nxt
+        tries[0] += 1
+    return nxt
+
+
+cdef bint _nonnegative(double[::1] r) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(r.shape[0]):
+        if not r[i] >= 0.0:
+            return False
+    return True
+
+
+cdef bint _convex(Problem P) noexcept nogil:
+    """The objective is convex (numerics/newton._convex): every sigma wc_i >= 0 (sigma = -1 for the
+    concave log, whose loss -log takes a negative coefficient, else +1) and every ridge >= 0."""
+    cdef double sigma = -1.0 if P.code == 3 else 1.0
+    cdef Py_ssize_t i
+    for i in range(P.wc.shape[0]):
+        if not sigma * P.wc[i] >= 0.0:
+            return False
+    return _nonnegative(P.rd)
 
 
 cdef double _singular_step(double[:, ::1] H, double[:, ::1] W, double[::1] g, double[::1] step):
@@ -3696,8 +3745,9 @@ cdef tuple _lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[:
     serves every pass of the loop at it (a renewed Hessian needs none). Returns (state, iterations, f, fl, lower, G, c0): state 0 converged, 1 stopped by
     ``decide``, 2 no answer on this path (a value not finite at the start, a Hessian not positive
     definite at the point, a negative decrement), 3 the iteration limit."""
-    cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], i, j, it, ls
-    cdef int inb = <int> nb, inn = <int> n, one = 1
+    cdef Py_ssize_t nb = JTB.shape[0], n = JTB.shape[1], i, j, it
+    cdef int inb = <int> nb, inn = <int> n, one = 1, tries, convex = -1
+    cdef double t_next, t_prev, f_prev
     cdef double alpha = 1.0, beta = 0.0, beta1 = 1.0, lo, hi, qv, dec, bound, prev_dec = INFINITY, t = 1.0
     cdef double ft = 0.0, ft_l = 0.0, f, lower, s
     cdef bint fresh = Gsrc is None, need = Gsrc is None, full = Gsrc is None, have_c = False, far, moved, nan
@@ -3803,10 +3853,12 @@ cdef tuple _lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[:
         # the full step (its gradient too), then halvings along dz
         t = 1.0
         moved = False
-        for ls in range(50):
+        tries = 0
+        t_prev = f_prev = NAN
+        while tries < 50:  # (the backtracking of _restricted, numerics/newton.backtrack)
             for i in range(nb):
                 ut[i] = u[i] + t * step[i]
-            if ls == 0:
+            if tries == 0:
                 ft_l = _trial(P, JTB, z, step, dz, zt, e1, e2, vw, gt)
             else:
                 for i in range(n):
@@ -3821,11 +3873,17 @@ cdef tuple _lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[:
                 swapped = not swapped
                 f, fl = ft, ft_l
                 moved = True
-                have_g = ls == 0  # (the full step's trial gave the gradient at the new point)
+                have_g = tries == 0  # (the full step's trial gave the gradient at the new point)
                 if have_g:
                     sw = gl; gl = gt; gt = sw
                 break
-            t *= 0.5
+            t_next = _backtrack(t, ft, t_prev, f_prev, f, dec, &tries)
+            if isfinite(ft):
+                if convex < 0:
+                    convex = _convex(P) and _nonnegative(r)
+                if convex:  # (a chord's end: on a convex objective only)
+                    t_prev, f_prev = t, ft
+            t = t_next
         if not moved:
             state = 0
             lower = f

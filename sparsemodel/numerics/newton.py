@@ -118,6 +118,44 @@ _ONE = np.zeros(1, dtype=np.int64)  # the index of the one problem of a single s
 
 _ROUNDING = 4 * np.finfo(float).eps
 
+# The rounding allowed the values of a line search's chord (:func:`backtrack`): relative to the
+# magnitudes read, about 5e5 units in the last place (the chord's extrapolation adds at most three
+# values' rounding), so a trial is skipped only when it fails by far more than its arithmetic.
+CHORD_ROUNDING = 1e-8
+
+
+def _convex(rd: Reduced, ridge: np.ndarray | None) -> bool:
+    """The objective of ``rd`` with a separable ``ridge`` is convex (:attr:`Reduced.convex`, ridges >= 0)."""
+    return rd.convex and (ridge is None or bool(np.all(ridge >= 0)))
+
+
+def backtrack(t: float, ft: float, t_prev: float, f_prev: float, f: float, dec: float, tries: int) -> tuple[float, int]:
+    """The next trial step of the Armijo backtracking (steps 1, 1/2, 1/4, ..., the first with
+    f(u + t s) <= f - t dec / 4, at most 50 trials) after the trial at ``t`` failed with value ``ft``;
+    ``t_prev``, ``f_prev``: the last trial before it with a finite value (t_prev > t; NaN: none);
+    ``tries``: the steps of the sequence used so far. Returns (next step, steps used).
+
+    The step halves, and halves again past steps convexity proves would fail: along the direction
+    phi(t) = f(u + t s) is convex, so below t it lies above the chord through (t, ft) and
+    (t_prev, f_prev): phi(r) >= ft + m (r - t), m = (f_prev - ft) / (t_prev - t), and a step r fails
+    the test when ft + m (r - t) > f - r dec / 4 (with an allowance for rounding,
+    :data:`CHORD_ROUNDING`), i.e. r > r_min = (f - ft + m t + allowance) / (m + dec / 4) where
+    m + dec / 4 > 0. A step the chord rules out is one the halving would have tried and rejected,
+    so the step accepted is the same one: the search needs fewer trials, not other answers. (A
+    Newton step far too long, the curvature of a nearly separable logistic or softmax loss nearly
+    zero along it, would otherwise be halved tens of times, each halving a pass over the samples.)"""
+    nxt, tries = 0.5 * t, tries + 1
+    if not (np.isfinite(ft) and np.isfinite(f_prev)):
+        return nxt, tries
+    m = (f_prev - ft) / (t_prev - t)
+    den = m + 0.25 * dec
+    if not den > 0.0:
+        return nxt, tries
+    r_min = (f - ft + m * t + CHORD_ROUNDING * (1.0 + abs(f) + abs(ft) + abs(f_prev))) / den
+    while tries < 50 and nxt > r_min:
+        nxt, tries = 0.5 * nxt, tries + 1
+    return nxt, tries
+
 
 def _newton_one(rd: Reduced, U0: np.ndarray, opts: NewtonOptions) -> NewtonResult:
     """The damped-Newton loop of one smooth problem (a restricted solve; see :func:`newton`): the
@@ -139,6 +177,7 @@ def _newton_one(rd: Reduced, U0: np.ndarray, opts: NewtonOptions) -> NewtonResul
         if made is not None:
             factor, last = made
     f, conv, iters = np.inf, False, 0
+    convex = None  # (whether the line search may read chords: asked at its first failed trial)
     for _ in range(max_iter):
         iters += 1
         fa, ga = st.fg(slice(None))
@@ -176,15 +215,22 @@ def _newton_one(rd: Reduced, U0: np.ndarray, opts: NewtonOptions) -> NewtonResul
             break
         if give_up is not None and f - 2.0 * dec > give_up:  # cannot end below give_up: abandoned
             break
-        t, moved = 1.0, False
-        for _ls in range(50):
+        t, moved, tries, t_prev, f_prev = 1.0, False, 0, np.nan, np.nan
+        while tries < 50:
             ut = st.U[0] + t * step
             ft, keep = st.trial(_ONE, ut[None, :])
             if ft[0] <= f - 0.25 * t * dec:
                 st.accept(_ONE, ut[None, :], keep)
                 f, moved = float(ft[0]), True
                 break
-            t *= 0.5
+            fv = float(ft[0])
+            nxt, tries = backtrack(t, fv, t_prev, f_prev, f, dec, tries)
+            if np.isfinite(fv):
+                if convex is None:
+                    convex = _convex(rd, st.ridge)
+                if convex:  # (a chord's end: on a convex objective only)
+                    t_prev, f_prev = t, fv
+            t = nxt
         if not moved:  # no decrease along the direction: at the optimum up to rounding
             conv = True
             break

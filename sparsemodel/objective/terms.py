@@ -6,6 +6,7 @@ of x; a row-wise phi for the softmax), which reads every fact about its loss fro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -162,6 +163,19 @@ class Term:
                 f"the term {self.coef:g} * sum(w * {self.phi.name}(...)) is not convex in its argument: it has no conjugate"
             )
 
+    @cached_property
+    def convex(self) -> bool:
+        """The term is provably convex in x (every c w_i sigma >= 0 with sigma phi convex: the test of
+        :meth:`check_convex_scale`, as a flag; read once per term), phi's curvature proven, not
+        assumed (a ``custom_loss``'s)."""
+        if getattr(self.phi, "curvature_assumed", False):
+            return False
+        try:
+            self.check_convex_scale()
+        except NoConjugate:
+            return False
+        return True
+
     def conjugate(self, s: np.ndarray) -> np.ndarray:
         """The conjugate of g(z) = c sum_i w_i phi(z_i) at s (shape of z), one value per entry (or
         per row): g*(s) = sum_i a_i phi_sigma*(s_i / a_i) with a_i = c w_i sigma and phi_sigma =
@@ -221,6 +235,12 @@ class Reduced:
     @property
     def quadratic(self) -> bool:
         return all(t.quadratic for t in self.terms)
+
+    @property
+    def convex(self) -> bool:
+        """Every term convex in x (:attr:`Term.convex`; the linear part is): what a line search may
+        read of the objective's shape along a direction (numerics/newton.backtrack)."""
+        return all(t.convex for t in self.terms)
 
     def dense(self) -> Reduced:
         Js = [J.toarray() if sp.issparse(J) else np.asarray(J, dtype=float) for J in self.Js]

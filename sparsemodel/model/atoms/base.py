@@ -45,6 +45,10 @@ class Atom(Expr):
     name = "atom"
     curvature_kind = AFFINE
     precedence = 100
+    # its curvature is taken on trust (a user's custom_loss, "smooth and convex" by assumption), not
+    # proven: what rests on convexity for speed alone (a line search's chord, numerics/newton.backtrack)
+    # does not read it
+    curvature_assumed = False
 
     def __init__(self, *args: Any, span: Span | None = None):
         exprs = [as_expr(a) for a in args]

@@ -44,6 +44,7 @@ class custom_loss(WholeLoss):  # noqa: N801 - the builder's name, like every ato
 
     name = "custom_loss"
     curvature_kind = CONVEX
+    curvature_assumed = True
 
     def __init__(
         self,
