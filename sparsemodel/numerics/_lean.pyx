@@ -1264,11 +1264,12 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             _affine_cols(P, JB, ut, P.z)
             ft = _value_z(P, ut, cols, P.e1, P.e2, 2)
             if ft <= f - 0.25 * t * dec:
-                u[:] = ut
-                d1[:] = P.e1
-                d2[:] = P.e2
-                f = ft
-                moved = True
+                if ft < f:  # (t dec / 4 below f's rounding passes the test without a decrease: no step)
+                    u[:] = ut
+                    d1[:] = P.e1
+                    d2[:] = P.e2
+                    f = ft
+                    moved = True
                 break
             t_next = _backtrack(t, ft, t_prev, f_prev, f, dec, &tries)
             if isfinite(ft):
@@ -3866,16 +3867,17 @@ cdef tuple _lean_newton(Problem P, double[:, ::1] JTB, double[::1] lin, double[:
                 ft_l = _loss_pass(P, zt, e1, e2, vw)
             ft = _objective_at(P, ft_l, lin, r, ut)
             if ft <= f - 0.25 * t * dec:
-                u[:] = ut
-                sw = z; z = zt; zt = sw
-                sw = d1; d1 = e1; e1 = sw
-                sw = d2; d2 = e2; e2 = sw
-                swapped = not swapped
-                f, fl = ft, ft_l
-                moved = True
-                have_g = tries == 0  # (the full step's trial gave the gradient at the new point)
-                if have_g:
-                    sw = gl; gl = gt; gt = sw
+                if ft < f:  # (t dec / 4 below f's rounding passes the test without a decrease: no step)
+                    u[:] = ut
+                    sw = z; z = zt; zt = sw
+                    sw = d1; d1 = e1; e1 = sw
+                    sw = d2; d2 = e2; e2 = sw
+                    swapped = not swapped
+                    f, fl = ft, ft_l
+                    moved = True
+                    have_g = tries == 0  # (the full step's trial gave the gradient at the new point)
+                    if have_g:
+                        sw = gl; gl = gt; gt = sw
                 break
             t_next = _backtrack(t, ft, t_prev, f_prev, f, dec, &tries)
             if isfinite(ft):

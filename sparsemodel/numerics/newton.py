@@ -220,8 +220,9 @@ def _newton_one(rd: Reduced, U0: np.ndarray, opts: NewtonOptions) -> NewtonResul
             ut = st.U[0] + t * step
             ft, keep = st.trial(_ONE, ut[None, :])
             if ft[0] <= f - 0.25 * t * dec:
-                st.accept(_ONE, ut[None, :], keep)
-                f, moved = float(ft[0]), True
+                if ft[0] < f:  # (t dec / 4 below f's rounding passes the test without a decrease: no step)
+                    st.accept(_ONE, ut[None, :], keep)
+                    f, moved = float(ft[0]), True
                 break
             fv = float(ft[0])
             nxt, tries = backtrack(t, fv, t_prev, f_prev, f, dec, tries)

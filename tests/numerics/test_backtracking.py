@@ -110,3 +110,51 @@ def test_chords_are_read_only_where_convexity_is_proven():
     assert all(terms(sm.sum(sm.exp(X @ w) - y * (X @ w))))
     loss = sm.custom_loss(lambda v: (float(v @ v), 2 * v), w, hvp=lambda v, d: 2 * d)
     assert not any(terms(loss))
+
+
+def test_a_trial_that_passes_the_test_without_a_decrease_is_no_step(monkeypatch):
+    """Where t dec / 4 falls below the rounding of f the Armijo test passes with f unchanged; such a
+    trial is no step (the solve is at its optimum to rounding along the direction), so every step of
+    a line search lowers f (only the final polish may keep f): on quasi-separable softmax draws the
+    solves used to take tens of such steps, to their iteration limit (10 classes, 200 x 50: 595 ->
+    423 Newton steps in the kernel). The kernel ends where the Python pipeline does."""
+    from tests.solvers.test_lean import AUTO, agree_answer, multinomial
+
+    events: list[tuple[str, float]] = []
+    trial, accept, fg, one = _State.trial, _State.accept, _State.fg, newton_mod._newton_one
+    bad = []
+
+    def fg_(self, idx):
+        fa, ga = fg(self, idx)
+        events.append(("f", float(fa[0])))
+        return fa, ga
+
+    def trial_(self, idx, U):
+        fs, keep = trial(self, idx, U)
+        events.append(("t", float(fs[0])))
+        return fs, keep
+
+    def accept_(self, idx, U, keep, ok=None):
+        events.append(("a", 0.0))
+        return accept(self, idx, U, keep, ok)
+
+    def one_(rd, U0, opts):
+        events.clear()
+        out = one(rd, U0, opts)
+        steps = [i for i, (e, _) in enumerate(events) if e == "a"][:-1]  # (the last may be the polish)
+        for i in steps:
+            f = next(v for e, v in reversed(events[:i]) if e == "f")
+            bad.append(not events[i - 1][1] < f)
+        return out
+
+    for classes, n, p, k, seed in ((4, 24, 20, 4, 1), (4, 24, 20, 4, 5), (6, 60, 30, 5, 5)):
+        lp = multinomial(n, p, k, seed, classes=classes).lower()
+        for obj, name, fn in ((_State, "fg", fg_), (_State, "trial", trial_), (_State, "accept", accept_)):
+            monkeypatch.setattr(obj, name, fn)
+        monkeypatch.setattr(newton_mod, "_newton_one", one_)
+        python = AUTO(lean=False).solve(lp)
+        monkeypatch.undo()
+        assert bad and not any(bad)
+        lean = AUTO().solve(lp)
+        if lean.extra.get("kernel") == "compiled":
+            agree_answer(lean, python)
