@@ -34,7 +34,10 @@ tends to 0, where a ratio of two values near 1e-9 means nothing); f_ref is the l
 objective at abess's coefficients and at the refit of abess's support (the best abess's answer can
 give under our model), and the time ratio t_auto / t_abess. Everyone runs in this process with one
 BLAS thread (threadpoolctl), each solver warmed up once; our time is ``Solver.solve`` on the lowered
-problem (the lowering, shared by every k of a problem, is reported per problem); abess's is
+problem, the median of ``--repeat`` runs (3; a single run's ratio moved by up to 0.4 between runs of
+this command, which decided the per-family verdicts), the runs after the first re-solving the same
+lowering (its kernel arrays built: benchmarks/small_vs_abess.py times a first solve apart); the
+lowering, shared by every k of a problem, is reported per problem; abess's is
 ``fit``; skscope's is ``ScopeSolver.solve`` with ``jit=True`` (its JAX compilation included, as a
 user pays it). abess gets the same ridge (``alpha``) and intercept as our model.
 
@@ -494,7 +497,7 @@ def main() -> None:
     ap.add_argument("--size", choices=("small", "full"), default="small")
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--seeds", type=int, default=None, help="seeds per problem (default: 2 small, 5 full)")
-    ap.add_argument("--repeat", type=int, default=None, help="timed runs per case, median kept (1 small, 3 full)")
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs per case, median kept (3; the runs after the first re-solve the same lowering)")
     ap.add_argument("--data", default=os.environ.get("SPARSEMODEL_DATA", "/work/shared/data"))
     ap.add_argument("--no-skscope", dest="skscope", action="store_false")
     ap.add_argument("--csv", default=None)
@@ -505,7 +508,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     args.seeds = args.seeds or (2 if args.size == "small" else 5)
-    repeat = args.repeat or (1 if args.size == "small" else 3)
+    repeat = args.repeat or 3
     if _abess() is None:
         print("abess is not installed (pip install -e .[bench]); only our objectives are printed")
     if args.skscope and _skscope() is None:
