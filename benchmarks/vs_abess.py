@@ -497,7 +497,12 @@ def main() -> None:
     ap.add_argument("--size", choices=("small", "full"), default="small")
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--seeds", type=int, default=None, help="seeds per problem (default: 2 small, 5 full)")
-    ap.add_argument("--repeat", type=int, default=None, help="timed runs per case, median kept (3; the runs after the first re-solve the same lowering)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="timed runs per case, median kept (3; the runs after the first re-solve the same lowering)",
+    )
     ap.add_argument("--data", default=os.environ.get("SPARSEMODEL_DATA", "/work/shared/data"))
     ap.add_argument("--no-skscope", dest="skscope", action="store_false")
     ap.add_argument("--csv", default=None)
