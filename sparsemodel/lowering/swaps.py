@@ -502,7 +502,7 @@ def _add_term(
         LB = t.coef * t.hessian_apply(z, JB)
         HBB += JB.T @ LB
         if t.rowwise and stored is None:
-            slots = _one_slot(JI, t.map.shape[1])
+            slots = t.class_columns(JI)
         if slots is not None:  # every column reads one class (Z = X W + b): blocks from the values
             V, cls = slots
             if stored is not None:
@@ -623,34 +623,15 @@ class WorkingRows:
         return out
 
 
-_SLOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {term: _one_slot of its columns}
+_SLOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # design -> {term: Term.class_columns of its columns}
 
 
 def _one_slot_of(lp: LoweredProblem, ti: int, stored: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_one_slot` of term ti's whole stored Jacobian, computed once per design."""
+    """``Term.class_columns`` of term ti's whole stored Jacobian, computed once per design."""
     per = _SLOTS.setdefault(lp.design, {})
     if ti not in per:
-        per[ti] = _one_slot(stored[0], lp.design.terms[ti].map.shape[1])
+        per[ti] = lp.design.terms[ti].class_columns(stored[0])
     return per[ti]
-
-
-def _one_slot(J: Any, m: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """For a row-wise term's columns J (rows ordered (sample, class)): when every column is nonzero
-    in one class slot only -- the columns of W in Z = X W + b -- its values per sample (n x q) and
-    the slot of each column; else None."""
-    n = J.shape[0] // m
-    V = np.zeros((n, J.shape[1]))
-    norms = np.zeros((m, J.shape[1]))
-    Jr = J.tocsr() if sp.issparse(J) else np.asarray(J)
-    for c in range(m):
-        Jc = Jr[c::m]
-        Jc = Jc.toarray() if sp.issparse(Jc) else np.asarray(Jc, dtype=float)
-        norms[c] = np.einsum("ij,ij->j", Jc, Jc)
-        V += Jc
-    cls = np.argmax(norms, axis=0)
-    if np.any(norms.sum(axis=0) - norms[cls, np.arange(J.shape[1])] > 0):
-        return None
-    return V, cls
 
 
 def _screen(lp: LoweredProblem, x: np.ndarray, g: np.ndarray, cols: np.ndarray, m: int) -> np.ndarray:

@@ -154,6 +154,11 @@ class _State:
             d2 = d2[idx] if d2 is not None else None
             if not t.diagonal:  # row-wise and whole-vector losses apply their Hessian to the columns
                 z = self.Z[t_i][idx]
+                slots = self._class_columns(t_i) if t.rowwise and self.extra is None else None
+                if slots is not None:  # (the softmax of Z = X W + b: blocks by pair of classes)
+                    for a in range(m):
+                        H[a] += t.coef * t.class_hessian(z[a], *slots)
+                    continue
                 for a, i in enumerate(idx):
                     Ja = J.toarray() if sp.issparse(J) else np.asarray(J)
                     if self.extra is not None:
@@ -183,6 +188,15 @@ class _State:
         if self.ridge is not None:
             H[:, np.arange(D), np.arange(D)] += self.ridge
         return H
+
+    def _class_columns(self, t_i: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``Term.class_columns`` of row-wise term t_i's columns (dense or sparse; None for an
+        operator or columns that read several classes), read once per state (its Newton steps)."""
+        got = self.__dict__.setdefault("_slots", {})
+        if t_i not in got:
+            J = self.rd.Js[t_i]
+            got[t_i] = None if is_operator(J) else self.rd.terms[t_i].class_columns(J)
+        return got[t_i]
 
     def hvp(self, v: np.ndarray) -> np.ndarray:
         """Hessian of problem 0 times v (matrix free)."""
