@@ -470,9 +470,11 @@ def _add_term(
                     HII[:, b_, a_] = HII[:, a_, b_]
         return
     JB = stored[0][:, B] if stored is not None else d.term_columns(ti, B)
-    slots = None  # a row-wise loss whose every stored column reads one class: blocks from the values
-    if t.rowwise and not t.diagonal and stored is not None:
-        slots = _one_slot_of(lp, ti, stored)
+    slots = None  # a row-wise loss whose every column reads one class: blocks from the values
+    if t.rowwise and not t.diagonal:
+        # (the stored columns' values once per design; else the map's blocks give the candidates'
+        # values, the data's columns, without their samples x classes rows)
+        slots = _one_slot_of(lp, ti, stored) if stored is not None else t.map.class_values(Icols)
     JI = None  # the candidates' columns: not gathered where the blocks come from the values (Khan: 5%)
     if slots is None:
         JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)
@@ -501,7 +503,7 @@ def _add_term(
         JB = JB.toarray() if sp.issparse(JB) else np.asarray(JB, dtype=float)
         LB = t.coef * t.hessian_apply(z, JB)
         HBB += JB.T @ LB
-        if t.rowwise and stored is None:
+        if t.rowwise and slots is None and stored is None:  # (the map's blocks of another kind)
             slots = t.class_columns(JI)
         if slots is not None:  # every column reads one class (Z = X W + b): blocks from the values
             V, cls = slots

@@ -235,6 +235,31 @@ class Block:
             shape=(size, len(cols)),
         )
 
+    def class_values(self, cols: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """For a block of an (samples x classes) map that reads each of its columns ``cols`` in one
+        class only -- X @ W (column W[j, c]: X[:, j] in class c) or a vector b broadcast to every row
+        (column b[c]: ones in class c) --: (the positions in ``cols`` it reads, their values per
+        sample (samples x those), their classes), without the columns' (samples x classes) rows;
+        None for another kind of block (:meth:`Term.class_columns` then reads the columns)."""
+        if len(self.shape) != 2 or self.right is not None or self.scalar_out:
+            return None
+        ns, m = self.shape
+        loc = self.local(n)[cols]
+        hits = np.flatnonzero(loc >= 0)
+        scale = None if np.ndim(self.scale) == 0 else np.broadcast_to(np.asarray(self.scale), self.shape).reshape(ns, m)
+        if self.op is not None and len(self.vshape) == 2 and self.vshape[1] == m and self.nshape == self.shape:
+            a_idx, c_idx = np.divmod(loc[hits], m)
+            D = self.op.columns(a_idx)
+            D = D.toarray() if sp.issparse(D) else np.array(D, dtype=float)
+            D *= scale[:, c_idx] if scale is not None else float(self.scale)
+            return hits, D, c_idx
+        if self.op is None and self.vshape == (m,) and self.nshape == (m,):  # b broadcast: entry (i, c) reads b[c]
+            c_idx = loc[hits]
+            if scale is not None:
+                return hits, np.array(scale[:, c_idx], dtype=float), c_idx
+            return hits, np.full((ns, len(hits)), float(self.scale)), c_idx
+        return None
+
     def _broadcast_columns(
         self, local: np.ndarray, hits: np.ndarray, ncols: int, scale_full: np.ndarray | None, s0: float | None
     ) -> sp.csc_matrix:
@@ -568,6 +593,28 @@ class AffineMap:
         if acc is None:
             return sp.csc_matrix((self.size, len(cols)))
         return acc
+
+    def class_values(self, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The Jacobian columns ``cols`` of a (samples x classes) map (a row-wise loss's Z = X W + b)
+        as ``Term.class_columns`` gives them -- each column's values per sample and its class --
+        read from the blocks (:meth:`Block.class_values`) instead of the columns' samples x classes
+        rows; None where some block is of another kind or a column is read by two blocks."""
+        cols = np.asarray(cols, dtype=np.int64)
+        if len(self.shape) != 2:
+            return None
+        V = np.zeros((self.shape[0], len(cols)))
+        cls = np.full(len(cols), -1, dtype=np.int64)
+        for blk in self.blocks:
+            got = blk.class_values(cols, self.n)
+            if got is None:
+                return None
+            hits, D, c = got
+            if np.any(cls[hits] >= 0):  # (two blocks read one column: leave it to the columns)
+                return None
+            V[:, hits] = D
+            cls[hits] = c
+        cls[cls < 0] = 0  # (a column no block reads: zero, counted in class 0 as Term.class_columns does)
+        return V, cls
 
     def rows(self, rows: np.ndarray) -> AffineMap:
         rows = np.asarray(rows, dtype=np.int64)

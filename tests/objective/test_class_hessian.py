@@ -73,3 +73,60 @@ def test_the_newton_hessian_of_a_restricted_softmax_is_the_general_one():
             Ji = rd.Js[i].toarray() if sp.issparse(rd.Js[i]) else np.asarray(rd.Js[i])
             want += ot.coef * (Ji.T @ (Ji * ot.derivs(Ji @ u + rd.offsets[i], 2)[2][:, None]))
     assert np.abs(H - want).max() <= 1e-11 * (1 + np.abs(want).max())
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_maps_class_values_are_the_columns_class_by_class(sparse):
+    """``AffineMap.class_values`` (the candidates' values read from X @ W + b's blocks, what the swap
+    model takes when no Jacobian is stored) equals ``Term.class_columns`` of the gathered columns,
+    scaled maps included; a map whose blocks read a column twice gives None."""
+    rng = np.random.default_rng(4)
+    n, p, K = 30, 7, 4
+    X = rng.standard_normal((n, p))
+    Xd = sp.csr_matrix(X * (rng.random(X.shape) < 0.4)) if sparse else X
+    W, b = sm.Variable((p, K), name="W"), sm.Variable(K, name="b")
+    Y = np.eye(K)[rng.integers(0, K, n)]
+    for Z in (Xd @ W + b, 2.5 * (Xd @ W - b) / 3, Xd @ W):
+        obj = sm.sum(sm.logsumexp(Z, axis=1)) - sm.sum(Y * Z)
+        lp = sm.Problem(sm.minimize(obj), [sm.nnz(W) <= 5]).lower()
+        d = lp.design
+        ti = next(i for i, t in enumerate(d.terms) if t.rowwise)
+        t = d.terms[ti]
+        cols = rng.permutation(lp.n)[: lp.n // 2]
+        got, want = t.map.class_values(cols), t.class_columns(d.term_columns(ti, cols))
+        assert got is not None and want is not None
+        assert np.abs(got[0] - want[0]).max() <= 1e-15 * np.abs(want[0]).max()
+        assert np.array_equal(got[1][np.abs(want[0]).max(axis=0) > 0], want[1][np.abs(want[0]).max(axis=0) > 0])
+    Z2 = X @ W + X[:, ::-1] @ W  # two blocks read every column of W
+    lp = sm.Problem(sm.minimize(sm.sum(sm.logsumexp(Z2, axis=1)) - sm.sum(Y * Z2)), [sm.nnz(W) <= 5]).lower()
+    t = next(t for t in lp.design.terms if t.rowwise)
+    assert t.map.class_values(np.arange(lp.n)) is None
+
+
+def test_the_swap_model_without_stored_columns_reads_the_same_blocks(monkeypatch):
+    """A softmax above the storage limit (no stored Jacobian: the swap model reads the candidates'
+    values from the map's blocks) ends where the same problem with its Jacobian stored does."""
+    from sparsemodel.objective import columns as columns_mod
+    from sparsemodel.solvers import get_solver
+
+    rng = np.random.default_rng(7)
+    n, p, K = 120, 30, 3
+    X = rng.standard_normal((n, p))
+    B = np.zeros((p, K))
+    B[:3] = rng.uniform(-2, 2, (3, K))
+    P = np.exp(X @ B)
+    P /= P.sum(axis=1, keepdims=True)
+    Y = np.eye(K)[[rng.choice(K, p=r) for r in P]]
+
+    def solve():
+        W, b = sm.Variable((p, K), name="W"), sm.Variable(K, name="b")
+        Z = X @ W + b
+        obj = sm.sum(sm.logsumexp(Z, axis=1)) - sm.sum(Y * Z) + 0.5 * sm.sum_squares(W)
+        prob = sm.Problem(sm.minimize(obj), [sm.nnz(W, groups=np.repeat(np.arange(p), K)) <= 3])
+        return get_solver("auto")(lean=False).solve(prob.lower())
+
+    stored = solve()
+    monkeypatch.setattr(columns_mod, "FULL_LIMIT", 10)
+    streamed = solve()
+    assert list(streamed.support) == list(stored.support)
+    assert abs(streamed.objective - stored.objective) <= 1e-9 * abs(stored.objective)
