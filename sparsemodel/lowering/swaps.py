@@ -539,10 +539,15 @@ def _add_class_blocks(
         if len(on):
             HBI[:, on] += LB[c_::mc].T @ V[:, on]
     V3, cls3 = V.reshape(V.shape[0], nI, m), cls.reshape(nI, m)
+    same = bool(np.all(cls3 == cls3[:1])) if nI else False  # (row groups: member a of every unit in one class)
     for a_ in range(m):
         for b_ in range(a_, m):
-            lam_ab = Lam[:, cls3[:, a_], cls3[:, b_]]  # (n, nI)
-            HII[:, a_, b_] += np.einsum("iu,iu->u", V3[:, :, a_] * lam_ab, V3[:, :, b_])
+            if same:  # one class pair for every unit: its curvatures once, not gathered per unit
+                lam = Lam[:, cls3[0, a_], cls3[0, b_]]
+                HII[:, a_, b_] += lam @ (V3[:, :, a_] * V3[:, :, b_])
+            else:
+                lam_ab = Lam[:, cls3[:, a_], cls3[:, b_]]  # (n, nI)
+                HII[:, a_, b_] += np.einsum("iu,iu->u", V3[:, :, a_] * lam_ab, V3[:, :, b_])
             if b_ != a_:
                 HII[:, b_, a_] = HII[:, a_, b_]
 
