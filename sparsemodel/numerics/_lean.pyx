@@ -998,33 +998,33 @@ cdef void _class_hessian(Problem P, double[::1] d2, ClassCols cc, double[:, ::1]
     """The loss part of the Hessian over a restricted solve's columns (H in their order) from the
     columns by class: the block of classes c <= c2 is V_c' diag(s) V_c2 with s_i = wc_i p_ic
     (delta(c, c2) - p_ic2) (the row's Hessian diag(p) - p p' between the two classes;
-    reductions.softmax_hessian_apply), one weighted copy of V_c2 (in W, samples x columns) and one
-    product per pair; the blocks below the diagonal by symmetry (about half the products of the
-    whole J' M)."""
+    reductions.softmax_hessian_apply). Per class c, the weighted copies of every V_c2, c2 >= c (in W,
+    samples x columns), and one product for the whole row of blocks (K products, not K (K + 1) / 2:
+    ten classes' 55 small products cost their calls more than their arithmetic); the blocks below
+    the diagonal by symmetry."""
     cdef Py_ssize_t K = P.classes, ns = cc.V.shape[0], nb = cc.pos.shape[0], i, c, c2, q, q2, r
-    cdef int n = <int> ns, ma, mb, ldw = <int> W.shape[1], ldv = <int> cc.V.shape[1], ldh = <int> cc.Hp.shape[1]
-    cdef double alpha = 1.0, beta = 0.0, s
-    for c2 in range(K):
-        mb = <int> (cc.start[c2 + 1] - cc.start[c2])
-        if mb == 0:
+    cdef int n = <int> ns, ma, tail, ldw = <int> W.shape[1], ldv = <int> cc.V.shape[1], ldh = <int> cc.Hp.shape[1]
+    cdef double alpha = 1.0, beta = 0.0, s, pc
+    for c in range(K):
+        ma = <int> (cc.start[c + 1] - cc.start[c])
+        if ma == 0:
             continue
-        for c in range(c2 + 1):
-            ma = <int> (cc.start[c + 1] - cc.start[c])
-            if ma == 0:
-                continue
-            if n == 0:
-                for q in range(cc.start[c], cc.start[c + 1]):
-                    for q2 in range(cc.start[c2], cc.start[c2 + 1]):
-                        cc.Hp[q, q2] = 0.0
-                continue
-            for i in range(ns):
-                r = i * K
-                s = P.wc[i] * d2[r + c] * ((1.0 if c == c2 else 0.0) - d2[r + c2])
+        tail = <int> (cc.start[K] - cc.start[c])
+        if n == 0:
+            for q in range(cc.start[c], cc.start[c + 1]):
+                for q2 in range(cc.start[c], cc.start[K]):
+                    cc.Hp[q, q2] = 0.0
+            continue
+        for i in range(ns):
+            r = i * K
+            pc = P.wc[i] * d2[r + c]
+            for c2 in range(c, K):
+                s = pc * ((1.0 if c == c2 else 0.0) - d2[r + c2])
                 for q in range(cc.start[c2], cc.start[c2 + 1]):
                     W[i, q] = s * cc.V[i, q]
-            # Hp[block c, block c2] (ma x mb) = V_c' W_c2; in Fortran order its transpose W_c2' V_c
-            dgemm(b"N", b"T", &mb, &ma, &n, &alpha, &W[0, cc.start[c2]], &ldw, &cc.V[0, cc.start[c]], &ldv, &beta,
-                  &cc.Hp[cc.start[c], cc.start[c2]], &ldh)
+        # Hp[block c, blocks c..] (ma x tail) = V_c' W_tail; in Fortran order its transpose W_tail' V_c
+        dgemm(b"N", b"T", &tail, &ma, &n, &alpha, &W[0, cc.start[c]], &ldw, &cc.V[0, cc.start[c]], &ldv, &beta,
+              &cc.Hp[cc.start[c], cc.start[c]], &ldh)
     for c2 in range(K):
         for c in range(c2 + 1):
             for q in range(cc.start[c], cc.start[c + 1]):

@@ -67,8 +67,8 @@ def ray(rng: np.random.Generator, total: dict) -> None:
 def test_the_steps_and_answers_of_a_separable_softmax_are_unchanged(monkeypatch):
     """On separable softmax draws (the loss tends to 0: Newton steps far too long, halved tens of
     times) the Python pipeline ends at the same point, bit for bit, with the chords as with the plain
-    halving, in a third of the trials; the compiled kernel ends at the same objective and support."""
-    from tests.solvers.test_lean import AUTO, agree_answer, multinomial
+    halving, in a third of the trials; the compiled kernel ends at the infimum too."""
+    from tests.solvers.test_lean import AUTO, multinomial
 
     trials = [0]
     real = _State.trial
@@ -90,8 +90,10 @@ def test_the_steps_and_answers_of_a_separable_softmax_are_unchanged(monkeypatch)
         assert np.array_equal(chord.x, halving.x) and chord.objective == halving.objective
         assert n_chord < n_plain / 2
         monkeypatch.setattr(newton_mod, "backtrack", backtrack)
-        if AUTO().solve(lp).extra.get("kernel") == "compiled":
-            agree_answer(AUTO().solve(lp), chord)
+        lean = AUTO().solve(lp)
+        if lean.extra.get("kernel") == "compiled":  # (separable: both at the infimum 0 to the rounding
+            # of a loss whose terms are the size of the coefficients, test_lean's separable test)
+            assert abs(lean.objective) <= 1e-6 and abs(chord.objective) <= 1e-6
 
 
 def test_chords_are_read_only_where_convexity_is_proven():
