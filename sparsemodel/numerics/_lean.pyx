@@ -622,9 +622,10 @@ cdef void _jt(Problem P, double[::1] d, double[::1] out) noexcept nogil:
     dgemv(b"N", &m, &n, &alpha, &P.J[0, 0], &lda, &d[0], &one, &beta, &out[0], &one)
 
 
-cdef void _class_jt(Problem P, ClassCols cc, double[::1] d, double[::1] out):
-    """out = J' d from the columns by class (:func:`_all_class_cols`): class c's columns read only
-    the entries d[i K + c] (one BLAS product per class, with a stride of K)."""
+cdef void _class_jt(Problem P, ClassCols cc, double[::1] d, double[::1] out) noexcept nogil:
+    """out = J[:, cols]' d for the columns by class ``cc`` (the whole J's, :func:`_all_class_cols`, or
+    a restricted solve's, :func:`_class_cols`; out in their order, ``cc.pos``): class c's columns
+    read only the entries d[i K + c] (one BLAS product per class, with a stride of K)."""
     cdef Py_ssize_t K = P.classes, c, q
     cdef int m, n = <int> cc.V.shape[0], ldv = <int> cc.V.shape[1], inc = <int> K, one = 1
     cdef double alpha = 1.0, beta = 0.0
@@ -637,8 +638,37 @@ cdef void _class_jt(Problem P, ClassCols cc, double[::1] d, double[::1] out):
         if m > 0:
             # t[class c] (m) = V_c' d_c: V in C order (n x D) is V' in Fortran order (D x n, ld D)
             dgemv(b"N", &m, &n, &alpha, &cc.V[0, cc.start[c]], &ldv, &d[c], &inc, &beta, &t[cc.start[c]], &one)
-    for q in range(P.D):
+    for q in range(cc.pos.shape[0]):
         out[cc.pos[q]] = t[q]
+
+
+cdef void _class_affine(Problem P, ClassCols cc, double[::1] u, double[::1] z) noexcept nogil:
+    """z = J[:, cols] u + b for a restricted solve's columns by class ``cc`` (u in their order,
+    ``cc.pos``): the rows of class c, z[i K + c], read only that class's columns (one BLAS product per
+    class into every K-th entry), not the zeros the gathered J[:, cols] holds in the other classes'
+    rows (K - 1 of every K entries)."""
+    cdef Py_ssize_t K = P.classes, nb = cc.pos.shape[0], c, q, i
+    cdef int m, n = <int> cc.V.shape[0], ldv = <int> cc.V.shape[1], inc = <int> K, one = 1
+    cdef double alpha = 1.0, beta = 1.0
+    for i in range(P.n):
+        z[i] = P.b[i]
+    if n == 0:
+        return
+    for q in range(nb):
+        cc.grad[q] = u[cc.pos[q]]  # (u in V's order; the scratch _class_jt fills otherwise)
+    for c in range(K):
+        m = <int> (cc.start[c + 1] - cc.start[c])
+        if m > 0:
+            # z_c (n, stride K) += V_c u_c: V_c in C order (n x m, ld ldv) is V_c' in Fortran order
+            dgemv(b"T", &m, &n, &alpha, &cc.V[0, cc.start[c]], &ldv, &cc.grad[cc.start[c]], &one, &beta, &z[c], &inc)
+
+
+cdef inline void _trial_z(Problem P, ClassCols cc, double[:, ::1] JB, double[::1] u) noexcept nogil:
+    """P.z = J[:, cols] u + b for a restricted solve: by class (cc not None) or from JB = J[:, cols]."""
+    if cc is not None:
+        _class_affine(P, cc, u, P.z)
+    else:
+        _affine_cols(P, JB, u, P.z)
 
 
 cdef double[::1] _full_grad(Problem P, double[::1] u, Py_ssize_t[::1] cols, double[::1] d1):
@@ -916,7 +946,7 @@ cdef class ClassCols:
     scratch."""
 
     cdef double[:, ::1] V, Hp, VT
-    cdef double[::1] grad  # (_class_jt's products in V's order: the whole J's columns only)
+    cdef double[::1] grad  # (scratch in V's order: _class_jt's products, _class_affine's coefficients)
     cdef Py_ssize_t[::1] pos, start, slot, inv
 
 
@@ -928,6 +958,7 @@ cdef ClassCols _class_arrays(Py_ssize_t nb, Py_ssize_t ns, Py_ssize_t K, Py_ssiz
     cc.start = np.empty(K + 1, dtype=np.intp)
     cc.V = np.empty((ns, nb))
     cc.Hp = np.empty((hp_rows, hp_cols))
+    cc.grad = np.empty(nb)
     return cc
 
 
@@ -958,7 +989,6 @@ cdef ClassCols _all_class_cols(Problem P):
                 for i in range(ns):
                     cc.V[i, q] = P.J[i * K + c, a]
             cc.VT = np.ascontiguousarray(np.asarray(cc.V).T)  # (a column's values in a row: _class_blocks)
-            cc.grad = np.empty(D)
             P.ccall = cc
     return P.ccall if P.ccall is not False else None
 
@@ -1209,19 +1239,26 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
     cdef Workspace ws = _workspace(P, nb)
     JB, M, H, L, g, step, ut = ws.JB, ws.M, ws.H, ws.L, ws.g, ws.step, ws.ut
     ws.us[:] = u  # (the start: a solve that stops short is checked for a runaway from it)
-    for i in range(P.n):
-        for a in range(nb):
-            JB[i, a] = P.J[i, cols[a]]
+    # the softmax's columns by class (its products skip the other classes' rows), else J[:, cols]
     cdef ClassCols cc = _class_cols(P, cols, ws.cc)
+    if cc is None:
+        for i in range(P.n):
+            for a in range(nb):
+                JB[i, a] = P.J[i, cols[a]]
     for _ in range(NEWTON_MAX_ITER):
         its += 1
         if nb == 0:
             conv = True
             break
-        for a in range(nb):
-            g[a] = P.lin[cols[a]] + P.rd[cols[a]] * u[a]
-        if P.n > 0:  # g += JB' d1 (JB in C order is JB' in Fortran order)
-            dgemv(b"N", &nbi, &ni, &one_d, &JB[0, 0], &nbi, &d1[0], &one_i, &one_d, &g[0], &one_i)
+        if cc is not None:
+            _class_jt(P, cc, d1, g)
+            for a in range(nb):
+                g[a] += P.lin[cols[a]] + P.rd[cols[a]] * u[a]
+        else:
+            for a in range(nb):
+                g[a] = P.lin[cols[a]] + P.rd[cols[a]] * u[a]
+            if P.n > 0:  # g += JB' d1 (JB in C order is JB' in Fortran order)
+                dgemv(b"N", &nbi, &ni, &one_d, &JB[0, 0], &nbi, &d1[0], &one_i, &one_d, &g[0], &one_i)
         if cc is not None:
             _class_hessian(P, d2, cc, M, H)
         else:
@@ -1244,7 +1281,7 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
             conv = True
             for a in range(nb):
                 ut[a] = u[a] + step[a]
-            _affine_cols(P, JB, ut, P.z)
+            _trial_z(P, cc, JB, ut)
             ft = _value_z(P, ut, cols, P.e1, P.e2, 2)
             if isfinite(ft) and ft <= f + ROUNDING * (1.0 + fabs(f)):
                 u[:] = ut
@@ -1261,7 +1298,7 @@ cdef (double, bint, bint, int) _restricted(Problem P, Py_ssize_t[::1] cols, doub
         while tries < 50:  # (numerics/newton._newton_one's backtracking)
             for a in range(nb):
                 ut[a] = u[a] + t * step[a]
-            _affine_cols(P, JB, ut, P.z)
+            _trial_z(P, cc, JB, ut)
             ft = _value_z(P, ut, cols, P.e1, P.e2, 2)
             if ft <= f - 0.25 * t * dec:
                 if ft < f:  # (t dec / 4 below f's rounding passes the test without a decrease: no step)
