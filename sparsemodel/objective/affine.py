@@ -759,14 +759,29 @@ def _merge_blocks(blocks: list[Block]) -> list[Block]:
     return list(out.values())
 
 
-def linearize(e: Expr, layout: Layout) -> AffineMap:
-    """The canonical block form of the affine expression ``e`` (raises NotCanonical)."""
-    m = _linearize(e, layout)
+def linearize(e: Expr, layout: Layout, memo: dict[int, Any] | None = None) -> AffineMap:
+    """The canonical block form of the affine expression ``e`` (raises NotCanonical). ``memo``: the
+    forms of the subexpressions linearized so far for one design (the softmax's or Poisson's
+    linear term -sum(Y .* Z) reads the Z its loss reads: linearized once)."""
+    m = _linearize(e, layout, memo)
     m.expr = e
     return m
 
 
-def _linearize(e: Expr, layout: Layout) -> AffineMap:
+def _linearize(e: Expr, layout: Layout, memo: dict[int, Any] | None = None) -> AffineMap:
+    """:func:`_linearize_node` of ``e``, once per node of a ``memo`` (each use its own map over the
+    shared blocks, which nothing modifies)."""
+    if memo is None:
+        return _linearize_node(e, layout, memo)
+    got = memo.get(id(e))
+    if got is None or got[0] is not e:
+        got = memo[id(e)] = (e, _linearize_node(e, layout, memo))  # (e kept: its id not reused)
+    m = got[1]
+    out = AffineMap(list(m.blocks), 0.0 if m.zero_offset else m.b, m.shape, m.n)
+    return out
+
+
+def _linearize_node(e: Expr, layout: Layout, memo: dict[int, Any] | None) -> AffineMap:
     n = layout.n
     shape = e.shape
     if e.is_constant():
@@ -786,7 +801,7 @@ def _linearize(e: Expr, layout: Layout) -> AffineMap:
                 blk = Block(vb[0], vb[1], as_operator(D), shape, scalar_out=True, source=a, recipe=(shape, ()))
                 return AffineMap([blk], 0.0, shape, n)
             if np.ndim(D) == 2 and b.ndim == 1:  # constant matrix @ (affine vector): fold into the blocks
-                inner = _linearize(b, layout)
+                inner = _linearize(b, layout, memo)
                 Dd = dense(D)
                 blocks = []
                 for blk in inner.blocks:
@@ -815,14 +830,14 @@ def _linearize(e: Expr, layout: Layout) -> AffineMap:
             if isinstance(node, Neg):
                 stack.append((node.args[0], -sign))
                 continue
-            part = _linearize(node, layout)
+            part = _linearize(node, layout, memo)
             blocks += [blk.scaled(sign, shape) for blk in part.blocks]
             if not part.zero_offset:
                 offset = True
                 b = b + sign * np.broadcast_to(part.b.reshape(part.shape), shape)
         return AffineMap(_merge_blocks(blocks), b if offset else 0.0, shape, n)
     if isinstance(e, Neg):
-        pa = _linearize(e.args[0], layout)
+        pa = _linearize(e.args[0], layout, memo)
         return AffineMap([blk.scaled(-1.0, shape) for blk in pa.blocks], 0.0 if pa.zero_offset else -pa.b, shape, n)
     if isinstance(e, (Mul, Div)):
         a, b = e.args
@@ -836,7 +851,7 @@ def _linearize(e: Expr, layout: Layout) -> AffineMap:
             factor, inner = (b, False), a
         else:
             raise NotCanonical
-        pa = _linearize(inner, layout)
+        pa = _linearize(inner, layout, memo)
         kk = factor_value(factor[0].constant_value(), factor[1])
         bb = 0.0 if pa.zero_offset else np.broadcast_to(pa.b.reshape(pa.shape), shape) * kk
         return AffineMap([blk.scaled(kk, shape, factor) for blk in pa.blocks], bb, shape, n)
@@ -850,8 +865,8 @@ def factor_value(k: Any, reciprocal: bool) -> Any:
     return float(k) if np.ndim(k) == 0 else k
 
 
-def affine_map(e: Expr, layout: Layout) -> AffineMap | ExprMap:
+def affine_map(e: Expr, layout: Layout, memo: dict[int, Any] | None = None) -> AffineMap | ExprMap:
     try:
-        return linearize(e, layout)
+        return linearize(e, layout, memo)
     except NotCanonical:
         return ExprMap(e, layout)

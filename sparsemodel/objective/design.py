@@ -79,7 +79,8 @@ class Design(DesignColumns):
         self.terms: list[Term] = []
         # the form's terms and their maps, as made (a rebinding reads them: :meth:`rebound`)
         self.raw = comp.terms
-        self.maps = maps if maps is not None else [affine_map(rt.affine, layout) for rt in comp.terms]
+        memo: dict[int, Any] = {}  # (a subexpression two terms read linearized once)
+        self.maps = maps if maps is not None else [affine_map(rt.affine, layout, memo) for rt in comp.terms]
         pieces = [(rt.coef, rt.weights, m) for rt, m in zip(comp.terms, self.maps) if rt.phi is None]
         self.lin, self.const = linear_part(pieces, layout, comp.const)
         for rt, m in zip(comp.terms, self.maps):
