@@ -474,7 +474,10 @@ def _add_term(
     if t.rowwise and not t.diagonal:
         # (the stored columns' values once per design; else the map's blocks give the candidates'
         # values, the data's columns, without their samples x classes rows)
-        slots = _one_slot_of(lp, ti, stored) if stored is not None else t.map.class_values(Icols)
+        if stored is not None:
+            slots = _one_slot_of(lp, ti, stored)
+        elif hasattr(t.map, "class_values"):  # (an expression map has no blocks: its columns are read)
+            slots = t.map.class_values(Icols)
     JI = None  # the candidates' columns: not gathered where the blocks come from the values (Khan: 5%)
     if slots is None:
         JI = stored[0][:, Icols] if stored is not None else d.term_columns(ti, Icols)

@@ -130,3 +130,30 @@ def test_the_swap_model_without_stored_columns_reads_the_same_blocks(monkeypatch
     streamed = solve()
     assert list(streamed.support) == list(stored.support)
     assert abs(streamed.objective - stored.objective) <= 1e-9 * abs(stored.objective)
+
+
+def test_a_softmax_of_an_expression_map_above_the_storage_limit_reads_its_columns(monkeypatch):
+    """Z = X @ (W @ R) is no block form (an expression map, no class_values): the swap model reads
+    its columns, above the storage limit too, and ends where the stored run does."""
+    from sparsemodel.objective import columns as columns_mod
+    from sparsemodel.solvers import get_solver
+
+    rng = np.random.default_rng(0)
+    n, p, K = 60, 8, 3
+    X, R = rng.standard_normal((n, p)), rng.standard_normal((K, K))
+    Y = np.eye(K)[rng.integers(0, K, n)]
+
+    def solve():
+        W = sm.Variable((p, K), name="W")
+        Z = X @ (W @ R)
+        obj = sm.sum(sm.logsumexp(Z, axis=1)) - sm.sum(Y * Z) + 0.5 * sm.sum_squares(W)
+        lp = sm.Problem(sm.minimize(obj), [sm.nnz(W, groups=np.repeat(np.arange(p), K)) <= 2]).lower()
+        assert not hasattr(next(t for t in lp.design.terms if t.rowwise).map, "class_values")
+        return get_solver("auto")(lean=False).solve(lp)
+
+    stored = solve()
+    monkeypatch.setattr(columns_mod, "FULL_LIMIT", 10)
+    streamed = solve()
+    assert streamed.status == stored.status == "converged"
+    assert list(streamed.support) == list(stored.support)
+    assert abs(streamed.objective - stored.objective) <= 1e-9 * abs(stored.objective)
