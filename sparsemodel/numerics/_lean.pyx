@@ -1354,6 +1354,7 @@ cdef inline double _backtrack(double t, double ft, double t_prev, double f_prev,
 
 
 cdef bint _nonnegative(double[::1] r) noexcept nogil:
+    """Every entry of r is >= 0 (a ridge's diagonal: what convexity asks of it)."""
     cdef Py_ssize_t i
     for i in range(r.shape[0]):
         if not r[i] >= 0.0:
