@@ -344,8 +344,8 @@ def _linear_on_rows(d: Any, rows: np.ndarray, factor: float) -> tuple[np.ndarray
         if m.shape and m.shape[0] == d.n_samples:  # (a piece of the data term: its rows, row-local by subset_scale)
             if not isinstance(m, AffineMap) or not (m.reads_data() or w is not None):
                 return None
-            w = np.broadcast_to(w if w is not None else np.ones(m.size), (m.size,)).reshape(m.shape)[rows]
-            m, coef = m.rows(rows), coef * factor
+            w = np.broadcast_to(w if w is not None else np.ones(m.size), (m.size,)).reshape(m.shape)[rows].reshape(-1)
+            m, coef = m.rows(rows), coef * factor  # (w flat, as linear_part reads a term's weights)
         elif m.reads_data():  # (data read across the samples, y @ z: no row of it is proved)
             return None
         pieces.append((coef, w, m))

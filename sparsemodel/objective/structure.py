@@ -140,12 +140,13 @@ class _Decomposition:
             raise _NotComposite
         if e.shape != ():
             raise _NotComposite
-        if e.curvature == AFFINE:
-            self.terms.append(RawTerm(c, None, e))
-            return
-        if isinstance(e, (A.sum, A.mean)) and e.axis is None:
+        if isinstance(e, (A.sum, A.mean)) and e.axis is None:  # (an affine sum too: sum(Y .* Z) a linear
+            # term over Z's entries, whose map is Z's blocks, not a map of the scalar)
             scale = c / (e.args[0].size if isinstance(e, A.mean) else 1)
             self.todo("s", e.args[0], scale)
+            return
+        if e.curvature == AFFINE:
+            self.terms.append(RawTerm(c, None, e))
             return
         if isinstance(e, A.sum_squares) and e.args[0].curvature == AFFINE:
             self.terms.append(RawTerm(c, A.square(e.args[0]), e.args[0]))

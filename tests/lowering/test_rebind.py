@@ -548,18 +548,39 @@ def test_an_offset_skips_only_what_is_zero_at_the_origin():
 
 
 def test_a_term_outside_the_canonical_maps_is_rebound_on_its_own_tree():
-    """The multinomial's linear part -sum(Y * Z) is no canonical map (an ExprMap through its
-    tree): rebound, it reads the new Y in the same tree (no tree rebuilt, no linearization again),
-    and its gradient is the fresh lowering's."""
+    """A term whose map is no canonical block form (Z = X @ (W @ R): an ExprMap through its tree):
+    rebound, it reads the new data in the same tree (no tree rebuilt, no linearization again), and
+    the design's linear part, constant and the objective's value and gradient are the fresh
+    lowering's. The multinomial's linear part -sum(Y * Z) is a canonical map over Z's entries
+    (rebound from its blocks), with the fresh lowering's linear part too."""
     from sparsemodel.objective.affine import ExprMap
 
     d0, d1 = _data("multinomial", 0), _data("multinomial", 1)
-    lp = _form("multinomial", d0).lower()
+    R = np.array([[1.0, 0.5, 0.0], [0.0, 1.0, -0.5], [0.3, 0.0, 1.0]])
+
+    def form(d: dict) -> sm.Problem:
+        X, Y = sm.Data(d["X"], name="X"), sm.Data(d["Y"], name="Y")
+        p = d["X"].shape[1]
+        W = sm.Variable((p, 3), name="W")
+        Z = X @ (W @ R)
+        loss = sm.sum(sm.logsumexp(Z, axis=1)) - sm.sum(Y * Z) + 0.2 * sm.sum_squares(W)
+        return sm.Problem(sm.minimize(loss), [sm.nnz(W, groups=np.repeat(np.arange(p), 3)) <= 2])
+
+    lp = form(d0).lower()
     got = lp.rebind(**d1)
-    fresh = _form("multinomial", d1).lower()
+    fresh = form(d1).lower()
     olds = [m for m in lp.design.maps if isinstance(m, ExprMap)]
     news = [m for m in got.design.maps if isinstance(m, ExprMap)]
     assert olds and len(news) == len(olds)
     assert all(a.expr is b.expr and a is not b for a, b in zip(olds, news, strict=True))
     np.testing.assert_allclose(got.design.lin, fresh.design.lin, rtol=1e-12, atol=1e-12)
     assert got.design.const == pytest.approx(fresh.design.const, rel=1e-12)
+    x = np.random.default_rng(0).standard_normal(lp.n)
+    (fg, gg), (ff, gf) = got.oracle.value_and_grad(x), fresh.oracle.value_and_grad(x)
+    assert fg == pytest.approx(ff, rel=1e-12)
+    np.testing.assert_allclose(gg, gf, rtol=1e-10, atol=1e-10)
+    lpm = _form("multinomial", d0).lower()
+    assert not any(isinstance(m, ExprMap) for m in lpm.design.maps)
+    gm, fm = lpm.rebind(**d1), _form("multinomial", d1).lower()
+    np.testing.assert_allclose(gm.design.lin, fm.design.lin, rtol=1e-12, atol=1e-12)
+    assert gm.design.const == pytest.approx(fm.design.const, rel=1e-12)

@@ -607,3 +607,37 @@ def test_the_held_out_reading_from_the_whole_terms_rows_gives_the_rebuilt_terms_
         assert np.array_equal(fast.per_fold, rebuilt.per_fold)
         assert np.array_equal(fast.per_sample, rebuilt.per_sample)
     assert fast.k == rebuilt.k
+
+
+def test_a_softmax_with_its_linear_part_summed_apart_chooses_k_by_cross_validation():
+    """sum(logsumexp(Z, axis=1)) - sum(Y * Z) (the linear part summed on its own, as
+    benchmarks/vs_abess.py writes the multinomial) is a linear term over Z's entries, a row of K of
+    them per sample, whose rows cross-validation's fold problems take (their weights flat, as the
+    linear part reads them: a ValueError at first), and the criteria equal those of the per-row
+    spelling sum(logsumexp(Z, axis=1) - sum(Y * Z, axis=1))."""
+    rng = np.random.default_rng(3)
+    n, p, K = 120, 15, 3
+    X = rng.standard_normal((n, p))
+    B = np.zeros((p, K))
+    B[:3] = rng.uniform(-2, 2, (3, K))
+    P = np.exp(X @ B)
+    P /= P.sum(1, keepdims=True)
+    Y = np.eye(K)[[rng.choice(K, p=r) for r in P]]
+
+    def prob(apart: bool) -> sm.Problem:
+        W, b = sm.Variable((p, K), name="W"), sm.Variable(K, name="b")
+        Z = X @ W + b
+        if apart:
+            loss = sm.sum(sm.logsumexp(Z, axis=1)) - sm.sum(Y * Z)
+        else:
+            loss = sm.sum(sm.logsumexp(Z, axis=1) - sm.sum(Y * Z, axis=1))
+        return sm.Problem(
+            sm.minimize(loss + 0.1 * sm.sum_squares(W)), [sm.nnz(W, groups=np.repeat(np.arange(p), K)) <= 3]
+        )
+
+    for by in ("cv", "ebic"):
+        a, b_ = prob(True).select(by=by), prob(False).select(by=by)
+        assert a.k == b_.k == 3
+        va = [r["value"] for r in a.curve]
+        vb = [r["value"] for r in b_.curve]
+        assert np.allclose(va, vb, rtol=1e-9, atol=1e-9)
