@@ -378,6 +378,8 @@ def main() -> None:
         "whose fits take milliseconds; 1 on the others)",
     )
     args = ap.parse_args()
+    if args.repeat is not None and args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: give a whole number of runs >= 1")
     mode = "cv" if args.cv else ("quick" if args.quick else "full")
     seeds = args.seeds or {"quick": 3, "cv": 20}.get(mode, 10)
     designs = (args.designs or ("high" if args.quick else "high,low")).split(",")

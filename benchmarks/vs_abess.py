@@ -512,6 +512,8 @@ def main() -> None:
         help="also run auto's Python pipeline (lean=false) on every case and compare the objectives",
     )
     args = ap.parse_args()
+    if args.repeat is not None and args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: give a whole number of runs >= 1")
     args.seeds = args.seeds or (2 if args.size == "small" else 5)
     repeat = args.repeat or 3
     if _abess() is None:

@@ -108,22 +108,10 @@ def test_the_swap_model_without_stored_columns_reads_the_same_blocks(monkeypatch
     values from the map's blocks) ends where the same problem with its Jacobian stored does."""
     from sparsemodel.objective import columns as columns_mod
     from sparsemodel.solvers import get_solver
-
-    rng = np.random.default_rng(7)
-    n, p, K = 120, 30, 3
-    X = rng.standard_normal((n, p))
-    B = np.zeros((p, K))
-    B[:3] = rng.uniform(-2, 2, (3, K))
-    P = np.exp(X @ B)
-    P /= P.sum(axis=1, keepdims=True)
-    Y = np.eye(K)[[rng.choice(K, p=r) for r in P]]
+    from tests.solvers.test_lean import multinomial
 
     def solve():
-        W, b = sm.Variable((p, K), name="W"), sm.Variable(K, name="b")
-        Z = X @ W + b
-        obj = sm.sum(sm.logsumexp(Z, axis=1)) - sm.sum(Y * Z) + 0.5 * sm.sum_squares(W)
-        prob = sm.Problem(sm.minimize(obj), [sm.nnz(W, groups=np.repeat(np.arange(p), K)) <= 3])
-        return get_solver("auto")(lean=False).solve(prob.lower())
+        return get_solver("auto")(lean=False).solve(multinomial(120, 30, 3, 7, ridge=1.0).lower())
 
     stored = solve()
     monkeypatch.setattr(columns_mod, "FULL_LIMIT", 10)
